@@ -1,0 +1,72 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Layers, bottom to top: C system libraries -> VBTBus (sockets, envelope,
+// publish/subscribe, counters) -> programs. Nothing imports anything above it.
+let package = Package(
+    name: "vbt",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "vbt-bus", targets: ["vbt-bus"]),
+        .executable(name: "vbt", targets: ["vbt"]),
+        .library(name: "VBTBus", targets: ["VBTBus"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+    ],
+    targets: [
+        // libzmq through pkg-config; `make deps` installs libzmq3-dev.
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        // BlueZ's libbluetooth (HCI, L2CAP) through pkg-config; `make deps` installs libbluetooth-dev.
+        .systemLibrary(
+            name: "CBlueZ",
+            pkgConfig: "bluez",
+            providers: [.apt(["libbluetooth-dev"])]
+        ),
+        .target(
+            name: "VBTBus",
+            dependencies: [
+                "CZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "VBTTesting",
+            dependencies: ["VBTBus"]
+        ),
+        .executableTarget(
+            name: "vbt-bus",
+            dependencies: [
+                "VBTBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "vbt",
+            dependencies: [
+                "VBTBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // `make bench`: envelope codec and bus throughput beside raw libzmq.
+        .executableTarget(
+            name: "vbt-bench",
+            dependencies: ["VBTBus", "CZeroMQ"],
+            path: "Benchmarks/vbt-bench"
+        ),
+        .testTarget(
+            name: "VBTBusTests",
+            dependencies: ["VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
+        ),
+    ]
+)

@@ -1,0 +1,244 @@
+// The envelope of CONTRACTS.md section 3: two frames, `<type>.<station>` and
+// one JSON object carrying v, type, station, src, seq, ts (and optionally
+// athlete) beside the type's own fields. proto/envelope.schema.json is the
+// wire's source of truth; this file is its Swift reading.
+
+/// Limits every consumer enforces on what it accepts.
+public enum BusLimits {
+    /// The only schema version this build speaks.
+    public static let version = 1
+    /// Largest JSON frame accepted, in bytes (a batch of 100 IMU readings is ~15 KiB).
+    public static let maxMessageBytes = 256 * 1024
+    /// Longest topic accepted, in bytes.
+    public static let maxTopicBytes = 128
+}
+
+/// The envelope fields common to every message.
+public struct Envelope: Sendable, Equatable {
+    /// Schema version (1).
+    public var v: Int
+    /// Message type, the topic's part before the dot (`sample`, `rep`, ...).
+    public var type: String
+    /// Station the message is about, the topic's part after the dot.
+    public var station: String
+    /// The publishing stream: process instance and topic, unique per process start.
+    public var src: String
+    /// 1, 2, 3... per `src`.
+    public var seq: UInt64
+    /// Producer's wall clock, Unix seconds.
+    public var ts: Double
+    /// The athlete the message is about, when known.
+    public var athlete: String?
+
+    /// The topic this envelope belongs under.
+    public var topic: String { "\(type).\(station)" }
+}
+
+/// Why a received message was rejected. `kind` is a stable, countable name;
+/// `detail` says what exactly was wrong.
+public struct MalformedMessage: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The category of fault, stable across releases (used as a counter key).
+    public enum Kind: String, Sendable, CaseIterable, Codable {
+        case frameCount = "frame-count"
+        case oversize
+        case badTopic = "bad-topic"
+        case notJSON = "not-json"
+        case notObject = "not-object"
+        case missingField = "missing-field"
+        case wrongType = "wrong-type"
+        case unknownVersion = "unknown-version"
+        case topicMismatch = "topic-mismatch"
+        case badSeq = "bad-seq"
+        case badTimestamp = "bad-timestamp"
+        case badPayload = "bad-payload"
+    }
+
+    /// The category.
+    public var kind: Kind
+    /// What exactly was wrong, for the log.
+    public var detail: String
+
+    /// Creates a rejection.
+    public init(_ kind: Kind, _ detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    public var description: String { "\(kind.rawValue): \(detail)" }
+}
+
+/// A message that passed every envelope check.
+public struct BusMessage: Sendable {
+    /// The topic frame, `<type>.<station>`.
+    public var topic: String
+    /// The envelope fields.
+    public var envelope: Envelope
+    /// The whole JSON object, envelope fields included.
+    public var fields: JSONObject
+    /// The JSON frame exactly as received (recordings store it verbatim).
+    public var body: [UInt8]
+
+    /// Decodes the type's own fields.
+    public func payload<P: BusPayload>(as type: P.Type) throws(MalformedMessage) -> P {
+        guard envelope.type == P.type else {
+            throw MalformedMessage(.badPayload, "expected type \(P.type), got \(envelope.type)")
+        }
+        do {
+            return try P(fields: fields)
+        } catch {
+            throw MalformedMessage(.badPayload, "\(P.type): \(error)")
+        }
+    }
+}
+
+/// Checks a topic: printable ASCII, `<type>.<station>`, type without dots.
+/// Returns (type, station).
+public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: String, station: String) {
+    guard !topic.isEmpty, topic.count <= BusLimits.maxTopicBytes else {
+        throw MalformedMessage(.badTopic, "topic is empty or longer than \(BusLimits.maxTopicBytes) bytes")
+    }
+    guard topic.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+        throw MalformedMessage(.badTopic, "topic must be printable ASCII without spaces")
+    }
+    guard let dot = topic.firstIndex(of: UInt8(ascii: ".")), dot > 0, dot < topic.count - 1 else {
+        throw MalformedMessage(.badTopic, "topic must be <type>.<station>")
+    }
+    return (String(decoding: topic[..<dot], as: UTF8.self), String(decoding: topic[(dot + 1)...], as: UTF8.self))
+}
+
+/// Decodes and checks one received message against the envelope rules.
+public func decodeMessage(_ received: ReceivedMessage) throws(MalformedMessage) -> BusMessage {
+    guard received.frameCount == 2, received.frames.count == 2 else {
+        throw MalformedMessage(.frameCount, "expected 2 frames (topic, JSON), got \(received.frameCount)")
+    }
+    return try decodeMessage(topic: received.frames[0], body: received.frames[1])
+}
+
+/// Decodes and checks a topic frame and a JSON frame.
+public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(MalformedMessage) -> BusMessage {
+    guard body.count <= BusLimits.maxMessageBytes else {
+        throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
+    }
+    let (topicType, topicStation) = try splitTopic(topicBytes)
+    let value: JSONValue
+    do {
+        value = try JSONParser.parse(body)
+    } catch {
+        throw MalformedMessage(.notJSON, error.description)
+    }
+    guard case .object(let fields) = value else {
+        throw MalformedMessage(.notObject, "the JSON frame must be an object")
+    }
+    let v = try envelopeInteger(fields, "v")
+    guard v == Double(BusLimits.version) else {
+        throw MalformedMessage(.unknownVersion, "v=\(v); this build speaks v=\(BusLimits.version)")
+    }
+    let type = try envelopeString(fields, "type")
+    let station = try envelopeString(fields, "station")
+    let src = try envelopeString(fields, "src")
+    let seq = try envelopeInteger(fields, "seq")
+    guard seq >= 1, seq <= 9_007_199_254_740_991 else {
+        throw MalformedMessage(.badSeq, "seq=\(seq) must be 1 or more")
+    }
+    guard case .number(let ts)? = fields["ts"] else {
+        if fields["ts"] == nil { throw MalformedMessage(.missingField, "ts") }
+        throw MalformedMessage(.wrongType, "ts must be a number")
+    }
+    guard ts > 0 else { throw MalformedMessage(.badTimestamp, "ts=\(ts) must be Unix seconds") }
+    var athlete: String?
+    switch fields["athlete"] {
+    case nil, .null?: athlete = nil
+    case .string(let name)?: athlete = name
+    default: throw MalformedMessage(.wrongType, "athlete must be a string")
+    }
+    guard type == topicType else {
+        throw MalformedMessage(.topicMismatch, "topic type \(topicType) but body type \(type)")
+    }
+    guard station == topicStation else {
+        throw MalformedMessage(.topicMismatch, "topic station \(topicStation) but body station \(station)")
+    }
+    let envelope = Envelope(v: Int(v), type: type, station: station, src: src, seq: UInt64(seq), ts: ts, athlete: athlete)
+    return BusMessage(topic: envelope.topic, envelope: envelope, fields: fields, body: body)
+}
+
+private func envelopeString(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> String {
+    switch fields[key] {
+    case nil: throw MalformedMessage(.missingField, key)
+    case .string(let text)?:
+        guard !text.isEmpty else { throw MalformedMessage(.wrongType, "\(key) must be a non-empty string") }
+        return text
+    default: throw MalformedMessage(.wrongType, "\(key) must be a string")
+    }
+}
+
+private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> Double {
+    switch fields[key] {
+    case nil: throw MalformedMessage(.missingField, key)
+    case .number(let number)?:
+        guard number == number.rounded() else { throw MalformedMessage(.wrongType, "\(key) must be an integer") }
+        return number
+    default: throw MalformedMessage(.wrongType, "\(key) must be an integer")
+    }
+}
+
+/// Stamps outgoing messages: one `src` and `seq` counter per topic, so a
+/// subscriber that filters by prefix still sees each stream whole and can
+/// count its gaps. `src` is `<instance>/<topic>`.
+public struct EnvelopeStamper {
+    /// This process start's instance name, e.g. `vbt-bus-4f9a01c2`.
+    public let instance: String
+    private var streams: [String: (src: String, seq: UInt64)] = [:]
+
+    /// Creates a stamper for `program`, with a random instance suffix unless given.
+    public init(program: String, instance: String? = nil) {
+        self.instance = instance ?? "\(program)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+    }
+
+    /// Encodes a typed payload into the two frames of a bus message.
+    public mutating func encode<P: BusPayload>(
+        _ payload: P, station: String, athlete: String? = nil, ts: Double
+    ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
+        try encode(type: P.type, station: station, athlete: athlete, ts: ts) { payload.write(to: &$0) }
+    }
+
+    /// Encodes a message whose fields `writeFields` writes (keys and values only).
+    public mutating func encode(
+        type: String, station: String, athlete: String? = nil, ts: Double,
+        writeFields: (inout JSONWriter) -> Void
+    ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
+        let topic = "\(type).\(station)"
+        let topicBytes = Array(topic.utf8)
+        do { _ = try splitTopic(topicBytes) } catch { throw EncodeError(reason: error.detail) }
+        let stamp: (src: String, seq: UInt64)
+        if let stream = streams[topic] {
+            stamp = (stream.src, stream.seq + 1)
+        } else {
+            stamp = ("\(instance)/\(topic)", 1)
+        }
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("v"); writer.int(BusLimits.version)
+        writer.key("type"); writer.string(type)
+        writer.key("station"); writer.string(station)
+        writer.key("src"); writer.string(stamp.src)
+        writer.key("seq"); writer.int(stamp.seq)
+        writer.key("ts"); writer.fixed(ts, decimals: 6)
+        if let athlete { writer.key("athlete"); writer.string(athlete) }
+        writeFields(&writer)
+        writer.endObject()
+        if writer.sawNonFiniteNumber { throw EncodeError(reason: "\(topic): a number is NaN or infinite") }
+        if writer.bytes.count > BusLimits.maxMessageBytes {
+            throw EncodeError(reason: "\(topic): \(writer.bytes.count) bytes exceeds \(BusLimits.maxMessageBytes)")
+        }
+        // Only a message that will be sent consumes a sequence number.
+        streams[topic] = stamp
+        return (topicBytes, writer.bytes)
+    }
+}
+
+/// A message that cannot be put on the wire.
+public struct EncodeError: Error, Sendable, CustomStringConvertible {
+    /// What was wrong.
+    public let reason: String
+    public var description: String { reason }
+}

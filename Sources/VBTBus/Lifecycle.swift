@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Runs `body` on a new dedicated thread and waits for it without blocking
+/// the cooperative pool. ZeroMQ sockets created inside `body` stay on that
+/// thread for their whole life (the model in ZeroMQ.swift).
+public func runOnDedicatedThread<T: Sendable>(
+    name: String, _ body: @escaping @Sendable () throws -> T
+) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+        }
+        thread.name = name
+        thread.start()
+    }
+}
+
+/// A `Service` whose work is a blocking socket loop on its own thread.
+/// Graceful shutdown (SIGTERM, SIGINT) shuts the ZeroMQ context down, every
+/// blocking call returns `ETERM`, the loop ends and the process exits 0.
+public struct SocketLoopService: Service {
+    private let name: String
+    private let context: ZMQContext
+    private let body: @Sendable (ZMQContext) throws -> Void
+
+    /// Creates the service; `body` runs on a dedicated thread named `name`.
+    public init(name: String, context: ZMQContext, body: @escaping @Sendable (ZMQContext) throws -> Void) {
+        self.name = name
+        self.context = context
+        self.body = body
+    }
+
+    public func run() async throws {
+        let context = self.context
+        let body = self.body
+        try await withGracefulShutdownHandler {
+            try await runOnDedicatedThread(name: name) {
+                do {
+                    try body(context)
+                } catch let error as ZMQError where error.isTerminated {
+                    return  // shutdown requested
+                }
+            }
+        } onGracefulShutdown: {
+            context.shutdown()
+        }
+    }
+}
+
+/// Runs socket loops until they finish or SIGTERM/SIGINT arrives.
+/// Throws the first loop's error (e.g. an endpoint that cannot be bound).
+public func runSocketLoops(_ services: [SocketLoopService], logger: Logger) async throws {
+    let group = ServiceGroup(configuration: .init(
+        services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger))
+    try await group.run()
+}
+
+/// Sets up swift-log for a program: stderr, level from `VBT_LOG_LEVEL` (default info).
+public func bootstrapLogging(label: String) -> Logger {
+    let level = environment("VBT_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+    return Logger(label: label)
+}

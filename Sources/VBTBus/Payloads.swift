@@ -1,0 +1,497 @@
+// Typed payloads: the type-specific fields beside the envelope. Each type
+// mirrors proto/<type>.schema.json; units are in the field names.
+
+/// A message type's own fields, readable from and writable to JSON.
+public protocol BusPayload: Sendable {
+    /// The `<type>` of the topic and of the envelope's `type` field.
+    static var type: String { get }
+    /// Reads the fields from a received object (envelope fields are ignored).
+    init(fields: JSONObject) throws(PayloadError)
+    /// Writes the fields (keys and values) after the envelope.
+    func write(to writer: inout JSONWriter)
+}
+
+/// A payload field that is missing or of the wrong shape.
+public struct PayloadError: Error, Sendable, CustomStringConvertible {
+    /// What was wrong, naming the field.
+    public let reason: String
+    /// Creates an error.
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+/// Three numbers, written as `[x,y,z]`.
+public struct Vector3: Sendable, Equatable {
+    public var x: Double, y: Double, z: Double
+    /// Creates a vector.
+    public init(_ x: Double, _ y: Double, _ z: Double) { (self.x, self.y, self.z) = (x, y, z) }
+}
+
+// MARK: Typed field access
+
+extension JSONObject {
+    /// A required number.
+    public func number(_ key: String) throws(PayloadError) -> Double {
+        guard let value = try optionalNumber(key) else { throw PayloadError("missing field \(key)") }
+        return value
+    }
+
+    /// An optional number (absent or null gives nil).
+    public func optionalNumber(_ key: String) throws(PayloadError) -> Double? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .number(let value)?: return value
+        default: throw PayloadError("\(key) must be a number")
+        }
+    }
+
+    /// A required integer.
+    public func integer(_ key: String) throws(PayloadError) -> Int {
+        let value = try number(key)
+        guard value == value.rounded(), abs(value) < 9e15 else { throw PayloadError("\(key) must be an integer") }
+        return Int(value)
+    }
+
+    /// An optional integer.
+    public func optionalInteger(_ key: String) throws(PayloadError) -> Int? {
+        guard self[key] != nil, self[key] != .null else { return nil }
+        return try integer(key)
+    }
+
+    /// A required string.
+    public func string(_ key: String) throws(PayloadError) -> String {
+        guard let value = try optionalString(key) else { throw PayloadError("missing field \(key)") }
+        return value
+    }
+
+    /// An optional string.
+    public func optionalString(_ key: String) throws(PayloadError) -> String? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .string(let value)?: return value
+        default: throw PayloadError("\(key) must be a string")
+        }
+    }
+
+    /// A required string from a fixed set.
+    public func choice<E: RawRepresentable>(_ key: String, _ type: E.Type) throws(PayloadError) -> E where E.RawValue == String {
+        let raw = try string(key)
+        guard let value = E(rawValue: raw) else { throw PayloadError("\(key)=\(raw) is not a known value") }
+        return value
+    }
+
+    /// An optional string from a fixed set.
+    public func optionalChoice<E: RawRepresentable>(_ key: String, _ type: E.Type) throws(PayloadError) -> E? where E.RawValue == String {
+        guard let raw = try optionalString(key) else { return nil }
+        guard let value = E(rawValue: raw) else { throw PayloadError("\(key)=\(raw) is not a known value") }
+        return value
+    }
+
+    /// A required `[x,y,z]`.
+    public func vector(_ key: String) throws(PayloadError) -> Vector3 {
+        guard let value = try optionalVector(key) else { throw PayloadError("missing field \(key)") }
+        return value
+    }
+
+    /// An optional `[x,y,z]`.
+    public func optionalVector(_ key: String) throws(PayloadError) -> Vector3? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .array(let items)? where items.count == 3:
+            guard case .number(let x) = items[0], case .number(let y) = items[1], case .number(let z) = items[2] else {
+                throw PayloadError("\(key) must be three numbers")
+            }
+            return Vector3(x, y, z)
+        default: throw PayloadError("\(key) must be three numbers")
+        }
+    }
+
+    /// A required non-empty array of objects.
+    public func objects(_ key: String) throws(PayloadError) -> [JSONObject] {
+        guard case .array(let items)? = self[key], !items.isEmpty else {
+            throw PayloadError("\(key) must be a non-empty array")
+        }
+        var objects: [JSONObject] = []
+        objects.reserveCapacity(items.count)
+        for item in items {
+            guard case .object(let object) = item else { throw PayloadError("\(key) must hold objects") }
+            objects.append(object)
+        }
+        return objects
+    }
+
+    /// An optional object.
+    public func optionalObject(_ key: String) throws(PayloadError) -> JSONObject? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .object(let object)?: return object
+        default: throw PayloadError("\(key) must be an object")
+        }
+    }
+}
+
+extension JSONWriter {
+    /// Writes `"key":[x,y,z]`.
+    public mutating func field(_ key: StaticString, _ vector: Vector3) {
+        self.key(key)
+        beginArray(); number(vector.x); number(vector.y); number(vector.z); endArray()
+    }
+
+    /// Writes `"key":number`.
+    public mutating func field(_ key: StaticString, _ value: Double) {
+        self.key(key); number(value)
+    }
+
+    /// Writes `"key":integer`.
+    public mutating func field(_ key: StaticString, _ value: Int) {
+        self.key(key); int(value)
+    }
+
+    /// Writes `"key":"string"`.
+    public mutating func field(_ key: StaticString, _ value: String) {
+        self.key(key); string(value)
+    }
+
+    /// Writes the field only when the value is present.
+    public mutating func optionalField(_ key: StaticString, _ value: Double?) {
+        if let value { field(key, value) }
+    }
+
+    /// Writes the field only when the value is present.
+    public mutating func optionalField(_ key: StaticString, _ value: String?) {
+        if let value { field(key, value) }
+    }
+
+    /// Writes the field only when the value is present.
+    public mutating func optionalField(_ key: StaticString, _ value: Vector3?) {
+        if let value { field(key, value) }
+    }
+}
+
+// MARK: sample
+
+/// `sample`: one or more readings from one sensor of a station.
+public struct SampleMessage: BusPayload, Equatable {
+    public static let type = "sample"
+
+    /// An IMU reading (bar- or body-mounted WitMotion).
+    public struct IMUReading: Sendable, Equatable {
+        /// Host time of the reading, Unix seconds.
+        public var t: Double
+        public var accG: Vector3
+        public var gyroDps: Vector3
+        /// Roll, pitch, yaw.
+        public var angleDeg: Vector3
+        /// Creates a reading.
+        public init(t: Double, accG: Vector3, gyroDps: Vector3, angleDeg: Vector3) {
+            (self.t, self.accG, self.gyroDps, self.angleDeg) = (t, accG, gyroDps, angleDeg)
+        }
+    }
+
+    /// A laser distance reading, with the Arduino's own phase guess when sent.
+    public struct DistanceReading: Sendable, Equatable {
+        public enum State: String, Sendable { case idle = "IDLE", eccentric = "ECCENTRIC", concentric = "CONCENTRIC" }
+        public var t: Double
+        public var distanceMm: Double
+        public var state: State?
+        public var accG: Vector3?
+        /// Creates a reading.
+        public init(t: Double, distanceMm: Double, state: State? = nil, accG: Vector3? = nil) {
+            (self.t, self.distanceMm, self.state, self.accG) = (t, distanceMm, state, accG)
+        }
+    }
+
+    /// A posture wearable reading, in the sensor's own units.
+    public struct PostureReading: Sendable, Equatable {
+        public var t: Double
+        public var acc: Vector3
+        public var mag: Vector3
+        /// Creates a reading.
+        public init(t: Double, acc: Vector3, mag: Vector3) { (self.t, self.acc, self.mag) = (t, acc, mag) }
+    }
+
+    /// The readings, all from one kind of sensor.
+    public enum Readings: Sendable, Equatable {
+        case imu([IMUReading])
+        case distance([DistanceReading])
+        case posture([PostureReading])
+
+        /// The `sensor` field's value.
+        public var sensor: String {
+            switch self {
+            case .imu: "imu"
+            case .distance: "distance"
+            case .posture: "posture"
+            }
+        }
+
+        /// How many readings.
+        public var count: Int {
+            switch self {
+            case .imu(let r): r.count
+            case .distance(let r): r.count
+            case .posture(let r): r.count
+            }
+        }
+    }
+
+    /// The readings.
+    public var readings: Readings
+    /// The device they came from (BLE address, serial path, `sim`, ...), when known.
+    public var device: String?
+
+    /// Creates a sample message.
+    public init(_ readings: Readings, device: String? = nil) {
+        self.readings = readings
+        self.device = device
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        let sensor = try fields.string("sensor")
+        let items = try fields.objects("samples")
+        device = try fields.optionalString("device")
+        switch sensor {
+        case "imu":
+            var list: [IMUReading] = []
+            list.reserveCapacity(items.count)
+            for item in items {
+                list.append(IMUReading(
+                    t: try item.number("t"), accG: try item.vector("acc_g"),
+                    gyroDps: try item.vector("gyro_dps"), angleDeg: try item.vector("angle_deg")))
+            }
+            readings = .imu(list)
+        case "distance":
+            var list: [DistanceReading] = []
+            list.reserveCapacity(items.count)
+            for item in items {
+                list.append(DistanceReading(
+                    t: try item.number("t"), distanceMm: try item.number("distance_mm"),
+                    state: try item.optionalChoice("state", DistanceReading.State.self),
+                    accG: try item.optionalVector("acc_g")))
+            }
+            readings = .distance(list)
+        case "posture":
+            var list: [PostureReading] = []
+            list.reserveCapacity(items.count)
+            for item in items {
+                list.append(PostureReading(t: try item.number("t"), acc: try item.vector("acc"), mag: try item.vector("mag")))
+            }
+            readings = .posture(list)
+        default:
+            throw PayloadError("sensor=\(sensor) must be imu, distance or posture")
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("sensor", readings.sensor)
+        writer.optionalField("device", device)
+        writer.key("samples")
+        writer.beginArray()
+        switch readings {
+        case .imu(let list):
+            for r in list {
+                writer.beginObject()
+                writer.key("t"); writer.fixed(r.t, decimals: 6)
+                writer.field("acc_g", r.accG)
+                writer.field("gyro_dps", r.gyroDps)
+                writer.field("angle_deg", r.angleDeg)
+                writer.endObject()
+            }
+        case .distance(let list):
+            for r in list {
+                writer.beginObject()
+                writer.key("t"); writer.fixed(r.t, decimals: 6)
+                writer.field("distance_mm", r.distanceMm)
+                writer.optionalField("state", r.state?.rawValue)
+                writer.optionalField("acc_g", r.accG)
+                writer.endObject()
+            }
+        case .posture(let list):
+            for r in list {
+                writer.beginObject()
+                writer.key("t"); writer.fixed(r.t, decimals: 6)
+                writer.field("acc", r.acc)
+                writer.field("mag", r.mag)
+                writer.endObject()
+            }
+        }
+        writer.endArray()
+    }
+}
+
+// MARK: status
+
+/// `status`: a sensor link's state, for operators and the coach console.
+public struct StatusMessage: BusPayload, Equatable {
+    public static let type = "status"
+
+    /// The link state.
+    public enum State: String, Sendable {
+        case connecting, connected, streaming, disconnected, error
+    }
+
+    public var state: State
+    /// `imu`, `distance` or `posture`.
+    public var sensor: String
+    /// Address, serial path or `sim`.
+    public var device: String
+    /// Measured readings per second over the last window.
+    public var rateHz: Double?
+    public var batteryPct: Double?
+    /// Why the link is down, in words that say what to do.
+    public var reason: String?
+
+    /// Creates a status.
+    public init(state: State, sensor: String, device: String, rateHz: Double? = nil, batteryPct: Double? = nil, reason: String? = nil) {
+        (self.state, self.sensor, self.device, self.rateHz, self.batteryPct, self.reason) = (state, sensor, device, rateHz, batteryPct, reason)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        state = try fields.choice("state", State.self)
+        sensor = try fields.string("sensor")
+        device = try fields.string("device")
+        rateHz = try fields.optionalNumber("rate_hz")
+        batteryPct = try fields.optionalNumber("battery_pct")
+        reason = try fields.optionalString("reason")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("state", state.rawValue)
+        writer.field("sensor", sensor)
+        writer.field("device", device)
+        writer.optionalField("rate_hz", rateHz)
+        writer.optionalField("battery_pct", batteryPct)
+        writer.optionalField("reason", reason)
+    }
+}
+
+// MARK: heartbeat
+
+/// Counters a consumer keeps over what it received.
+public struct InputCounters: Sendable, Equatable, Codable {
+    public var received = 0
+    public var gaps = 0
+    public var missing = 0
+    public var duplicates = 0
+    public var malformed = 0
+    /// Creates zeroed counters.
+    public init() {}
+}
+
+/// `heartbeat`: a process says it is alive and how its traffic looks.
+public struct HeartbeatMessage: BusPayload, Equatable {
+    public static let type = "heartbeat"
+
+    /// The bus's forwarding counters since it started.
+    public struct BusCounters: Sendable, Equatable {
+        public var msgsIn = 0
+        public var bytesIn = 0
+        public var msgsOut = 0
+        public var bytesOut = 0
+        public var subscribeEvents = 0
+        public var unsubscribeEvents = 0
+        /// Creates zeroed counters.
+        public init() {}
+    }
+
+    /// The program, e.g. `vbt-bus`.
+    public var role: String
+    public var uptimeS: Double
+    /// Seconds until the next heartbeat at the latest.
+    public var intervalS: Double
+    public var bus: BusCounters?
+    public var inputs: InputCounters?
+
+    /// Creates a heartbeat.
+    public init(role: String, uptimeS: Double, intervalS: Double, bus: BusCounters? = nil, inputs: InputCounters? = nil) {
+        (self.role, self.uptimeS, self.intervalS, self.bus, self.inputs) = (role, uptimeS, intervalS, bus, inputs)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        role = try fields.string("role")
+        uptimeS = try fields.number("uptime_s")
+        intervalS = try fields.number("interval_s")
+        if let object = try fields.optionalObject("bus") {
+            var counters = BusCounters()
+            counters.msgsIn = try object.integer("msgs_in")
+            counters.bytesIn = try object.integer("bytes_in")
+            counters.msgsOut = try object.integer("msgs_out")
+            counters.bytesOut = try object.integer("bytes_out")
+            counters.subscribeEvents = try object.integer("subscribe_events")
+            counters.unsubscribeEvents = try object.integer("unsubscribe_events")
+            bus = counters
+        }
+        if let object = try fields.optionalObject("inputs") {
+            var counters = InputCounters()
+            counters.received = try object.integer("received")
+            counters.gaps = try object.integer("gaps")
+            counters.missing = try object.integer("missing")
+            counters.duplicates = try object.integer("duplicates")
+            counters.malformed = try object.integer("malformed")
+            inputs = counters
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("role", role)
+        writer.key("uptime_s"); writer.fixed(uptimeS, decimals: 3)
+        writer.field("interval_s", intervalS)
+        if let bus {
+            writer.key("bus")
+            writer.beginObject()
+            writer.field("msgs_in", bus.msgsIn)
+            writer.field("bytes_in", bus.bytesIn)
+            writer.field("msgs_out", bus.msgsOut)
+            writer.field("bytes_out", bus.bytesOut)
+            writer.field("subscribe_events", bus.subscribeEvents)
+            writer.field("unsubscribe_events", bus.unsubscribeEvents)
+            writer.endObject()
+        }
+        if let inputs {
+            writer.key("inputs")
+            writer.beginObject()
+            writer.field("received", inputs.received)
+            writer.field("gaps", inputs.gaps)
+            writer.field("missing", inputs.missing)
+            writer.field("duplicates", inputs.duplicates)
+            writer.field("malformed", inputs.malformed)
+            writer.endObject()
+        }
+    }
+}
+
+// MARK: cmd
+
+/// `cmd`: an operator's command to the programs serving a station.
+public struct CommandMessage: BusPayload, Equatable {
+    public static let type = "cmd"
+
+    /// Correlation id, echoed in logs and replies.
+    public var id: String
+    /// What to do, e.g. `set.end`, `athlete.assign`, `calibrate.start`.
+    public var command: String
+    /// Which program should act (`rep-detector`, ...), or `*` for all.
+    public var target: String
+    /// Command-specific arguments.
+    public var args: JSONObject
+
+    /// Creates a command.
+    public init(id: String, command: String, target: String = "*", args: JSONObject = JSONObject()) {
+        (self.id, self.command, self.target, self.args) = (id, command, target, args)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        id = try fields.string("id")
+        command = try fields.string("command")
+        target = try fields.string("target")
+        args = try fields.optionalObject("args") ?? JSONObject()
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("id", id)
+        writer.field("command", command)
+        writer.field("target", target)
+        writer.key("args")
+        writer.value(.object(args))
+    }
+}

@@ -1,0 +1,86 @@
+import CZeroMQ
+
+/// Publishes typed messages onto the bus. Owned by one thread (not `Sendable`).
+///
+/// The socket is an XPUB connected to the bus's XSUB side, so the publisher
+/// sees the subscriptions the bus forwards upstream and can wait until someone
+/// listens before it sends (the "slow joiner" problem), and report when
+/// nobody does.
+public final class Publisher {
+    private let socket: ZMQSocket
+    /// Stamps `src`, `seq` and `ts`.
+    public private(set) var stamper: EnvelopeStamper
+    /// Messages handed to libzmq so far.
+    public private(set) var published = 0
+    private var subscriptions: [[UInt8]: Int] = [:]
+
+    /// Connects to `config.pubEndpoint`. Closing waits at most `lingerMs` for
+    /// queued messages to reach the bus.
+    public init(context: ZMQContext, config: BusConfig, program: String, lingerMs: Int32 = 5_000) throws(ZMQError) {
+        socket = try ZMQSocket(context, .xpub, lingerMs: lingerMs)
+        try socket.setHighWaterMark(config.highWaterMark)
+        try socket.connect(config.pubEndpoint)
+        stamper = EnvelopeStamper(program: program)
+    }
+
+    /// Stamps and sends a typed payload for `station`.
+    public func publish<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil, ts: Double = wallClockSeconds()) throws {
+        let frames = try stamper.encode(payload, station: station, athlete: athlete, ts: ts)
+        try send(topic: frames.topic, body: frames.body)
+    }
+
+    /// Stamps and sends a message given as loose fields (operator tools, tests).
+    /// Envelope fields in `fields` are replaced by fresh ones.
+    public func publish(type: String, station: String, fields: JSONObject, athlete: String? = nil, ts: Double = wallClockSeconds()) throws {
+        let envelopeKeys: Set<String> = ["v", "type", "station", "src", "seq", "ts", "athlete"]
+        let frames = try stamper.encode(type: type, station: station, athlete: athlete, ts: ts) { writer in
+            for field in fields.fields where !envelopeKeys.contains(field.key) {
+                writer.key(field.key)
+                writer.value(field.value)
+            }
+        }
+        try send(topic: frames.topic, body: frames.body)
+    }
+
+    /// Sends two already-encoded frames (the bus-level path; no stamping).
+    public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
+        try socket.send(topic, more: true)
+        try socket.send(body)
+        published += 1
+        if published & 1023 == 0 { try drainSubscriptions() }
+    }
+
+    /// Reads the subscription changes the bus forwarded (never blocks).
+    public func drainSubscriptions() throws(ZMQError) {
+        while let message = try socket.receive(dontWait: true, maxFrames: 1) {
+            guard let frame = message.frames.first, let flag = frame.first else { continue }
+            let prefix = Array(frame.dropFirst())
+            if flag == 1 {
+                subscriptions[prefix, default: 0] += 1
+            } else if flag == 0 {
+                subscriptions[prefix] = nil
+            }
+        }
+    }
+
+    /// Whether any subscription the bus forwarded matches `topic`.
+    public func hasSubscriber(for topic: String) -> Bool {
+        let bytes = Array(topic.utf8)
+        return subscriptions.keys.contains { bytes.starts(with: $0) }
+    }
+
+    /// Waits up to `timeoutS` until a subscription matching `topic` has
+    /// reached this publisher. Returns whether one did.
+    public func waitForSubscriber(topic: String, timeoutS: Double) throws(ZMQError) -> Bool {
+        let deadline = monotonicSeconds() + timeoutS
+        while true {
+            try drainSubscriptions()
+            if hasSubscriber(for: topic) { return true }
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 { return false }
+            var poller = ZMQPoller()
+            poller.addReadable(socket)
+            _ = try poller.poll(timeoutMs: Int(min(remaining, 0.1) * 1000))
+        }
+    }
+}

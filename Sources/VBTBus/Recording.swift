@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a recording (CONTRACTS.md section 4): JSON Lines, one bus message a
+/// line, `{"t": <seconds since the first line>, "topic": ..., "msg": {...}}`.
+/// The JSON frame is stored verbatim as received.
+public final class RecordingWriter {
+    private let file: UnsafeMutablePointer<FILE>
+    private var firstReceived: Double?
+    /// Lines written so far.
+    public private(set) var lines = 0
+
+    /// Creates (or truncates) `path`.
+    public init(path: String) throws(RecordingError) {
+        guard let file = fopen(path, "w") else {
+            throw RecordingError("cannot write \(path): \(String(cString: strerror(errno))); check the folder exists and is writable")
+        }
+        self.file = file
+    }
+
+    deinit { close() }
+
+    /// Appends one message received at monotonic time `receivedAt`.
+    public func append(_ message: BusMessage, receivedAt: Double) throws(RecordingError) {
+        let origin = firstReceived ?? receivedAt
+        firstReceived = origin
+        var writer = JSONWriter(capacity: message.body.count + 64)
+        writer.beginObject()
+        writer.key("t"); writer.fixed(receivedAt - origin, decimals: 6)
+        writer.key("topic"); writer.string(message.topic)
+        writer.key("msg"); writer.raw(message.body)
+        writer.endObject()
+        var bytes = writer.bytes
+        bytes.append(0x0A)
+        let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
+        if written != bytes.count {
+            throw RecordingError("write failed: \(String(cString: strerror(errno))); is the disk full?")
+        }
+        lines += 1
+    }
+
+    /// Pushes buffered lines to the kernel.
+    public func flush() { fflush(file) }
+
+    private var closed = false
+
+    /// Flushes, syncs to disk and closes; later calls do nothing.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        fflush(file)
+        fsync(fileno(file))
+        fclose(file)
+    }
+}
+
+/// A recording that cannot be written or read, saying what to do.
+public struct RecordingError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong and what to do.
+    public let message: String
+    /// Creates an error.
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+import Foundation
+
+extension SubscriberStats {
+    /// Writes the stats as JSON to `path` atomically (a reader never sees half a file).
+    public func write(toPath path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        var data = try encoder.encode(self)
+        data.append(0x0A)
+        try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+    }
+}

@@ -1,0 +1,179 @@
+import CZeroMQ
+import Logging
+
+/// What one consumer saw of one publishing stream (`src`).
+public struct SourceStats: Sendable, Equatable, Codable {
+    /// The stream's topic.
+    public var topic: String
+    /// Good messages delivered (duplicates excluded).
+    public var received = 0
+    /// Times the sequence jumped forward.
+    public var gaps = 0
+    /// Messages missing inside those jumps.
+    public var missing = 0
+    /// Messages with a sequence number already seen.
+    public var duplicates = 0
+    /// The first sequence number seen (above 1: this consumer joined late).
+    public var firstSeq: UInt64
+    /// The highest sequence number seen.
+    public var lastSeq: UInt64
+
+    enum CodingKeys: String, CodingKey {
+        case topic, received, gaps, missing, duplicates
+        case firstSeq = "first_seq"
+        case lastSeq = "last_seq"
+    }
+}
+
+/// A consumer's counters: per stream, malformed by reason, and bus liveness.
+public struct SubscriberStats: Sendable, Equatable, Codable {
+    /// Per `src`.
+    public var sources: [String: SourceStats] = [:]
+    /// Rejected messages, by `MalformedMessage.Kind` raw value.
+    public var malformed: [String: Int] = [:]
+    /// Heartbeats seen from the bus itself.
+    public var busHeartbeats = 0
+    /// The bus instance that sent the last heartbeat (changes when the bus restarts).
+    public var busInstance: String?
+    /// How many times a new bus instance was seen after the first.
+    public var busRestarts = 0
+
+    /// Creates empty stats.
+    public init() {}
+
+    /// Totals over every stream.
+    public var totals: InputCounters {
+        var counters = InputCounters()
+        for source in sources.values {
+            counters.received += source.received
+            counters.gaps += source.gaps
+            counters.missing += source.missing
+            counters.duplicates += source.duplicates
+        }
+        counters.malformed = malformed.values.reduce(0, +)
+        return counters
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sources, malformed
+        case busHeartbeats = "bus_heartbeats"
+        case busInstance = "bus_instance"
+        case busRestarts = "bus_restarts"
+    }
+
+    /// Accounts for one good message; returns false when it is a duplicate.
+    mutating func account(_ envelope: Envelope, topic: String) -> Bool {
+        guard var source = sources[envelope.src] else {
+            sources[envelope.src] = SourceStats(topic: topic, received: 1, firstSeq: envelope.seq, lastSeq: envelope.seq)
+            return true
+        }
+        defer { sources[envelope.src] = source }
+        if envelope.seq <= source.lastSeq {
+            source.duplicates += 1
+            return false
+        }
+        if envelope.seq > source.lastSeq + 1 {
+            source.gaps += 1
+            source.missing += Int(envelope.seq - source.lastSeq - 1)
+        }
+        source.lastSeq = envelope.seq
+        source.received += 1
+        return true
+    }
+}
+
+/// Receives, checks and counts bus messages. Owned by one thread (not `Sendable`).
+///
+/// Every message is checked against the envelope rules; malformed ones are
+/// counted by reason and logged (the first few of each reason, then every
+/// 1000th), never delivered and never fatal. Duplicates are counted and
+/// dropped; gaps are counted and the message delivered. The subscriber also
+/// follows the bus's own heartbeat (`heartbeat.bus`) to know the bus is there
+/// and to notice a bus restart.
+public final class Subscriber {
+    /// The counters so far.
+    public private(set) var stats = SubscriberStats()
+    private let socket: ZMQSocket
+    private let prefixes: [[UInt8]]
+    private let logger: Logger
+    private var receiveTimeoutMs: Int32 = -1
+
+    /// The topic of the bus's own heartbeat.
+    public static let busHeartbeatTopic = "heartbeat.bus"
+
+    /// Connects to `config.subEndpoint` and subscribes to each prefix ("" is everything).
+    public init(context: ZMQContext, config: BusConfig, prefixes: [String], logger: Logger) throws(ZMQError) {
+        socket = try ZMQSocket(context, .sub, lingerMs: 0)
+        try socket.setOption(ZMQ_RCVHWM, config.highWaterMark)
+        let prefixes = prefixes.isEmpty ? [""] : prefixes
+        for prefix in prefixes { try socket.subscribe(prefix) }
+        if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) {
+            try socket.subscribe(Self.busHeartbeatTopic)
+        }
+        try socket.connect(config.subEndpoint)
+        self.prefixes = prefixes.map { Array($0.utf8) }
+        self.logger = logger
+    }
+
+    /// The next good message, or nil when `timeoutMs` passes first (-1 waits forever).
+    /// Throws `ZMQError` with `isTerminated` when the context shuts down.
+    public func next(timeoutMs: Int32 = -1) throws(ZMQError) -> BusMessage? {
+        let deadline = timeoutMs < 0 ? Double.infinity : monotonicSeconds() + Double(timeoutMs) / 1000
+        while true {
+            let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - monotonicSeconds()) * 1000))
+            if remaining != receiveTimeoutMs {
+                try socket.setReceiveTimeout(ms: remaining)
+                receiveTimeoutMs = remaining
+            }
+            guard let received = try socket.receive(maxFrames: 3) else { return nil }
+            if let message = accept(received) { return message }
+            if remaining == 0 { return nil }
+        }
+    }
+
+    /// Checks and counts one received message; returns it when it is for the caller.
+    func accept(_ received: ReceivedMessage) -> BusMessage? {
+        let message: BusMessage
+        do {
+            message = try decodeMessage(received)
+        } catch {
+            reject(error, topic: received.frames.first)
+            return nil
+        }
+        guard stats.account(message.envelope, topic: message.topic) else { return nil }
+        let forCaller = wanted(message.topic)
+        if message.topic == Self.busHeartbeatTopic { noteBusHeartbeat(message) }
+        return forCaller ? message : nil
+    }
+
+    private func wanted(_ topic: String) -> Bool {
+        let bytes = Array(topic.utf8)
+        return prefixes.contains { bytes.starts(with: $0) }
+    }
+
+    private func noteBusHeartbeat(_ message: BusMessage) {
+        let instance = message.envelope.src.split(separator: "/").first.map(String.init) ?? message.envelope.src
+        stats.busHeartbeats += 1
+        if stats.busInstance == nil {
+            logger.info("bus connected", metadata: ["bus.instance": "\(instance)"])
+        } else if stats.busInstance != instance {
+            stats.busRestarts += 1
+            logger.warning("bus restarted", metadata: ["bus.instance": "\(instance)"])
+        }
+        stats.busInstance = instance
+    }
+
+    private func reject(_ error: MalformedMessage, topic: [UInt8]?) {
+        let count = stats.malformed[error.kind.rawValue, default: 0] + 1
+        stats.malformed[error.kind.rawValue] = count
+        if count <= 5 || count % 1000 == 0 {
+            let shownTopic = topic.map { String(decoding: $0.prefix(64), as: UTF8.self) } ?? ""
+            logger.warning("malformed message dropped", metadata: [
+                "reason": "\(error.kind.rawValue)",
+                "detail": "\(error.detail)",
+                "zmq.topic": "\(shownTopic)",
+                "count": "\(count)",
+            ])
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import ArgumentParser
+import Logging
+import VBTBus
+
+@main
+struct VBTBusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vbt-bus",
+        abstract: "The vbt message bus: an XSUB/XPUB forwarder every other program connects to.",
+        discussion: """
+            Publishers connect to the XSUB side (VBT_PUB_ENDPOINT, default tcp://127.0.0.1:7701),
+            subscribers to the XPUB side (VBT_SUB_ENDPOINT, default tcp://127.0.0.1:7702).
+            Every --heartbeat-interval seconds, and at once after each new subscription, the bus
+            publishes heartbeat.bus with its message and byte counters. SIGTERM or SIGINT stops
+            it cleanly (exit 0).
+            """)
+
+    @Option(help: "Endpoint publishers connect to (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    @Option(help: "Endpoint subscribers connect to (overrides VBT_SUB_ENDPOINT).")
+    var subEndpoint: String?
+
+    @Option(help: "Seconds between heartbeat.bus messages.")
+    var heartbeatInterval: Double = 1.0
+
+    @Option(help: "Messages queued per peer before a slow peer loses messages (seen as gaps).")
+    var highWaterMark: Int32 = BusConfig().highWaterMark
+
+    func validate() throws {
+        guard heartbeatInterval > 0, heartbeatInterval <= 60 else {
+            throw ValidationError("--heartbeat-interval must be between 0 and 60 seconds")
+        }
+        guard highWaterMark >= 0 else { throw ValidationError("--high-water-mark must be 0 (unbounded) or more") }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt-bus")
+        var configuration = Forwarder.Configuration()
+        configuration.bus = BusConfig.fromEnvironment()
+        if let pubEndpoint { configuration.bus.pubEndpoint = pubEndpoint }
+        if let subEndpoint { configuration.bus.subEndpoint = subEndpoint }
+        configuration.bus.highWaterMark = highWaterMark
+        configuration.heartbeatIntervalS = heartbeatInterval
+        let settings = configuration
+        let context = ZMQContext()
+        do {
+            try await runSocketLoops([
+                SocketLoopService(name: "vbt-bus.forwarder", context: context) { context in
+                    let forwarder = try Forwarder(context: context, configuration: settings, logger: logger)
+                    try forwarder.run()
+                }
+            ], logger: logger)
+        } catch let error as ZMQError {
+            reportProblem("vbt-bus: \(error); is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT")
+            throw ExitCode.failure
+        }
+    }
+}

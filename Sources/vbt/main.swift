@@ -1,0 +1,280 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VBTBus
+
+@main
+struct VBT: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vbt",
+        abstract: "Operator tools for the vbt bus: watch, measure, record and publish messages.",
+        discussion: """
+            Endpoints come from VBT_PUB_ENDPOINT and VBT_SUB_ENDPOINT (CONTRACTS.md section 2)
+            unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
+            `sample.rack-01` selects what to receive (none: everything).
+            """,
+        subcommands: [Echo.self, Hz.self, Record.self, Pub.self])
+}
+
+/// Endpoint options shared by every subcommand.
+struct BusOptions: ParsableArguments {
+    @Option(help: "Endpoint publishers connect to (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    @Option(help: "Endpoint subscribers connect to (overrides VBT_SUB_ENDPOINT).")
+    var subEndpoint: String?
+
+    var config: BusConfig {
+        var config = BusConfig.fromEnvironment()
+        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        if let subEndpoint { config.subEndpoint = subEndpoint }
+        return config
+    }
+}
+
+/// Runs one socket loop as the whole program; a bus error becomes one line and exit 1.
+func runLoop(_ name: String, logger: Logger, _ body: @escaping @Sendable (ZMQContext) throws -> Void) async throws {
+    do {
+        try await runSocketLoops([SocketLoopService(name: name, context: ZMQContext(), body: body)], logger: logger)
+    } catch let error as ZMQError {
+        reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
+        throw ExitCode.failure
+    } catch let error as RecordingError {
+        reportProblem("vbt: \(error)")
+        throw ExitCode.failure
+    }
+}
+
+struct Echo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print live messages as `<topic> <json>`, one a line.")
+
+    @OptionGroup var bus: BusOptions
+
+    @Argument(help: "Topic prefixes to receive (none: everything).")
+    var prefixes: [String] = []
+
+    @Option(help: "Exit after this many messages.")
+    var count: Int?
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt.echo")
+        let config = bus.config, prefixes = self.prefixes, count = self.count
+        try await runLoop("vbt.echo", logger: logger) { context in
+            let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+            var printed = 0
+            while count.map({ printed < $0 }) ?? true {
+                guard let message = try subscriber.next(timeoutMs: 1000) else { continue }
+                print(message.topic, String(decoding: message.body, as: UTF8.self))
+                fflush(nil)
+                printed += 1
+            }
+        }
+    }
+}
+
+struct Hz: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the message rate per topic and per src, with gap and duplicate counts.")
+
+    @OptionGroup var bus: BusOptions
+
+    @Argument(help: "Topic prefixes to measure (none: everything).")
+    var prefixes: [String] = []
+
+    @Option(help: "Seconds per report.")
+    var window: Double = 1.0
+
+    @Option(help: "Exit after this many reports.")
+    var reports: Int?
+
+    func validate() throws {
+        guard window >= 0.05 else { throw ValidationError("--window must be at least 0.05 seconds") }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt.hz")
+        let config = bus.config, prefixes = self.prefixes, window = self.window, reports = self.reports
+        try await runLoop("vbt.hz", logger: logger) { context in
+            let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+            var previous: [String: Int] = [:]
+            var windowStart = monotonicSeconds()
+            var printed = 0
+            while reports.map({ printed < $0 }) ?? true {
+                let remaining = windowStart + window - monotonicSeconds()
+                if remaining > 0 {
+                    _ = try subscriber.next(timeoutMs: Int32(remaining * 1000) + 1)
+                    continue
+                }
+                let elapsed = monotonicSeconds() - windowStart
+                windowStart = monotonicSeconds()
+                print(HzReport.render(subscriber.stats, previous: previous, elapsedS: elapsed))
+                fflush(nil)
+                previous = subscriber.stats.sources.mapValues(\.received)
+                printed += 1
+            }
+        }
+    }
+}
+
+/// The table `vbt hz` prints.
+enum HzReport {
+    static func render(_ stats: SubscriberStats, previous: [String: Int], elapsedS: Double) -> String {
+        func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+            let padding = String(repeating: " ", count: max(0, width - text.count))
+            return right ? padding + text : text + padding
+        }
+        var lines = [
+            pad("topic", 24) + " " + pad("src", 44) + pad("msg/s", 10, right: true) + pad("received", 11, right: true)
+                + pad("gaps", 7, right: true) + pad("missing", 9, right: true) + pad("dups", 7, right: true)
+        ]
+        let byTopic = Dictionary(grouping: stats.sources, by: { $0.value.topic })
+        for topic in byTopic.keys.sorted() {
+            for (src, source) in byTopic[topic]!.sorted(by: { $0.key < $1.key }) {
+                let rate = Double(source.received - previous[src, default: 0]) / max(elapsedS, 1e-6)
+                lines.append(
+                    pad(topic, 24) + " " + pad(src, 44) + pad(String(format: "%.1f", rate), 10, right: true)
+                        + pad("\(source.received)", 11, right: true) + pad("\(source.gaps)", 7, right: true)
+                        + pad("\(source.missing)", 9, right: true) + pad("\(source.duplicates)", 7, right: true))
+            }
+        }
+        let malformed = stats.malformed.sorted(by: { $0.key < $1.key }).map { "\($0.key)=\($0.value)" }
+        lines.append("malformed: \(stats.totals.malformed)" + (malformed.isEmpty ? "" : " (" + malformed.joined(separator: ", ") + ")")
+            + "  bus heartbeats: \(stats.busHeartbeats)  bus restarts: \(stats.busRestarts)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+struct Record: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record bus messages to a JSON Lines file (CONTRACTS.md section 4).",
+        discussion: """
+            Each line is {"t": seconds since the first line, "topic": ..., "msg": the JSON frame}.
+            Malformed messages are not recorded; they are counted in the stats. Stops on SIGINT,
+            SIGTERM, --count or --duration, then flushes and syncs the file.
+            """)
+
+    @OptionGroup var bus: BusOptions
+
+    @Option(help: "The recording file to write (truncated if it exists).")
+    var out: String
+
+    @Argument(help: "Topic prefixes to record (none: everything).")
+    var prefixes: [String] = []
+
+    @Option(help: "Stop after this many messages.")
+    var count: Int?
+
+    @Option(help: "Stop after this many seconds.")
+    var duration: Double?
+
+    @Option(help: "Also write the subscriber's counters as JSON to this file, periodically and at the end.")
+    var stats: String?
+
+    @Option(help: "Seconds between stats file updates.")
+    var statsInterval: Double = 1.0
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt.record")
+        let config = bus.config, prefixes = self.prefixes, out = self.out, count = self.count
+        let duration = self.duration, statsPath = self.stats, statsInterval = self.statsInterval
+        try await runLoop("vbt.record", logger: logger) { context in
+            let writer = try RecordingWriter(path: out)
+            let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+            let started = monotonicSeconds()
+            var nextStats = started
+            func saveStats() {
+                guard let statsPath else { return }
+                do { try subscriber.stats.write(toPath: statsPath) } catch {
+                    logger.error("stats file not written", metadata: ["path": "\(statsPath)", "error": "\(error)"])
+                }
+            }
+            defer {
+                writer.close()
+                saveStats()
+                let totals = subscriber.stats.totals
+                logger.info("recording closed", metadata: [
+                    "path": "\(out)", "lines": "\(writer.lines)", "gaps": "\(totals.gaps)",
+                    "missing": "\(totals.missing)", "duplicates": "\(totals.duplicates)", "malformed": "\(totals.malformed)",
+                ])
+            }
+            while count.map({ writer.lines < $0 }) ?? true {
+                let now = monotonicSeconds()
+                if let duration, now - started >= duration { break }
+                if now >= nextStats {
+                    writer.flush()
+                    saveStats()
+                    nextStats = now + statsInterval
+                }
+                guard let message = try subscriber.next(timeoutMs: Int32(min(statsInterval, 0.25) * 1000)) else { continue }
+                try writer.append(message, receivedAt: monotonicSeconds())
+            }
+        }
+    }
+}
+
+struct Pub: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a message (stamped with a fresh envelope) once or repeatedly.",
+        discussion: """
+            Example: vbt pub cmd.rack-01 '{"id":"c1","command":"set.end","target":"*"}'
+            The JSON object holds the type's own fields; v, type, station, src, seq and ts are
+            stamped here. By default it waits up to --wait-subscribers seconds for someone to
+            subscribe to the topic, because the bus drops messages nobody subscribed to.
+            """)
+
+    @OptionGroup var bus: BusOptions
+
+    @Argument(help: "The topic, <type>.<station>.")
+    var topic: String
+
+    @Argument(help: "The type's fields as one JSON object.")
+    var json: String = "{}"
+
+    @Option(help: "How many messages to send.")
+    var count: Int = 1
+
+    @Option(help: "Messages per second (0: as fast as possible).")
+    var rate: Double = 10
+
+    @Option(help: "Seconds to wait for a subscriber before sending anyway (0: do not wait).")
+    var waitSubscribers: Double = 5
+
+    @Option(help: "The athlete field of the envelope.")
+    var athlete: String?
+
+    func validate() throws {
+        guard count >= 1 else { throw ValidationError("--count must be 1 or more") }
+        guard rate >= 0 else { throw ValidationError("--rate must be 0 or more") }
+        do { _ = try splitTopic(Array(topic.utf8)) } catch {
+            throw ValidationError("topic \(topic): \(error.detail), e.g. cmd.rack-01")
+        }
+        guard case .object? = try? JSONParser.parse(Array(json.utf8)) else {
+            throw ValidationError("the message must be one JSON object, e.g. '{\"command\":\"set.end\"}'")
+        }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt.pub")
+        guard case .object(let fields) = try JSONParser.parse(Array(json.utf8)) else { return }
+        let (type, station) = try splitTopic(Array(topic.utf8))
+        let config = bus.config, topic = self.topic, count = self.count, rate = self.rate
+        let wait = waitSubscribers, athlete = self.athlete
+        try await runLoop("vbt.pub", logger: logger) { context in
+            let publisher = try Publisher(context: context, config: config, program: "vbt-pub")
+            if wait > 0, try !publisher.waitForSubscriber(topic: topic, timeoutS: wait) {
+                logger.warning("no subscriber for topic; sending anyway", metadata: ["zmq.topic": "\(topic)"])
+            }
+            let started = monotonicSeconds()
+            for index in 0..<count {
+                if rate > 0 {
+                    let due = started + Double(index) / rate
+                    let delay = due - monotonicSeconds()
+                    if delay > 0 { usleep(UInt32(delay * 1_000_000)) }
+                }
+                try publisher.publish(type: type, station: station, fields: fields, athlete: athlete)
+            }
+            logger.info("published", metadata: ["count": "\(count)", "zmq.topic": "\(topic)"])
+        }
+    }
+}
