@@ -1,1 +1,185 @@
+import Foundation
 import VBTBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Helpers for tests that run the real programs: find the built binaries,
+// pick free loopback ports, start processes with captured output, and wait
+// on conditions with a deadline instead of sleeping.
+
+/// Where the built programs are: `VBT_BIN_DIR`, else `<package>/.build/debug`.
+public func binDirectory() -> URL {
+    if let dir = environment("VBT_BIN_DIR") { return URL(fileURLWithPath: dir) }
+    let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return packageRoot.appendingPathComponent(".build/debug")
+}
+
+/// The package's root folder (for proto/ and fixtures).
+public func packageRoot() -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+public func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    precondition(fd >= 0, "socket() failed")
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
+            bind(fd, sockaddr, length) == 0 && getsockname(fd, sockaddr, &length) == 0
+        }
+    }
+    precondition(bound, "could not bind a loopback port")
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A fresh pair of bus endpoints on free loopback ports.
+public func freeBusConfig() -> BusConfig {
+    var config = BusConfig()
+    config.pubEndpoint = "tcp://127.0.0.1:\(freeLoopbackPort())"
+    config.subEndpoint = "tcp://127.0.0.1:\(freeLoopbackPort())"
+    return config
+}
+
+extension BusConfig {
+    /// The environment that points programs at this bus.
+    public var environmentVariables: [String: String] {
+        ["VBT_PUB_ENDPOINT": pubEndpoint, "VBT_SUB_ENDPOINT": subEndpoint]
+    }
+}
+
+/// Polls `condition` every `intervalS` until it holds or `timeoutS` passes.
+/// Returns whether it held.
+@discardableResult
+public func waitUntil(timeoutS: Double, intervalS: Double = 0.02, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = monotonicSeconds() + timeoutS
+    while true {
+        if try condition() { return true }
+        if monotonicSeconds() >= deadline { return false }
+        usleep(UInt32(intervalS * 1_000_000))
+    }
+}
+
+/// A program started by a test, with stdout and stderr captured to files.
+/// Killed when released, so a failing test leaves nothing running.
+public final class ManagedProcess: @unchecked Sendable {
+    /// The program's name, for messages.
+    public let name: String
+    private let process = Process()
+    /// Where stdout goes.
+    public let stdoutURL: URL
+    /// Where stderr goes.
+    public let stderrURL: URL
+
+    /// Starts `program` (a name in `binDirectory()`) with arguments and extra environment.
+    public init(_ program: String, _ arguments: [String], environment extra: [String: String] = [:], workDirectory: URL) throws {
+        name = program
+        stdoutURL = workDirectory.appendingPathComponent("\(program)-\(UUID().uuidString.prefix(8)).out")
+        stderrURL = workDirectory.appendingPathComponent("\(program)-\(UUID().uuidString.prefix(8)).err")
+        FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        process.executableURL = binDirectory().appendingPathComponent(program)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in extra { env[key] = value }
+        process.environment = env
+        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+    /// Whether it is still running.
+    public var isRunning: Bool { process.isRunning }
+
+    /// What it wrote to stderr so far.
+    public var stderrText: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+    /// What it wrote to stdout so far.
+    public var stdoutText: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+
+    /// Waits until stderr contains `text`; false on timeout or exit.
+    public func waitForStderr(_ text: String, timeoutS: Double) -> Bool {
+        waitUntil(timeoutS: timeoutS) { stderrText.contains(text) || !process.isRunning } && stderrText.contains(text)
+    }
+
+    /// Sends a signal.
+    public func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the process to end; returns its exit status, or nil on timeout.
+    public func waitForExit(timeoutS: Double) -> Int32? {
+        guard waitUntil(timeoutS: timeoutS, { !process.isRunning }) else { return nil }
+        process.waitUntilExit()
+        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    }
+
+    /// SIGTERM, then waits; returns the exit status or nil if it did not stop in time.
+    public func terminate(timeoutS: Double = 10) -> Int32? {
+        signal(SIGTERM)
+        return waitForExit(timeoutS: timeoutS)
+    }
+}
+
+/// A temporary folder for one test, removed when released.
+public final class TemporaryDirectory: @unchecked Sendable {
+    /// Its location.
+    public let url: URL
+
+    /// Creates an empty folder under the system's temporary directory.
+    public init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// A path inside the folder.
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+}
+
+/// Reads a stats file written by `vbt record --stats`, or nil while it does not exist yet.
+public func readStats(_ path: String) -> SubscriberStats? {
+    guard let data = FileManager.default.contents(atPath: path) else { return nil }
+    return try? JSONDecoder().decode(SubscriberStats.self, from: data)
+}
+
+/// One line of a recording, decoded.
+public struct RecordedLine: Sendable {
+    /// Seconds since the first line.
+    public var t: Double
+    /// The topic.
+    public var topic: String
+    /// The message's JSON object.
+    public var msg: JSONObject
+}
+
+/// Reads a recording (CONTRACTS.md section 4) line by line.
+public func readRecording(_ path: String) throws -> [RecordedLine] {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    var lines: [RecordedLine] = []
+    for line in data.split(separator: 0x0A) where !line.isEmpty {
+        guard case .object(let object) = try JSONParser.parse(Array(line)),
+            case .number(let t)? = object["t"], case .string(let topic)? = object["topic"],
+            case .object(let msg)? = object["msg"]
+        else { throw RecordingError("not a recording line: \(String(decoding: line.prefix(120), as: UTF8.self))") }
+        lines.append(RecordedLine(t: t, topic: topic, msg: msg))
+    }
+    return lines
+}

@@ -1,1 +1,77 @@
 import Testing
+@testable import VBTBus
+
+@Suite("JSON reader and writer")
+struct JSONTests {
+    private func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
+
+    @Test("reads every kind of value")
+    func readsValues() throws {
+        let value = try parse(#" {"a": [1, -2.5, 3e2, true, false, null], "b": {"c": "d\n\u00e9\ud83d\ude00"}} "#)
+        guard case .object(let object) = value else { Issue.record("not an object"); return }
+        #expect(object["a"] == .array([.number(1), .number(-2.5), .number(300), .bool(true), .bool(false), .null]))
+        #expect(object["b"] == .object(JSONObject([("c", .string("d\né😀"))])))
+    }
+
+    @Test("numbers read exactly as the C library reads them", arguments: [
+        "0", "-0", "1", "0.1", "0.2", "1763812345.123456", "123456789012345678", "1e-7", "2.5E+3",
+        "9007199254740993", "4.9406564584124654e-324", "1.7976931348623157e308", "-273.15", "0.30000000000000004",
+    ])
+    func numbersExact(text: String) throws {
+        #expect(try parse(text) == .number(Double(text)!))
+    }
+
+    @Test("rejects what RFC 8259 does not allow", arguments: [
+        "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "NaN", "Infinity", "'a'",
+        "{a:1}", "[1 2]", "\"\u{01}\"", "\"\\x\"", "\"\\ud800\"", "tru", "nul", "{\"a\":1}x", "1e999",
+        "{\"a\":1,\"a\":2}",
+    ])
+    func rejects(text: String) {
+        #expect(throws: JSONParseError.self) { try parse(text) }
+    }
+
+    @Test("rejects invalid UTF-8 inside strings")
+    func rejectsInvalidUTF8() {
+        #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
+    }
+
+    @Test("bounds nesting depth")
+    func boundsDepth() throws {
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(throws: JSONParseError.self) { try parse(deep) }
+        let fine = String(repeating: "[", count: 10) + String(repeating: "]", count: 10)
+        #expect(try parse(fine) != .null)
+    }
+
+    @Test("writer output reads back to the same value")
+    func roundTrip() throws {
+        let value = JSONValue.object(JSONObject([
+            ("s", .string("quote\" slash\\ nl\n tab\t ctl\u{01} é")),
+            ("n", .array([.number(0.1), .number(-3), .number(1e-9), .number(123456.789), .number(1e300)])),
+            ("b", .bool(false)), ("z", .null), ("o", .object(JSONObject())), ("a", .array([])),
+        ]))
+        var writer = JSONWriter()
+        writer.value(value)
+        #expect(try JSONParser.parse(writer.bytes) == value)
+    }
+
+    @Test("fixed-point numbers keep microseconds")
+    func fixedPoint() throws {
+        var writer = JSONWriter()
+        writer.beginArray()
+        writer.fixed(1763812345.1234567, decimals: 6)
+        writer.fixed(-0.5, decimals: 3)
+        writer.fixed(2, decimals: 2)
+        writer.endArray()
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1763812345.123457,-0.500,2.00]")
+    }
+
+    @Test("non-finite numbers are flagged, not written as invalid JSON")
+    func nonFinite() throws {
+        var writer = JSONWriter()
+        writer.number(.nan)
+        #expect(writer.sawNonFiniteNumber)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "null")
+    }
+}

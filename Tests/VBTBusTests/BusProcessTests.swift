@@ -1,0 +1,175 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+@testable import VBTBus
+
+/// End-to-end tests over the real `vbt-bus` and `vbt` processes on TCP loopback.
+/// Serialized: each starts several processes and the machine has two cores.
+@Suite("Bus processes", .serialized)
+struct BusProcessTests {
+    /// A 200-byte-class sample body for load tests.
+    static let loadBody = #"{"sensor":"distance","device":"sim","samples":[{"t":1763812345.123456,"distance_mm":512.5,"state":"CONCENTRIC"}]}"#
+
+    private func startBus(_ config: BusConfig, in dir: TemporaryDirectory, heartbeat: Double = 0.1) throws -> ManagedProcess {
+        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "\(heartbeat)"],
+                                     environment: config.environmentVariables, workDirectory: dir.url)
+        #expect(bus.waitForStderr("bus forwarding", timeoutS: 20), "vbt-bus did not start: \(bus.stderrText)")
+        return bus
+    }
+
+    private func startRecorder(_ config: BusConfig, in dir: TemporaryDirectory, name: String, extra: [String]) throws -> ManagedProcess {
+        let recorder = try ManagedProcess(
+            "vbt", ["record", "--out", dir.path("\(name).jsonl"), "--stats", dir.path("\(name).stats.json"),
+                    "--stats-interval", "0.1"] + extra,
+            environment: config.environmentVariables, workDirectory: dir.url)
+        #expect(recorder.waitForStderr("bus connected", timeoutS: 20), "recorder did not connect: \(recorder.stderrText)")
+        return recorder
+    }
+
+    @Test("100,000 messages from each of 2 publishers reach 3 subscribers exactly once and in order")
+    func exactlyOnceInOrder() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let perPublisher = 100_000
+        let bus = try startBus(config, in: dir)
+        let recorders = try (1...3).map { index in
+            try startRecorder(config, in: dir, name: "sub\(index)", extra: ["--count", "\(2 * perPublisher)", "sample."])
+        }
+        let publishers = try ["rack-01", "rack-02"].map { station in
+            try ManagedProcess("vbt", ["pub", "sample.\(station)", Self.loadBody, "--count", "\(perPublisher)",
+                                       "--rate", "0", "--wait-subscribers", "20"],
+                               environment: config.environmentVariables, workDirectory: dir.url)
+        }
+        for publisher in publishers {
+            #expect(publisher.waitForExit(timeoutS: 300) == 0, "publisher: \(publisher.stderrText)")
+            #expect(!publisher.stderrText.contains("no subscriber"))
+        }
+        for (index, recorder) in recorders.enumerated() {
+            #expect(recorder.waitForExit(timeoutS: 300) == 0, "recorder \(index + 1): \(recorder.stderrText)")
+            let lines = try readRecording(dir.path("sub\(index + 1).jsonl"))
+            #expect(lines.count == 2 * perPublisher)
+            var nextSeq: [String: Double] = [:]
+            var outOfOrder = 0
+            for line in lines {
+                guard case .string(let src)? = line.msg["src"], case .number(let seq)? = line.msg["seq"] else {
+                    Issue.record("recorded message without src/seq"); break
+                }
+                if seq != nextSeq[src, default: 1] { outOfOrder += 1 }
+                nextSeq[src] = seq + 1
+            }
+            #expect(outOfOrder == 0)
+            #expect(nextSeq.count == 2)
+            #expect(nextSeq.values.allSatisfy { $0 == Double(perPublisher + 1) })
+            let stats = try #require(readStats(dir.path("sub\(index + 1).stats.json")))
+            let samples = stats.sources.values.filter { $0.topic.hasPrefix("sample.") }
+            #expect(samples.count == 2)
+            #expect(samples.allSatisfy { ($0.received, $0.gaps, $0.missing, $0.duplicates) == (perPublisher, 0, 0, 0) })
+            #expect(stats.malformed.isEmpty)
+        }
+        #expect(bus.terminate() == 0)
+    }
+
+    @Test("a killed and restarted bus: everyone reconnects, and the loss shows up as gaps")
+    func busRestart() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let total = 3_000
+        var bus = try startBus(config, in: dir)
+        let recorders = try (1...2).map { try startRecorder(config, in: dir, name: "sub\($0)", extra: ["sample."]) }
+        let publisher = try ManagedProcess(
+            "vbt", ["pub", "sample.rack-07", Self.loadBody, "--count", "\(total)", "--rate", "400", "--wait-subscribers", "20"],
+            environment: config.environmentVariables, workDirectory: dir.url)
+        func stats(_ index: Int) -> SubscriberStats? { readStats(dir.path("sub\(index).stats.json")) }
+        func samples(_ stats: SubscriberStats?) -> [SourceStats] {
+            stats?.sources.values.filter { $0.topic == "sample.rack-07" } ?? []
+        }
+        // Kill the bus mid-stream, once both subscribers have seen a good part of it.
+        #expect(waitUntil(timeoutS: 60) { (1...2).allSatisfy { (samples(stats($0)).first?.received ?? 0) >= 400 } })
+        bus.signal(SIGKILL)
+        #expect(bus.waitForExit(timeoutS: 10) != nil)
+        bus = try startBus(config, in: dir)
+        // Everyone reconnects by itself: the stream runs to its last message at every subscriber.
+        let reachedEnd = waitUntil(timeoutS: 60) {
+            (1...2).allSatisfy { index in samples(stats(index)).first?.lastSeq == UInt64(total) }
+        }
+        #expect(reachedEnd, "stream did not resume: \(recorders.map(\.stderrText))")
+        #expect(publisher.waitForExit(timeoutS: 30) == 0)
+        for (offset, recorder) in recorders.enumerated() {
+            #expect(recorder.terminate() == 0)
+            let final = try #require(stats(offset + 1))
+            #expect(samples(final).count == 1)
+            let source = try #require(samples(final).first)
+            #expect(source.gaps >= 1, "the outage must show as a gap")
+            #expect(source.missing > 0)
+            #expect(source.received + source.missing == total, "every message is either received or counted missing")
+            #expect(source.duplicates == 0)
+            #expect(final.busRestarts == 1)
+            #expect(recorder.stderrText.contains("bus restarted"))
+        }
+        #expect(bus.terminate() == 0)
+    }
+
+    @Test("malformed input through the bus is counted by reason and good messages keep flowing")
+    func malformedThroughBus() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let bus = try startBus(config, in: dir)
+        let context = ZMQContext()
+        var logger = Logger(label: "test.subscriber")
+        logger.logLevel = .error
+        let subscriber = try Subscriber(context: context, config: config, prefixes: [""], logger: logger)
+        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
+            _ = try subscriber.next(timeoutMs: 50)
+            return subscriber.stats.busHeartbeats > 0
+        })
+        // A raw XPUB socket, so the test can wait for the forwarded subscription.
+        let raw = try ZMQSocket(context, .xpub)
+        try raw.setReceiveTimeout(ms: 20_000)
+        try raw.connect(config.pubEndpoint)
+        #expect(try raw.receive(maxFrames: 1) != nil)
+
+        let topic = Array("sample.rack-01".utf8)
+        let src = "malformed-test/sample.rack-01"
+        var goodSent = 0
+        func sendGood() throws {
+            goodSent += 1
+            try raw.send(frames: [topic, sampleBody(seq: goodSent, src: src)])
+        }
+        try sendGood()
+        for input in malformedCases {
+            try raw.send(frames: input.frames)
+            try sendGood()
+        }
+        var goodReceived: [UInt64] = []
+        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
+            if let message = try subscriber.next(timeoutMs: 100), message.envelope.src == src {
+                goodReceived.append(message.envelope.seq)
+            }
+            return goodReceived.count == goodSent
+        })
+        #expect(goodReceived == (1...UInt64(goodSent)).map { $0 })
+        var expected: [String: Int] = [:]
+        for input in malformedCases { expected[input.expected.rawValue, default: 0] += 1 }
+        #expect(malformedCases.count >= 20)
+        #expect(subscriber.stats.malformed == expected)
+        #expect(subscriber.stats.sources[src]?.gaps == 0)
+        raw.close()
+        #expect(bus.terminate() == 0)
+    }
+
+    @Test("vbt-bus exits 0 on SIGTERM and 1 with a one-line reason when its port is taken")
+    func busExitCodes() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let bus = try startBus(config, in: dir)
+        let second = try ManagedProcess("vbt-bus", [], environment: config.environmentVariables, workDirectory: dir.url)
+        #expect(second.waitForExit(timeoutS: 20) == 1)
+        let lines = second.stderrText.split(separator: "\n").filter { $0.hasPrefix("vbt-bus:") }
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains("Address already in use") == true)
+        #expect(bus.terminate() == 0)
+        let badFlag = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "-1"], workDirectory: dir.url)
+        #expect(badFlag.waitForExit(timeoutS: 20) != 0)
+    }
+}

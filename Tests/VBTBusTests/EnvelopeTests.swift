@@ -1,0 +1,126 @@
+import Testing
+import VBTTesting
+@testable import VBTBus
+
+@Suite("Envelope and payloads")
+struct EnvelopeTests {
+    private func roundTrip<P: BusPayload & Equatable>(_ payload: P, station: String = "rack-01") throws -> (BusMessage, P) {
+        var stamper = EnvelopeStamper(program: "test")
+        let frames = try stamper.encode(payload, station: station, athlete: "ana", ts: 1_763_812_345.25)
+        let message = try decodeMessage(topic: frames.topic, body: frames.body)
+        return (message, try message.payload(as: P.self))
+    }
+
+    @Test("every payload type survives encode and decode")
+    func payloadRoundTrips() throws {
+        let imu = SampleMessage(.imu([SampleMessage.IMUReading(
+            t: 1_763_812_345.01, accG: Vector3(0.01, -0.02, 1.0), gyroDps: Vector3(-250, 0, 1999.9),
+            angleDeg: Vector3(-180, 90, 179.99))]), device: "AA:BB:CC:DD:EE:FF")
+        #expect(try roundTrip(imu).1 == imu)
+        let distance = SampleMessage(.distance([
+            SampleMessage.DistanceReading(t: 1.5, distanceMm: 523, state: .eccentric, accG: Vector3(0, 0, 1)),
+            SampleMessage.DistanceReading(t: 1.52, distanceMm: 135),
+        ]))
+        #expect(try roundTrip(distance).1 == distance)
+        let posture = SampleMessage(.posture([SampleMessage.PostureReading(t: 2, acc: Vector3(1, 2, 3), mag: Vector3(-40, 12.5, 7))]))
+        #expect(try roundTrip(posture).1 == posture)
+        let status = StatusMessage(state: .disconnected, sensor: "imu", device: "WT901", rateHz: 99.5, batteryPct: 80,
+                                   reason: "Cannot connect: restart the sensor and retry")
+        #expect(try roundTrip(status).1 == status)
+        var bus = HeartbeatMessage.BusCounters()
+        bus.msgsIn = 10; bus.bytesOut = 2000; bus.subscribeEvents = 3
+        let heartbeat = HeartbeatMessage(role: "vbt-bus", uptimeS: 12.5, intervalS: 1, bus: bus, inputs: InputCounters())
+        #expect(try roundTrip(heartbeat, station: "bus").1 == heartbeat)
+        let command = CommandMessage(id: "c-1", command: "set.end", target: "rep-detector",
+                                     args: JSONObject([("reason", .string("coach"))]))
+        #expect(try roundTrip(command).1 == command)
+    }
+
+    @Test("the envelope is stamped per stream: src per topic, seq from 1 without gaps")
+    func stamping() throws {
+        var stamper = EnvelopeStamper(program: "prog", instance: "prog-1")
+        let status = StatusMessage(state: .connected, sensor: "imu", device: "x")
+        var seen: [(String, UInt64)] = []
+        for station in ["rack-01", "rack-02", "rack-01", "rack-01"] {
+            let frames = try stamper.encode(status, station: station, ts: 1)
+            let envelope = try decodeMessage(topic: frames.topic, body: frames.body).envelope
+            seen.append((envelope.src, envelope.seq))
+        }
+        #expect(seen.map(\.0) == ["prog-1/status.rack-01", "prog-1/status.rack-02", "prog-1/status.rack-01", "prog-1/status.rack-01"])
+        #expect(seen.map(\.1) == [1, 1, 2, 3])
+    }
+
+    @Test("a message that cannot be encoded consumes no sequence number")
+    func encodeFailures() throws {
+        var stamper = EnvelopeStamper(program: "prog", instance: "prog-1")
+        let bad = StatusMessage(state: .connected, sensor: "imu", device: "x", rateHz: .infinity)
+        #expect(throws: EncodeError.self) { try stamper.encode(bad, station: "rack 01", ts: 1) }
+        #expect(throws: EncodeError.self) { try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack 01", ts: 1) }
+        let frames = try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack-01", ts: 1)
+        #expect(try decodeMessage(topic: frames.topic, body: frames.body).envelope.seq == 1)
+    }
+
+    @Test("each malformed input is rejected with its reason", arguments: malformedCases)
+    func malformed(_ input: MalformedCase) {
+        var received = ReceivedMessage()
+        received.frames = input.frames
+        received.frameCount = input.frames.count
+        received.byteCount = input.frames.reduce(0) { $0 + $1.count }
+        #expect(throws: MalformedMessage.self) { try decodeMessage(received) }
+        do {
+            _ = try decodeMessage(received)
+        } catch {
+            #expect(error.kind == input.expected, "\(input.name): \(error)")
+        }
+    }
+
+    @Test("typed payload errors name the field", arguments: [
+        (#"{"sensor":"imu","samples":[{"t":1,"acc_g":[0,0],"gyro_dps":[0,0,0],"angle_deg":[0,0,0]}]}"#, "acc_g"),
+        (#"{"sensor":"laser","samples":[{"t":1}]}"#, "sensor"),
+        (#"{"sensor":"distance","samples":[]}"#, "samples"),
+        (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":"far"}]}"#, "distance_mm"),
+        (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":5,"state":"UP"}]}"#, "state"),
+    ])
+    func payloadErrors(fields: String, field: String) throws {
+        guard case .object(var object) = try JSONParser.parse(Array(fields.utf8)) else { Issue.record("fixture"); return }
+        for (key, value) in [("v", JSONValue.number(1)), ("type", .string("sample")), ("station", .string("rack-01")),
+                             ("src", .string("t/sample.rack-01")), ("seq", .number(1)), ("ts", .number(5))] {
+            object[key] = value
+        }
+        var writer = JSONWriter()
+        writer.value(.object(object))
+        let message = try decodeMessage(topic: Array("sample.rack-01".utf8), body: writer.bytes)
+        do {
+            _ = try message.payload(as: SampleMessage.self)
+            Issue.record("accepted a bad payload")
+        } catch {
+            #expect(error.kind == .badPayload)
+            #expect(error.detail.contains(field))
+        }
+    }
+}
+
+@Suite("Per-source counters")
+struct CounterTests {
+    private func envelope(_ src: String, _ seq: UInt64) -> Envelope {
+        Envelope(v: 1, type: "sample", station: "rack-01", src: src, seq: seq, ts: 1)
+    }
+
+    @Test("gaps, missing, duplicates and late joins are told apart")
+    func accounting() {
+        var stats = SubscriberStats()
+        let sequence: [(String, UInt64, Bool)] = [
+            ("a", 5, true),  // joined late: not a gap
+            ("a", 6, true), ("a", 9, true),  // gap of 2
+            ("a", 9, false), ("a", 7, false),  // duplicate / stale
+            ("b", 1, true), ("b", 2, true), ("a", 10, true),
+        ]
+        for (src, seq, delivered) in sequence {
+            #expect(stats.account(envelope(src, seq), topic: "sample.rack-01") == delivered)
+        }
+        let a = stats.sources["a"]!
+        #expect((a.received, a.gaps, a.missing, a.duplicates, a.firstSeq, a.lastSeq) == (4, 1, 2, 2, 5, 10))
+        #expect(stats.totals.received == 6)
+        #expect(stats.totals.gaps == 1)
+    }
+}
