@@ -1,1 +1,275 @@
-print("placeholder")
+// `make bench`: envelope codec rates and end-to-end bus throughput for
+// 200-byte messages, each beside a baseline measured in the same run:
+// - codec: the bus's own JSON path vs Foundation's JSONEncoder/JSONDecoder;
+// - bus: typed Publisher -> Forwarder -> Subscriber (stamp, encode, forward,
+//   decode, check, count) vs raw libzmq XPUB -> zmq_proxy(XSUB/XPUB) -> SUB
+//   moving the same bytes with no JSON at all.
+// Each figure is the median of several runs; the machine is noisy, so the
+// ratios matter more than the absolute numbers.
+
+import CZeroMQ
+import Dispatch
+import Foundation
+import Logging
+import VBTBus
+
+let arguments = CommandLine.arguments
+func option(_ name: String, _ fallback: Int) -> Int {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let value = Int(arguments[index + 1]) else {
+        return fallback
+    }
+    return value
+}
+if arguments.contains("--help") {
+    print("""
+        USAGE: vbt-bench [--messages N] [--runs R]
+
+        Prints envelope encode/decode rates (beside Foundation's JSON coders) and
+        end-to-end bus throughput for 200-byte messages (beside raw libzmq through
+        zmq_proxy), as medians over R runs. Build with -c release (make bench does).
+        """)
+    exit(0)
+}
+let busMessages = option("--messages", 300_000)
+let runs = option("--runs", 5)
+let codecIterations = 200_000
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+func rate(_ count: Int, _ body: () throws -> Void) rethrows -> Double {
+    let start = monotonicSeconds()
+    try body()
+    return Double(count) / (monotonicSeconds() - start)
+}
+
+func format(_ perSecond: Double) -> String {
+    perSecond >= 1e6 ? String(format: "%.2f M/s", perSecond / 1e6) : String(format: "%.0f k/s", perSecond / 1e3)
+}
+
+func column(_ text: String, _ width: Int = 13) -> String {
+    text + String(repeating: " ", count: max(1, width - text.count))
+}
+
+// MARK: The message: one distance reading, ~200 bytes on the wire.
+
+let payload = SampleMessage(.distance([
+    SampleMessage.DistanceReading(t: 1_763_812_345.123456, distanceMm: 512.5)
+]))
+var probe = EnvelopeStamper(program: "vbt-bench")
+let sampleFrames = try probe.encode(payload, station: "rack-01", ts: wallClockSeconds())
+let messageBytes = sampleFrames.topic.count + sampleFrames.body.count
+
+/// The same message as a Codable struct, for the Foundation baseline.
+struct FoundationSample: Codable {
+    struct Reading: Codable {
+        var t: Double
+        var distance_mm: Double
+    }
+    var v: Int, type: String, station: String, src: String, seq: Int, ts: Double
+    var sensor: String, samples: [Reading]
+}
+let foundationSample = try JSONDecoder().decode(FoundationSample.self, from: Data(sampleFrames.body))
+
+// MARK: Codec
+
+func codecRates() throws -> (encode: Double, decode: Double, foundationEncode: Double, foundationDecode: Double) {
+    var stamper = EnvelopeStamper(program: "vbt-bench")
+    var bytes = 0
+    let encode = try rate(codecIterations) {
+        for _ in 0..<codecIterations {
+            bytes &+= try stamper.encode(payload, station: "rack-01", ts: 1_763_812_345.5).body.count
+        }
+    }
+    var readings = 0
+    let decode = try rate(codecIterations) {
+        for _ in 0..<codecIterations {
+            let message = try decodeMessage(topic: sampleFrames.topic, body: sampleFrames.body)
+            readings &+= try message.payload(as: SampleMessage.self).readings.count
+        }
+    }
+    let encoder = JSONEncoder()
+    let decoder = JSONDecoder()
+    let foundationIterations = codecIterations / 4
+    let foundationEncode = try rate(foundationIterations) {
+        for _ in 0..<foundationIterations { bytes &+= try encoder.encode(foundationSample).count }
+    }
+    let data = Data(sampleFrames.body)
+    let foundationDecode = try rate(foundationIterations) {
+        for _ in 0..<foundationIterations { readings &+= try decoder.decode(FoundationSample.self, from: data).samples.count }
+    }
+    precondition(bytes > 0 && readings > 0)
+    return (encode, decode, foundationEncode, foundationDecode)
+}
+
+// MARK: Bus
+
+func endpoints() -> BusConfig {
+    var config = BusConfig()
+    let base = Int.random(in: 20_000...50_000)
+    config.pubEndpoint = "tcp://127.0.0.1:\(base)"
+    config.subEndpoint = "tcp://127.0.0.1:\(base + 1)"
+    config.highWaterMark = 0  // the benchmark measures throughput, not drops
+    return config
+}
+
+/// Starts `body` on its own thread; the returned semaphore is signalled when it ends.
+func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) -> DispatchSemaphore {
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        do { try body() } catch { fatalError("\(name): \(error)") }
+        done.signal()
+    }
+    thread.name = name
+    thread.start()
+    return done
+}
+
+/// Raw libzmq: XPUB -> zmq_proxy(XSUB, XPUB) -> SUB, 200-byte two-frame messages, no JSON.
+func rawBusRate(messages: Int) -> Double {
+    let config = endpoints()
+    let proxyContext = ZMQContext()
+    let ready = DispatchSemaphore(value: 0)
+    let proxyDone = spawn("raw.proxy") {
+        let front = try ZMQSocket(proxyContext, .xsub, lingerMs: 0)
+        let back = try ZMQSocket(proxyContext, .xpub, lingerMs: 0)
+        try front.setHighWaterMark(0)
+        try back.setHighWaterMark(0)
+        try front.bind(config.pubEndpoint)
+        try back.bind(config.subEndpoint)
+        ready.signal()
+        _ = zmq_proxy(front.handleForBenchmark, back.handleForBenchmark, nil)
+    }
+    ready.wait()
+    let subscribed = DispatchSemaphore(value: 0)
+    let result = ResultBox()
+    let subContext = ZMQContext()
+    let subDone = spawn("raw.sub") {
+        let socket = try ZMQSocket(subContext, .sub, lingerMs: 0)
+        try socket.setHighWaterMark(0)
+        try socket.subscribe("")
+        try socket.connect(config.subEndpoint)
+        subscribed.signal()
+        var msg = zmq_msg_t()
+        zmq_msg_init(&msg)
+        var received = 0
+        var started = 0.0
+        while received < messages {
+            // Two frames per message, read straight from zmq_msg_t without copying.
+            guard zmq_msg_recv(&msg, socket.handleForBenchmark, 0) >= 0 else { continue }
+            if zmq_msg_more(&msg) != 0 { continue }
+            if received == 0 { started = monotonicSeconds() }
+            received += 1
+        }
+        zmq_msg_close(&msg)
+        result.set(Double(messages - 1) / (monotonicSeconds() - started))
+    }
+    subscribed.wait()
+    let pubContext = ZMQContext()
+    let pubDone = spawn("raw.pub") {
+        let socket = try ZMQSocket(pubContext, .xpub, lingerMs: 10_000)
+        try socket.setHighWaterMark(0)
+        try socket.setReceiveTimeout(ms: 10_000)
+        try socket.connect(config.pubEndpoint)
+        // Wait for the forwarded subscription, as the typed publisher does.
+        while try socket.receive(maxFrames: 1) == nil {}
+        let topic = sampleFrames.topic
+        let body = sampleFrames.body
+        topic.withUnsafeBytes { topicBuffer in
+            body.withUnsafeBytes { bodyBuffer in
+                for _ in 0..<messages {
+                    zmq_send(socket.handleForBenchmark, topicBuffer.baseAddress, topicBuffer.count, ZMQ_SNDMORE)
+                    zmq_send(socket.handleForBenchmark, bodyBuffer.baseAddress, bodyBuffer.count, 0)
+                }
+            }
+        }
+    }
+    subDone.wait()
+    pubDone.wait()
+    proxyContext.shutdown()
+    proxyDone.wait()
+    return result.value
+}
+
+/// The typed path: Publisher (stamp + encode) -> Forwarder -> Subscriber (decode, check, count) + payload decode.
+func typedBusRate(messages: Int) -> Double {
+    let config = endpoints()
+    let busContext = ZMQContext()
+    var logger = Logger(label: "vbt-bench")
+    logger.logLevel = .error
+    let ready = DispatchSemaphore(value: 0)
+    let busDone = spawn("typed.bus") { [logger] in
+        var configuration = Forwarder.Configuration()
+        configuration.bus = config
+        let forwarder = try Forwarder(context: busContext, configuration: configuration, logger: logger)
+        ready.signal()
+        try forwarder.run()
+    }
+    ready.wait()
+    let subscribed = DispatchSemaphore(value: 0)
+    let result = ResultBox()
+    let subContext = ZMQContext()
+    let subDone = spawn("typed.sub") { [logger] in
+        let subscriber = try Subscriber(context: subContext, config: config, prefixes: ["sample."], logger: logger)
+        subscribed.signal()
+        var received = 0
+        var started = 0.0
+        var readings = 0
+        while received < messages {
+            guard let message = try subscriber.next() else { continue }
+            readings += try message.payload(as: SampleMessage.self).readings.count
+            if received == 0 { started = monotonicSeconds() }
+            received += 1
+        }
+        precondition(subscriber.stats.totals.gaps == 0 && readings == messages)
+        result.set(Double(messages - 1) / (monotonicSeconds() - started))
+    }
+    subscribed.wait()
+    let pubContext = ZMQContext()
+    let pubDone = spawn("typed.pub") {
+        let publisher = try Publisher(context: pubContext, config: config, program: "vbt-bench", lingerMs: 10_000)
+        guard try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 10) else { fatalError("no subscriber") }
+        for _ in 0..<messages { try publisher.publish(payload, station: "rack-01") }
+    }
+    subDone.wait()
+    pubDone.wait()
+    busContext.shutdown()
+    busDone.wait()
+    return result.value
+}
+
+final class ResultBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored = 0.0
+    func set(_ value: Double) { lock.withLock { stored = value } }
+    var value: Double { lock.withLock { stored } }
+}
+
+// MARK: Report
+
+print("vbt-bench: libzmq \(ZMQContext.version), message \(messageBytes) bytes (topic + JSON), \(runs) runs, medians")
+var encodes: [Double] = [], decodes: [Double] = [], foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
+for _ in 0..<runs {
+    let rates = try codecRates()
+    encodes.append(rates.encode); decodes.append(rates.decode)
+    foundationEncodes.append(rates.foundationEncode); foundationDecodes.append(rates.foundationDecode)
+}
+print("")
+print("envelope codec (one core)            vbt          Foundation   ratio")
+print("  encode (stamp + write)             " + column(format(median(encodes))) + column(format(median(foundationEncodes)))
+      + String(format: "%.1fx", median(encodes) / median(foundationEncodes)))
+print("  decode (parse + check + payload)   " + column(format(median(decodes))) + column(format(median(foundationDecodes)))
+      + String(format: "%.1fx", median(decodes) / median(foundationDecodes)))
+
+var raw: [Double] = [], typed: [Double] = []
+for _ in 0..<runs {
+    raw.append(rawBusRate(messages: busMessages))
+    typed.append(typedBusRate(messages: busMessages))
+}
+print("")
+print("bus end to end, \(busMessages) msgs/run, TCP loopback, pub -> forwarder -> sub (3 threads, 2 cores)")
+print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
+print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
+print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))

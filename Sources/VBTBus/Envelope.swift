@@ -158,7 +158,7 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(Malfo
         throw MalformedMessage(.topicMismatch, "topic station \(topicStation) but body station \(station)")
     }
     let envelope = Envelope(v: Int(v), type: type, station: station, src: src, seq: UInt64(seq), ts: ts, athlete: athlete)
-    return BusMessage(topic: envelope.topic, envelope: envelope, fields: fields, body: body)
+    return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: fields, body: body)
 }
 
 private func envelopeString(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> String {

@@ -117,6 +117,7 @@ public struct JSONParser {
         if depth > Self.maxDepth { throw error("nesting deeper than \(Self.maxDepth)") }
         index += 1  // {
         var fields: [(key: String, value: JSONValue)] = []
+        fields.reserveCapacity(depth == 1 ? 16 : 4)
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields) }
         while true {
@@ -141,6 +142,7 @@ public struct JSONParser {
         if depth > Self.maxDepth { throw error("nesting deeper than \(Self.maxDepth)") }
         index += 1  // [
         var elements: [JSONValue] = []
+        elements.reserveCapacity(4)
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
         while true {

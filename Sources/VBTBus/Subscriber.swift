@@ -62,22 +62,29 @@ public struct SubscriberStats: Sendable, Equatable, Codable {
     }
 
     /// Accounts for one good message; returns false when it is a duplicate.
+    /// Mutates the stream's entry in place (one hash lookup on the hot path).
     mutating func account(_ envelope: Envelope, topic: String) -> Bool {
-        guard var source = sources[envelope.src] else {
+        guard let index = sources.index(forKey: envelope.src) else {
             sources[envelope.src] = SourceStats(topic: topic, received: 1, firstSeq: envelope.seq, lastSeq: envelope.seq)
             return true
         }
-        defer { sources[envelope.src] = source }
-        if envelope.seq <= source.lastSeq {
-            source.duplicates += 1
+        return sources.values[index].account(seq: envelope.seq)
+    }
+}
+
+extension SourceStats {
+    /// Counts one sequence number; returns false when it is a duplicate.
+    mutating func account(seq: UInt64) -> Bool {
+        if seq <= lastSeq {
+            duplicates += 1
             return false
         }
-        if envelope.seq > source.lastSeq + 1 {
-            source.gaps += 1
-            source.missing += Int(envelope.seq - source.lastSeq - 1)
+        if seq > lastSeq + 1 {
+            gaps += 1
+            missing += Int(seq - lastSeq - 1)
         }
-        source.lastSeq = envelope.seq
-        source.received += 1
+        lastSeq = seq
+        received += 1
         return true
     }
 }
@@ -147,8 +154,7 @@ public final class Subscriber {
     }
 
     private func wanted(_ topic: String) -> Bool {
-        let bytes = Array(topic.utf8)
-        return prefixes.contains { bytes.starts(with: $0) }
+        prefixes.contains { topic.utf8.starts(with: $0) }
     }
 
     private func noteBusHeartbeat(_ message: BusMessage) {

@@ -295,3 +295,8 @@ public struct ZMQPoller {
         items[index].revents & Int16(ZMQ_POLLIN) != 0
     }
 }
+
+extension ZMQSocket {
+    /// The raw libzmq handle, for the benchmark's raw-libzmq baseline only.
+    public var handleForBenchmark: UnsafeMutableRawPointer { handle }
+}
