@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what vbt needs beyond the Swift toolchain, only when missing.
+# Idempotent. As root on Debian/Ubuntu it installs; otherwise it prints the
+# command to run and fails.
+set -euo pipefail
+
+apt_packages=()
+pkg-config --version >/dev/null 2>&1 || apt_packages+=(pkg-config)
+pkg-config --exists libzmq 2>/dev/null || apt_packages+=(libzmq3-dev)
+pkg-config --exists bluez 2>/dev/null || apt_packages+=(libbluetooth-dev)
+pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
+
+if [ ${#apt_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "deps: installing ${apt_packages[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+    else
+        echo "deps: missing ${apt_packages[*]}; run: sudo apt-get install -y ${apt_packages[*]}" >&2
+        exit 1
+    fi
+fi
+
+python=${PYTHON:-python3}
+py_packages=()
+$python -c 'import jsonschema, referencing' 2>/dev/null || py_packages+=(jsonschema)
+$python -c 'import zmq' 2>/dev/null || py_packages+=(pyzmq)
+$python -c 'import pytest' 2>/dev/null || py_packages+=(pytest)
+if [ ${#py_packages[@]} -gt 0 ]; then
+    echo "deps: installing Python test tools ${py_packages[*]}"
+    $python -m pip install --quiet "${py_packages[@]}" 2>/dev/null \
+        || $python -m pip install --quiet --break-system-packages "${py_packages[@]}" \
+        || { echo "deps: could not install ${py_packages[*]}; run: $python -m pip install ${py_packages[*]}" >&2; exit 1; }
+fi
+echo "deps: ok (libzmq $(pkg-config --modversion libzmq), bluez $(pkg-config --modversion bluez), sqlite $(pkg-config --modversion sqlite3))"
