@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "vbt-bus", targets: ["vbt-bus"]),
         .executable(name: "vbt", targets: ["vbt"]),
+        .executable(name: "sensor-bridge", targets: ["sensor-bridge"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
@@ -37,6 +38,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Device decoders, BLE central, serial, replay, simulator, the bridge runtime.
+        .target(
+            name: "VBTSensors",
+            dependencies: [
+                "VBTBus",
+                "CBlueZ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus"]
@@ -48,6 +58,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "sensor-bridge",
+            dependencies: [
+                "VBTBus",
+                "VBTSensors",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
@@ -67,6 +86,10 @@ let package = Package(
         .testTarget(
             name: "VBTBusTests",
             dependencies: ["VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
+        ),
+        .testTarget(
+            name: "VBTSensorsTests",
+            dependencies: ["VBTSensors", "VBTBus", "VBTTesting"]
         ),
     ]
 )

@@ -147,7 +147,7 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(Malfo
     guard ts > 0 else { throw MalformedMessage(.badTimestamp, "ts=\(ts) must be Unix seconds") }
     var athlete: String?
     switch fields["athlete"] {
-    case nil, .null?: athlete = nil
+    case nil: athlete = nil
     case .string(let name)?: athlete = name
     default: throw MalformedMessage(.wrongType, "athlete must be a string")
     }
@@ -191,7 +191,8 @@ public struct EnvelopeStamper {
 
     /// Creates a stamper for `program`, with a random instance suffix unless given.
     public init(program: String, instance: String? = nil) {
-        self.instance = instance ?? "\(program)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+        let suffix = String(UInt32.random(in: .min ... .max), radix: 16)
+        self.instance = instance ?? "\(program)-\(String(repeating: "0", count: 8 - suffix.count))\(suffix)"
     }
 
     /// Encodes a typed payload into the two frames of a bus message.

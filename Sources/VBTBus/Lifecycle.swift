@@ -24,19 +24,31 @@ public struct SocketLoopService: Service {
     private let name: String
     private let context: ZMQContext
     private let body: @Sendable (ZMQContext) throws -> Void
+    private let onShutdown: (@Sendable () -> Void)?
 
     /// Creates the service; `body` runs on a dedicated thread named `name`.
-    public init(name: String, context: ZMQContext, body: @escaping @Sendable (ZMQContext) throws -> Void) {
+    /// On graceful shutdown `onShutdown` runs if given (a loop that must flush
+    /// before it stops sets its own flag); otherwise the context is shut down.
+    public init(
+        name: String, context: ZMQContext, onShutdown: (@Sendable () -> Void)? = nil,
+        body: @escaping @Sendable (ZMQContext) throws -> Void
+    ) {
         self.name = name
         self.context = context
         self.body = body
+        self.onShutdown = onShutdown
     }
 
     public func run() async throws {
         let context = self.context
         let body = self.body
+        let onShutdown = self.onShutdown
         try await withGracefulShutdownHandler {
             try await runOnDedicatedThread(name: name) {
+                // The body's sockets are closed when it returns; terminating the
+                // context here, before the process can exit, lets their lingers
+                // deliver what is still queued.
+                defer { context.terminate() }
                 do {
                     try body(context)
                 } catch let error as ZMQError where error.isTerminated {
@@ -44,7 +56,7 @@ public struct SocketLoopService: Service {
                 }
             }
         } onGracefulShutdown: {
-            context.shutdown()
+            if let onShutdown { onShutdown() } else { context.shutdown() }
         }
     }
 }

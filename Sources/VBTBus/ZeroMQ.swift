@@ -1,4 +1,5 @@
 import CZeroMQ
+import Synchronization
 
 // The ZeroMQ layer over the C API.
 //
@@ -52,6 +53,7 @@ func retryingInterrupts(_ call: () -> Int32) -> (result: Int32, errno: Int32) {
 /// A libzmq context: owns the I/O threads; thread-safe.
 public final class ZMQContext: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
+    private let terminated = Mutex<Bool>(false)
 
     /// Creates a context with `ioThreads` background I/O threads (libzmq's default is 1).
     public init(ioThreads: Int32 = 1) {
@@ -68,10 +70,22 @@ public final class ZMQContext: @unchecked Sendable {
         _ = zmq_ctx_shutdown(handle)
     }
 
+    /// Waits until every socket's queued messages are delivered or its linger
+    /// expires, then frees the context. Call it once all sockets are closed,
+    /// before the process exits: that is what flushes a publisher's last messages.
+    /// Later calls do nothing.
+    public func terminate() {
+        let first = terminated.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first { _ = retryingInterrupts { zmq_ctx_term(handle) } }
+    }
+
     deinit {
         // Every socket retains its context, so by now all sockets are closed and
         // zmq_ctx_term only waits for bounded lingers.
-        _ = retryingInterrupts { zmq_ctx_term(handle) }
+        terminate()
     }
 
     /// The libzmq version linked at run time, e.g. "4.3.4".

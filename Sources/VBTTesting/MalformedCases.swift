@@ -55,6 +55,7 @@ public let malformedCases: [MalformedCase] = {
         MalformedCase(name: "seq with a fraction", frames: [topic, sampleBody { $0["seq"] = "1.5" }], expected: .wrongType),
         MalformedCase(name: "station as a number", frames: [topic, sampleBody { $0["station"] = "7" }], expected: .wrongType),
         MalformedCase(name: "athlete as a number", frames: [topic, sampleBody { $0["athlete"] = "42" }], expected: .wrongType),
+        MalformedCase(name: "athlete null", frames: [topic, sampleBody { $0["athlete"] = "null" }], expected: .wrongType),
         MalformedCase(name: "ts as a string", frames: [topic, sampleBody { $0["ts"] = "\"now\"" }], expected: .wrongType),
         MalformedCase(name: "unknown version", frames: [topic, sampleBody { $0["v"] = "2" }], expected: .unknownVersion),
         MalformedCase(name: "topic type differs from body", frames: [body("rep.rack-01"), good], expected: .topicMismatch),

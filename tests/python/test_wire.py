@@ -234,6 +234,12 @@ def bus(tmp_path: Path):
         running.stop_all()
 
 
+LOST_TAIL_HINT = (
+    "hint: if a `vbt pub` run exited 0 but some or all of its messages never arrived, the "
+    "process ended before libzmq flushed its queue: a publisher must finish zmq_ctx_term "
+    "(which honours the socket's linger) before the process exits.")
+
+
 def read_stats(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -258,7 +264,10 @@ def read_recording(path: Path) -> list[dict]:
     return lines
 
 
-INSTANCE_SRC = re.compile(r"^(?P<instance>[a-z][a-z0-9-]*-[0-9a-f]+)/(?P<topic>[^/\s]+)$")
+# proto/README.md: the instance is `<program>-<8 hex digits>`. Up to 8 are
+# accepted here because the hex part is a random 32-bit number and the check
+# is about the shape `<instance>/<topic>`, not the padding.
+INSTANCE_SRC = re.compile(r"^(?P<instance>[a-z][a-z0-9-]*-[0-9a-f]{1,8})/(?P<topic>[^/\s]+)$")
 
 
 def check_src(msg: dict, topic: str) -> None:
@@ -353,7 +362,7 @@ def test_programs_emit_valid_messages(bus: Bus, tmp_path: Path):
     wait_until(
         lambda: all(received_by_topic(read_stats(stats_path)).get(t, 0) >= n for t, n in expected.items()),
         f"the recorder to count {expected}",
-        detail=lambda: f"stats: {read_stats(stats_path)}\n{bus.describe()}")
+        detail=lambda: f"stats: {read_stats(stats_path)}\n{LOST_TAIL_HINT}\n{bus.describe()}")
 
     assert recorder.terminate() == 0, recorder.describe()
     assert "recording closed" in recorder.stderr(), recorder.describe()
@@ -485,7 +494,7 @@ def test_python_client_publishes_and_subscribes(bus: Bus, tmp_path: Path):
             return len(mine) == n and len(swift) == 1
 
         wait_until(py_and_swift_seen, f"{n} Python samples and 1 vbt pub status on the Python SUB",
-                   detail=lambda: f"received topics: {[t for t, _ in received]}\n{bus.describe()}")
+                   detail=lambda: f"received topics: {[t for t, _ in received]}\n{LOST_TAIL_HINT}\n{bus.describe()}")
 
         for got_topic, msg in received:
             validate_message(msg)

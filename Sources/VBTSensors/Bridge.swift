@@ -1,0 +1,319 @@
+import Logging
+import Synchronization
+import VBTBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The bridge runtime. Each source (BLE device, serial port, replay file,
+// simulator) runs on its own thread with plain blocking I/O and timeouts,
+// and hands what it reads to one `EventQueue`. A single publishing thread
+// owns the ZeroMQ socket: it batches readings per stream (bounded size and
+// delay) and publishes `sample` and `status` messages.
+
+/// What a source reports to the publishing thread.
+public enum BridgeEvent: Sendable {
+    /// Readings of one sensor at a station, each with its host time `t`.
+    case readings(station: String, device: String, SampleMessage.Readings)
+    /// A link state change or a periodic rate report.
+    case status(station: String, StatusMessage)
+    /// A whole message to publish as is under a fresh envelope (replay).
+    case message(type: String, station: String, athlete: String?, fields: JSONObject)
+    /// A finite source (replay without --loop) has nothing more to send.
+    case finished(source: String)
+}
+
+/// A flag every thread can read; set once to ask everyone to stop.
+public final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    /// Creates an unset flag.
+    public init() {}
+    /// Asks everyone to stop.
+    public func set() { flag.store(true, ordering: .releasing) }
+    /// Whether stopping was asked for.
+    public var isSet: Bool { flag.load(ordering: .acquiring) }
+
+    /// Sleeps up to `seconds`, waking early (in steps of 50 ms) when the flag is set.
+    /// Returns false when it was set.
+    @discardableResult
+    public func sleep(_ seconds: Double) -> Bool {
+        let deadline = monotonicSeconds() + seconds
+        while !isSet {
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 { return true }
+            usleep(UInt32(min(remaining, 0.05) * 1_000_000))
+        }
+        return false
+    }
+}
+
+/// A multi-producer queue with a self-pipe the publishing thread can poll.
+public final class EventQueue: Sendable {
+    private let events = Mutex<[BridgeEvent]>([])
+    /// Readable whenever events are waiting.
+    public let fd: Int32
+    private let writeFD: Int32
+
+    /// Creates an empty queue.
+    public init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0, "pipe failed")
+        for end in fds {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        fd = fds[0]
+        writeFD = fds[1]
+    }
+
+    deinit {
+        close(fd)
+        close(writeFD)
+    }
+
+    /// Adds an event (any thread).
+    public func push(_ event: BridgeEvent) {
+        events.withLock { $0.append(event) }
+        var one: UInt8 = 1
+        _ = write(writeFD, &one, 1)  // a full pipe is fine: the reader is already due
+    }
+
+    /// Takes every waiting event (the publishing thread).
+    public func drain() -> [BridgeEvent] {
+        var scratch = [UInt8](repeating: 0, count: 512)
+        while read(fd, &scratch, scratch.count) > 0 {}
+        return events.withLock { events in
+            let taken = events
+            events.removeAll(keepingCapacity: true)
+            return taken
+        }
+    }
+}
+
+/// A source of readings with its own thread.
+public protocol SensorSource: Sendable {
+    /// A short name for logs (`serial:/dev/ttyUSB0`, `ble:witmotion`, ...).
+    var name: String { get }
+    /// Reads until `stop` is set (or, for finite sources, until done), pushing events.
+    func run(into queue: EventQueue, stop: StopFlag, logger: Logger)
+}
+
+/// Retry timing for lost links: a few quick tries, then a growing wait.
+public struct ReconnectPolicy: Sendable, Equatable {
+    /// Tries at `quickDelayS` before backing off.
+    public var quickTries = 3
+    /// Seconds between the quick tries.
+    public var quickDelayS = 2.0
+    /// The longest wait between tries.
+    public var maxDelayS = 30.0
+
+    /// The defaults of DOMAIN.md: 3 tries 2 s apart, then doubling up to 30 s.
+    public init() {}
+
+    /// Seconds to wait after `failures` consecutive failed tries (1-based).
+    public func delay(afterFailures failures: Int) -> Double {
+        if failures <= quickTries { return quickDelayS }
+        return min(maxDelayS, quickDelayS * Double(1 << min(failures - quickTries, 16)))
+    }
+}
+
+/// Estimates a stream's real rate over a sliding window of reading times.
+public struct RateEstimator: Sendable {
+    private var times: [Double] = []
+    private let windowS: Double
+
+    /// Creates an estimator over the last `windowS` seconds.
+    public init(windowS: Double = 2.0) { self.windowS = windowS }
+
+    /// Adds one reading time.
+    public mutating func add(_ t: Double) {
+        times.append(t)
+        if let first = times.first, t - first > windowS * 1.5 {
+            times.removeAll { t - $0 > windowS }
+        }
+    }
+
+    /// Readings per second over the window, or nil with fewer than 3 readings.
+    public func rateHz(now: Double) -> Double? {
+        let recent = times.filter { now - $0 <= windowS }
+        guard recent.count >= 3, let first = recent.first, let last = recent.last, last > first else { return nil }
+        return Double(recent.count - 1) / (last - first)
+    }
+
+    /// Forgets everything (after a reconnect).
+    public mutating func reset() { times.removeAll() }
+}
+
+/// Makes host timestamps strictly increasing: readings that arrive together
+/// (one BLE connection event, one serial read) would otherwise share a time.
+public struct MonotonicStamper: Sendable {
+    private var last = 0.0
+    /// Creates a stamper.
+    public init() {}
+    /// A time no earlier than `t` and 1 µs after the previous one at least.
+    public mutating func stamp(_ t: Double) -> Double {
+        last = max(t, last + 1e-6)
+        return last
+    }
+}
+
+/// How the bridge batches readings into messages.
+public struct BatchPolicy: Sendable, Equatable {
+    /// Most readings in one `sample` message.
+    public var maxReadings = 16
+    /// Longest a reading waits for its batch, in seconds.
+    public var maxDelayS = 0.02
+    /// Creates the defaults: 16 readings or 20 ms, whichever comes first.
+    public init() {}
+}
+
+/// The publishing side of a bridge: batches and publishes everything the
+/// sources report. Runs on the calling thread until `stop` is set and every
+/// finite source has finished; flushes what it holds before returning.
+public final class BridgePublisher {
+    private let publisher: Publisher
+    private let queue: EventQueue
+    private let policy: BatchPolicy
+    private let logger: Logger
+    private var pending: [String: Pending] = [:]
+    private var lastStatus: [String: String] = [:]
+    /// Counts of published messages by type.
+    public private(set) var published: [String: Int] = [:]
+
+    private struct Pending {
+        var station: String
+        var device: String
+        var readings: SampleMessage.Readings
+        var since: Double
+    }
+
+    /// Creates the publisher side; the socket connects to `config.pubEndpoint`.
+    public init(context: ZMQContext, config: BusConfig, queue: EventQueue, policy: BatchPolicy, logger: Logger) throws(ZMQError) {
+        publisher = try Publisher(context: context, config: config, program: "sensor-bridge")
+        self.queue = queue
+        self.policy = policy
+        self.logger = logger
+    }
+
+    /// Waits up to `timeoutS` for a subscriber to `topic` (replay at full speed must not publish into the void).
+    public func waitForSubscriber(topic: String, timeoutS: Double) throws(ZMQError) -> Bool {
+        try publisher.waitForSubscriber(topic: topic, timeoutS: timeoutS)
+    }
+
+    /// Publishes until stopped, or until `finiteSources` sources have finished.
+    public func run(stop: StopFlag, finiteSources: Int) throws {
+        var finished = 0
+        var pollItems = [readablePollFD(queue.fd)]
+        while true {
+            let now = monotonicSeconds()
+            let oldest = pending.values.map(\.since).min()
+            let waitS = oldest.map { max(0, $0 + policy.maxDelayS - now) } ?? 0.05
+            _ = poll(&pollItems, 1, Int32(min(waitS, 0.05) * 1000))
+            for event in queue.drain() {
+                switch event {
+                case .readings(let station, let device, let readings):
+                    try add(readings, station: station, device: device)
+                case .status(let station, let status):
+                    try flush(station: station)
+                    try publish(status, station: station)
+                    // Log changes; repeats (retries, periodic rate reports) only at debug.
+                    let key = "\(station)|\(status.sensor)"
+                    let summary = "\(status.state.rawValue)|\(status.reason ?? "")|\(status.device)"
+                    let level: Logger.Level = lastStatus[key] == summary || status.state == .streaming ? .debug : .info
+                    lastStatus[key] = summary
+                    logger.log(level: level, "sensor status", metadata: [
+                        "station": "\(station)", "state": "\(status.state.rawValue)", "device": "\(status.device)",
+                        "sensor": "\(status.sensor)", "reason": "\(status.reason ?? "")",
+                        "rate_hz": "\(status.rateHz.map { String(format: "%.1f", $0) } ?? "")",
+                    ])
+                case .message(let type, let station, let athlete, let fields):
+                    try publisher.publish(type: type, station: station, fields: fields, athlete: athlete)
+                    published[type, default: 0] += 1
+                case .finished:
+                    finished += 1
+                }
+            }
+            try flushDue(now: monotonicSeconds())
+            if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
+                try flushAll()
+                return
+            }
+        }
+    }
+
+    private func publish<P: BusPayload>(_ payload: P, station: String) throws {
+        try publisher.publish(payload, station: station)
+        published[P.type, default: 0] += 1
+    }
+
+    private func add(_ readings: SampleMessage.Readings, station: String, device: String) throws {
+        let key = "\(station)|\(readings.sensor)|\(device)"
+        if var batch = pending[key] {
+            switch (batch.readings, readings) {
+            case (.imu(let a), .imu(let b)): batch.readings = .imu(a + b)
+            case (.distance(let a), .distance(let b)): batch.readings = .distance(a + b)
+            case (.posture(let a), .posture(let b)): batch.readings = .posture(a + b)
+            default: break  // the key includes the sensor kind, so kinds always match
+            }
+            pending[key] = batch
+        } else {
+            pending[key] = Pending(station: station, device: device, readings: readings, since: monotonicSeconds())
+        }
+        if let batch = pending[key], batch.readings.count >= policy.maxReadings {
+            try flush(key: key)
+        }
+    }
+
+    private func flushDue(now: Double) throws {
+        for (key, batch) in pending where now - batch.since >= policy.maxDelayS {
+            try flush(key: key)
+        }
+    }
+
+    private func flush(station: String) throws {
+        for (key, batch) in pending where batch.station == station { try flush(key: key) }
+    }
+
+    private func flushAll() throws {
+        for key in Array(pending.keys) { try flush(key: key) }
+    }
+
+    /// Publishes a batch in messages of at most `maxReadings` readings.
+    private func flush(key: String) throws {
+        guard let batch = pending.removeValue(forKey: key) else { return }
+        for chunk in batch.readings.chunked(maxReadings: policy.maxReadings) {
+            try publish(SampleMessage(chunk, device: batch.device), station: batch.station)
+        }
+    }
+}
+
+/// A pollfd for one readable descriptor.
+func readablePollFD(_ fd: Int32) -> pollfd {
+    pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+}
+
+extension SampleMessage.Readings {
+    /// Splits into pieces of at most `maxReadings`.
+    func chunked(maxReadings: Int) -> [SampleMessage.Readings] {
+        func split<T>(_ list: [T], _ make: ([T]) -> SampleMessage.Readings) -> [SampleMessage.Readings] {
+            stride(from: 0, to: list.count, by: maxReadings).map { make(Array(list[$0..<min($0 + maxReadings, list.count)])) }
+        }
+        switch self {
+        case .imu(let list): return split(list, SampleMessage.Readings.imu)
+        case .distance(let list): return split(list, SampleMessage.Readings.distance)
+        case .posture(let list): return split(list, SampleMessage.Readings.posture)
+        }
+    }
+}
+
+import Foundation
+
+extension SensorSource {
+    /// Starts `run` on a dedicated, named thread.
+    public func start(into queue: EventQueue, stop: StopFlag, logger: Logger) {
+        let thread = Thread { self.run(into: queue, stop: stop, logger: logger) }
+        thread.name = "sensor-bridge.\(name)"
+        thread.start()
+    }
+}

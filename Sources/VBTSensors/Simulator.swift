@@ -1,0 +1,280 @@
+import Foundation
+import Logging
+import VBTBus
+
+// A deterministic synthetic athlete: sets of an exercise at a load, with
+// realistic bar paths, fatigue (velocity loss across reps), pauses and
+// touch-and-go, un-racking and re-racking, and sensor noise, seen by a laser
+// distance sensor and a bar-mounted IMU. The same seed gives the same
+// readings (relative to the start time); the ground truth of every rep is
+// kept so detectors can be checked against it.
+
+/// SplitMix64: small, fast, seedable; the simulator and the tests share it.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    /// Creates a generator from `seed`.
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A normally distributed value (Box-Muller).
+    public mutating func normal(mean: Double = 0, sd: Double) -> Double {
+        let u1 = Double.random(in: Double.ulpOfOne..<1, using: &self)
+        let u2 = Double.random(in: 0..<1, using: &self)
+        return mean + sd * (-2 * log(u1)).squareRoot() * cos(2 * .pi * u2)
+    }
+}
+
+/// An exercise as the simulator needs it (the catalogue's figures: research/vbt.md).
+public struct SimExercise: Sendable, Equatable {
+    public var name: String
+    /// Bar travel of a full rep.
+    public var romMm: Double
+    /// Mean velocity at 1RM (minimal velocity threshold).
+    public var mvtMps: Double
+    /// Distance from the laser to the bar at the bottom of the rep.
+    public var bottomDistanceMm: Double
+
+    public static let squat = SimExercise(name: "squat", romMm: 600, mvtMps: 0.30, bottomDistanceMm: 300)
+    public static let bench = SimExercise(name: "bench", romMm: 420, mvtMps: 0.17, bottomDistanceMm: 130)
+    public static let deadlift = SimExercise(name: "deadlift", romMm: 550, mvtMps: 0.15, bottomDistanceMm: 250)
+    /// Every exercise the simulator knows, by name.
+    public static let all: [String: SimExercise] = ["squat": squat, "bench": bench, "deadlift": deadlift]
+}
+
+/// What the simulated athlete does.
+public struct SimulationConfig: Sendable {
+    public var station = "rack-01"
+    public var athlete: String?
+    public var exercise = SimExercise.squat
+    public var loadKg = 100.0
+    /// The athlete's 1RM for the exercise; with the load it sets the first rep's velocity.
+    public var oneRepMaxKg = 140.0
+    public var seed: UInt64 = 1
+    public var sets = 3
+    public var repsPerSet = 6
+    public var restS = 60.0
+    /// Readings per second of the laser (0: no laser).
+    public var distanceRateHz = 50.0
+    /// Readings per second of the bar IMU (0: no IMU).
+    public var imuRateHz = 100.0
+    /// Share of reps done touch-and-go (no pause at the bottom).
+    public var touchAndGoShare = 0.3
+    /// Time factor: 1 real time, 0 as fast as possible.
+    public var speed = 1.0
+    /// Repeat the whole session forever (`make run`).
+    public var forever = false
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// The ground truth of one simulated rep.
+public struct SimulatedRep: Sendable, Equatable {
+    public var set: Int
+    public var index: Int
+    /// Seconds from the session start.
+    public var concentricStartS: Double
+    public var concentricEndS: Double
+    public var meanVelocityMps: Double
+    public var peakVelocityMps: Double
+    public var romMm: Double
+    public var touchAndGo: Bool
+}
+
+/// The bar's path as a list of segments; position, velocity and acceleration
+/// are exact at any time.
+public struct BarTimeline: Sendable {
+    struct Segment: Sendable {
+        var start: Double
+        var duration: Double
+        var from: Double  // mm above the bottom of the rep
+        var to: Double
+    }
+
+    private var segments: [Segment] = []
+    /// Every rep, in order.
+    public private(set) var reps: [SimulatedRep] = []
+    /// Total length in seconds.
+    public private(set) var duration = 0.0
+
+    /// Builds the session of `config` from its seed.
+    public init(_ config: SimulationConfig) {
+        var random = SeededGenerator(seed: config.seed)
+        let rom = config.exercise.romMm
+        let rackHeight = rom + 40  // the bar sits in the hooks a little above the top of the rep
+        hold(rackHeight, 2.0)
+        let intensity = min(1, max(0.2, config.loadKg / config.oneRepMaxKg))
+        // Near-linear load-velocity relation: 1.6 m/s unloaded down to MVT at 1RM.
+        let firstVelocity = config.exercise.mvtMps + (1.6 - config.exercise.mvtMps) * (1 - intensity)
+        for set in 1...max(1, config.sets) {
+            // Un-rack: lift off the hooks, walk out (small wobble), settle at the top.
+            move(rackHeight, rackHeight + 35, 0.5)
+            move(rackHeight + 35, rom + 10, 0.8)
+            move(rom + 10, rom - 8, 0.4)
+            move(rom - 8, rom, 0.5)
+            hold(rom, 1.0 + random.normal(sd: 0.1).magnitude)
+            let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
+            for index in 1...max(1, config.repsPerSet) {
+                let depth = rom * (1 + random.normal(sd: 0.01))
+                let eccentricS = 1.0 + 0.3 * Double.random(in: 0...1, using: &random)
+                let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
+                move(rom, rom - depth, eccentricS)
+                if !touchAndGo { hold(rom - depth, 0.2 + 0.5 * Double.random(in: 0...1, using: &random)) }
+                let velocity = max(config.exercise.mvtMps * 0.8,
+                                   firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
+                let concentricS = depth / 1000 / velocity
+                let start = duration
+                move(rom - depth, rom, concentricS)
+                reps.append(SimulatedRep(
+                    set: set, index: index, concentricStartS: start, concentricEndS: duration,
+                    meanVelocityMps: depth / 1000 / concentricS, peakVelocityMps: depth / 1000 / concentricS * .pi / 2,
+                    romMm: depth, touchAndGo: touchAndGo))
+                hold(rom, touchAndGo ? 0.05 : 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
+            }
+            // Re-rack and rest.
+            move(rom, rackHeight + 35, 0.7)
+            move(rackHeight + 35, rackHeight, 0.4)
+            hold(rackHeight, set < config.sets ? config.restS : 3.0)
+        }
+    }
+
+    private mutating func hold(_ position: Double, _ seconds: Double) {
+        segments.append(Segment(start: duration, duration: seconds, from: position, to: position))
+        duration += seconds
+    }
+
+    /// A smooth move: position follows half a cosine, so velocity is a sine arch
+    /// (peak = mean x pi/2) and acceleration is continuous inside the move.
+    private mutating func move(_ from: Double, _ to: Double, _ seconds: Double) {
+        segments.append(Segment(start: duration, duration: seconds, from: from, to: to))
+        duration += seconds
+    }
+
+    private func segment(at t: Double) -> Segment {
+        var low = 0, high = segments.count - 1
+        while low < high {
+            let mid = (low + high + 1) / 2
+            if segments[mid].start <= t { low = mid } else { high = mid - 1 }
+        }
+        return segments[low]
+    }
+
+    /// Bar height in mm above the rep's bottom, velocity in m/s and acceleration in m/s^2 at `t`.
+    public func state(at t: Double) -> (positionMm: Double, velocityMps: Double, accelerationMps2: Double) {
+        let s = segment(at: min(max(t, 0), duration))
+        let x = min(max((t - s.start) / s.duration, 0), 1)
+        let span = s.to - s.from
+        let position = s.from + span * (1 - cos(.pi * x)) / 2
+        let velocity = span / 1000 * .pi / (2 * s.duration) * sin(.pi * x)
+        let acceleration = span / 1000 * .pi * .pi / (2 * s.duration * s.duration) * cos(.pi * x)
+        return (position, x >= 1 ? 0 : velocity, x >= 1 ? 0 : acceleration)
+    }
+}
+
+/// Rotates a world-frame vector into the sensor frame for WitMotion-style
+/// angles: roll about x, pitch about y, yaw about z, R = Rz(yaw) Ry(pitch) Rx(roll)
+/// maps sensor to world, so sensor = R^T world.
+public func worldToSensor(_ v: Vector3, rollDeg: Double, pitchDeg: Double, yawDeg: Double) -> Vector3 {
+    let (r, p, y) = (rollDeg * .pi / 180, pitchDeg * .pi / 180, yawDeg * .pi / 180)
+    // R^T = Rx^T Ry^T Rz^T
+    let x1 = cos(y) * v.x + sin(y) * v.y, y1 = -sin(y) * v.x + cos(y) * v.y, z1 = v.z
+    let x2 = cos(p) * x1 - sin(p) * z1, y2 = y1, z2 = sin(p) * x1 + cos(p) * z1
+    let x3 = x2, y3 = cos(r) * y2 + sin(r) * z2, z3 = -sin(r) * y2 + cos(r) * z2
+    return Vector3(x3, y3, z3)
+}
+
+/// Produces the readings of a simulated session.
+public struct SimulatedSensors: Sendable {
+    public let config: SimulationConfig
+    public let timeline: BarTimeline
+    private var random: SeededGenerator
+
+    /// Creates the sensors of `config`.
+    public init(_ config: SimulationConfig) {
+        self.config = config
+        timeline = BarTimeline(config)
+        random = SeededGenerator(seed: config.seed ^ 0x5EED)
+    }
+
+    /// The laser reading at session time `t` (noise ~2 mm, the Arduino's phase guess).
+    public mutating func distance(at t: Double, wallOrigin: Double) -> SampleMessage.DistanceReading {
+        let state = timeline.state(at: t)
+        let phase: SampleMessage.DistanceReading.State =
+            state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
+        let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: 2)
+        return .init(t: wallOrigin + t, distanceMm: (mm * 10).rounded() / 10, state: phase)
+    }
+
+    /// The bar IMU reading at session time `t`: gravity plus bar acceleration,
+    /// seen through a small tilt; gyro is the tilt's rate; all with noise.
+    public mutating func imu(at t: Double, wallOrigin: Double) -> SampleMessage.IMUReading {
+        let state = timeline.state(at: t)
+        let roll = 2.0 + 1.5 * sin(0.7 * t), pitch = -1.5 + 1.0 * sin(0.45 * t + 1), yaw = 30 + 0.2 * t
+        let rollRate = 1.5 * 0.7 * cos(0.7 * t), pitchRate = 1.0 * 0.45 * cos(0.45 * t + 1), yawRate = 0.2
+        let world = Vector3(0, 0, 1 + state.accelerationMps2 / 9.80665)
+        var acc = worldToSensor(world, rollDeg: roll, pitchDeg: pitch, yawDeg: yaw)
+        acc = Vector3(acc.x + random.normal(sd: 0.01), acc.y + random.normal(sd: 0.01), acc.z + random.normal(sd: 0.01))
+        let gyro = Vector3(rollRate + random.normal(sd: 0.3), pitchRate + random.normal(sd: 0.3), yawRate + random.normal(sd: 0.3))
+        let angle = Vector3(roll + random.normal(sd: 0.05), pitch + random.normal(sd: 0.05), yaw.truncatingRemainder(dividingBy: 360))
+        return .init(t: wallOrigin + t, accG: acc, gyroDps: gyro, angleDeg: angle)
+    }
+}
+
+/// The simulator as a bridge source.
+public struct SimulatorSource: SensorSource {
+    public let config: SimulationConfig
+    public var name: String { "simulator:\(config.station)" }
+
+    /// Creates the source.
+    public init(config: SimulationConfig) { self.config = config }
+
+    public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
+        var pass = 0
+        var origin = wallClockSeconds()
+        let device = "sim"
+        if config.distanceRateHz > 0 {
+            queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "distance", device: device, rateHz: config.distanceRateHz)))
+        }
+        if config.imuRateHz > 0 {
+            queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "imu", device: device, rateHz: config.imuRateHz)))
+        }
+        repeat {
+            var passConfig = config
+            passConfig.seed = config.seed &+ UInt64(pass)
+            var sensors = SimulatedSensors(passConfig)
+            let duration = sensors.timeline.duration
+            logger.info("simulated session", metadata: [
+                "station": "\(config.station)", "exercise": "\(config.exercise.name)", "load_kg": "\(config.loadKg)",
+                "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
+            ])
+            let startedAt = monotonicSeconds()
+            var nextDistance = 0.0, nextIMU = 0.0
+            let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
+            let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
+            while !stop.isSet {
+                let t = min(nextDistance, nextIMU)
+                if t > duration { break }
+                if config.speed > 0 {
+                    let wait = startedAt + t / config.speed - monotonicSeconds()
+                    if wait > 0, !stop.sleep(wait) { break }
+                }
+                if nextDistance <= t {
+                    queue.push(.readings(station: config.station, device: device, .distance([sensors.distance(at: t, wallOrigin: origin)])))
+                    nextDistance += distanceStep
+                }
+                if nextIMU <= t {
+                    queue.push(.readings(station: config.station, device: device, .imu([sensors.imu(at: t, wallOrigin: origin)])))
+                    nextIMU += imuStep
+                }
+            }
+            origin += duration + min(distanceStep, imuStep)
+            pass += 1
+        } while config.forever && !stop.isSet
+        queue.push(.finished(source: name))
+    }
+}

@@ -1,0 +1,230 @@
+import ArgumentParser
+import Logging
+import VBTBus
+import VBTSensors
+
+@main
+struct SensorBridge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sensor-bridge",
+        abstract: "Reads one station's sensors and publishes sample and status messages on the bus.",
+        discussion: """
+            Sources (a station may combine --serial and --ble; --replay and --simulate stand alone):
+              --ble witmotion[:NAMEPREFIX|@ADDRESS]   WitMotion IMU over BLE (name starts with WT)
+              --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
+              --serial PATH --protocol witmotion|arduino-distance [--baud N]
+              --replay FILE [--speed X] [--loop] [--stations N]
+              --simulate [--exercise squat|bench|deadlift] [--load-kg KG] [--seed N] ...
+            A missing adapter or device is reported in one line saying what to do, and the bridge
+            keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
+            message: at most --batch-size readings, none waiting longer than --batch-delay.
+            """)
+
+    @Option(help: "The station these sensors belong to, e.g. rack-01 (not used by --replay, which keeps the recorded names).")
+    var station: String?
+
+    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    // BLE
+    @Option(name: .customLong("ble"), help: "A BLE sensor: witmotion or posture, optionally :NAMEPREFIX or @ADDRESS. Repeatable.")
+    var ble: [String] = []
+
+    @Option(help: "The HCI adapter index (hci0 is 0).")
+    var adapter: Int = 0
+
+    // Serial
+    @Option(help: "A serial device path, e.g. /dev/ttyUSB0.")
+    var serial: String?
+
+    @Option(name: .customLong("protocol"), help: "The serial device's protocol: witmotion or arduino-distance.")
+    var serialProtocol: String?
+
+    @Option(help: "Serial baud rate.")
+    var baud: Int = 115_200
+
+    // Replay
+    @Option(help: "Replay a recording (JSON Lines written by `vbt record`).")
+    var replay: String?
+
+    @Option(help: "Replay or simulation speed: 1 real time, 0 as fast as possible.")
+    var speed: Double = 1
+
+    @Flag(help: "Replay or simulate again from the start when done, forever.")
+    var loop = false
+
+    @Option(help: "Replay: publish every recorded station N times as <station>-1 ... <station>-N.")
+    var stations: Int = 1
+
+    @Option(help: "Replay: the message types to publish, comma-separated.")
+    var replayTypes: String = "sample,status"
+
+    @Option(help: "Seconds to wait for a subscriber before a replay starts (0: do not wait).")
+    var waitSubscribers: Double = 5
+
+    // Simulator
+    @Flag(help: "Simulate an athlete at --station (no hardware needed).")
+    var simulate = false
+
+    @Option(help: "Simulated exercise: squat, bench or deadlift.")
+    var exercise: String = "squat"
+
+    @Option(help: "Simulated load in kg.")
+    var loadKg: Double = 100
+
+    @Option(help: "Simulated athlete's 1RM in kg.")
+    var oneRepMaxKg: Double = 140
+
+    @Option(help: "Simulation seed: the same seed gives the same session.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Simulated sets.")
+    var sets: Int = 3
+
+    @Option(help: "Simulated reps per set.")
+    var reps: Int = 6
+
+    @Option(help: "Simulated rest between sets, seconds.")
+    var rest: Double = 60
+
+    @Option(help: "Simulated laser readings per second (0: no laser).")
+    var distanceRate: Double = 50
+
+    @Option(help: "IMU readings per second: the rate asked of a WitMotion sensor (10, 20, 50, 100, 200), or simulated (0: none).")
+    var imuRate: Double = 100
+
+    @Option(help: "Simulated athlete name for the envelope's athlete field.")
+    var athlete: String?
+
+    // Batching
+    @Option(help: "Most readings in one sample message.")
+    var batchSize: Int = 16
+
+    @Option(help: "Longest a reading may wait for its batch, seconds.")
+    var batchDelay: Double = 0.02
+
+    func validate() throws {
+        let standalone = [replay != nil, simulate].filter { $0 }.count
+        let live = (serial != nil ? 1 : 0) + ble.count
+        guard standalone + (live > 0 ? 1 : 0) == 1 else {
+            throw ValidationError("choose the sensors: --ble and/or --serial, or --replay FILE, or --simulate")
+        }
+        if replay == nil {
+            guard let station, (try? splitTopic(Array("sample.\(station)".utf8))) != nil else {
+                throw ValidationError("--station NAME is required (letters, digits, '-', e.g. rack-01)")
+            }
+        }
+        if serial != nil {
+            guard let serialProtocol, SerialProtocol(rawValue: serialProtocol) != nil else {
+                throw ValidationError("--serial needs --protocol witmotion or --protocol arduino-distance")
+            }
+            guard SerialPort.baudRates[baud] != nil else {
+                throw ValidationError("--baud \(baud) is not supported; use one of \(SerialPort.baudRates.keys.sorted())")
+            }
+        }
+        for spec in ble {
+            do { _ = try BLESensorSpec(parsing: spec) } catch { throw ValidationError(error.message) }
+        }
+        if !ble.isEmpty, WitMotion.rateCodes[Int(imuRate)] == nil {
+            throw ValidationError("--imu-rate for a WitMotion sensor must be one of \(WitMotion.rateCodes.keys.sorted())")
+        }
+        guard speed >= 0 else { throw ValidationError("--speed must be 0 (as fast as possible) or more") }
+        guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
+        guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
+        guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
+        if simulate {
+            guard SimExercise.all[exercise] != nil else {
+                throw ValidationError("--exercise must be one of \(SimExercise.all.keys.sorted().joined(separator: ", "))")
+            }
+            guard sets >= 1, reps >= 1, rest >= 0, loadKg > 0, oneRepMaxKg >= loadKg else {
+                throw ValidationError("--sets and --reps must be 1 or more, --rest 0 or more, and 0 < --load-kg <= --one-rep-max-kg")
+            }
+            guard distanceRate >= 0, imuRate >= 0, distanceRate + imuRate > 0 else {
+                throw ValidationError("--distance-rate and --imu-rate must be 0 or more, and not both 0")
+            }
+        }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "sensor-bridge")
+        var config = BusConfig.fromEnvironment()
+        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        var policy = BatchPolicy()
+        policy.maxReadings = batchSize
+        policy.maxDelayS = batchDelay
+
+        var sources: [any SensorSource] = []
+        var finite = 0
+        var firstTopic: String?
+        if let replay {
+            let recording: Recording
+            do {
+                recording = try Recording(path: replay, types: Set(replayTypes.split(separator: ",").map(String.init)))
+            } catch {
+                reportProblem("sensor-bridge: \(error.message)")
+                throw ExitCode.failure
+            }
+            if recording.skippedLines > 0 || !recording.skippedTypes.isEmpty {
+                logger.warning("replay skips part of the recording", metadata: [
+                    "bad_lines": "\(recording.skippedLines)",
+                    "other_types": "\(recording.skippedTypes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                ])
+            }
+            let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations)
+            firstTopic = recording.messages.first.map { "\($0.type).\(source.copies(of: $0.station)[0])" }
+            sources.append(source)
+            finite = loop ? 0 : 1
+        } else if simulate, let station {
+            var sim = SimulationConfig()
+            sim.station = station
+            sim.athlete = athlete
+            sim.exercise = SimExercise.all[exercise]!
+            sim.loadKg = loadKg
+            sim.oneRepMaxKg = oneRepMaxKg
+            sim.seed = seed
+            sim.sets = sets
+            sim.repsPerSet = reps
+            sim.restS = rest
+            sim.distanceRateHz = distanceRate
+            sim.imuRateHz = imuRate
+            sim.speed = speed
+            sim.forever = loop
+            sources.append(SimulatorSource(config: sim))
+            finite = loop ? 0 : 1
+        } else if let station {
+            if let serial, let serialProtocol, let proto = SerialProtocol(rawValue: serialProtocol) {
+                sources.append(SerialSource(path: serial, proto: proto, baud: baud, station: station))
+            }
+            for spec in ble {
+                var sensor = try BLESensorSpec(parsing: spec)
+                sensor.rateHz = Int(imuRate)
+                sources.append(BLESource(spec: sensor, adapter: adapter, station: station))
+            }
+        }
+
+        let queue = EventQueue()
+        let stop = StopFlag()
+        let context = ZMQContext()
+        let wait = waitSubscribers
+        let publisherTopic = firstTopic
+        let sourceList = sources
+        let finiteSources = finite
+        let busConfig = config, batchPolicy = policy
+        do {
+            try await runSocketLoops([
+                SocketLoopService(name: "sensor-bridge.publisher", context: context, onShutdown: { stop.set() }) { context in
+                    let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
+                    if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
+                        logger.warning("no subscriber yet; replaying anyway", metadata: ["zmq.topic": "\(topic)"])
+                    }
+                    for source in sourceList { source.start(into: queue, stop: stop, logger: logger) }
+                    defer { stop.set() }
+                    try bridge.run(stop: stop, finiteSources: finiteSources)
+                }
+            ], logger: logger)
+        } catch let error as ZMQError {
+            reportProblem("sensor-bridge: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
+            throw ExitCode.failure
+        }
+    }
+}
