@@ -42,7 +42,6 @@ public struct BLESource: SensorSource {
 
     public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         var failures = 0
-        var lastReason = ""
         while !stop.isSet {
             var device = wanted
             queue.push(status(.connecting, device: device))
@@ -58,15 +57,10 @@ public struct BLESource: SensorSource {
                 logger.info("ble sensor found", metadata: ["device": "\(device)", "name": "\(found.name ?? "")", "rssi": "\(found.rssi)"])
                 try stream(connection, device: device, into: queue, stop: stop, logger: logger, onSubscribed: {
                     failures = 0
-                    lastReason = ""
-                })
+                    })
                 queue.push(status(.disconnected, device: device, reason: "stopped"))
             } catch {
                 failures += 1
-                if error.message != lastReason {
-                    logger.warning("ble sensor unavailable", metadata: ["device": "\(device)", "reason": "\(error.message)"])
-                    lastReason = error.message
-                }
                 queue.push(status(.disconnected, device: device, reason: error.message))
                 stop.sleep(reconnect.delay(afterFailures: failures))
             }

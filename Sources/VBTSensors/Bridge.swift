@@ -217,11 +217,13 @@ public final class BridgePublisher {
                 case .status(let station, let status):
                     try flush(station: station)
                     try publish(status, station: station)
-                    // Log changes; repeats (retries, periodic rate reports) only at debug.
+                    // Log changes once; retries (connecting, the same failure again)
+                    // and periodic rate reports only at debug.
                     let key = "\(station)|\(status.sensor)"
                     let summary = "\(status.state.rawValue)|\(status.reason ?? "")|\(status.device)"
-                    let level: Logger.Level = lastStatus[key] == summary || status.state == .streaming ? .debug : .info
-                    lastStatus[key] = summary
+                    let routine = status.state == .streaming || status.state == .connecting
+                    let level: Logger.Level = routine || lastStatus[key] == summary ? .debug : .info
+                    if !routine { lastStatus[key] = summary }
                     logger.log(level: level, "sensor status", metadata: [
                         "station": "\(station)", "state": "\(status.state.rawValue)", "device": "\(status.device)",
                         "sensor": "\(status.sensor)", "reason": "\(status.reason ?? "")",

@@ -124,21 +124,15 @@ public struct SerialSource: SensorSource {
 
     public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         var failures = 0
-        var lastReason = ""
         while !stop.isSet {
             queue.push(status(.connecting))
             do {
                 let port = try SerialPort(path: path, baud: baud)
                 failures = 0
-                lastReason = ""
                 queue.push(status(.connected))
                 try stream(port, into: queue, stop: stop, logger: logger)
             } catch {
                 failures += 1
-                if error.message != lastReason {
-                    logger.warning("serial sensor unavailable", metadata: ["device": "\(path)", "reason": "\(error.message)"])
-                    lastReason = error.message
-                }
                 queue.push(status(.disconnected, reason: error.message))
                 stop.sleep(reconnect.delay(afterFailures: failures))
             }

@@ -207,7 +207,7 @@ public struct SimulatedSensors: Sendable {
         let phase: SampleMessage.DistanceReading.State =
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
         let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: 2)
-        return .init(t: wallOrigin + t, distanceMm: (mm * 10).rounded() / 10, state: phase)
+        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase)
     }
 
     /// The bar IMU reading at session time `t`: gravity plus bar acceleration,
@@ -221,7 +221,12 @@ public struct SimulatedSensors: Sendable {
         acc = Vector3(acc.x + random.normal(sd: 0.01), acc.y + random.normal(sd: 0.01), acc.z + random.normal(sd: 0.01))
         let gyro = Vector3(rollRate + random.normal(sd: 0.3), pitchRate + random.normal(sd: 0.3), yawRate + random.normal(sd: 0.3))
         let angle = Vector3(roll + random.normal(sd: 0.05), pitch + random.normal(sd: 0.05), yaw.truncatingRemainder(dividingBy: 360))
-        return .init(t: wallOrigin + t, accG: acc, gyroDps: gyro, angleDeg: angle)
+        // Quantised to the sensor's int16 steps, as a WitMotion reports them.
+        func quantised(_ v: Vector3, _ step: Double) -> Vector3 {
+            Vector3((v.x / step).rounded() * step, (v.y / step).rounded() * step, (v.z / step).rounded() * step)
+        }
+        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, accG: quantised(acc, WitMotionDecoder.accScale),
+                     gyroDps: quantised(gyro, WitMotionDecoder.gyroScale), angleDeg: quantised(angle, WitMotionDecoder.angleScale))
     }
 }
 

@@ -183,3 +183,52 @@ public func readRecording(_ path: String) throws -> [RecordedLine] {
     }
     return lines
 }
+
+/// A pseudo-terminal pair: the test writes device bytes to `master`, the
+/// program under test opens `slavePath` as if it were a USB serial sensor.
+public final class PseudoTerminal: @unchecked Sendable {
+    /// The controlling side, kept by the test.
+    public private(set) var master: Int32
+    /// The device path for the program under test (e.g. /dev/pts/7).
+    public let slavePath: String
+    // Held open so the pair stays usable before the program opens it.
+    private var slave: Int32
+
+    /// Opens a new pair.
+    public init() throws {
+        // posix_openpt/grantpt/unlockpt by hand (Swift's Glibc module leaves
+        // them out): open the multiplexer, unlock, ask for the pts number.
+        // TIOCSPTLCK and TIOCGPTN are ioctl numbers built by macros Swift cannot import.
+        let TIOCSPTLCK: UInt = 0x4004_5431, TIOCGPTN: UInt = 0x8004_5430
+        master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
+        var unlock: Int32 = 0
+        var number: UInt32 = 0
+        guard master >= 0, ioctl(master, TIOCSPTLCK, &unlock) == 0, ioctl(master, TIOCGPTN, &number) == 0 else {
+            throw RecordingError("cannot open a pseudo-terminal: \(String(cString: strerror(errno)))")
+        }
+        slavePath = "/dev/pts/\(number)"
+        slave = open(slavePath, O_RDWR | O_NOCTTY)
+        var settings = termios()
+        tcgetattr(slave, &settings)
+        cfmakeraw(&settings)
+        tcsetattr(slave, TCSANOW, &settings)
+    }
+
+    deinit { closeAll() }
+
+    /// Writes device bytes.
+    public func write(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(master, $0.baseAddress, $0.count) }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+
+    /// Closes both sides: the program sees the device go away.
+    public func closeAll() {
+        if slave >= 0 { close(slave); slave = -1 }
+        if master >= 0 { close(master); master = -1 }
+    }
+}

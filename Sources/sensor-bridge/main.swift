@@ -59,7 +59,7 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "Replay: the message types to publish, comma-separated.")
     var replayTypes: String = "sample,status"
 
-    @Option(help: "Seconds to wait for a subscriber before a replay starts (0: do not wait).")
+    @Option(help: "Seconds to wait at start for a subscriber to this station's samples, so the first messages are not published into the void (0: do not wait).")
     var waitSubscribers: Double = 5
 
     // Simulator
@@ -206,7 +206,7 @@ struct SensorBridge: AsyncParsableCommand {
         let stop = StopFlag()
         let context = ZMQContext()
         let wait = waitSubscribers
-        let publisherTopic = firstTopic
+        let publisherTopic = firstTopic ?? station.map { "sample.\($0)" }
         let sourceList = sources
         let finiteSources = finite
         let busConfig = config, batchPolicy = policy
@@ -215,7 +215,7 @@ struct SensorBridge: AsyncParsableCommand {
                 SocketLoopService(name: "sensor-bridge.publisher", context: context, onShutdown: { stop.set() }) { context in
                     let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
                     if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
-                        logger.warning("no subscriber yet; replaying anyway", metadata: ["zmq.topic": "\(topic)"])
+                        logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
                     }
                     for source in sourceList { source.start(into: queue, stop: stop, logger: logger) }
                     defer { stop.set() }

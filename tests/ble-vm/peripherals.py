@@ -126,6 +126,11 @@ POSTURE_CHUNKS = (20, 20, 13, 20, 7, 20, 16)
 # Logging to the results share
 
 
+def plain(address: hci.Address) -> str:
+    """AA:BB:CC:DD:EE:FF, without Bumble's /P suffix for public addresses."""
+    return address.to_string(with_type_qualifier=False)
+
+
 class JsonlLog:
     """Appends JSON lines; flushed periodically and at exit (9p writes are slow)."""
 
@@ -230,14 +235,14 @@ class Sensor:
             advertising_interval_min=100,
             advertising_interval_max=100,
         )
-        self.events.write(event="advertising", sensor=self.name, address=str(self.address))
+        self.events.write(event="advertising", sensor=self.name, address=plain(self.address))
 
     def _on_connection(self, connection: Connection) -> None:
         self.connections += 1
         self.connection = connection
         number = self.connections
         self.events.write(
-            event="connected", sensor=self.name, conn=number, peer=str(connection.peer_address)
+            event="connected", sensor=self.name, conn=number, peer=plain(connection.peer_address)
         )
         connection.on(
             "disconnection", lambda reason: self._on_disconnection(connection, number, reason)
@@ -353,15 +358,15 @@ class WitMotionImu(Sensor):
         if notify_enabled and self.stream_task is None:
             self.stream_task = asyncio.get_running_loop().create_task(self._stream(connection))
         elif not notify_enabled:
-            self._stop_stream()
+            self.stop_stream()
 
-    def _stop_stream(self) -> None:
+    def stop_stream(self) -> None:
         if self.stream_task is not None:
             self.stream_task.cancel()
             self.stream_task = None
 
     def on_disconnected(self) -> None:
-        self._stop_stream()
+        self.stop_stream()
 
     async def _stream(self, connection: Connection) -> None:
         period = 1.0 / self.rate_hz
@@ -428,15 +433,15 @@ class PostureWearable(Sensor):
         if notify_enabled and self.stream_task is None:
             self.stream_task = asyncio.get_running_loop().create_task(self._stream(connection))
         elif not notify_enabled:
-            self._stop_stream()
+            self.stop_stream()
 
-    def _stop_stream(self) -> None:
+    def stop_stream(self) -> None:
         if self.stream_task is not None:
             self.stream_task.cancel()
             self.stream_task = None
 
     def on_disconnected(self) -> None:
-        self._stop_stream()
+        self.stop_stream()
 
     async def _stream(self, connection: Connection) -> None:
         period = 1.0 / self.rate_hz
@@ -528,6 +533,12 @@ async def run(args: argparse.Namespace) -> int:
             pass
         for f in (events, imu.sent, posture.sent):
             f.flush()
+
+    # Streams first (a central that closed its sockets may leave the kernel
+    # holding the links for a while), then the logs.
+    for sensor in (imu, posture):
+        sensor.stop_stream()
+    await asyncio.sleep(0)
 
     summary = {
         "imu_sent": imu.k,
