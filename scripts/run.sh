@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: starts the system built so far on this machine and shows the
-# live bus. Today that is the bus and `vbt echo`; Ctrl-C stops everything.
+# live gym: the bus, three simulated stations (no hardware needed) and
+# `vbt echo` on their status and rep-relevant traffic. Ctrl-C stops everything.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
@@ -13,9 +14,17 @@ trap cleanup EXIT INT TERM
 "$bin/vbt-bus" &
 pids+=($!)
 echo "run: vbt-bus on ${VBT_PUB_ENDPOINT:-tcp://127.0.0.1:7701} (publish) and ${VBT_SUB_ENDPOINT:-tcp://127.0.0.1:7702} (subscribe)"
-echo "run: watching the bus with 'vbt echo' (Ctrl-C to stop); in another shell try:"
-echo "       $bin/vbt pub cmd.rack-01 '{\"id\":\"c1\",\"command\":\"set.end\",\"target\":\"*\"}'"
-echo "       $bin/vbt hz"
+
+# Three simulated athletes, each its own sensor-bridge, looping their sessions.
+"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana &
+pids+=($!)
+"$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben &
+pids+=($!)
+"$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo &
+pids+=($!)
+
+echo "run: 3 simulated stations (rack-01, bench-01, platform-01); watching the bus with 'vbt echo' (Ctrl-C to stop)"
+echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt echo sample.rack-01"
 "$bin/vbt" echo &
 pids+=($!)
 wait -n "${pids[@]}"

@@ -239,6 +239,9 @@ public final class BridgePublisher {
             try flushDue(now: monotonicSeconds())
             if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
                 try flushAll()
+                logger.info("bridge stopped", metadata: [
+                    "published": "\(published.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                ])
                 return
             }
         }

@@ -1,0 +1,71 @@
+"""What sensor-bridge publishes validates against proto/: simulated readings of
+both sensors, their status messages, and a replay of that recording fanned out
+to several stations."""
+
+import re
+from pathlib import Path
+
+from test_wire import (Bus, bus, read_recording, read_stats, received_by_topic,  # noqa: F401 (fixture)
+                       validate_message, wait_until, check_src)
+
+
+def readings(records: list[dict]) -> int:
+    return sum(len(r["msg"]["samples"]) for r in records if r["msg"]["type"] == "sample")
+
+
+def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Path):
+    live, live_stats = tmp_path / "live.jsonl", tmp_path / "live.stats.json"
+    recorder = bus.spawn("record-live", ["vbt", "record", "--out", str(live), "--stats", str(live_stats),
+                                         "--stats-interval", "0.1", "sample.", "status."])
+    recorder.wait_for_log("bus connected")
+    result = bus.run(["sensor-bridge", "--simulate", "--station", "sim-py", "--speed", "0", "--sets", "1",
+                      "--reps", "2", "--rest", "1", "--athlete", "ana"], timeout=60)
+    published = _published(result.stderr)
+    assert published.get("sample", 0) > 0 and published.get("status", 0) >= 2, result.stderr
+    wanted = {"sample.sim-py": published["sample"], "status.sim-py": published["status"]}
+    wait_until(lambda: {t: n for t, n in received_by_topic(read_stats(live_stats)).items() if t in wanted} == wanted,
+               f"the recorder to receive what the bridge published ({published})", detail=bus.describe)
+    assert recorder.terminate() == 0, recorder.describe()
+    records = read_recording(live)
+    kinds = {(r["msg"]["type"], r["msg"].get("sensor")) for r in records}
+    assert {("sample", "imu"), ("sample", "distance"), ("status", "imu"), ("status", "distance")} <= kinds, kinds
+    for record in records:
+        validate_message(record["msg"])
+        check_src(record["msg"], record["topic"])
+
+    copies = 3
+    fanned, fanned_stats = tmp_path / "replay.jsonl", tmp_path / "replay.stats.json"
+    recorder2 = bus.spawn("record-replay", ["vbt", "record", "--out", str(fanned), "--stats", str(fanned_stats),
+                                            "--stats-interval", "0.1", "sample.", "status."])
+    recorder2.wait_for_log("bus connected")
+    bus.run(["sensor-bridge", "--replay", str(live), "--speed", "0", "--stations", str(copies)], timeout=60)
+    want = readings(records) * copies
+    wait_until(lambda: _readings_so_far(fanned) >= want, f"{want} replayed readings", detail=bus.describe)
+    assert recorder2.terminate() == 0, recorder2.describe()
+    replayed = read_recording(fanned)
+    assert readings(replayed) == want
+    assert {r["msg"]["station"] for r in replayed} == {f"sim-py-{i}" for i in range(1, copies + 1)}
+    for record in replayed:
+        validate_message(record["msg"])
+        check_src(record["msg"], record["topic"])
+        assert record["msg"]["src"].startswith("sensor-bridge-")
+    stats = read_stats(fanned_stats)
+    assert stats and stats["malformed"] == {}
+    assert all(s["gaps"] == 0 and s["duplicates"] == 0 for s in stats["sources"].values()), stats
+
+
+def _published(stderr: str) -> dict[str, int]:
+    """The bridge's own count of what it published, from its `bridge stopped` log line."""
+    for line in stderr.splitlines():
+        if "bridge stopped" in line:
+            match = re.search(r"published=(\S*)", line)
+            if match and match[1]:
+                return {k: int(v) for k, v in (part.split("=") for part in match[1].split(","))}
+    return {}
+
+
+def _readings_so_far(path: Path) -> int:
+    try:
+        return readings(read_recording(path))
+    except (OSError, ValueError):
+        return 0
