@@ -80,7 +80,7 @@ let package = Package(
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
         .executableTarget(
             name: "vbt-bench",
-            dependencies: ["VBTBus", "CZeroMQ"],
+            dependencies: ["VBTBus", "VBTTesting", "CZeroMQ"],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(

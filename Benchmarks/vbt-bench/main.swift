@@ -12,6 +12,7 @@ import Dispatch
 import Foundation
 import Logging
 import VBTBus
+import VBTTesting
 
 let arguments = CommandLine.arguments
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -107,10 +108,7 @@ func codecRates() throws -> (encode: Double, decode: Double, foundationEncode: D
 // MARK: Bus
 
 func endpoints() -> BusConfig {
-    var config = BusConfig()
-    let base = Int.random(in: 20_000...50_000)
-    config.pubEndpoint = "tcp://127.0.0.1:\(base)"
-    config.subEndpoint = "tcp://127.0.0.1:\(base + 1)"
+    var config = freeBusConfig()
     config.highWaterMark = 0  // the benchmark measures throughput, not drops
     return config
 }

@@ -251,13 +251,15 @@ public enum BLEAdapter {
         return nil
     }
 
-    /// Asks for a 7.5-15 ms connection interval (the kernel's default is
-    /// 30-50 ms, too slow for 100-200 notifications a second), 1 s supervision.
-    public static func shortenConnectionInterval(adapter: Int, connectionHandle: UInt16) -> Bool {
+    /// Asks for a connection interval that fits `rateHz` notifications a second
+    /// (the kernel's default of 30-50 ms is too slow for 100-200 Hz): 7.5-15 ms
+    /// from 100 Hz up, 15-30 ms below; 1 s supervision timeout.
+    public static func shortenConnectionInterval(adapter: Int, connectionHandle: UInt16, rateHz: Int) -> Bool {
         let dd = hci_open_dev(Int32(adapter))
         guard dd >= 0 else { return false }
         defer { hci_close_dev(dd) }
-        return hci_le_conn_update(dd, connectionHandle, 6, 12, 0, 100, 2000) >= 0
+        let (minimum, maximum): (UInt16, UInt16) = rateHz >= 100 ? (6, 12) : (12, 24)  // units of 1.25 ms
+        return hci_le_conn_update(dd, connectionHandle, minimum, maximum, 0, 100, 2000) >= 0
     }
 }
 

@@ -91,7 +91,8 @@ public struct BLESource: SensorSource {
             throw SensorError("Cannot connect: \(device) refused notifications; restart the sensor and retry")
         }
         let commandHandle = characteristics.first(where: { $0.uuid == WitMotion.writeUUID })?.valueHandle
-        let shortened = BLEAdapter.shortenConnectionInterval(adapter: adapter, connectionHandle: connection.connectionHandle)
+        let shortened = BLEAdapter.shortenConnectionInterval(
+            adapter: adapter, connectionHandle: connection.connectionHandle, rateHz: spec.kind == .witmotion ? spec.rateHz : 20)
         logger.info("ble sensor subscribed", metadata: [
             "device": "\(device)", "mtu": "\(mtu)", "notify.handle": "\(notify.valueHandle)",
             "interval.shortened": "\(shortened)",

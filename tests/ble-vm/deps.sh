@@ -27,7 +27,8 @@ pkg_installed busybox-static || apt_packages+=(busybox-static)
 command -v cpio >/dev/null 2>&1 || apt_packages+=(cpio)
 command -v modprobe >/dev/null 2>&1 && command -v depmod >/dev/null 2>&1 || apt_packages+=(kmod)
 { command -v hciconfig && command -v btmon && command -v hcitool; } >/dev/null 2>&1 || apt_packages+=(bluez)
-/usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_packages+=(python3 python3-venv)
+# Debian splits venv's pip bootstrap into python3-venv.
+{ [ -x /usr/bin/python3 ] && pkg_installed python3-venv; } || apt_packages+=(python3 python3-venv)
 ble_vm_kver >/dev/null 2>&1 || apt_packages+=(linux-image-amd64)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
