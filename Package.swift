@@ -47,6 +47,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Rep detection, metrics, sets, velocity loss, profiles: pure values, no I/O.
+        .target(
+            name: "VBTDetection"
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus"]
@@ -86,6 +90,10 @@ let package = Package(
         .testTarget(
             name: "VBTBusTests",
             dependencies: ["VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
+        ),
+        .testTarget(
+            name: "VBTDetectionTests",
+            dependencies: ["VBTDetection", "VBTSensors", "VBTBus"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

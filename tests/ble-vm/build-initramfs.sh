@@ -33,7 +33,10 @@ kver=$(ble_vm_kver) || {
     exit 1
 }
 busybox=/bin/busybox
-if ! "$busybox" --list 2>/dev/null | grep -qx insmod || ldd "$busybox" >/dev/null 2>&1; then
+# (Not `busybox --list | grep -q`: with pipefail, grep quitting early makes
+# busybox die of SIGPIPE now and then, and the check fail.)
+applets=$("$busybox" --list 2>/dev/null || true)
+if ! grep -qx insmod <<<"$applets" || ldd "$busybox" >/dev/null 2>&1; then
     echo "build-initramfs: $busybox is not a static busybox; run 'make deps' (busybox-static)" >&2
     exit 1
 fi

@@ -141,7 +141,11 @@ def vm(request: pytest.FixtureRequest) -> VmRun:
         why = f"sensor-bridge {'found' if mode == 'bridge' else 'not built yet'} in {BIN_DIR}"
     assert mode in ("bridge", "smoke"), f"VBT_BLE_VM_MODE must be auto, bridge or smoke, not {mode!r}"
     if mode == "bridge":
+        # A binary may be missing for a moment while it is being rebuilt.
+        deadline = time.monotonic() + 60
         for name in ("vbt-bus", "vbt", "sensor-bridge"):
+            while not os.access(BIN_DIR / name, os.X_OK) and time.monotonic() < deadline:
+                time.sleep(0.5)
             assert os.access(BIN_DIR / name, os.X_OK), f"{BIN_DIR / name} missing (build it, or set VBT_BIN_DIR)"
     announce(
         request,
@@ -216,9 +220,13 @@ def needs(vm: VmRun, mode: str) -> None:
 
 
 def notifications(text: str) -> list[bytes]:
-    """The values of gatttool's `Notification handle = 0x.... value: aa bb ...` lines."""
+    """The values of gatttool's `Notification handle = 0x.... value: aa bb ...` lines.
+
+    gatttool is stopped by a signal, which may cut its last line short: only
+    lines with their newline count.
+    """
     out = []
-    for line in text.splitlines():
+    for line in text.split("\n")[:-1]:
         if line.startswith("Notification handle = ") and "value: " in line:
             out.append(bytes.fromhex(line.split("value: ", 1)[1]))
     return out

@@ -1,0 +1,67 @@
+import Foundation
+
+// Signal helpers shared by the distance and IMU detectors. Everything here is
+// a pure function of its input: the detectors are values fed readings in
+// time order, so the same samples always give the same reps.
+
+/// Standard gravity, m/s^2.
+public let standardGravity = 9.80665
+
+/// One point of a bar's vertical motion.
+public struct KinematicSample: Sendable, Equatable, Codable {
+    /// Reading time, Unix seconds (sensor time carried by the bus).
+    public var t: Double
+    /// Bar height in metres (any zero).
+    public var positionM: Double
+    /// Vertical velocity, m/s (up positive).
+    public var velocityMps: Double
+    /// Vertical acceleration without gravity, m/s^2.
+    public var accelerationMps2: Double
+
+    /// Creates a sample.
+    public init(t: Double, positionM: Double, velocityMps: Double, accelerationMps2: Double) {
+        (self.t, self.positionM, self.velocityMps, self.accelerationMps2) = (t, positionM, velocityMps, accelerationMps2)
+    }
+}
+
+/// Slope of the least-squares line through (t, y): a derivative that tolerates noise.
+func regressionSlope(_ t: ArraySlice<Double>, _ y: ArraySlice<Double>) -> Double {
+    let n = Double(t.count)
+    guard n >= 2 else { return 0 }
+    let meanT = t.reduce(0, +) / n, meanY = y.reduce(0, +) / n
+    var numerator = 0.0, denominator = 0.0
+    for (ti, yi) in zip(t, y) {
+        numerator += (ti - meanT) * (yi - meanY)
+        denominator += (ti - meanT) * (ti - meanT)
+    }
+    return denominator > 0 ? numerator / denominator : 0
+}
+
+/// Velocity and acceleration of a position series by centred local regression
+/// over `halfWidth` samples each side (zero-phase: no lag, unlike an EMA).
+public func differentiate(times: [Double], positions: [Double], halfWidth: Int) -> [KinematicSample] {
+    let count = times.count
+    guard count > 0 else { return [] }
+    var velocity = [Double](repeating: 0, count: count)
+    for index in 0..<count {
+        let low = max(0, index - halfWidth), high = min(count - 1, index + halfWidth)
+        velocity[index] = regressionSlope(times[low...high], positions[low...high])
+    }
+    var samples: [KinematicSample] = []
+    samples.reserveCapacity(count)
+    for index in 0..<count {
+        let low = max(0, index - halfWidth), high = min(count - 1, index + halfWidth)
+        let acceleration = regressionSlope(times[low...high], velocity[low...high])
+        // Positions stay raw: turning points are refined by fitting them (see measureConcentric).
+        samples.append(KinematicSample(t: times[index], positionM: positions[index], velocityMps: velocity[index], accelerationMps2: acceleration))
+    }
+    return samples
+}
+
+/// Vertical (world z) component of a sensor-frame vector for WitMotion-style
+/// angles (roll about x, pitch about y, yaw about z; R = Rz Ry Rx maps sensor
+/// to world). The z row of R does not depend on yaw.
+public func worldVertical(x: Double, y: Double, z: Double, rollDeg: Double, pitchDeg: Double) -> Double {
+    let roll = rollDeg * .pi / 180, pitch = pitchDeg * .pi / 180
+    return -sin(pitch) * x + cos(pitch) * sin(roll) * y + cos(pitch) * cos(roll) * z
+}

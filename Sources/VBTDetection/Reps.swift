@@ -1,0 +1,224 @@
+import Foundation
+
+// From a bar's motion to measured reps: turning points with hysteresis find
+// candidate concentric phases; each candidate is refined and measured, then
+// validated against the exercise (ROM, minimum duration, refractory period).
+
+/// The metrics of one concentric phase (research/vbt.md section 3).
+public struct RepMeasurement: Sendable, Equatable, Codable {
+    /// Start of the concentric phase (velocity extrapolated to zero), Unix s.
+    public var concentricStartT: Double
+    /// End of the concentric phase, Unix s.
+    public var concentricEndT: Double
+    /// Time of the highest sample: with the station, the rep's identity.
+    public var peakSampleT: Double
+    /// Mean concentric velocity: displacement / duration.
+    public var meanVelocityMps: Double
+    /// Highest instantaneous velocity in the concentric phase.
+    public var peakVelocityMps: Double
+    /// Mean velocity until the bar first decelerates faster than gravity (a < -g).
+    public var meanPropulsiveVelocityMps: Double
+    /// Bar travel of the concentric phase.
+    public var romMm: Double
+    public var concentricS: Double
+    public var timeToPeakS: Double
+    /// Mean of m (a + g) v over the concentric phase, when the load is known.
+    public var meanPowerW: Double?
+}
+
+/// Measures a concentric phase in `trace` between the samples nearest to
+/// `valleyT` and `peakT`. Start and end are where the velocity, extrapolated
+/// along its rising and falling flanks (15-50 % of peak), reaches zero: robust
+/// to pauses at the bottom and to noise near zero velocity.
+public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?) -> RepMeasurement? {
+    guard trace.count >= 4 else { return nil }
+    let from = trace.lastIndex { $0.t <= valleyT } ?? 0
+    let to = trace.firstIndex { $0.t >= peakT } ?? trace.count - 1
+    guard to > from + 1 else { return nil }
+    var peakIndex = from
+    for index in from...to where trace[index].velocityMps > trace[peakIndex].velocityMps { peakIndex = index }
+    let peakVelocity = trace[peakIndex].velocityMps
+    guard peakVelocity > 0.02 else { return nil }
+
+    // The moving part: the contiguous run of samples around the peak velocity.
+    var firstMoving = peakIndex, lastMoving = peakIndex
+    while firstMoving > 0, trace[firstMoving - 1].velocityMps > 0.1 * peakVelocity { firstMoving -= 1 }
+    while lastMoving < trace.count - 1, trace[lastMoving + 1].velocityMps > 0.1 * peakVelocity { lastMoving += 1 }
+    let window = min(0.25, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
+    let bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
+    let top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
+    let start = bottom.t, end = top.t
+    guard end > start, top.p > bottom.p else { return nil }
+
+    // Integrate velocity over [start, end] (trapezoids, clipped at the ends).
+    var displacement = 0.0, propulsive = 0.0, propulsiveTime = 0.0, powerSum = 0.0
+    var braking = false
+    for i in 0..<(trace.count - 1) {
+        let a = trace[i], b = trace[i + 1]
+        let t0 = max(a.t, start), t1 = min(b.t, end)
+        guard t1 > t0 else { continue }
+        func at(_ t: Double) -> (v: Double, acc: Double) {
+            let f = b.t > a.t ? (t - a.t) / (b.t - a.t) : 0
+            return (max(0, a.velocityMps + f * (b.velocityMps - a.velocityMps)), a.accelerationMps2 + f * (b.accelerationMps2 - a.accelerationMps2))
+        }
+        let p = at(t0), q = at(t1)
+        let piece = (p.v + q.v) / 2 * (t1 - t0)
+        displacement += piece
+        // Propulsive until the bar first decelerates faster than gravity; only
+        // looked for after peak velocity, so noise at the start cannot end it.
+        if !braking, a.t >= trace[peakIndex].t, min(p.acc, q.acc) < -standardGravity { braking = true }
+        if !braking { propulsive += piece; propulsiveTime += t1 - t0 }
+        if let loadKg { powerSum += loadKg * ((p.acc + q.acc) / 2 + standardGravity) * (p.v + q.v) / 2 * (t1 - t0) }
+    }
+    let duration = end - start
+    // ROM and mean velocity from the fitted turning points; the integral of the
+    // velocity only serves the propulsive phase and power.
+    _ = displacement
+    let rom = top.p - bottom.p
+    let mean = rom / duration
+    return RepMeasurement(
+        concentricStartT: start, concentricEndT: end, peakSampleT: trace[to].t,
+        meanVelocityMps: mean, peakVelocityMps: peakVelocity,
+        meanPropulsiveVelocityMps: propulsiveTime > 0 ? propulsive / propulsiveTime : mean,
+        romMm: rom * 1000, concentricS: duration, timeToPeakS: trace[peakIndex].t - start,
+        meanPowerW: loadKg.map { _ in powerSum / duration })
+}
+
+/// A rising movement found by the turning-point detector.
+public struct ConcentricCandidate: Sendable, Equatable, Codable {
+    /// Time of the lowest point before the rise.
+    public var valleyT: Double
+    /// Time of the highest point.
+    public var peakT: Double
+    /// Rise from valley to peak, metres.
+    public var riseM: Double
+    /// Time of the sample that confirmed the top (a drop, or a pause).
+    public var completedT: Double
+}
+
+/// Finds rises between turning points with hysteresis: a valley is confirmed
+/// once the bar has risen `hysteresisM` above it; the rise ends (the rep is
+/// complete) when the bar drops `hysteresisM` below its peak (touch-and-go,
+/// or the next descent) or stays below the peak for `settleS` (a pause at the
+/// top). Works for exercises that start at the top (squat, bench) or at the
+/// bottom (deadlift). Positions should already be lightly smoothed.
+public struct TurningPoints: Sendable, Codable, Equatable {
+    public var hysteresisM: Double
+    public var settleS: Double
+    private var rising = false
+    private var lowT = 0.0, low = Double.infinity
+    private var highT = 0.0, high = -Double.infinity
+
+    /// Creates a detector.
+    public init(hysteresisM: Double, settleS: Double) {
+        self.hysteresisM = hysteresisM
+        self.settleS = settleS
+    }
+
+    /// Feeds one position; returns a candidate when a rise is complete.
+    public mutating func feed(t: Double, positionM p: Double) -> ConcentricCandidate? {
+        if !rising {
+            if p < low { low = p; lowT = t }
+            if p >= low + hysteresisM {
+                rising = true
+                high = p
+                highT = t
+            }
+            return nil
+        }
+        if p > high {
+            // Creeping up by less than a millimetre (an EMA settling, a slow
+            // lockout) is the top, not more of the rise.
+            if p > high + 0.001 { highT = t }
+            high = p
+            if t - highT < settleS { return nil }
+        }
+        if p <= high - hysteresisM || t - highT >= settleS {
+            let candidate = ConcentricCandidate(valleyT: lowT, peakT: highT, riseM: high - low, completedT: t)
+            rising = false
+            low = p
+            lowT = t
+            return candidate
+        }
+        return nil
+    }
+
+    /// Resets to looking for a valley from `p` (after a gap in the data).
+    public mutating func reset() {
+        rising = false
+        low = .infinity
+        high = -.infinity
+    }
+}
+
+/// Refines a turning point by fitting the positions around it: the bar at
+/// rest in the turning point t0, p = p0 + a d^2 + c d^3 on the moving side
+/// (d = t - t0, a cubic term for the jerk of a real lift) and p0 + b d^2 on
+/// the other side, which may be flat (a pause) or the movement coming in
+/// (touch-and-go). The best t0 is searched on a 1 ms grid; each try is a small
+/// linear least-squares fit. Far less sensitive to noise than looking for
+/// where a differentiated velocity crosses zero.
+public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, halfWindowS: Double, minimum: Bool) -> (t: Double, p: Double) {
+    let points = trace.filter { abs($0.t - guess) <= halfWindowS * 1.3 }
+    guard points.count >= 5 else {
+        let nearest = trace.min { abs($0.t - guess) < abs($1.t - guess) }
+        return (nearest?.t ?? guess, nearest?.positionM ?? 0)
+    }
+    // The moving side is after t0 for the start of a rise, before it for the end.
+    let movingAfter = minimum
+    let sign = minimum ? 1.0 : -1.0
+    var best = (t: guess, p: points[0].positionM, error: Double.infinity)
+    var candidate = guess - halfWindowS
+    while candidate <= guess + halfWindowS {
+        for flatOtherSide in [false, true] {
+            var ata = [[Double]](repeating: [0, 0, 0, 0], count: 4), atb = [0.0, 0, 0, 0]
+            var rows: [([Double], Double)] = []
+            for point in points {
+                let d = point.t - candidate
+                let moving = movingAfter ? d > 0 : d < 0
+                let row = [1.0, moving ? d * d : 0, moving ? d * d * d : 0, !moving && !flatOtherSide ? d * d : 0]
+                rows.append((row, point.positionM))
+                for i in 0..<4 {
+                    atb[i] += row[i] * point.positionM
+                    for j in 0..<4 { ata[i][j] += row[i] * row[j] }
+                }
+            }
+            if flatOtherSide { ata[3][3] = 1 }
+            guard let x = solveLinear(ata, atb), x[1] * sign > 0, x[3] * sign >= 0 else { continue }
+            var error = 0.0
+            for (row, value) in rows {
+                let model = row[0] * x[0] + row[1] * x[1] + row[2] * x[2] + row[3] * x[3]
+                error += (value - model) * (value - model)
+            }
+            if error < best.error { best = (candidate, x[0], error) }
+        }
+        candidate += 0.001
+    }
+    return (best.t, best.p)
+}
+
+/// Solves a small linear system by Gaussian elimination with partial pivoting; nil when singular.
+func solveLinear(_ a: [[Double]], _ b: [Double]) -> [Double]? {
+    var m = a
+    var v = b
+    let n = v.count
+    for column in 0..<n {
+        guard let pivot = (column..<n).max(by: { abs(m[$0][column]) < abs(m[$1][column]) }), abs(m[pivot][column]) > 1e-15 else {
+            return nil
+        }
+        m.swapAt(column, pivot)
+        v.swapAt(column, pivot)
+        for row in (column + 1)..<n {
+            let factor = m[row][column] / m[column][column]
+            for k in column..<n { m[row][k] -= factor * m[column][k] }
+            v[row] -= factor * v[column]
+        }
+    }
+    var x = [Double](repeating: 0, count: n)
+    for row in stride(from: n - 1, through: 0, by: -1) {
+        var sum = v[row]
+        for k in (row + 1)..<n { sum -= m[row][k] * x[k] }
+        x[row] = sum / m[row][row]
+    }
+    return x
+}

@@ -1,0 +1,422 @@
+import Foundation
+
+// One station's detector: a value fed readings in time order (and commands),
+// returning reps, rejections and set events. Everything it knows is in its
+// Codable state, so a running detector can hand a station over to another
+// process mid-rep and the other continues exactly where it stopped.
+
+/// What the detector knows about an exercise.
+public struct ExerciseProfile: Sendable, Codable, Equatable {
+    public var name: String
+    /// Expected bar travel of a full rep (a starting point; the athlete's own is learned).
+    public var romMm: Double
+    /// Mean velocity at 1RM (minimal velocity threshold), for e1RM.
+    public var mvtMps: Double
+
+    /// The built-in catalogue (research/vbt.md 3.4; ROMs typical of an adult).
+    public static let catalogue: [String: ExerciseProfile] = [
+        "squat": .init(name: "squat", romMm: 600, mvtMps: 0.30),
+        "bench": .init(name: "bench", romMm: 450, mvtMps: 0.17),
+        "deadlift": .init(name: "deadlift", romMm: 550, mvtMps: 0.15),
+        "generic": .init(name: "generic", romMm: 500, mvtMps: 0.30),
+    ]
+    /// Used when a station has no assignment.
+    public static let defaultExercise = "generic"
+}
+
+/// A velocity zone (seed 000's defaults; configurable).
+public struct VelocityZone: Sendable, Codable, Equatable {
+    public var name: String
+    /// Lower bound of mean velocity, m/s (inclusive).
+    public var fromMps: Double
+    /// Shortest believable concentric phase when this is the target zone.
+    public var minConcentricS: Double
+
+    /// max strength < 0.30, strength 0.30-0.50, strength-speed 0.50-0.75, speed 0.75-1.00, max speed > 1.00.
+    public static let defaults: [VelocityZone] = [
+        .init(name: "max-strength", fromMps: 0, minConcentricS: 0.5),
+        .init(name: "strength", fromMps: 0.30, minConcentricS: 0.4),
+        .init(name: "strength-speed", fromMps: 0.50, minConcentricS: 0.3),
+        .init(name: "speed", fromMps: 0.75, minConcentricS: 0.2),
+        .init(name: "max-speed", fromMps: 1.00, minConcentricS: 0.15),
+    ]
+
+    /// The zone a mean velocity falls in.
+    public static func zone(for velocity: Double, in zones: [VelocityZone] = defaults) -> VelocityZone {
+        zones.last { velocity >= $0.fromMps } ?? zones[0]
+    }
+}
+
+/// Who lifts what at a station (from an `athlete.assign` command).
+public struct Assignment: Sendable, Codable, Equatable {
+    public var athlete: String?
+    public var exercise = ExerciseProfile.defaultExercise
+    public var loadKg: Double?
+    /// Velocity loss that stops the set.
+    public var velocityLossThresholdPct = 20.0
+    /// The reference rep for velocity loss: the fastest so far, or the first.
+    public var velocityLossReference = VelocityLossReference.fastest
+    /// The zone the athlete trains in; sets the minimum concentric duration.
+    public var targetZone: String?
+    /// The athlete's own ROM for the exercise, when known.
+    public var romMm: Double?
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// Which rep velocity loss is measured against.
+public enum VelocityLossReference: String, Sendable, Codable { case fastest, first }
+
+/// Tunables with their defaults (CONTRACTS.md section 5 and DOMAIN.md).
+public struct DetectorSettings: Sendable, Codable, Equatable {
+    /// A set ends after this long without a rep (reading time).
+    public var idleTimeoutS = 10.0
+    /// Shortest time between one rep's end and the next rep's start.
+    public var refractoryS = 0.25
+    /// Turning-point hysteresis (movements smaller than this are not rises).
+    public var hysteresisM = 0.04
+    /// A pause this long at the top completes a rep.
+    public var settleS = 0.15
+    /// ROM tolerance: expected x (1 +- this) +- 10 mm.
+    public var romTolerance = 0.15
+    /// Rises smaller than this share of the expected ROM are movements (un-racking,
+    /// re-racking, walk-outs), not rep attempts: ignored without a rejection.
+    public var attemptShare = 0.3
+    /// The minimum concentric duration without a target zone.
+    public var defaultMinConcentricS = 0.15
+    /// EMA factor for the distance sensor's state machine (DOMAIN.md: 0.3).
+    public var emaAlpha = 0.3
+    public var zones = VelocityZone.defaults
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// A rep as published.
+public struct DetectedRep: Sendable, Codable, Equatable {
+    public var station: String
+    public var setId: String
+    public var repId: String
+    public var index: Int
+    public var measurement: RepMeasurement
+    public var velocityLossPct: Double
+    public var zone: String
+    /// The reading that completed the rep.
+    public var tEnd: Double
+    public var exercise: String
+    public var loadKg: Double?
+    public var athlete: String?
+    public var sensor: String
+}
+
+/// A rep attempt that did not count, and why.
+public struct RejectedRep: Sendable, Codable, Equatable {
+    public var station: String
+    public var reason: String
+    public var detail: String
+    public var measurement: RepMeasurement
+    public var tEnd: Double
+    public var sensor: String
+}
+
+/// A set's start or end.
+public struct SetEvent: Sendable, Codable, Equatable {
+    public enum Kind: String, Sendable, Codable { case start, end }
+    public enum Reason: String, Sendable, Codable { case idle, velocityLoss = "velocity-loss", command }
+    public var station: String
+    public var setId: String
+    public var kind: Kind
+    public var reason: Reason?
+    public var reps: Int
+    public var bestMeanVelocityMps: Double?
+    public var velocityLossPct: Double?
+    public var exercise: String
+    public var loadKg: Double?
+    public var athlete: String?
+    /// Reading time of the event.
+    public var t: Double
+}
+
+/// What feeding the detector produced.
+public enum DetectorOutput: Sendable, Equatable {
+    case rep(DetectedRep)
+    case rejected(RejectedRep)
+    case set(SetEvent)
+}
+
+/// The detector of one station.
+public struct StationDetector: Sendable, Codable {
+    public let station: String
+    public var settings: DetectorSettings
+    public var assignment = Assignment()
+    private var distance: DistanceTracker
+    private var imu: IMUTracker
+    /// Reading time of the last distance reading: while the laser speaks, the IMU is not used.
+    private var lastDistanceT = -Double.infinity
+    private var openSet: OpenSet?
+    /// The athlete's ROM learned from accepted reps, per exercise.
+    private var learnedRomMm: [String: Double] = [:]
+    private var lastRepEndT = -Double.infinity
+    /// Reading time of the newest reading seen.
+    public private(set) var lastReadingT = -Double.infinity
+
+    struct OpenSet: Sendable, Codable {
+        var setId: String
+        var reps: [Double]  // mean velocities
+        var lastRepT: Double
+        var startT: Double
+    }
+
+    /// Creates a detector for `station`.
+    public init(station: String, settings: DetectorSettings = DetectorSettings()) {
+        self.station = station
+        self.settings = settings
+        distance = DistanceTracker(settings: settings)
+        imu = IMUTracker(settings: settings)
+    }
+
+    /// Whether a set is open.
+    public var setIsOpen: Bool { openSet != nil }
+
+    // MARK: Feeding
+
+    /// Feeds one laser reading (bar height rises with the distance).
+    public mutating func feedDistance(t: Double, distanceMm: Double) -> [DetectorOutput] {
+        guard t > lastDistanceT else { return [] }  // repeated or out-of-order reading
+        var out = closeIdleSet(at: t)
+        lastReadingT = max(lastReadingT, t)
+        lastDistanceT = t
+        for (candidate, trace) in distance.feed(t: t, distanceMm: distanceMm) {
+            out += judge(candidate, trace: trace, sensor: "distance")
+        }
+        return out
+    }
+
+    /// Feeds one IMU reading (used only while no laser speaks at the station).
+    public mutating func feedIMU(t: Double, accG: (Double, Double, Double), angleDeg: (Double, Double)) -> [DetectorOutput] {
+        var out = closeIdleSet(at: t)
+        lastReadingT = max(lastReadingT, t)
+        guard t - lastDistanceT > 2 else { return out }
+        for (candidate, trace) in imu.feed(t: t, accG: accG, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) {
+            out += judge(candidate, trace: trace, sensor: "imu")
+        }
+        return out
+    }
+
+    /// Ends an open set because of a command.
+    public mutating func endSet(reason: SetEvent.Reason, at t: Double) -> [DetectorOutput] {
+        guard let set = openSet else { return [] }
+        openSet = nil
+        return [.set(setEvent(set, kind: .end, reason: reason, at: t))]
+    }
+
+    /// Ends the open set when the station has been idle (by reading time, or by
+    /// wall time when the caller sees the station has gone silent).
+    public mutating func closeIdleSet(at t: Double) -> [DetectorOutput] {
+        guard let set = openSet, t - set.lastRepT >= settings.idleTimeoutS else { return [] }
+        return endSet(reason: .idle, at: t)
+    }
+
+    // MARK: Judging
+
+    private var exercise: ExerciseProfile {
+        ExerciseProfile.catalogue[assignment.exercise] ?? ExerciseProfile.catalogue[ExerciseProfile.defaultExercise]!
+    }
+
+    private mutating func judge(_ candidate: ConcentricCandidate, trace: [KinematicSample], sensor: String) -> [DetectorOutput] {
+        let expected = assignment.romMm ?? learnedRomMm[exercise.name] ?? exercise.romMm
+        // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
+        guard candidate.riseM * 1000 >= settings.attemptShare * expected else { return [] }
+        guard let measurement = measureConcentric(trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg) else {
+            return []
+        }
+        func reject(_ reason: String, _ detail: String) -> [DetectorOutput] {
+            [.rejected(RejectedRep(station: station, reason: reason, detail: detail, measurement: measurement, tEnd: candidate.completedT, sensor: sensor))]
+        }
+        // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
+        let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
+        let low = known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6
+        let high = known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5
+        if measurement.romMm < low {
+            return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
+        }
+        if measurement.romMm > high {
+            return reject("rom-too-long", String(format: "ROM %.0f mm above %.0f mm", measurement.romMm, high))
+        }
+        let minimum = assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
+            ?? settings.defaultMinConcentricS
+        if measurement.concentricS < minimum {
+            return reject("too-fast", String(format: "concentric %.2f s shorter than %.2f s", measurement.concentricS, minimum))
+        }
+        if measurement.concentricStartT - lastRepEndT < settings.refractoryS {
+            return reject("refractory", String(format: "started %.2f s after the previous rep", measurement.concentricStartT - lastRepEndT))
+        }
+        return accept(measurement, completedT: candidate.completedT, sensor: sensor)
+    }
+
+    private mutating func accept(_ measurement: RepMeasurement, completedT: Double, sensor: String) -> [DetectorOutput] {
+        var out: [DetectorOutput] = []
+        lastRepEndT = measurement.concentricEndT
+        learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
+        if openSet == nil {
+            let set = OpenSet(setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
+            openSet = set
+            out.append(.set(setEvent(set, kind: .start, reason: nil, at: measurement.concentricStartT)))
+        }
+        guard var set = openSet else { return out }
+        set.reps.append(measurement.meanVelocityMps)
+        set.lastRepT = completedT
+        openSet = set
+        let loss = velocityLoss(set.reps)
+        out.append(.rep(DetectedRep(
+            station: station, setId: set.setId, repId: "\(station)-\(microseconds(measurement.peakSampleT))", index: set.reps.count,
+            measurement: measurement, velocityLossPct: loss,
+            zone: VelocityZone.zone(for: measurement.meanVelocityMps, in: settings.zones).name,
+            tEnd: completedT, exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, sensor: sensor)))
+        if set.reps.count > 1, loss >= assignment.velocityLossThresholdPct {
+            out += endSet(reason: .velocityLoss, at: completedT)
+        }
+        return out
+    }
+
+    private func velocityLoss(_ velocities: [Double]) -> Double {
+        guard let last = velocities.last else { return 0 }
+        let reference = assignment.velocityLossReference == .first ? velocities[0] : velocities.max()!
+        return reference > 0 ? max(0, (reference - last) / reference * 100) : 0
+    }
+
+    private func setEvent(_ set: OpenSet, kind: SetEvent.Kind, reason: SetEvent.Reason?, at t: Double) -> SetEvent {
+        SetEvent(
+            station: station, setId: set.setId, kind: kind, reason: reason, reps: set.reps.count,
+            bestMeanVelocityMps: kind == .end ? set.reps.max() : nil,
+            velocityLossPct: kind == .end ? velocityLoss(set.reps) : nil,
+            exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, t: t)
+    }
+}
+
+/// Microseconds as an integer, for ids built from reading times.
+func microseconds(_ t: Double) -> Int64 { Int64((t * 1e6).rounded()) }
+
+// MARK: - Sensor trackers
+
+/// The laser: EMA for the state machine, centred regression for the metrics.
+struct DistanceTracker: Sendable, Codable {
+    private var points: [Point] = []
+    private var ema: Double?
+    private var turning: TurningPoints
+
+    struct Point: Sendable, Codable { var t: Double; var m: Double }
+
+    init(settings: DetectorSettings) {
+        turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
+        alpha = settings.emaAlpha
+    }
+
+    private let alpha: Double
+
+    mutating func feed(t: Double, distanceMm: Double) -> [(ConcentricCandidate, [KinematicSample])] {
+        if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
+        let m = distanceMm / 1000
+        points.append(Point(t: t, m: m))
+        // Keep what a rep can span: 20 s of readings.
+        if let first = points.first, t - first.t > 25 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
+        let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
+        ema = smoothed
+        guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
+        // The EMA lags: widen the window so the true valley and peak are inside.
+        let window = points.filter { $0.t >= candidate.valleyT - 0.5 && $0.t <= candidate.completedT }
+        let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2)
+        var refined = candidate
+        // Locate the valley and peak on the unlagged trace.
+        if let low = trace.filter({ $0.t <= candidate.peakT }).min(by: { $0.positionM < $1.positionM }) { refined.valleyT = low.t }
+        if let high = trace.filter({ $0.t >= refined.valleyT }).max(by: { $0.positionM < $1.positionM }) { refined.peakT = high.t }
+        return [(refined, trace)]
+    }
+}
+
+/// The bar IMU: gravity removed through the sensor's angles, velocity
+/// integrated between still periods with zero-velocity updates and linear
+/// drift removal, then the same turning points as the laser.
+struct IMUTracker: Sendable, Codable {
+    private var recent: [Raw] = []  // the last stillWindowS of |a| readings, for stillness
+    private var biasG = 0.0
+    private var moving: [Raw] = []
+    private var isStill = true
+    private let settings: DetectorSettings
+    /// Acceleration cannot tell rest from constant velocity, and lifts pass
+    /// through moments of near-zero acceleration at speed; no lift moves at a
+    /// constant velocity for this long, so this much quiet means rest.
+    private let stillWindowS = 0.4
+    private let stillMeanG = 0.02
+    private let stillMaxG = 0.06
+    private let stillTrendGPerS = 0.025
+
+    struct Raw: Sendable, Codable { var t: Double; var aG: Double }
+
+    init(settings: DetectorSettings) { self.settings = settings }
+
+    mutating func feed(t: Double, accG: (Double, Double, Double), rollDeg: Double, pitchDeg: Double) -> [(ConcentricCandidate, [KinematicSample])] {
+        let vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: rollDeg, pitchDeg: pitchDeg) - 1
+        recent.append(Raw(t: t, aG: vertical - biasG))
+        if let first = recent.first, t - first.t > stillWindowS {
+            recent.removeFirst(recent.firstIndex { t - $0.t <= stillWindowS } ?? 0)
+        }
+        let magnitudes = recent.map { abs($0.aG) }
+        // A slow lift (a heavy deadlift) can stay below any acceleration threshold
+        // for most of a second, but its acceleration still drifts steadily;
+        // at rest it is flat noise. So rest also needs a flat trend.
+        let trend = regressionSlope(recent.map(\.t)[...], recent.map(\.aG)[...])
+        let quiet = (recent.first.map { t - $0.t >= stillWindowS * 0.95 } ?? false)
+            && magnitudes.reduce(0, +) / Double(magnitudes.count) < stillMeanG && (magnitudes.max() ?? 1) < stillMaxG
+            && abs(trend) < stillTrendGPerS
+        if isStill {
+            if quiet {
+                biasG += 0.02 * (vertical - biasG)  // at rest the vertical acceleration is zero: learn the offset
+                return []
+            }
+            isStill = false
+            moving = recent  // the movement began within the window
+        } else {
+            moving.append(Raw(t: t, aG: vertical - biasG))
+        }
+        if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
+        guard quiet else { return [] }
+        // Still again: the movement between two rests is complete.
+        isStill = true
+        let restStart = recent.first?.t ?? t
+        return segment(upTo: restStart, completedT: t)
+    }
+
+    private func segment(upTo restStart: Double, completedT: Double) -> [(ConcentricCandidate, [KinematicSample])] {
+        let raw = moving.filter { $0.t <= restStart }  // the still window itself is rest
+        guard raw.count >= 5, let first = raw.first, let last = raw.last, last.t > first.t else { return [] }
+        var velocity = [0.0]
+        for (a, b) in zip(raw, raw.dropFirst()) {
+            velocity.append(velocity.last! + (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t))
+        }
+        // Zero-velocity update: the bar is at rest at both ends; remove the drift linearly.
+        let drift = velocity.last!
+        let span = last.t - first.t
+        var samples: [KinematicSample] = []
+        var position = 0.0
+        for (index, point) in raw.enumerated() {
+            let v = velocity[index] - drift * (point.t - first.t) / span
+            if index > 0 { position += (v + samples[index - 1].velocityMps) / 2 * (point.t - raw[raw.startIndex + index - 1].t) }
+            samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
+        }
+        var turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
+        var found: [(ConcentricCandidate, [KinematicSample])] = []
+        for sample in samples {
+            if var candidate = turning.feed(t: sample.t, positionM: sample.positionM) {
+                candidate.completedT = completedT
+                found.append((candidate, samples))
+            }
+        }
+        // A rise still open at the end of the movement ends at the rest that follows.
+        if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) {
+            var candidate = end
+            candidate.completedT = completedT
+            found.append((candidate, samples))
+        }
+        return found
+    }
+}
