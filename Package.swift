@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "vbt-bus", targets: ["vbt-bus"]),
         .executable(name: "vbt", targets: ["vbt"]),
         .executable(name: "sensor-bridge", targets: ["sensor-bridge"]),
+        .executable(name: "rep-detector", targets: ["rep-detector"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
@@ -49,7 +50,11 @@ let package = Package(
         ),
         // Rep detection, metrics, sets, velocity loss, profiles: pure values, no I/O.
         .target(
-            name: "VBTDetection"
+            name: "VBTDetection",
+            dependencies: [
+                "VBTBus",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "VBTTesting",
@@ -69,6 +74,15 @@ let package = Package(
             dependencies: [
                 "VBTBus",
                 "VBTSensors",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "rep-detector",
+            dependencies: [
+                "VBTBus",
+                "VBTDetection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -33,4 +33,7 @@ if [ ${#py_packages[@]} -gt 0 ]; then
         || $python -m pip install --quiet --break-system-packages "${py_packages[@]}" \
         || { echo "deps: could not install ${py_packages[*]}; run: $python -m pip install ${py_packages[*]}" >&2; exit 1; }
 fi
+# The BLE end-to-end test's VM: QEMU, a stock kernel with Bluetooth modules, Bumble.
+bash "$(dirname "$0")/../tests/ble-vm/deps.sh"
+
 echo "deps: ok (libzmq $(pkg-config --modversion libzmq), bluez $(pkg-config --modversion bluez), sqlite $(pkg-config --modversion sqlite3))"

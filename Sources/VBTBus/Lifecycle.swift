@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Runs `body` on a new dedicated thread and waits for it without blocking
 /// the cooperative pool. ZeroMQ sockets created inside `body` stay on that
@@ -81,3 +82,28 @@ public func bootstrapLogging(label: String) -> Logger {
     }
     return Logger(label: label)
 }
+
+/// A flag every thread can read; set once to ask everyone to stop.
+public final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    /// Creates an unset flag.
+    public init() {}
+    /// Asks everyone to stop.
+    public func set() { flag.store(true, ordering: .releasing) }
+    /// Whether stopping was asked for.
+    public var isSet: Bool { flag.load(ordering: .acquiring) }
+
+    /// Sleeps up to `seconds`, waking early (in steps of 50 ms) when the flag is set.
+    /// Returns false when it was set.
+    @discardableResult
+    public func sleep(_ seconds: Double) -> Bool {
+        let deadline = monotonicSeconds() + seconds
+        while !isSet {
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 { return true }
+            usleep(UInt32(min(remaining, 0.05) * 1_000_000))
+        }
+        return false
+    }
+}
+

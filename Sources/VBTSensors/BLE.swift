@@ -281,6 +281,7 @@ public final class ATTConnection {
     /// The negotiated MTU.
     public private(set) var mtu = 23
     private var queued: [(handle: UInt16, value: [UInt8])] = []
+    private var lost: SensorError?
     /// The HCI connection handle (for the connection-interval update).
     public private(set) var connectionHandle: UInt16 = 0
     /// Seconds a request may wait for its response.
@@ -368,6 +369,15 @@ public final class ATTConnection {
         if count < 0 && (errno == EAGAIN || errno == EINTR) { return nil }
         guard count > 0 else {
             let reason = count == 0 ? "the sensor closed the link" : String(cString: strerror(errno))
+            // The kernel reports the reset before the notifications still
+            // queued on the socket; they remain readable: keep them.
+            while true {
+                let more = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                guard more > 0 else { break }
+                if buffer[0] == Op.notification || buffer[0] == Op.indication, more >= 3 {
+                    queued.append((UInt16(buffer[1]) | UInt16(buffer[2]) << 8, Array(buffer[3..<more])))
+                }
+            }
             throw SensorError("Connection lost (\(reason)): reconnecting")
         }
         let pdu = Array(buffer[0..<count])
@@ -507,9 +517,19 @@ public final class ATTConnection {
     /// The next notification or indication within `timeoutS`, nil on timeout.
     public func nextNotification(timeoutS: Double) throws(SensorError) -> (handle: UInt16, value: [UInt8])? {
         if !queued.isEmpty { return queued.removeFirst() }
+        if let lost { throw lost }
         let deadline = monotonicSeconds() + timeoutS
         while true {
-            guard let pdu = try receive(timeoutS: deadline - monotonicSeconds()) else { return nil }
+            let received: [UInt8]?
+            do {
+                received = try receive(timeoutS: deadline - monotonicSeconds())
+            } catch {
+                // Deliver what was still queued before the loss, then report it.
+                lost = error
+                if !queued.isEmpty { return queued.removeFirst() }
+                throw error
+            }
+            guard let pdu = received else { return nil }
             if (pdu[0] == Op.notification || pdu[0] == Op.indication), pdu.count >= 3 {
                 return (Self.u16(pdu, 1), Array(pdu[3...]))
             }

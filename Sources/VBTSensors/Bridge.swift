@@ -24,30 +24,6 @@ public enum BridgeEvent: Sendable {
     case finished(source: String)
 }
 
-/// A flag every thread can read; set once to ask everyone to stop.
-public final class StopFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    /// Creates an unset flag.
-    public init() {}
-    /// Asks everyone to stop.
-    public func set() { flag.store(true, ordering: .releasing) }
-    /// Whether stopping was asked for.
-    public var isSet: Bool { flag.load(ordering: .acquiring) }
-
-    /// Sleeps up to `seconds`, waking early (in steps of 50 ms) when the flag is set.
-    /// Returns false when it was set.
-    @discardableResult
-    public func sleep(_ seconds: Double) -> Bool {
-        let deadline = monotonicSeconds() + seconds
-        while !isSet {
-            let remaining = deadline - monotonicSeconds()
-            if remaining <= 0 { return true }
-            usleep(UInt32(min(remaining, 0.05) * 1_000_000))
-        }
-        return false
-    }
-}
-
 /// A multi-producer queue with a self-pipe the publishing thread can poll.
 public final class EventQueue: Sendable {
     private let events = Mutex<[BridgeEvent]>([])

@@ -1,0 +1,261 @@
+// The rep detector's messages (proto/rep, set, rejected, takeover, handoff).
+
+/// `rep`: one counted repetition with its metrics.
+public struct RepMessage: BusPayload, Equatable {
+    public static let type = "rep"
+    public var setId: String
+    /// Deterministic: `<station>-<microseconds of the rep's highest sample>`.
+    public var repId: String
+    public var index: Int
+    public var meanVelocityMps: Double
+    public var peakVelocityMps: Double
+    public var meanPropulsiveVelocityMps: Double
+    public var romMm: Double
+    public var concentricS: Double
+    public var timeToPeakS: Double
+    public var velocityLossPct: Double
+    /// Reading time of the sample that completed the rep.
+    public var tEnd: Double
+    /// The detector instance that published it.
+    public var detector: String
+    public var concentricStartT: Double
+    public var concentricEndT: Double
+    public var exercise: String?
+    public var loadKg: Double?
+    public var zone: String?
+    public var meanPowerW: Double?
+    /// `distance` or `imu`.
+    public var sensor: String?
+
+    /// Creates a rep message.
+    public init(setId: String, repId: String, index: Int, meanVelocityMps: Double, peakVelocityMps: Double,
+                meanPropulsiveVelocityMps: Double, romMm: Double, concentricS: Double, timeToPeakS: Double,
+                velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double, concentricEndT: Double,
+                exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil, meanPowerW: Double? = nil, sensor: String? = nil) {
+        (self.setId, self.repId, self.index, self.meanVelocityMps, self.peakVelocityMps) = (setId, repId, index, meanVelocityMps, peakVelocityMps)
+        (self.meanPropulsiveVelocityMps, self.romMm, self.concentricS, self.timeToPeakS) = (meanPropulsiveVelocityMps, romMm, concentricS, timeToPeakS)
+        (self.velocityLossPct, self.tEnd, self.detector, self.concentricStartT, self.concentricEndT) = (velocityLossPct, tEnd, detector, concentricStartT, concentricEndT)
+        (self.exercise, self.loadKg, self.zone, self.meanPowerW, self.sensor) = (exercise, loadKg, zone, meanPowerW, sensor)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        setId = try fields.string("set_id")
+        repId = try fields.string("rep_id")
+        index = try fields.integer("index")
+        meanVelocityMps = try fields.number("mean_velocity_mps")
+        peakVelocityMps = try fields.number("peak_velocity_mps")
+        meanPropulsiveVelocityMps = try fields.number("mean_propulsive_velocity_mps")
+        romMm = try fields.number("rom_mm")
+        concentricS = try fields.number("concentric_s")
+        timeToPeakS = try fields.number("time_to_peak_s")
+        velocityLossPct = try fields.number("velocity_loss_pct")
+        tEnd = try fields.number("t_end")
+        detector = try fields.string("detector")
+        concentricStartT = try fields.optionalNumber("concentric_start_t") ?? 0
+        concentricEndT = try fields.optionalNumber("concentric_end_t") ?? tEnd
+        exercise = try fields.optionalString("exercise")
+        loadKg = try fields.optionalNumber("load_kg")
+        zone = try fields.optionalString("zone")
+        meanPowerW = try fields.optionalNumber("mean_power_w")
+        sensor = try fields.optionalString("sensor")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("set_id", setId)
+        writer.field("rep_id", repId)
+        writer.field("index", index)
+        writer.field("mean_velocity_mps", meanVelocityMps)
+        writer.field("peak_velocity_mps", peakVelocityMps)
+        writer.field("mean_propulsive_velocity_mps", meanPropulsiveVelocityMps)
+        writer.field("rom_mm", romMm)
+        writer.field("concentric_s", concentricS)
+        writer.field("time_to_peak_s", timeToPeakS)
+        writer.field("velocity_loss_pct", velocityLossPct)
+        writer.key("t_end"); writer.fixed(tEnd, decimals: 6)
+        writer.field("detector", detector)
+        writer.field("concentric_start_t", concentricStartT)
+        writer.field("concentric_end_t", concentricEndT)
+        writer.optionalField("exercise", exercise)
+        writer.optionalField("load_kg", loadKg)
+        writer.optionalField("zone", zone)
+        writer.optionalField("mean_power_w", meanPowerW)
+        writer.optionalField("sensor", sensor)
+    }
+}
+
+/// `set`: a set started or ended.
+public struct SetMessage: BusPayload, Equatable {
+    public static let type = "set"
+    public enum Event: String, Sendable { case start, end }
+    public enum Reason: String, Sendable { case idle, velocityLoss = "velocity-loss", command }
+    public var setId: String
+    public var event: Event
+    public var reps: Int?
+    public var reason: Reason?
+    public var bestMeanVelocityMps: Double?
+    public var velocityLossPct: Double?
+    public var exercise: String?
+    public var loadKg: Double?
+
+    /// Creates a set message.
+    public init(setId: String, event: Event, reps: Int? = nil, reason: Reason? = nil, bestMeanVelocityMps: Double? = nil,
+                velocityLossPct: Double? = nil, exercise: String? = nil, loadKg: Double? = nil) {
+        (self.setId, self.event, self.reps, self.reason, self.bestMeanVelocityMps) = (setId, event, reps, reason, bestMeanVelocityMps)
+        (self.velocityLossPct, self.exercise, self.loadKg) = (velocityLossPct, exercise, loadKg)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        setId = try fields.string("set_id")
+        event = try fields.choice("event", Event.self)
+        reps = try fields.optionalInteger("reps")
+        reason = try fields.optionalChoice("reason", Reason.self)
+        bestMeanVelocityMps = try fields.optionalNumber("best_mean_velocity_mps")
+        velocityLossPct = try fields.optionalNumber("velocity_loss_pct")
+        exercise = try fields.optionalString("exercise")
+        loadKg = try fields.optionalNumber("load_kg")
+        if event == .end, reps == nil || reason == nil || velocityLossPct == nil {
+            throw PayloadError("a set end needs reps, reason and velocity_loss_pct")
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("set_id", setId)
+        writer.field("event", event.rawValue)
+        if let reps { writer.field("reps", reps) }
+        writer.optionalField("reason", reason?.rawValue)
+        // A set that ended without a rep has no best velocity: 0 says "none" where the schema needs a number.
+        if event == .end { writer.field("best_mean_velocity_mps", bestMeanVelocityMps ?? 0) }
+        writer.optionalField("velocity_loss_pct", velocityLossPct)
+        writer.optionalField("exercise", exercise)
+        writer.optionalField("load_kg", loadKg)
+    }
+}
+
+/// `rejected`: a rep attempt that did not count, with the reason.
+public struct RejectedMessage: BusPayload, Equatable {
+    public static let type = "rejected"
+    /// `partial`, `rom-too-long`, `too-fast` or `refractory`.
+    public var reason: String
+    /// Human-readable detail, with the numbers.
+    public var detail: String
+    public var romMm: Double
+    public var concentricS: Double
+    public var meanVelocityMps: Double
+    public var tEnd: Double
+    public var detector: String
+    public var sensor: String?
+
+    /// Creates a rejection.
+    public init(reason: String, detail: String, romMm: Double, concentricS: Double, meanVelocityMps: Double, tEnd: Double, detector: String, sensor: String?) {
+        (self.reason, self.detail, self.romMm, self.concentricS, self.meanVelocityMps, self.tEnd, self.detector, self.sensor) =
+            (reason, detail, romMm, concentricS, meanVelocityMps, tEnd, detector, sensor)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        reason = try fields.string("reason")
+        detail = try fields.string("detail")
+        romMm = try fields.number("rom_mm")
+        concentricS = try fields.number("concentric_s")
+        meanVelocityMps = try fields.number("mean_velocity_mps")
+        tEnd = try fields.number("t_end")
+        detector = try fields.string("detector")
+        sensor = try fields.optionalString("sensor")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("reason", reason)
+        writer.field("detail", detail)
+        writer.field("rom_mm", romMm)
+        writer.field("concentric_s", concentricS)
+        writer.field("mean_velocity_mps", meanVelocityMps)
+        writer.key("t_end"); writer.fixed(tEnd, decimals: 6)
+        writer.field("detector", detector)
+        writer.optionalField("sensor", sensor)
+    }
+}
+
+/// `takeover`: a new detector asks the running one to hand its stations over.
+public struct TakeoverMessage: BusPayload, Equatable {
+    public static let type = "takeover"
+    /// The new detector's instance.
+    public var instance: String
+    /// The first sequence number it holds, per input stream: the old one must
+    /// process at least up to the one before, so nothing falls between them.
+    public var firstSeq: [String: Int]
+
+    /// Creates a request.
+    public init(instance: String, firstSeq: [String: Int]) { (self.instance, self.firstSeq) = (instance, firstSeq) }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        instance = try fields.string("instance")
+        firstSeq = try fields.seqMap("first_seq")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("instance", instance)
+        writer.writeSeqMap("first_seq", firstSeq)
+    }
+}
+
+/// `handoff`: the running detector's state for one station, or (station
+/// `detector`, `done` true) the end of the hand-over with the input positions.
+public struct HandoffMessage: BusPayload, Equatable {
+    public static let type = "handoff"
+    /// The detector handing over.
+    public var from: String
+    /// The detector taking over.
+    public var to: String
+    /// The station's detector state (JSON text), absent on the final message.
+    public var state: String?
+    /// True on the final message.
+    public var done: Bool
+    /// On the final message: the last sequence number processed per input stream.
+    public var positions: [String: Int]
+
+    /// Creates a hand-over message.
+    public init(from: String, to: String, state: String?, done: Bool, positions: [String: Int]) {
+        (self.from, self.to, self.state, self.done, self.positions) = (from, to, state, done, positions)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        from = try fields.string("from")
+        to = try fields.string("to")
+        state = try fields.optionalString("state")
+        guard case .bool(let flag)? = fields["done"] else { throw PayloadError("done must be a boolean") }
+        done = flag
+        positions = try fields.seqMap("positions")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("from", from)
+        writer.field("to", to)
+        writer.optionalField("state", state)
+        writer.key("done"); writer.bool(done)
+        writer.writeSeqMap("positions", positions)
+    }
+}
+
+extension JSONObject {
+    /// An object of stream name -> sequence number.
+    func seqMap(_ key: String) throws(PayloadError) -> [String: Int] {
+        guard let object = try optionalObject(key) else { return [:] }
+        var map: [String: Int] = [:]
+        for field in object.fields {
+            guard case .number(let value) = field.value, value == value.rounded() else { throw PayloadError("\(key) holds integers") }
+            map[field.key] = Int(value)
+        }
+        return map
+    }
+}
+
+extension JSONWriter {
+    mutating func writeSeqMap(_ key: StaticString, _ map: [String: Int]) {
+        self.key(key)
+        beginObject()
+        for (name, value) in map.sorted(by: { $0.key < $1.key }) {
+            self.key(name)
+            int(value)
+        }
+        endObject()
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import Logging
+import VBTBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a rep-detector process runs.
+public struct DetectorOptions: Sendable {
+    /// Stations to serve, a shell glob (`*`, `rack-*`).
+    public var stationsGlob = "*"
+    /// Take over from a running detector instead of starting fresh.
+    public var takeover = false
+    /// Longest wait for the running detector's hand-over before starting fresh.
+    public var takeoverTimeoutS = 10.0
+    public var settings = DetectorSettings()
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// The rep-detector process's loop: one thread owns the subscriber and the
+/// publisher sockets; detectors are plain values per station.
+///
+/// Hand-over (`--takeover`): the new process subscribes first and buffers
+/// every input message; once it holds some, it publishes `takeover.detector`
+/// with the first sequence number it holds per input stream. The running
+/// process keeps processing until it has passed those points (so no message
+/// falls between the two), stops, publishes each station's complete detector
+/// state (`handoff.<station>`) and then `handoff.detector` with the last
+/// sequence number it processed per stream, and exits 0. The new process
+/// restores the states and processes its buffer from just after those
+/// positions. Detection is a pure function of the readings, so the rep stream
+/// is the same as if one process had done it all, even mid-rep.
+public final class DetectorRuntime {
+    private let options: DetectorOptions
+    private let logger: Logger
+    private let subscriber: Subscriber
+    private let publisher: Publisher
+    private var detectors: [String: StationDetector] = [:]
+    private var positions: [String: Int] = [:]
+    private var lastArrival: [String: Double] = [:]
+    private var mode: Mode
+    private let encoder = JSONEncoder()
+    private let decoder = JSONDecoder()
+
+    /// The instance name, written into every rep's `detector` field.
+    public var instance: String { publisher.stamper.instance }
+
+    private enum Mode {
+        case active
+        case takingOver(buffer: [BusMessage], requested: Bool, deadline: Double, states: [String: StationDetector])
+        case handingOver(to: String, targets: [String: Int], deadline: Double)
+        case finished
+    }
+
+    /// Connects to the bus.
+    public init(context: ZMQContext, config: BusConfig, options: DetectorOptions, logger: Logger) throws(ZMQError) {
+        self.options = options
+        self.logger = logger
+        subscriber = try Subscriber(context: context, config: config, prefixes: ["sample.", "cmd.", "takeover.", "handoff."], logger: logger)
+        publisher = try Publisher(context: context, config: config, program: "rep-detector")
+        mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
+        encoder.outputFormatting = [.sortedKeys]
+    }
+
+    /// Runs until `stop` is set or, after handing over, until done.
+    public func run(stop: StopFlag) throws {
+        var nextHousekeeping = monotonicSeconds() + 1
+        logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
+        while !stop.isSet {
+            if case .finished = mode { return }
+            if let message = try subscriber.next(timeoutMs: 100) { try handle(message) }
+            try progressTakeover()
+            let now = monotonicSeconds()
+            if now >= nextHousekeeping {
+                nextHousekeeping = now + 1
+                try closeSilentStations()
+            }
+        }
+    }
+
+    // MARK: Messages
+
+    private func handle(_ message: BusMessage) throws {
+        switch message.envelope.type {
+        case "sample", "cmd":
+            guard matches(message.envelope.station) else { return }
+            if case .takingOver(var buffer, let requested, let deadline, let states) = mode {
+                buffer.append(message)
+                mode = .takingOver(buffer: buffer, requested: requested, deadline: deadline, states: states)
+                return
+            }
+            if case .active = mode {} else if case .handingOver = mode {} else { return }
+            try process(message)
+            try finishHandoverIfReady()
+        case "takeover":
+            guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance else { return }
+            if case .active = mode {
+                logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
+                mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: monotonicSeconds() + 5)
+                try finishHandoverIfReady()
+            }
+        case "handoff":
+            guard let handoff = try? message.payload(as: HandoffMessage.self), handoff.to == instance,
+                  case .takingOver(let buffer, let requested, let deadline, var states) = mode
+            else { return }
+            if let state = handoff.state, let detector = try? decoder.decode(StationDetector.self, from: Data(state.utf8)) {
+                states[detector.station] = detector
+            }
+            mode = .takingOver(buffer: buffer, requested: requested, deadline: deadline, states: states)
+            if handoff.done { try completeTakeover(states: states, positions: handoff.positions, from: handoff.from) }
+        default:
+            return
+        }
+    }
+
+    private func matches(_ station: String) -> Bool {
+        fnmatch(options.stationsGlob, station, 0) == 0
+    }
+
+    /// Feeds one input message to its station's detector and publishes what comes out.
+    private func process(_ message: BusMessage) throws {
+        let station = message.envelope.station
+        let seq = Int(message.envelope.seq)
+        // A stream position already processed (restored from a hand-over) is skipped.
+        if let done = positions[message.envelope.src], seq <= done { return }
+        positions[message.envelope.src] = seq
+        lastArrival[station] = monotonicSeconds()
+        var detector = detectors[station] ?? StationDetector(station: station, settings: options.settings)
+        var outputs: [DetectorOutput] = []
+        if message.envelope.type == "cmd" {
+            guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else { return }
+            outputs = apply(command, to: &detector)
+        } else {
+            do {
+                let sample = try message.payload(as: SampleMessage.self)
+                switch sample.readings {
+                case .distance(let readings):
+                    for r in readings { outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm) }
+                case .imu(let readings):
+                    for r in readings {
+                        outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), angleDeg: (r.angleDeg.x, r.angleDeg.y))
+                    }
+                case .posture:
+                    break
+                }
+            } catch {
+                logger.warning("sample not usable", metadata: ["station": "\(station)", "error": "\(error)"])
+            }
+        }
+        detectors[station] = detector
+        for output in outputs { try publish(output, athlete: detector.assignment.athlete) }
+    }
+
+    private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
+        let args = command.args
+        switch command.command {
+        case "athlete.assign":
+            var assignment = Assignment()
+            assignment.athlete = try? args.optionalString("athlete")
+            if let exercise = try? args.optionalString("exercise") { assignment.exercise = exercise }
+            assignment.loadKg = try? args.optionalNumber("load_kg")
+            if let threshold = try? args.optionalNumber("vl_threshold_pct") { assignment.velocityLossThresholdPct = threshold }
+            if let reference = try? args.optionalChoice("vl_reference", VelocityLossReference.self) { assignment.velocityLossReference = reference }
+            assignment.targetZone = try? args.optionalString("target_zone")
+            assignment.romMm = try? args.optionalNumber("rom_mm")
+            detector.assignment = assignment
+            logger.info("station assigned", metadata: ["station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)", "correlation_id": "\(command.id)"])
+            return []
+        case "set.load":
+            if let load = try? args.optionalNumber("load_kg") { detector.assignment.loadKg = load }
+            return []
+        case "set.end":
+            return detector.endSet(reason: .command, at: detector.lastReadingT)
+        default:
+            return []
+        }
+    }
+
+    private func publish(_ output: DetectorOutput, athlete: String?) throws {
+        switch output {
+        case .rep(let rep):
+            let m = rep.measurement
+            try publisher.publish(RepMessage(
+                setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
+                peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
+                concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
+                detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
+                exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor),
+                station: rep.station, athlete: athlete)
+        case .rejected(let rejected):
+            let m = rejected.measurement
+            try publisher.publish(RejectedMessage(
+                reason: rejected.reason, detail: rejected.detail, romMm: m.romMm, concentricS: m.concentricS,
+                meanVelocityMps: m.meanVelocityMps, tEnd: rejected.tEnd, detector: instance, sensor: rejected.sensor),
+                station: rejected.station, athlete: athlete)
+        case .set(let event):
+            try publisher.publish(SetMessage(
+                setId: event.setId, event: event.kind == .start ? .start : .end, reps: event.kind == .end ? event.reps : nil,
+                reason: event.reason.flatMap { SetMessage.Reason(rawValue: $0.rawValue) },
+                bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
+                exercise: event.exercise, loadKg: event.loadKg),
+                station: event.station, athlete: event.athlete)
+        }
+    }
+
+    /// Ends the sets of stations that have gone silent (wall time).
+    private func closeSilentStations() throws {
+        guard case .active = mode else { return }
+        let now = monotonicSeconds()
+        for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
+            guard var detector = detectors[station], detector.setIsOpen else { continue }
+            let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
+            detectors[station] = detector
+            for output in outputs { try publish(output, athlete: detector.assignment.athlete) }
+        }
+    }
+
+    // MARK: Hand-over
+
+    /// The old side: once every stream has passed the new detector's first point, hand over.
+    private func finishHandoverIfReady() throws {
+        guard case .handingOver(let to, let targets, let deadline) = mode else { return }
+        let ready = targets.allSatisfy { src, first in positions[src, default: 0] >= first - 1 }
+        guard ready || monotonicSeconds() >= deadline else { return }
+        if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
+        for (station, detector) in detectors.sorted(by: { $0.key < $1.key }) {
+            let state = String(decoding: try encoder.encode(detector), as: UTF8.self)
+            try publisher.publish(HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station: station)
+        }
+        try publisher.publish(HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), station: "detector")
+        logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(detectors.count)"])
+        mode = .finished
+    }
+
+    /// The new side: ask once some input is buffered; give up waiting after the timeout.
+    private func progressTakeover() throws {
+        guard case .takingOver(let buffer, let requested, let deadline, let states) = mode else { return }
+        if !requested {
+            guard subscriber.stats.busHeartbeats > 0, !buffer.isEmpty || monotonicSeconds() > 3 + (lastStart ?? monotonicSeconds()) else {
+                if lastStart == nil { lastStart = monotonicSeconds() }
+                return
+            }
+            guard try publisher.waitForSubscriber(topic: "takeover.detector", timeoutS: 0.05) else { return }
+            var first: [String: Int] = [:]
+            for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
+            try publisher.publish(TakeoverMessage(instance: instance, firstSeq: first), station: "detector")
+            logger.info("takeover requested", metadata: ["streams": "\(first.count)"])
+            mode = .takingOver(buffer: buffer, requested: true, deadline: monotonicSeconds() + options.takeoverTimeoutS, states: states)
+            return
+        }
+        if monotonicSeconds() >= deadline {
+            logger.warning("no running detector answered the takeover; starting fresh")
+            try completeTakeover(states: [:], positions: [:], from: nil)
+        }
+    }
+
+    private var lastStart: Double?
+
+    private func completeTakeover(states: [String: StationDetector], positions handed: [String: Int], from: String?) throws {
+        guard case .takingOver(let buffer, _, _, _) = mode else { return }
+        detectors = states
+        positions = handed
+        mode = .active
+        var replayed = 0
+        for message in buffer {
+            let before = positions[message.envelope.src]
+            try process(message)
+            if positions[message.envelope.src] != before { replayed += 1 }
+        }
+        logger.info("took over", metadata: ["from": "\(from ?? "nobody")", "stations": "\(states.count)", "buffered": "\(buffer.count)", "processed": "\(replayed)"])
+    }
+}

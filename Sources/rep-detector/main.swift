@@ -1,0 +1,65 @@
+import ArgumentParser
+import Logging
+import VBTBus
+import VBTDetection
+
+@main
+struct RepDetector: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rep-detector",
+        abstract: "Turns sample messages into rep, set and rejected messages (reps, velocity loss, automatic stop).",
+        discussion: """
+            Subscribes to sample.* and cmd.*; publishes rep.<station>, set.<station> and
+            rejected.<station>. A set starts at a station's first valid rep and ends after
+            --idle-timeout seconds without a rep (reading time), on a velocity-loss stop, or on a
+            set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign
+            {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm},
+            set.load {load_kg}, set.end.
+            --takeover replaces a running detector without losing or repeating a rep: the running
+            one hands its state over and exits 0.
+            """)
+
+    @Option(help: "Stations to serve, a shell glob, so several detectors can split a large gym.")
+    var stations: String = "*"
+
+    @Flag(help: "Take over from the running detector (which then exits 0).")
+    var takeover = false
+
+    @Option(help: "Seconds without a rep that end a set.")
+    var idleTimeout: Double = 10
+
+    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    @Option(help: "Subscribers' endpoint (overrides VBT_SUB_ENDPOINT).")
+    var subEndpoint: String?
+
+    func validate() throws {
+        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be more than 0 seconds") }
+        guard !stations.isEmpty else { throw ValidationError("--stations needs a glob, e.g. '*' or 'rack-*'") }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "rep-detector")
+        var config = BusConfig.fromEnvironment()
+        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        if let subEndpoint { config.subEndpoint = subEndpoint }
+        var options = DetectorOptions()
+        options.stationsGlob = stations
+        options.takeover = takeover
+        options.settings.idleTimeoutS = idleTimeout
+        let settings = options, busConfig = config
+        let stop = StopFlag()
+        do {
+            try await runSocketLoops([
+                SocketLoopService(name: "rep-detector", context: ZMQContext(), onShutdown: { stop.set() }) { context in
+                    let runtime = try DetectorRuntime(context: context, config: busConfig, options: settings, logger: logger)
+                    try runtime.run(stop: stop)
+                }
+            ], logger: logger)
+        } catch let error as ZMQError {
+            reportProblem("rep-detector: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
+            throw ExitCode.failure
+        }
+    }
+}
