@@ -107,7 +107,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTDetectionTests",
-            dependencies: ["VBTDetection", "VBTSensors", "VBTBus"]
+            dependencies: ["VBTDetection", "VBTSensors", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

@@ -62,6 +62,9 @@ public final class DetectorRuntime {
         publisher = try Publisher(context: context, config: config, program: "rep-detector")
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
+        // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
     }
 
     /// Runs until `stop` is set or, after handing over, until done.

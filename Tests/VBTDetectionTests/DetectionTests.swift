@@ -171,3 +171,25 @@ struct GroundTruthTests {
         }
     }
 }
+
+@Suite("Hand-over state")
+struct HandoverStateTests {
+    @Test("a detector's state survives JSON mid-rep: the continued stream equals the uninterrupted one")
+    func stateRoundTrip() throws {
+        let readings = distancePath([(523, 0), (523, 0.4), (135, 1.1), (518, 0.8), (140, 1.0), (520, 0.8), (520, 0.6)], noiseMm: 2)
+        var whole = StationDetector(station: "rack-01")
+        let expected = readings.flatMap { whole.feedDistance(t: $0.t, distanceMm: $0.mm) }
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        for cut in stride(from: 0, to: readings.count, by: 7) {
+            var first = StationDetector(station: "rack-01")
+            var outputs = readings[..<cut].flatMap { first.feedDistance(t: $0.t, distanceMm: $0.mm) }
+            var second = try decoder.decode(StationDetector.self, from: encoder.encode(first))
+            outputs += readings[cut...].flatMap { second.feedDistance(t: $0.t, distanceMm: $0.mm) }
+            #expect(outputs == expected, "cut after \(cut) readings")
+        }
+        #expect(reps(expected).count == 2)
+    }
+}

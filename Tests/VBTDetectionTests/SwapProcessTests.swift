@@ -1,0 +1,129 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+@testable import VBTBus
+@testable import VBTDetection
+@testable import VBTSensors
+
+/// The live swap over real processes: a replayed multi-set session, detectors
+/// replaced at 20 different moments; every run's rep stream must equal the run
+/// without a swap (same ids, same metrics).
+@Suite("rep-detector processes", .serialized)
+struct SwapProcessTests {
+    /// A simulated session: 2 sets of 4 reps, laser at 50 Hz, 5 readings a message.
+    static func session() -> (messages: [SampleMessage], reps: Int) {
+        var config = SimulationConfig()
+        config.station = "swap-1"
+        config.sets = 2
+        config.repsPerSet = 4
+        config.restS = 6
+        config.imuRateHz = 0
+        var sensors = SimulatedSensors(config)
+        var messages: [SampleMessage] = []
+        var batch: [SampleMessage.DistanceReading] = []
+        var t = 0.0
+        while t <= sensors.timeline.duration {
+            batch.append(sensors.distance(at: t, wallOrigin: 1_763_812_345))
+            if batch.count == 5 {
+                messages.append(SampleMessage(.distance(batch), device: "sim"))
+                batch = []
+            }
+            t += 1 / config.distanceRateHz
+        }
+        return (messages, sensors.timeline.reps.count)
+    }
+
+    /// What a rep stream is compared on: everything but the publishing instance.
+    struct RepKey: Equatable, CustomStringConvertible {
+        let repId: String, setId: String, index: Int
+        let mean: Double, peak: Double, propulsive: Double, rom: Double, tEnd: Double
+        init(_ rep: RepMessage) {
+            (repId, setId, index) = (rep.repId, rep.setId, rep.index)
+            (mean, peak, propulsive, rom, tEnd) = (rep.meanVelocityMps, rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.tEnd)
+        }
+        var description: String { "\(repId) #\(index) \(String(format: "%.4f", mean))" }
+    }
+
+    /// One run: a bus, a detector, a replay at `speed`; a new detector takes over at each of `swapsAtS`.
+    /// The test plays the recorded readings itself, with their original times, at 4x
+    /// real time, so every run sees identical input.
+    func run(session: [SampleMessage], expected: Int, swapsAtS: [Double], dir: TemporaryDirectory) throws -> (reps: [RepKey], detectors: Int) {
+        let config = freeBusConfig()
+        let env = config.environmentVariables
+        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
+        defer { _ = bus.terminate() }
+        let context = ZMQContext()
+        var logger = Logger(label: "test.swap")
+        logger.logLevel = .error
+        let subscriber = try Subscriber(context: context, config: config, prefixes: ["rep."], logger: logger)
+        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
+            _ = try subscriber.next(timeoutMs: 50)
+            return subscriber.stats.busHeartbeats > 0
+        })
+        var current = try ManagedProcess("rep-detector", [], environment: env, workDirectory: dir.url)
+        #expect(current.waitForStderr("rep detector running", timeoutS: 20))
+        var reps: [RepKey] = []
+        func drain() throws {
+            while let message = try subscriber.next(timeoutMs: 0) {
+                if let rep = try? message.payload(as: RepMessage.self) { reps.append(RepKey(rep)) }
+            }
+        }
+        let publisher = try Publisher(context: context, config: config, program: "swap-test")
+        #expect(try publisher.waitForSubscriber(topic: "sample.swap-1", timeoutS: 20))
+        let started = monotonicSeconds()
+        var next = 0
+        /// Publishes what is due by now (4x speed: one 0.1 s message every 25 ms).
+        func play(until moment: Double) throws {
+            while next < session.count {
+                let due = Double(next) * 0.025
+                if due > moment { return }
+                let wait = started + due - monotonicSeconds()
+                if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
+                try publisher.publish(session[next], station: "swap-1", ts: wallClockSeconds())
+                next += 1
+                try drain()
+            }
+        }
+        var detectors = 1
+        for moment in swapsAtS {
+            try play(until: moment)
+            let incoming = try ManagedProcess("rep-detector", ["--takeover"], environment: env, workDirectory: dir.url)
+            detectors += 1
+            // The stream goes on while the new detector starts and takes over.
+            let deadline = monotonicSeconds() + 30
+            while !incoming.stderrText.contains("took over"), monotonicSeconds() < deadline {
+                try play(until: monotonicSeconds() - started + 0.01)
+            }
+            #expect(incoming.stderrText.contains("took over"), "no takeover: \(incoming.stderrText)")
+            let code = current.waitForExit(timeoutS: 20)
+            #expect(code == 0, "the old detector exits 0, not \(String(describing: code)): \(current.stderrText)")
+            #expect(incoming.stderrText.contains("from=rep-detector-"), "the state came from the running detector")
+            current = incoming
+        }
+        try play(until: .infinity)
+        #expect(try waitUntil(timeoutS: 30, intervalS: 0) {
+            try drain()
+            return reps.count >= expected
+        }, "\(reps.count) reps of \(expected)")
+        #expect(current.terminate() == 0)
+        try drain()
+        #expect(subscriber.stats.totals.gaps == 0 && subscriber.stats.totals.duplicates == 0)
+        return (reps, detectors)
+    }
+
+    @Test("a swap at 20 moments (inside reps, between reps, between sets) changes nothing in the rep stream")
+    func swap() throws {
+        let dir = try TemporaryDirectory()
+        let (session, expected) = Self.session()
+        let baseline = try run(session: session, expected: expected, swapsAtS: [], dir: dir).reps
+        #expect(baseline.count == expected, "the no-swap run counts every rep")
+        // 4 runs x 5 swaps; the session lasts ~10 s at 4x, so the moments cover it.
+        for runIndex in 0..<4 {
+            let moments = (0..<5).map { 0.6 + Double($0) * 1.6 + Double(runIndex) * 0.4 }
+            let (reps, detectors) = try run(session: session, expected: expected, swapsAtS: moments, dir: dir)
+            #expect(detectors == 6)
+            #expect(reps == baseline, "run \(runIndex + 1) with swaps at \(moments): \(reps) vs \(baseline)")
+        }
+    }
+}
