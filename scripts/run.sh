@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: starts the system built so far on this machine and shows the
-# live gym: the bus, three simulated stations (no hardware needed) and
-# `vbt echo` on their status and rep-relevant traffic. Ctrl-C stops everything.
+# live gym: the bus, three simulated stations (no hardware needed), the rep
+# detector, and `vbt echo` on what a coach watches (reps, sets, rejected
+# attempts, sensor status). Ctrl-C stops everything.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
@@ -23,8 +24,12 @@ pids+=($!)
 "$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo &
 pids+=($!)
 
-echo "run: 3 simulated stations (rack-01, bench-01, platform-01); watching the bus with 'vbt echo' (Ctrl-C to stop)"
+"$bin/rep-detector" &
+pids+=($!)
+
+echo "run: 3 simulated stations (rack-01, bench-01, platform-01) and rep-detector"
+echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
 echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt echo sample.rack-01"
-"$bin/vbt" echo &
+"$bin/vbt" echo rep. set. rejected. status. &
 pids+=($!)
 wait -n "${pids[@]}"

@@ -69,3 +69,30 @@ def _readings_so_far(path: Path) -> int:
         return readings(read_recording(path))
     except (OSError, ValueError):
         return 0
+
+
+def test_detector_messages_validate(bus: Bus, tmp_path: Path):
+    """rep-detector's rep, set and rejected messages, from a simulated session, validate against proto/."""
+    out, stats = tmp_path / "detector.jsonl", tmp_path / "detector.stats.json"
+    recorder = bus.spawn("record-detector", ["vbt", "record", "--out", str(out), "--stats", str(stats),
+                                             "--stats-interval", "0.1", "rep.", "set.", "rejected."])
+    recorder.wait_for_log("bus connected")
+    detector = bus.spawn("rep-detector", ["rep-detector", "--idle-timeout", "6"])
+    detector.wait_for_log("bus connected")
+    bus.run(["sensor-bridge", "--simulate", "--station", "det-py", "--speed", "0", "--sets", "1", "--reps", "3",
+             "--rest", "8", "--imu-rate", "0"], timeout=60)
+    # The set ends 6 s (reading time) after its last rep: the rest in the session covers it.
+    wait_until(lambda: received_by_topic(read_stats(stats)).get("set.det-py", 0) >= 2
+               and received_by_topic(read_stats(stats)).get("rep.det-py", 0) >= 3,
+               "3 reps and a whole set", detail=bus.describe)
+    assert detector.terminate() == 0, detector.describe()
+    assert recorder.terminate() == 0, recorder.describe()
+    records = read_recording(out)
+    reps = [r["msg"] for r in records if r["msg"]["type"] == "rep"]
+    assert [r["index"] for r in reps] == [1, 2, 3]
+    assert len({r["rep_id"] for r in reps}) == 3 and len({r["set_id"] for r in reps}) == 1
+    for record in records:
+        validate_message(record["msg"])
+        check_src(record["msg"], record["topic"])
+    ends = [r["msg"] for r in records if r["msg"]["type"] == "set" and r["msg"]["event"] == "end"]
+    assert ends and ends[0]["reps"] == 3 and ends[0]["reason"] == "idle"
