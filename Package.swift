@@ -98,7 +98,7 @@ let package = Package(
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
         .executableTarget(
             name: "vbt-bench",
-            dependencies: ["VBTBus", "VBTTesting", "CZeroMQ"],
+            dependencies: ["VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "CZeroMQ"],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(

@@ -12,6 +12,8 @@ import Dispatch
 import Foundation
 import Logging
 import VBTBus
+import VBTDetection
+import VBTSensors
 import VBTTesting
 
 let arguments = CommandLine.arguments
@@ -23,11 +25,13 @@ func option(_ name: String, _ fallback: Int) -> Int {
 }
 if arguments.contains("--help") {
     print("""
-        USAGE: vbt-bench [--messages N] [--runs R]
+        USAGE: vbt-bench [--messages N] [--runs R] [--detector-only]
 
         Prints envelope encode/decode rates (beside Foundation's JSON coders) and
         end-to-end bus throughput for 200-byte messages (beside raw libzmq through
-        zmq_proxy), as medians over R runs. Build with -c release (make bench does).
+        zmq_proxy), and rep detection: readings per second per core and the time
+        to turn a rep's completing reading into the rep, as medians over R runs.
+        Build with -c release (make bench does).
         """)
     exit(0)
 }
@@ -245,7 +249,73 @@ final class ResultBox: @unchecked Sendable {
     var value: Double { lock.withLock { stored } }
 }
 
+// MARK: Rep detection
+
+/// Readings of a simulated session (3 sets of 6 squats) for the detector benchmark.
+func sessionReadings(imu: Bool) -> [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] {
+    var config = SimulationConfig()
+    config.restS = 20
+    var sensors = SimulatedSensors(config)
+    var readings: [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] = []
+    let step = imu ? 1 / config.imuRateHz : 1 / config.distanceRateHz
+    var t = 0.0
+    while t <= sensors.timeline.duration {
+        if imu {
+            let r = sensors.imu(at: t, wallOrigin: 1_763_812_345)
+            readings.append((r.t, r.accG.x, r.accG.y, r.accG.z, r.angleDeg.x, r.angleDeg.y))
+        } else {
+            let r = sensors.distance(at: t, wallOrigin: 1_763_812_345)
+            readings.append((r.t, r.distanceMm, 0, 0, 0, 0))
+        }
+        t += step
+    }
+    return readings
+}
+
+/// Feeds a session through one station's detector: (readings per second, per-rep completion times in µs).
+func detectorRun(_ readings: [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)], imu: Bool) -> (rate: Double, completionUs: [Double], reps: Int) {
+    var detector = StationDetector(station: "bench")
+    var completion: [Double] = []
+    var reps = 0
+    let start = monotonicSeconds()
+    for r in readings {
+        let before = monotonicSeconds()
+        let outputs = imu ? detector.feedIMU(t: r.t, accG: (r.a, r.b, r.c), angleDeg: (r.roll, r.pitch)) : detector.feedDistance(t: r.t, distanceMm: r.a)
+        let found = outputs.filter { if case .rep = $0 { true } else { false } }.count
+        if found > 0 {
+            completion.append((monotonicSeconds() - before) * 1e6)
+            reps += found
+        }
+    }
+    return (Double(readings.count) / (monotonicSeconds() - start), completion, reps)
+}
+
+func detectorReport() {
+    print("")
+    print("rep detection, one station, one core (a simulated session of 3 x 6 squats)")
+    for imu in [false, true] {
+        let readings = sessionReadings(imu: imu)
+        var rates: [Double] = [], completions: [Double] = []
+        var reps = 0
+        for _ in 0..<runs {
+            let run = detectorRun(readings, imu: imu)
+            rates.append(run.rate)
+            completions += run.completionUs
+            reps = run.reps
+        }
+        let sorted = completions.sorted()
+        let p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+        print("  \(imu ? "bar IMU 100 Hz" : "laser 50 Hz   ")  \(format(median(rates))) readings   \(reps) reps; "
+              + String(format: "completing reading -> rep: median %.0f us, p99 %.0f us (seed: 45 ms)", median(completions), p99))
+    }
+}
+
 // MARK: Report
+
+if arguments.contains("--detector-only") {
+    detectorReport()
+    exit(0)
+}
 
 print("vbt-bench: libzmq \(ZMQContext.version), message \(messageBytes) bytes (topic + JSON), \(runs) runs, medians")
 var encodes: [Double] = [], decodes: [Double] = [], foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
@@ -271,3 +341,5 @@ print("bus end to end, \(busMessages) msgs/run, TCP loopback, pub -> forwarder -
 print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
 print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
 print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
+
+detectorReport()

@@ -167,33 +167,54 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     // The moving side is after t0 for the start of a rise, before it for the end.
     let movingAfter = minimum
     let sign = minimum ? 1.0 : -1.0
-    var best = (t: guess, p: points[0].positionM, error: Double.infinity)
-    var candidate = guess - halfWindowS
-    while candidate <= guess + halfWindowS {
-        for flatOtherSide in [false, true] {
-            var ata = [[Double]](repeating: [0, 0, 0, 0], count: 4), atb = [0.0, 0, 0, 0]
-            var rows: [([Double], Double)] = []
-            for point in points {
-                let d = point.t - candidate
-                let moving = movingAfter ? d > 0 : d < 0
-                let row = [1.0, moving ? d * d : 0, moving ? d * d * d : 0, !moving && !flatOtherSide ? d * d : 0]
-                rows.append((row, point.positionM))
-                for i in 0..<4 {
-                    atb[i] += row[i] * point.positionM
-                    for j in 0..<4 { ata[i][j] += row[i] * row[j] }
-                }
+    let times = points.map(\.t), values = points.map(\.positionM)
+    /// The fit's squared error with the turning point at `candidate`, and p0.
+    /// The normal equations only need power sums (the two sides' columns never
+    /// overlap), so one pass of scalar sums per try, no allocation.
+    func fit(_ candidate: Double) -> (error: Double, p: Double)? {
+        var n = 0.0, y = 0.0, yy = 0.0
+        var m2 = 0.0, m3 = 0.0, m4 = 0.0, m5 = 0.0, m6 = 0.0, my2 = 0.0, my3 = 0.0  // moving side
+        var o2 = 0.0, o4 = 0.0, oy2 = 0.0  // other side
+        for (t, value) in zip(times, values) {
+            let d = t - candidate
+            n += 1; y += value; yy += value * value
+            if movingAfter ? d > 0 : d < 0 {
+                let d2 = d * d, d3 = d2 * d
+                m2 += d2; m3 += d3; m4 += d2 * d2; m5 += d2 * d3; m6 += d3 * d3
+                my2 += value * d2; my3 += value * d3
+            } else {
+                let d2 = d * d
+                o2 += d2; o4 += d2 * d2; oy2 += value * d2
             }
-            if flatOtherSide { ata[3][3] = 1 }
-            guard let x = solveLinear(ata, atb), x[1] * sign > 0, x[3] * sign >= 0 else { continue }
-            var error = 0.0
-            for (row, value) in rows {
-                let model = row[0] * x[0] + row[1] * x[1] + row[2] * x[2] + row[3] * x[3]
-                error += (value - model) * (value - model)
-            }
-            if error < best.error { best = (candidate, x[0], error) }
         }
-        candidate += 0.001
+        var best: (error: Double, p: Double)?
+        for flatOtherSide in [false, true] {
+            let a: [[Double]] = [
+                [n, m2, m3, flatOtherSide ? 0 : o2],
+                [m2, m4, m5, 0],
+                [m3, m5, m6, 0],
+                [flatOtherSide ? 0 : o2, 0, 0, flatOtherSide ? 1 : o4],
+            ]
+            let b = [y, my2, my3, flatOtherSide ? 0 : oy2]
+            guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0 else { continue }
+            // For a least-squares solution, SSE = y'y - x'(A'y).
+            let error = yy - (x[0] * b[0] + x[1] * b[1] + x[2] * b[2] + x[3] * b[3])
+            if best == nil || error < best!.error { best = (error, x[0]) }
+        }
+        return best
     }
+    // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the best.
+    var best = (t: guess, p: points[0].positionM, error: Double.infinity)
+    func search(from: Double, to: Double, step: Double) {
+        var candidate = from
+        while candidate <= to {
+            if let result = fit(candidate), result.error < best.error { best = (candidate, result.p, result.error) }
+            candidate += step
+        }
+    }
+    search(from: guess - halfWindowS, to: guess + halfWindowS, step: 0.004)
+    let coarse = best.t
+    search(from: coarse - 0.004, to: coarse + 0.004, step: 0.0005)
     return (best.t, best.p)
 }
 
