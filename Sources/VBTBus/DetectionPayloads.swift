@@ -174,6 +174,51 @@ public struct RejectedMessage: BusPayload, Equatable {
     }
 }
 
+/// `profile`: an athlete's load-velocity profile for an exercise.
+public struct ProfileMessage: BusPayload, Equatable {
+    public static let type = "profile"
+    public var exercise: String
+    /// The loads with a set this session, lightest first.
+    public var loadsKg: [Double]
+    /// The fastest mean velocity at each of those loads.
+    public var meanVelocitiesMps: [Double]
+    public var interceptMps: Double
+    public var slopeMpsPerKg: Double
+    public var r2: Double
+    /// The minimal velocity threshold used for e1RM.
+    public var mvtMps: Double
+    public var e1rmKg: Double?
+
+    /// Creates a profile message.
+    public init(exercise: String, loadsKg: [Double], meanVelocitiesMps: [Double], interceptMps: Double, slopeMpsPerKg: Double,
+                r2: Double, mvtMps: Double, e1rmKg: Double?) {
+        (self.exercise, self.loadsKg, self.meanVelocitiesMps, self.interceptMps) = (exercise, loadsKg, meanVelocitiesMps, interceptMps)
+        (self.slopeMpsPerKg, self.r2, self.mvtMps, self.e1rmKg) = (slopeMpsPerKg, r2, mvtMps, e1rmKg)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        exercise = try fields.string("exercise")
+        loadsKg = try fields.numbers("loads_kg")
+        meanVelocitiesMps = try fields.numbers("mean_velocities_mps")
+        interceptMps = try fields.number("intercept_mps")
+        slopeMpsPerKg = try fields.number("slope_mps_per_kg")
+        r2 = try fields.number("r2")
+        mvtMps = try fields.number("mvt_mps")
+        e1rmKg = try fields.optionalNumber("e1rm_kg")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("exercise", exercise)
+        writer.key("loads_kg"); writer.numbers(loadsKg)
+        writer.key("mean_velocities_mps"); writer.numbers(meanVelocitiesMps)
+        writer.field("intercept_mps", interceptMps)
+        writer.field("slope_mps_per_kg", slopeMpsPerKg)
+        writer.field("r2", r2)
+        writer.field("mvt_mps", mvtMps)
+        writer.optionalField("e1rm_kg", e1rmKg)
+    }
+}
+
 /// `takeover`: a new detector asks the running one to hand its stations over.
 public struct TakeoverMessage: BusPayload, Equatable {
     public static let type = "takeover"
@@ -236,6 +281,17 @@ public struct HandoffMessage: BusPayload, Equatable {
 }
 
 extension JSONObject {
+    /// A required array of numbers.
+    func numbers(_ key: String) throws(PayloadError) -> [Double] {
+        guard case .array(let items)? = self[key] else { throw PayloadError("\(key) must be an array of numbers") }
+        var values: [Double] = []
+        for item in items {
+            guard case .number(let value) = item else { throw PayloadError("\(key) must be an array of numbers") }
+            values.append(value)
+        }
+        return values
+    }
+
     /// An object of stream name -> sequence number.
     func seqMap(_ key: String) throws(PayloadError) -> [String: Int] {
         guard let object = try optionalObject(key) else { return [:] }

@@ -205,6 +205,11 @@ public final class DetectorRuntime {
                 bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
                 exercise: event.exercise, loadKg: event.loadKg),
                 station: event.station, athlete: event.athlete)
+        case .profile(let profile):
+            try publisher.publish(ProfileMessage(
+                exercise: profile.exercise, loadsKg: profile.points.map(\.loadKg), meanVelocitiesMps: profile.points.map(\.meanVelocityMps),
+                interceptMps: profile.interceptMps, slopeMpsPerKg: profile.slopeMpsPerKg, r2: profile.r2, mvtMps: profile.mvtMps,
+                e1rmKg: profile.e1rmKg), station: profile.station, athlete: profile.athlete)
         }
     }
 

@@ -136,11 +136,53 @@ public struct SetEvent: Sendable, Codable, Equatable {
     public var t: Double
 }
 
+/// A load-velocity profile: v = intercept + slope x load over the fastest
+/// rep at each load, and the load where the line meets the exercise's MVT.
+public struct LoadVelocityProfile: Sendable, Codable, Equatable {
+    public var station: String
+    public var athlete: String?
+    public var exercise: String
+    /// (load kg, best mean velocity m/s), one per load, lightest first.
+    public var points: [Point]
+    public var interceptMps: Double
+    public var slopeMpsPerKg: Double
+    /// Coefficient of determination of the fit (1 = every point on the line).
+    public var r2: Double
+    public var mvtMps: Double
+    /// Estimated 1RM: (MVT - intercept) / slope; nil unless velocity falls with load.
+    public var e1rmKg: Double?
+
+    public struct Point: Sendable, Codable, Equatable {
+        public var loadKg: Double
+        public var meanVelocityMps: Double
+    }
+
+    /// Fits `points` (at least two different loads); nil otherwise.
+    public static func fit(station: String, athlete: String?, exercise: ExerciseProfile, points: [Point]) -> LoadVelocityProfile? {
+        guard Set(points.map(\.loadKg)).count >= 2 else { return nil }
+        let n = Double(points.count)
+        let meanX = points.reduce(0) { $0 + $1.loadKg } / n, meanY = points.reduce(0) { $0 + $1.meanVelocityMps } / n
+        var sxy = 0.0, sxx = 0.0, syy = 0.0
+        for p in points {
+            sxy += (p.loadKg - meanX) * (p.meanVelocityMps - meanY)
+            sxx += (p.loadKg - meanX) * (p.loadKg - meanX)
+            syy += (p.meanVelocityMps - meanY) * (p.meanVelocityMps - meanY)
+        }
+        let slope = sxy / sxx, intercept = meanY - slope * meanX
+        let r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1
+        let e1rm = slope < 0 ? (exercise.mvtMps - intercept) / slope : nil
+        return LoadVelocityProfile(station: station, athlete: athlete, exercise: exercise.name, points: points, interceptMps: intercept,
+                                   slopeMpsPerKg: slope, r2: r2, mvtMps: exercise.mvtMps, e1rmKg: e1rm)
+    }
+}
+
 /// What feeding the detector produced.
 public enum DetectorOutput: Sendable, Equatable {
     case rep(DetectedRep)
     case rejected(RejectedRep)
     case set(SetEvent)
+    /// The load-velocity profile after a set at a new load, from two loads on.
+    case profile(LoadVelocityProfile)
 }
 
 /// The detector of one station.
@@ -156,6 +198,8 @@ public struct StationDetector: Sendable, Codable {
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
     private var lastRepEndT = -Double.infinity
+    /// Fastest mean velocity per load, per athlete (or station) and exercise, this session.
+    private var profilePoints: [String: [Double: Double]] = [:]
     /// Reading time of the newest reading seen.
     public private(set) var lastReadingT = -Double.infinity
 
@@ -206,7 +250,18 @@ public struct StationDetector: Sendable, Codable {
     public mutating func endSet(reason: SetEvent.Reason, at t: Double) -> [DetectorOutput] {
         guard let set = openSet else { return [] }
         openSet = nil
-        return [.set(setEvent(set, kind: .end, reason: reason, at: t))]
+        var out: [DetectorOutput] = [.set(setEvent(set, kind: .end, reason: reason, at: t))]
+        if let load = assignment.loadKg, let best = set.reps.max() {
+            let key = "\(assignment.athlete ?? station)|\(exercise.name)"
+            var points = profilePoints[key] ?? [:]
+            points[load] = max(points[load] ?? 0, best)
+            profilePoints[key] = points
+            let list = points.sorted { $0.key < $1.key }.map { LoadVelocityProfile.Point(loadKg: $0.key, meanVelocityMps: $0.value) }
+            if let profile = LoadVelocityProfile.fit(station: station, athlete: assignment.athlete, exercise: exercise, points: list) {
+                out.append(.profile(profile))
+            }
+        }
+        return out
     }
 
     /// Ends the open set when the station has been idle (by reading time, or by

@@ -259,6 +259,7 @@ public struct SimulatorSource: SensorSource {
             ])
             let startedAt = monotonicSeconds()
             var nextDistance = 0.0, nextIMU = 0.0
+            var nextStatus = 5.0  // session seconds: a streaming report every 5 s, as real sources send
             let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
             let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
             while !stop.isSet {
@@ -275,6 +276,12 @@ public struct SimulatorSource: SensorSource {
                 if nextIMU <= t {
                     queue.push(.readings(station: config.station, device: device, .imu([sensors.imu(at: t, wallOrigin: origin)])))
                     nextIMU += imuStep
+                }
+                if t >= nextStatus {
+                    nextStatus += 5
+                    for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz)] where rate > 0 {
+                        queue.push(.status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
+                    }
                 }
             }
             origin += duration + min(distanceStep, imuStep)

@@ -193,3 +193,36 @@ struct HandoverStateTests {
         #expect(reps(expected).count == 2)
     }
 }
+
+@Suite("Load-velocity profile")
+struct ProfileTests {
+    @Test("fit and e1RM: v = a + b load, e1RM = (MVT - a) / b")
+    func fit() throws {
+        // An exact line: v = 1.5 - 0.01 x load; squat MVT 0.30 gives e1RM 120 kg.
+        let points = [60.0, 80, 100].map { LoadVelocityProfile.Point(loadKg: $0, meanVelocityMps: 1.5 - 0.01 * $0) }
+        let profile = try #require(LoadVelocityProfile.fit(station: "r", athlete: "ana", exercise: ExerciseProfile.catalogue["squat"]!, points: points))
+        #expect(abs(profile.interceptMps - 1.5) < 1e-9 && abs(profile.slopeMpsPerKg + 0.01) < 1e-12)
+        #expect(abs(profile.r2 - 1) < 1e-12)
+        #expect(abs(profile.e1rmKg! - 120) < 1e-6)
+        #expect(LoadVelocityProfile.fit(station: "r", athlete: nil, exercise: ExerciseProfile.catalogue["squat"]!, points: Array(points.prefix(1))) == nil)
+    }
+
+    @Test("the detector publishes a profile after sets at two loads")
+    func fromSets() {
+        var detector = StationDetector(station: "rack-01")
+        detector.assignment.exercise = "generic"
+        var outputs: [DetectorOutput] = []
+        var start = 1_763_812_345.0
+        for (load, seconds) in [(60.0, 0.6), (100.0, 1.0)] {
+            detector.assignment.loadKg = load
+            let path = distancePath([(523, 0), (523, 0.4), (135, 1.1), (520, seconds), (520, 0.6)], start: start)
+            outputs += path.flatMap { detector.feedDistance(t: $0.t, distanceMm: $0.mm) }
+            outputs += detector.endSet(reason: .command, at: path.last!.t)
+            start += 60
+        }
+        let profiles = outputs.compactMap { if case .profile(let p) = $0 { p } else { nil } }
+        #expect(profiles.count == 1)
+        #expect(profiles.first?.points.map(\.loadKg) == [60, 100])
+        #expect((profiles.first?.slopeMpsPerKg ?? 0) < 0)
+    }
+}
