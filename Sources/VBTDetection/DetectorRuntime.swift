@@ -15,6 +15,8 @@ public struct DetectorOptions: Sendable {
     /// Longest wait for the running detector's hand-over before starting fresh.
     public var takeoverTimeoutS = 10.0
     public var settings = DetectorSettings()
+    /// The pattern library's file (learned patterns survive restarts); nil keeps them in memory.
+    public var patternsPath: String? = "data/patterns.json"
     /// Creates the defaults.
     public init() {}
 }
@@ -43,6 +45,7 @@ public final class DetectorRuntime {
     private var mode: Mode
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
+    private var library = PatternLibrary()
 
     /// The instance name, written into every rep's `detector` field.
     public var instance: String { publisher.stamper.instance }
@@ -62,6 +65,13 @@ public final class DetectorRuntime {
         publisher = try Publisher(context: context, config: config, program: "rep-detector")
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
+        if let path = options.patternsPath {
+            do {
+                library = try PatternLibrary.load(path: path)
+            } catch {
+                logger.warning("pattern library unreadable; starting without patterns", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -130,7 +140,7 @@ public final class DetectorRuntime {
         if let done = positions[message.envelope.src], seq <= done { return }
         positions[message.envelope.src] = seq
         lastArrival[station] = monotonicSeconds()
-        var detector = detectors[station] ?? StationDetector(station: station, settings: options.settings)
+        var detector = detectors[station] ?? newDetector(station)
         var outputs: [DetectorOutput] = []
         if message.envelope.type == "cmd" {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else { return }
@@ -153,7 +163,28 @@ public final class DetectorRuntime {
             }
         }
         detectors[station] = detector
-        for output in outputs { try publish(output, athlete: detector.assignment.athlete) }
+        for output in outputs {
+            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
+        }
+    }
+
+    private func newDetector(_ station: String) -> StationDetector {
+        var detector = StationDetector(station: station, settings: options.settings)
+        detector.patterns = library.patterns.values.flatMap { $0 }
+        return detector
+    }
+
+    /// Stores a learned pattern and gives every station the new library.
+    private func learn(_ pattern: RepPattern) {
+        library.add(pattern)
+        let all = library.patterns.values.flatMap { $0 }
+        for station in detectors.keys { detectors[station]?.patterns = all }
+        if let path = options.patternsPath {
+            do { try library.save(path: path) } catch {
+                logger.error("pattern not saved", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
+        logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
@@ -205,6 +236,8 @@ public final class DetectorRuntime {
                 bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
                 exercise: event.exercise, loadKg: event.loadKg),
                 station: event.station, athlete: event.athlete)
+        case .pattern:
+            return  // stored by the runtime, not published
         case .profile(let profile):
             try publisher.publish(ProfileMessage(
                 exercise: profile.exercise, loadsKg: profile.points.map(\.loadKg), meanVelocitiesMps: profile.points.map(\.meanVelocityMps),
@@ -221,7 +254,9 @@ public final class DetectorRuntime {
             guard var detector = detectors[station], detector.setIsOpen else { continue }
             let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
             detectors[station] = detector
-            for output in outputs { try publish(output, athlete: detector.assignment.athlete) }
+            for output in outputs {
+                if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
+            }
         }
     }
 
@@ -271,6 +306,8 @@ public final class DetectorRuntime {
         detectors = states
         positions = handed
         mode = .active
+        // The old detector saved every pattern it learned before handing over.
+        if let path = options.patternsPath, let saved = try? PatternLibrary.load(path: path) { library = saved }
         var replayed = 0
         for message in buffer {
             let before = positions[message.envelope.src]

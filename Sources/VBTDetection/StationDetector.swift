@@ -183,6 +183,8 @@ public enum DetectorOutput: Sendable, Equatable {
     case set(SetEvent)
     /// The load-velocity profile after a set at a new load, from two loads on.
     case profile(LoadVelocityProfile)
+    /// A pattern learned from a finished set (to be stored).
+    case pattern(RepPattern)
 }
 
 /// The detector of one station.
@@ -198,6 +200,8 @@ public struct StationDetector: Sendable, Codable {
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
     private var lastRepEndT = -Double.infinity
+    /// Learned patterns (all exercises), kept current by the runtime from the pattern library.
+    public var patterns: [RepPattern] = []
     /// Fastest mean velocity per load, per athlete (or station) and exercise, this session.
     private var profilePoints: [String: [Double: Double]] = [:]
     /// Reading time of the newest reading seen.
@@ -206,6 +210,7 @@ public struct StationDetector: Sendable, Codable {
     struct OpenSet: Sendable, Codable {
         var setId: String
         var reps: [Double]  // mean velocities
+        var curves: [[Double]] = []  // each rep's velocity curve, for pattern learning
         var lastRepT: Double
         var startT: Double
     }
@@ -251,6 +256,11 @@ public struct StationDetector: Sendable, Codable {
         guard let set = openSet else { return [] }
         openSet = nil
         var out: [DetectorOutput] = [.set(setEvent(set, kind: .end, reason: reason, at: t))]
+        // A set of 3 reps or more becomes a pattern of how this athlete lifts this exercise.
+        if set.curves.count >= 3 {
+            let curve = (0..<RepPattern.length).map { k in set.curves.reduce(0) { $0 + $1[k] } / Double(set.curves.count) }
+            out.append(.pattern(RepPattern(exercise: exercise.name, curve: curve, loadKg: assignment.loadKg, reps: set.curves.count, recordedT: t)))
+        }
         if let load = assignment.loadKg, let best = set.reps.max() {
             let key = "\(assignment.athlete ?? station)|\(exercise.name)"
             var points = profilePoints[key] ?? [:]
@@ -280,16 +290,25 @@ public struct StationDetector: Sendable, Codable {
     private mutating func judge(_ candidate: ConcentricCandidate, trace: [KinematicSample], sensor: String) -> [DetectorOutput] {
         let expected = assignment.romMm ?? learnedRomMm[exercise.name] ?? exercise.romMm
         // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
-        guard candidate.riseM * 1000 >= settings.attemptShare * expected else { return [] }
+        // (0.8 of the share first: a pattern match may relax it below.)
+        guard candidate.riseM * 1000 >= 0.8 * settings.attemptShare * expected else { return [] }
         guard let measurement = measureConcentric(trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg) else {
             return []
         }
+        // Pattern learning: a live curve that matches how this athlete lifts relaxes the thresholds.
+        let curve = RepPattern.curve(trace, from: measurement.concentricStartT, to: measurement.concentricEndT)
+        let matched = curve.map { curve in
+            patterns.filter { $0.exercise == exercise.name }
+                .contains { $0.score(against: curve, loadKg: assignment.loadKg, now: candidate.completedT) >= RepPattern.adoptionScore }
+        } ?? false
+        let amplitude = matched ? 0.8 : 1.0, duration = matched ? 0.7 : 1.0
+        guard candidate.riseM * 1000 >= amplitude * settings.attemptShare * expected else { return [] }
         func reject(_ reason: String, _ detail: String) -> [DetectorOutput] {
             [.rejected(RejectedRep(station: station, reason: reason, detail: detail, measurement: measurement, tEnd: candidate.completedT, sensor: sensor))]
         }
         // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
         let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
-        let low = known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6
+        let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude
         let high = known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5
         if measurement.romMm < low {
             return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
@@ -297,18 +316,18 @@ public struct StationDetector: Sendable, Codable {
         if measurement.romMm > high {
             return reject("rom-too-long", String(format: "ROM %.0f mm above %.0f mm", measurement.romMm, high))
         }
-        let minimum = assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
-            ?? settings.defaultMinConcentricS
+        let minimum = (assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
+            ?? settings.defaultMinConcentricS) * duration
         if measurement.concentricS < minimum {
             return reject("too-fast", String(format: "concentric %.2f s shorter than %.2f s", measurement.concentricS, minimum))
         }
         if measurement.concentricStartT - lastRepEndT < settings.refractoryS {
             return reject("refractory", String(format: "started %.2f s after the previous rep", measurement.concentricStartT - lastRepEndT))
         }
-        return accept(measurement, completedT: candidate.completedT, sensor: sensor)
+        return accept(measurement, curve: curve, completedT: candidate.completedT, sensor: sensor)
     }
 
-    private mutating func accept(_ measurement: RepMeasurement, completedT: Double, sensor: String) -> [DetectorOutput] {
+    private mutating func accept(_ measurement: RepMeasurement, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         lastRepEndT = measurement.concentricEndT
         learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
@@ -319,6 +338,7 @@ public struct StationDetector: Sendable, Codable {
         }
         guard var set = openSet else { return out }
         set.reps.append(measurement.meanVelocityMps)
+        if let curve { set.curves.append(curve) }
         set.lastRepT = completedT
         openSet = set
         let loss = velocityLoss(set.reps)

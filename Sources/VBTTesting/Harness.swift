@@ -91,6 +91,7 @@ public final class ManagedProcess: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment
         for (key, value) in extra { env[key] = value }
         process.environment = env
+        process.currentDirectoryURL = workDirectory
         process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
         try process.run()

@@ -15,6 +15,8 @@ struct RepDetector: AsyncParsableCommand {
             set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign
             {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm},
             set.load {load_kg}, set.end.
+            Sets of 3 or more reps are learned as patterns of how the athlete lifts (kept in --patterns);
+            a live rep that matches one (dynamic time warping) gets relaxed thresholds.
             --takeover replaces a running detector without losing or repeating a rep: the running
             one hands its state over and exits 0.
             """)
@@ -27,6 +29,9 @@ struct RepDetector: AsyncParsableCommand {
 
     @Option(help: "Seconds without a rep that end a set.")
     var idleTimeout: Double = 10
+
+    @Option(help: "The learned-pattern library (JSON); patterns survive restarts and hand-overs.")
+    var patterns: String = "data/patterns.json"
 
     @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
     var pubEndpoint: String?
@@ -48,6 +53,7 @@ struct RepDetector: AsyncParsableCommand {
         options.stationsGlob = stations
         options.takeover = takeover
         options.settings.idleTimeoutS = idleTimeout
+        options.patternsPath = patterns
         let settings = options, busConfig = config
         let stop = StopFlag()
         do {

@@ -226,3 +226,52 @@ struct ProfileTests {
         #expect((profiles.first?.slopeMpsPerKg ?? 0) < 0)
     }
 }
+
+@Suite("Pattern learning")
+struct PatternTests {
+    @Test("DTW: same shape close, time-warped shape close, other shape far")
+    func dtw() {
+        let sine = (0..<32).map { sin(Double.pi * Double($0) / 31) }
+        let warped = (0..<32).map { k -> Double in let x = Double(k) / 31; return sin(Double.pi * pow(x, 1.3)) }
+        let ramp = (0..<32).map { Double($0) / 31 }
+        #expect(RepPattern.dtwDistance(sine, sine) == 0)
+        #expect(RepPattern.dtwDistance(sine, warped) < RepPattern.dtwDistance(sine, ramp) / 3)
+    }
+
+    @Test("a learned pattern relaxes the minimum duration for a matching rep, and survives a save and load")
+    func adaptation() throws {
+        // Reps of 0.36 s concentric: too fast for a `strength` target (0.4 s) without a pattern.
+        func session(_ detector: inout StationDetector, start: Double) -> [DetectorOutput] {
+            var outputs: [DetectorOutput] = []
+            var t = start
+            for _ in 0..<3 {
+                let path = distancePath([(523, 0), (523, 0.3), (135, 1.0), (520, 0.36), (520, 1.0)], start: t)
+                outputs += path.flatMap { detector.feedDistance(t: $0.t, distanceMm: $0.mm) }
+                t = path.last!.t
+            }
+            return outputs + detector.endSet(reason: .command, at: t)
+        }
+        var strict = StationDetector(station: "rack-01")
+        strict.assignment.targetZone = "strength"
+        #expect(reps(session(&strict, start: 1_763_812_345)).isEmpty)
+
+        var learning = StationDetector(station: "rack-01")
+        learning.assignment.loadKg = 100  // same load within 5 %: +15 of the score
+        let learned = session(&learning, start: 1_763_812_345).compactMap { if case .pattern(let p) = $0 { p } else { nil } }
+        #expect(learned.count == 1)
+        var library = PatternLibrary()
+        learned.forEach { library.add($0) }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-patterns-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("patterns.json").path
+        try library.save(path: path)
+        let loaded = try PatternLibrary.load(path: path)
+        #expect(loaded == library)
+
+        var adapted = StationDetector(station: "rack-01")
+        adapted.assignment.targetZone = "strength"
+        adapted.assignment.loadKg = 102
+        adapted.patterns = loaded.patterns.values.flatMap { $0 }
+        #expect(reps(session(&adapted, start: 1_763_812_445)).count == 3, "matching reps are accepted at 0.7 x 0.4 s")
+    }
+}

@@ -61,7 +61,9 @@ struct SwapProcessTests {
             _ = try subscriber.next(timeoutMs: 50)
             return subscriber.stats.busHeartbeats > 0
         })
-        var current = try ManagedProcess("rep-detector", [], environment: env, workDirectory: dir.url)
+        // Each run learns patterns from scratch, into its own library.
+        let library = dir.path("patterns-\(UUID().uuidString).json")
+        var current = try ManagedProcess("rep-detector", ["--patterns", library], environment: env, workDirectory: dir.url)
         #expect(current.waitForStderr("rep detector running", timeoutS: 20))
         var reps: [RepKey] = []
         func drain() throws {
@@ -88,7 +90,7 @@ struct SwapProcessTests {
         var detectors = 1
         for moment in swapsAtS {
             try play(until: moment)
-            let incoming = try ManagedProcess("rep-detector", ["--takeover"], environment: env, workDirectory: dir.url)
+            let incoming = try ManagedProcess("rep-detector", ["--takeover", "--patterns", library], environment: env, workDirectory: dir.url)
             detectors += 1
             // The stream goes on while the new detector starts and takes over.
             let deadline = monotonicSeconds() + 30
