@@ -129,3 +129,46 @@ struct SwapProcessTests {
         }
     }
 }
+
+@Suite("rep-detector stations split")
+struct StationSplitTests {
+    @Test("--stations GLOB: two detectors split the gym, each rep published once")
+    func split() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let env = config.environmentVariables
+        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
+        defer { _ = bus.terminate() }
+        let context = ZMQContext()
+        var logger = Logger(label: "test.split")
+        logger.logLevel = .error
+        let subscriber = try Subscriber(context: context, config: config, prefixes: ["rep."], logger: logger)
+        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
+            _ = try subscriber.next(timeoutMs: 50)
+            return subscriber.stats.busHeartbeats > 0
+        })
+        let racks = try ManagedProcess("rep-detector", ["--stations", "rack-*", "--patterns", dir.path("p1.json")], environment: env, workDirectory: dir.url)
+        let benches = try ManagedProcess("rep-detector", ["--stations", "bench-*", "--patterns", dir.path("p2.json")], environment: env, workDirectory: dir.url)
+        #expect(racks.waitForStderr("bus connected", timeoutS: 20) && benches.waitForStderr("bus connected", timeoutS: 20))
+        let publisher = try Publisher(context: context, config: config, program: "split-test")
+        #expect(try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 20))
+        let path = distancePath([(523, 0), (523, 0.4), (135, 1.1), (520, 0.8), (520, 0.6)])
+        for station in ["rack-01", "bench-01", "rack-02"] {
+            for chunk in stride(from: 0, to: path.count, by: 5) {
+                let readings = path[chunk..<min(chunk + 5, path.count)].map { SampleMessage.DistanceReading(t: $0.t, distanceMm: $0.mm) }
+                try publisher.publish(SampleMessage(.distance(readings)), station: station)
+            }
+        }
+        var reps: [BusMessage] = []
+        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
+            if let message = try subscriber.next(timeoutMs: 50) { reps.append(message) }
+            return reps.count >= 3
+        })
+        let byStation = Dictionary(grouping: reps, by: \.envelope.station)
+        #expect(byStation.mapValues(\.count) == ["rack-01": 1, "bench-01": 1, "rack-02": 1])
+        let detectorOf = { (station: String) in (try? byStation[station]?.first?.payload(as: RepMessage.self))??.detector }
+        #expect(detectorOf("rack-01") == detectorOf("rack-02"))
+        #expect(detectorOf("rack-01") != detectorOf("bench-01"))
+        #expect(racks.terminate() == 0 && benches.terminate() == 0)
+    }
+}
