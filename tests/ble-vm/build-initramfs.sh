@@ -118,7 +118,6 @@ mount -t 9p -o "$opts,ro,cache=loose" hostroot /newroot || die "mounting the hos
 results=$(arg vbt.results) || die "no vbt.results= on the kernel command line"
 run=$(arg vbt.run) || die "no vbt.run= on the kernel command line"
 [ -d "/newroot$results" ] || die "results directory $results is not visible in the host root"
-mount -t 9p -o "$opts" results "/newroot$results" || die "mounting the results share failed"
 
 mount -t proc proc /newroot/proc
 mount -t sysfs sysfs /newroot/sys
@@ -127,8 +126,21 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t debugfs debugfs /newroot/sys/kernel/debug 2>/dev/null
+# The guest needs a writable /tmp, but the checkout (binaries, scripts, the
+# venv, the results) may itself live under the host's /tmp (a CI clone):
+# keep the host's /tmp reachable and put that top folder back on the tmpfs.
+mkdir -p /oldtmp
+mount -o bind /newroot/tmp /oldtmp || die "binding the host /tmp failed"
 mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
+case "$results" in
+/tmp/*)
+    top=$(echo "$results" | cut -d/ -f3)
+    mkdir -p "/newroot/tmp/$top"
+    mount -o bind "/oldtmp/$top" "/newroot/tmp/$top" || die "re-exposing /tmp/$top failed"
+    ;;
+esac
 mount -t tmpfs -o mode=755 tmpfs /newroot/run
+mount -t 9p -o "$opts" results "/newroot$results" || die "mounting the results share failed"
 
 # The test talks TCP over loopback.
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
