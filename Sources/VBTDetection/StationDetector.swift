@@ -416,7 +416,15 @@ struct IMUTracker: Sendable, Codable {
     private var biasG = 0.0
     private var moving: [Raw] = []
     private var isStill = true
+    /// Velocity integrated since the last rest: a bar gliding at constant speed
+    /// has quiet acceleration too, but not zero velocity.
+    private var velocitySinceRest = 0.0
     private let settings: DetectorSettings
+    /// Above this integrated speed a quiet stretch is a glide, not a rest.
+    private let restMaxVelocityMps = 0.1
+    /// Quiet this long (on top of the window) is rest even when the integral has drifted.
+    private let restAfterQuietS = 0.8
+    private var quietSince: Double?
     /// Acceleration cannot tell rest from constant velocity, and lifts pass
     /// through moments of near-zero acceleration at speed; no lift moves at a
     /// constant velocity for this long, so this much quiet means rest.
@@ -440,9 +448,17 @@ struct IMUTracker: Sendable, Codable {
         // for most of a second, but its acceleration still drifts steadily;
         // at rest it is flat noise. So rest also needs a flat trend.
         let trend = regressionSlope(recent.map(\.t)[...], recent.map(\.aG)[...])
-        let quiet = (recent.first.map { t - $0.t >= stillWindowS * 0.95 } ?? false)
+        let quietWindow = (recent.first.map { t - $0.t >= stillWindowS * 0.95 } ?? false)
             && magnitudes.reduce(0, +) / Double(magnitudes.count) < stillMeanG && (magnitudes.max() ?? 1) < stillMaxG
             && abs(trend) < stillTrendGPerS
+        if !isStill, let previous = moving.last {
+            velocitySinceRest += (previous.aG + (vertical - biasG)) / 2 * standardGravity * (t - previous.t)
+        }
+        // Drift can leave the integral off zero at a real rest: quiet for long
+        // enough (longer than any glide through a lift) is rest whatever it says.
+        if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
+        let longQuiet = quietSince.map { t - $0 >= restAfterQuietS } ?? false
+        let quiet = quietWindow && (isStill || abs(velocitySinceRest) < restMaxVelocityMps || longQuiet)
         if isStill {
             if quiet {
                 biasG += 0.02 * (vertical - biasG)  // at rest the vertical acceleration is zero: learn the offset
@@ -450,6 +466,8 @@ struct IMUTracker: Sendable, Codable {
             }
             isStill = false
             moving = recent  // the movement began within the window
+            velocitySinceRest = 0
+            for (a, b) in zip(recent, recent.dropFirst()) { velocitySinceRest += (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t) }
         } else {
             moving.append(Raw(t: t, aG: vertical - biasG))
         }

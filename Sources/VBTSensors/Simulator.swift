@@ -134,7 +134,8 @@ public struct BarTimeline: Sendable {
                     set: set, index: index, concentricStartS: start, concentricEndS: duration,
                     meanVelocityMps: depth / 1000 / concentricS, peakVelocityMps: depth / 1000 / concentricS * .pi / 2,
                     romMm: depth, touchAndGo: touchAndGo))
-                hold(rom, touchAndGo ? 0.05 : 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
+                // Touch-and-go is at the bottom; at the top the lifter still breathes between reps.
+                hold(rom, 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
             }
             // Re-rack and rest.
             move(rom, rackHeight + 35, 0.7)
