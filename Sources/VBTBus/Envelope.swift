@@ -187,7 +187,15 @@ private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(Malform
 public struct EnvelopeStamper {
     /// This process start's instance name, e.g. `vbt-bus-4f9a01c2`.
     public let instance: String
-    private var streams: [String: (src: String, seq: UInt64)] = [:]
+    /// Streams by type, then station: looked up with the caller's own strings,
+    /// so the hot path builds no topic string.
+    private var streams: [String: [String: Stream]] = [:]
+
+    private struct Stream {
+        var topic: [UInt8]
+        var src: String
+        var seq: UInt64
+    }
 
     /// Creates a stamper for `program`, with a random instance suffix unless given.
     public init(program: String, instance: String? = nil) {
@@ -207,33 +215,34 @@ public struct EnvelopeStamper {
         type: String, station: String, athlete: String? = nil, ts: Double,
         writeFields: (inout JSONWriter) -> Void
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
-        let topic = "\(type).\(station)"
-        let topicBytes = Array(topic.utf8)
-        do { _ = try splitTopic(topicBytes) } catch { throw EncodeError(reason: error.detail) }
-        let stamp: (src: String, seq: UInt64)
-        if let stream = streams[topic] {
-            stamp = (stream.src, stream.seq + 1)
+        var stream: Stream
+        if let known = streams[type]?[station] {
+            stream = known
+            stream.seq += 1
         } else {
-            stamp = ("\(instance)/\(topic)", 1)
+            let topic = "\(type).\(station)"
+            let topicBytes = Array(topic.utf8)
+            do { _ = try splitTopic(topicBytes) } catch { throw EncodeError(reason: error.detail) }
+            stream = Stream(topic: topicBytes, src: "\(instance)/\(topic)", seq: 1)
         }
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("v"); writer.int(BusLimits.version)
         writer.key("type"); writer.string(type)
         writer.key("station"); writer.string(station)
-        writer.key("src"); writer.string(stamp.src)
-        writer.key("seq"); writer.int(stamp.seq)
+        writer.key("src"); writer.string(stream.src)
+        writer.key("seq"); writer.int(stream.seq)
         writer.key("ts"); writer.fixed(ts, decimals: 6)
         if let athlete { writer.key("athlete"); writer.string(athlete) }
         writeFields(&writer)
         writer.endObject()
-        if writer.sawNonFiniteNumber { throw EncodeError(reason: "\(topic): a number is NaN or infinite") }
+        if writer.sawNonFiniteNumber { throw EncodeError(reason: "\(type).\(station): a number is NaN or infinite") }
         if writer.bytes.count > BusLimits.maxMessageBytes {
-            throw EncodeError(reason: "\(topic): \(writer.bytes.count) bytes exceeds \(BusLimits.maxMessageBytes)")
+            throw EncodeError(reason: "\(type).\(station): \(writer.bytes.count) bytes exceeds \(BusLimits.maxMessageBytes)")
         }
         // Only a message that will be sent consumes a sequence number.
-        streams[topic] = stamp
-        return (topicBytes, writer.bytes)
+        streams[type, default: [:]][station] = stream
+        return (stream.topic, writer.bytes)
     }
 }
 
