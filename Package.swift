@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "vbt", targets: ["vbt"]),
         .executable(name: "sensor-bridge", targets: ["sensor-bridge"]),
         .executable(name: "rep-detector", targets: ["rep-detector"]),
+        .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
@@ -56,6 +57,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Posture calibration (normal densities) and live evaluation.
+        .target(
+            name: "VBTPosture",
+            dependencies: [
+                "VBTBus",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus"]
@@ -88,6 +97,15 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "posture-evaluator",
+            dependencies: [
+                "VBTBus",
+                "VBTPosture",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
             name: "vbt",
             dependencies: [
                 "VBTBus",
@@ -98,7 +116,7 @@ let package = Package(
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
         .executableTarget(
             name: "vbt-bench",
-            dependencies: ["VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "CZeroMQ"],
+            dependencies: ["VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "CZeroMQ"],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(
@@ -108,6 +126,10 @@ let package = Package(
         .testTarget(
             name: "VBTDetectionTests",
             dependencies: ["VBTDetection", "VBTSensors", "VBTBus", "VBTTesting"]
+        ),
+        .testTarget(
+            name: "VBTPostureTests",
+            dependencies: ["VBTPosture", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

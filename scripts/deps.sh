@@ -27,6 +27,8 @@ py_packages=()
 $python -c 'import jsonschema, referencing' 2>/dev/null || py_packages+=(jsonschema)
 $python -c 'import zmq' 2>/dev/null || py_packages+=(pyzmq)
 $python -c 'import pytest' 2>/dev/null || py_packages+=(pytest)
+$python -c 'import numpy, scipy' 2>/dev/null || py_packages+=(numpy scipy)
+$python -c 'import mpmath' 2>/dev/null || py_packages+=(mpmath)
 if [ ${#py_packages[@]} -gt 0 ]; then
     echo "deps: installing Python test tools ${py_packages[*]}"
     $python -m pip install --quiet "${py_packages[@]}" 2>/dev/null \

@@ -1,0 +1,321 @@
+import Foundation
+import Logging
+import VBTBus
+
+/// How the posture evaluator behaves.
+public struct PostureSettings: Sendable, Codable, Equatable {
+    /// A new state must hold this long (reading time) before it is reported: noise does not flap.
+    public var hysteresisS = 0.5
+    /// Bad posture held this long is "sustained" (the notifier alerts on it).
+    public var sustainedBadS = 5.0
+    /// Most posture messages per second per station (state changes always go out at once).
+    public var maxRateHz = 5.0
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// One station's posture state: calibration, collection, hysteresis.
+public struct PostureTracker: Sendable {
+    public let station: String
+    public var settings: PostureSettings
+    public var athlete: String?
+    public private(set) var calibration: PostureCalibration?
+    private var collecting: Collection?
+    private var reported: Bool?
+    private var candidate: (Bool, Double)?
+    private var badSince: Double?
+    private var lastPublishedT = -Double.infinity
+
+    struct Collection: Sendable {
+        var athlete: String
+        var seconds: Double
+        var startT: Double?
+        var acc: [Vector3] = []
+        var mag: [Vector3] = []
+    }
+
+    /// Creates a tracker.
+    public init(station: String, settings: PostureSettings = PostureSettings()) {
+        self.station = station
+        self.settings = settings
+    }
+
+    /// What feeding produced.
+    public enum Output: Sendable, Equatable {
+        case posture(PostureReport)
+        case calibrated(PostureCalibration)
+    }
+
+    /// Starts collecting `seconds` of readings for `athlete`'s calibration.
+    public mutating func startCalibration(athlete: String, seconds: Double) {
+        collecting = Collection(athlete: athlete, seconds: seconds)
+    }
+
+    /// Uses `calibration` from now on (an assignment, or one arriving mid-stream): the state starts over.
+    public mutating func apply(_ calibration: PostureCalibration) {
+        self.calibration = calibration
+        athlete = calibration.athlete
+        reported = nil
+        candidate = nil
+        badSince = nil
+    }
+
+    /// Feeds one reading.
+    public mutating func feed(t: Double, acc: Vector3, mag: Vector3) -> [Output] {
+        var out: [Output] = []
+        if var collection = collecting {
+            let start = collection.startT ?? t
+            collection.startT = start
+            collection.acc.append(acc)
+            collection.mag.append(mag)
+            if t - start >= collection.seconds {
+                let made = PostureCalibration.fit(athlete: collection.athlete, acc: collection.acc, mag: collection.mag, at: t)
+                collecting = nil
+                apply(made)
+                out.append(.calibrated(made))
+            } else {
+                collecting = collection
+            }
+            return out
+        }
+        guard let calibration else { return out }
+        let result = calibration.evaluate(acc: acc, mag: mag)
+        // Hysteresis: a new state counts once it has held for hysteresisS.
+        var changed = false
+        if reported == nil {
+            reported = result.correct
+            changed = true
+        } else if result.correct != reported {
+            if let (state, since) = candidate, state == result.correct {
+                if t - since >= settings.hysteresisS {
+                    reported = result.correct
+                    candidate = nil
+                    changed = true
+                }
+            } else {
+                candidate = (result.correct, t)
+            }
+        } else {
+            candidate = nil
+        }
+        let correct = reported ?? result.correct
+        if correct { badSince = nil } else if badSince == nil { badSince = candidateStart(t) }
+        guard changed || t - lastPublishedT >= 1 / settings.maxRateHz else { return out }
+        lastPublishedT = t
+        let badFor = badSince.map { t - $0 } ?? 0
+        out.append(.posture(PostureReport(
+            station: station, athlete: athlete, correct: correct, changed: changed,
+            accDensity: result.accDensity, magDensity: result.magDensity,
+            accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
+            badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t)))
+        return out
+    }
+
+    /// When the current bad stretch began: the candidate's start if it just flipped.
+    private func candidateStart(_ t: Double) -> Double { t - settings.hysteresisS }
+
+}
+
+/// One evaluated moment of a station's posture.
+public struct PostureReport: Sendable, Equatable {
+    public var station: String
+    public var athlete: String?
+    public var correct: Bool
+    /// The state just changed (after the hysteresis).
+    public var changed: Bool
+    public var accDensity: Double
+    public var magDensity: Double
+    public var accThreshold: Double
+    public var magThreshold: Double
+    /// How long the posture has been bad, seconds (0 when correct).
+    public var badForS: Double
+    /// Bad for at least the configured limit.
+    public var sustainedBad: Bool
+    /// Reading time.
+    public var t: Double
+}
+
+/// Calibrations by athlete, kept in a JSON file so they survive restarts.
+public struct CalibrationStore: Sendable, Codable, Equatable {
+    public var byAthlete: [String: PostureCalibration] = [:]
+
+    /// An empty store.
+    public init() {}
+
+    /// Loads `path`; an absent file is an empty store.
+    public static func load(path: String) throws -> CalibrationStore {
+        guard FileManager.default.fileExists(atPath: path) else { return CalibrationStore() }
+        return try JSONDecoder().decode(CalibrationStore.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// Saves atomically, creating the folder.
+    public func save(path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try encoder.encode(self).write(to: url, options: .atomic)
+    }
+}
+
+/// The posture-evaluator process's loop (one thread owns both sockets).
+public final class PostureRuntime {
+    private let subscriber: Subscriber
+    private let publisher: Publisher
+    private let logger: Logger
+    private let settings: PostureSettings
+    private let storePath: String?
+    private var store = CalibrationStore()
+    private var trackers: [String: PostureTracker] = [:]
+    private var warnedUncalibrated: Set<String> = []
+
+    /// Connects to the bus and loads the stored calibrations.
+    public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(context: context, config: config, prefixes: ["sample.", "cmd."], logger: logger)
+        publisher = try Publisher(context: context, config: config, program: "posture-evaluator")
+        self.settings = settings
+        self.storePath = storePath
+        self.logger = logger
+        if let storePath {
+            do { store = try CalibrationStore.load(path: storePath) } catch {
+                logger.warning("calibration store unreadable; starting empty", metadata: ["path": "\(storePath)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Runs until `stop` is set.
+    public func run(stop: StopFlag) throws {
+        logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
+        while !stop.isSet {
+            guard let message = try subscriber.next(timeoutMs: 200) else { continue }
+            try handle(message)
+        }
+    }
+
+    private func tracker(_ station: String) -> PostureTracker {
+        trackers[station] ?? PostureTracker(station: station, settings: settings)
+    }
+
+    private func handle(_ message: BusMessage) throws {
+        let station = message.envelope.station
+        if message.envelope.type == "cmd" {
+            guard let command = try? message.payload(as: CommandMessage.self),
+                  command.target == "*" || command.target == "posture-evaluator" else { return }
+            var state = tracker(station)
+            switch command.command {
+            case "posture.calibrate":
+                let athlete = (try? command.args.optionalString("athlete")).flatMap { $0 } ?? state.athlete ?? station
+                let seconds = (try? command.args.optionalNumber("seconds")).flatMap { $0 } ?? 10
+                state.startCalibration(athlete: athlete, seconds: max(0.5, seconds))
+                logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
+            case "athlete.assign":
+                guard let athlete = (try? command.args.optionalString("athlete")).flatMap({ $0 }) else { break }
+                state.athlete = athlete
+                if let stored = store.byAthlete[athlete] {
+                    state.apply(stored)
+                    logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
+                }
+            default:
+                break
+            }
+            trackers[station] = state
+            return
+        }
+        guard message.envelope.type == "sample", let sample = try? message.payload(as: SampleMessage.self),
+              case .posture(let readings) = sample.readings else { return }
+        var state = tracker(station)
+        var outputs: [PostureTracker.Output] = []
+        for reading in readings { outputs += state.feed(t: reading.t, acc: reading.acc, mag: reading.mag) }
+        trackers[station] = state
+        if state.calibration == nil, !warnedUncalibrated.contains(station), !outputs.contains(where: { if case .calibrated = $0 { true } else { false } }) {
+            warnedUncalibrated.insert(station)
+            logger.info("posture readings without a calibration; send posture.calibrate or assign a calibrated athlete", metadata: ["station": "\(station)"])
+        }
+        for output in outputs {
+            switch output {
+            case .calibrated(let calibration):
+                store.byAthlete[calibration.athlete] = calibration
+                if let storePath {
+                    do { try store.save(path: storePath) } catch {
+                        logger.error("calibration not saved", metadata: ["path": "\(storePath)", "error": "\(error)"])
+                    }
+                }
+                for (sensor, fit) in [("acc", calibration.acc), ("mag", calibration.mag)] where !fit.fromData {
+                    logger.warning("default calibration used", metadata: ["station": "\(station)", "sensor": "\(sensor)", "reason": "\(fit.reason ?? "")"])
+                }
+                try publisher.publish(CalibrationMessage(calibration), station: station, athlete: calibration.athlete)
+            case .posture(let report):
+                try publisher.publish(PostureMessage(report), station: station, athlete: report.athlete)
+            }
+        }
+    }
+}
+
+/// `posture`: a station's evaluated posture.
+public struct PostureMessage: BusPayload, Equatable {
+    public static let type = "posture"
+    public var report: PostureReport
+
+    /// Wraps a report.
+    public init(_ report: PostureReport) { self.report = report }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        func flag(_ key: String) throws(PayloadError) -> Bool {
+            guard case .bool(let value)? = fields[key] else { throw PayloadError("\(key) must be a boolean") }
+            return value
+        }
+        report = PostureReport(
+            station: "", athlete: nil, correct: try flag("correct"), changed: try flag("changed"),
+            accDensity: try fields.number("acc_density"), magDensity: try fields.number("mag_density"),
+            accThreshold: try fields.number("acc_threshold"), magThreshold: try fields.number("mag_threshold"),
+            badForS: try fields.number("bad_for_s"), sustainedBad: try flag("sustained_bad"), t: try fields.number("t"))
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.key("correct"); writer.bool(report.correct)
+        writer.key("changed"); writer.bool(report.changed)
+        writer.field("acc_density", report.accDensity)
+        writer.field("mag_density", report.magDensity)
+        writer.field("acc_threshold", report.accThreshold)
+        writer.field("mag_threshold", report.magThreshold)
+        writer.key("bad_for_s"); writer.fixed(report.badForS, decimals: 3)
+        writer.key("sustained_bad"); writer.bool(report.sustainedBad)
+        writer.key("t"); writer.fixed(report.t, decimals: 6)
+    }
+}
+
+/// `calibration`: an athlete's posture calibration.
+public struct CalibrationMessage: BusPayload, Equatable {
+    public static let type = "calibration"
+    public var calibration: PostureCalibration
+
+    /// Wraps a calibration.
+    public init(_ calibration: PostureCalibration) { self.calibration = calibration }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        guard case .string(let text)? = fields["json"],
+              let decoded = try? JSONDecoder().decode(PostureCalibration.self, from: Data(text.utf8))
+        else { throw PayloadError("json must hold the calibration") }
+        calibration = decoded
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        for (key, fit) in [("acc", calibration.acc), ("mag", calibration.mag)] {
+            writer.key(key)
+            writer.beginObject()
+            writer.key("mean"); writer.numbers(fit.mean)
+            writer.key("covariance"); writer.beginArray(); fit.covariance.forEach { writer.numbers($0) }; writer.endArray()
+            writer.field("determinant", fit.determinant)
+            writer.key("inverse"); writer.beginArray(); fit.inverse.forEach { writer.numbers($0) }; writer.endArray()
+            writer.key("eigenvalues"); writer.numbers(fit.eigenvalues)
+            writer.key("sigma"); writer.numbers(fit.sigma)
+            writer.field("threshold", fit.threshold)
+            writer.key("from_data"); writer.bool(fit.fromData)
+            writer.optionalField("reason", fit.reason)
+            writer.field("samples", fit.samples)
+            writer.endObject()
+        }
+        // The whole calibration as JSON text, for consumers that store and reload it.
+        if let data = try? JSONEncoder().encode(calibration) { writer.field("json", String(decoding: data, as: UTF8.self)) }
+    }
+}

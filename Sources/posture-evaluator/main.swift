@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VBTBus
+import VBTPosture
+
+@main
+struct PostureEvaluator: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "posture-evaluator",
+        abstract: "Turns the posture wearable's sample messages into posture and calibration messages.",
+        discussion: """
+            Subscribes to sample.* (sensor posture) and cmd.*; publishes posture.<station> (at most
+            --max-rate per second, and at once on every change of state) and calibration.<station>.
+            Commands (target posture-evaluator or *): posture.calibrate {athlete, seconds} collects
+            that many seconds of readings and fits the calibration (`vbt posture calibrate` sends it);
+            athlete.assign {athlete} loads the athlete's stored calibration. Calibrations are kept
+            per athlete in --calibrations and survive restarts.
+            --compute FILE fits a calibration offline from a JSON file {"acc": [[x,y,z],...],
+            "mag": [[x,y,z],...], "accPoints": [...], "magPoints": [...]} and prints it with the
+            densities of the points, then exits (for checking the maths).
+            """)
+
+    @Option(help: "Where calibrations are stored, per athlete (JSON).")
+    var calibrations: String = "data/calibrations.json"
+
+    @Option(help: "Seconds a new posture state must hold before it is reported.")
+    var hysteresis: Double = 0.5
+
+    @Option(help: "Seconds of bad posture that count as sustained (the notifier alerts).")
+    var sustainedBad: Double = 5
+
+    @Option(help: "Most posture messages per second per station.")
+    var maxRate: Double = 5
+
+    @Option(help: "Fit a calibration from a JSON file and print it (no bus).")
+    var compute: String?
+
+    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    @Option(help: "Subscribers' endpoint (overrides VBT_SUB_ENDPOINT).")
+    var subEndpoint: String?
+
+    func validate() throws {
+        guard hysteresis >= 0, sustainedBad > 0, maxRate > 0 else {
+            throw ValidationError("--hysteresis must be 0 or more, --sustained-bad and --max-rate more than 0")
+        }
+    }
+
+    func run() async throws {
+        if let compute {
+            do {
+                print(try OfflineCalibration.run(path: compute))
+                return
+            } catch {
+                reportProblem("posture-evaluator: \(error)")
+                throw ExitCode.failure
+            }
+        }
+        let logger = bootstrapLogging(label: "posture-evaluator")
+        var config = BusConfig.fromEnvironment()
+        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        if let subEndpoint { config.subEndpoint = subEndpoint }
+        var settings = PostureSettings()
+        settings.hysteresisS = hysteresis
+        settings.sustainedBadS = sustainedBad
+        settings.maxRateHz = maxRate
+        let busConfig = config, postureSettings = settings, storePath = calibrations
+        let stop = StopFlag()
+        do {
+            try await runSocketLoops([
+                SocketLoopService(name: "posture-evaluator", context: ZMQContext(), onShutdown: { stop.set() }) { context in
+                    let runtime = try PostureRuntime(context: context, config: busConfig, settings: postureSettings, storePath: storePath, logger: logger)
+                    try runtime.run(stop: stop)
+                }
+            ], logger: logger)
+        } catch let error as ZMQError {
+            reportProblem("posture-evaluator: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
+            throw ExitCode.failure
+        }
+    }
+}
