@@ -22,7 +22,7 @@ public struct SensorCalibration: Sendable, Codable, Equatable {
     public var eigenvalues: [Double]
     /// Square roots of the eigenvalues (the spread along the principal axes), largest first.
     public var sigma: [Double]
-    /// density(mean + sigma): readings at least this likely are "correct".
+    /// density(mean + k x sigma), k = `sigmaFactor`: readings at least this likely are "correct".
     public var threshold: Double
     /// Whether this came from the data (false: the default, see `reason`).
     public var fromData: Bool
@@ -30,6 +30,12 @@ public struct SensorCalibration: Sendable, Codable, Equatable {
     public var reason: String?
     /// Readings it was computed from.
     public var samples: Int
+
+    /// The seed's "adjustedSigma": the threshold sits at mean + k x sigma. With
+    /// k = 1 a reading sits at Mahalanobis distance sqrt(3) and about half of
+    /// a well-held posture's own readings fall below it; k = 2 (distance
+    /// sqrt(12)) leaves under 1 % per sensor, and the two sensors are OR-ed.
+    public static let sigmaFactor = 2.0
 
     /// Fewest readings a calibration is computed from (a 3x3 covariance needs 4).
     public static let minimumSamples = 4
@@ -89,7 +95,7 @@ public struct SensorCalibration: Sendable, Codable, Equatable {
         var calibration = SensorCalibration(
             mean: mean, covariance: covariance, determinant: det, inverse: inverse, eigenvalues: eigenvalues, sigma: sigma,
             threshold: 0, fromData: true, reason: nil, samples: n)
-        calibration.threshold = calibration.density(zip(mean, sigma).map(+))
+        calibration.threshold = calibration.density(zip(mean, sigma).map { $0 + sigmaFactor * $1 })
         return calibration
     }
 

@@ -77,9 +77,9 @@ def check(calibration: dict, data: np.ndarray, densities: list[float], points: n
         ours = np.abs(np.array(densities) - exact) / exact
         scipys = np.abs(model.pdf(points) - exact) / exact
         assert np.all(ours <= np.maximum(RTOL, 2 * scipys)), (ours, scipys)
-    # The threshold is density(mean + sigma); like every density it is guarded:
+    # The threshold is density(mean + 2 sigma) (SensorCalibration.sigmaFactor); like every density it is guarded:
     # an exponent below -100 gives 1e-50 (the seed's rule) instead of underflowing.
-    x = mean + np.sqrt(eigen)
+    x = mean + 2 * np.sqrt(eigen)
     exponent = model.logpdf(x) - np.log((2 * np.pi) ** -1.5 * np.linalg.det(cov) ** -0.5)
     expected = model.pdf(x) if exponent >= -100 else 1e-50
     np.testing.assert_allclose(calibration["threshold"], expected, rtol=RTOL if not ill_conditioned else 1e-7)
