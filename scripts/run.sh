@@ -26,10 +26,13 @@ pids+=($!)
 
 "$bin/rep-detector" &
 pids+=($!)
+# Posture needs a wearable (--ble posture) and a calibration: vbt posture calibrate.
+"$bin/posture-evaluator" &
+pids+=($!)
 
 echo "run: 3 simulated stations (rack-01, bench-01, platform-01) and rep-detector"
 echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
 echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt echo sample.rack-01"
-"$bin/vbt" echo rep. set. rejected. status. &
+"$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. &
 pids+=($!)
 wait -n "${pids[@]}"

@@ -13,6 +13,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTDetection
+import VBTPosture
 import VBTSensors
 import VBTTesting
 
@@ -26,6 +27,8 @@ func option(_ name: String, _ fallback: Int) -> Int {
 if arguments.contains("--help") {
     print("""
         USAGE: vbt-bench [--messages N] [--runs R] [--detector-only]
+
+        --detector-only: only rep detection and posture evaluation.
 
         Prints envelope encode/decode rates (beside Foundation's JSON coders) and
         end-to-end bus throughput for 200-byte messages (beside raw libzmq through
@@ -310,10 +313,42 @@ func detectorReport() {
     }
 }
 
+// MARK: Posture
+
+func postureReport() {
+    var random = SeededGenerator(seed: 9)
+    func reading(tilt: Double) -> (Vector3, Vector3) {
+        (Vector3(9.81 * sin(tilt) + random.normal(sd: 0.05), random.normal(sd: 0.05), 9.81 * cos(tilt) + random.normal(sd: 0.05)),
+         Vector3(30 + 40 * sin(tilt) + random.normal(sd: 0.5), -10 + random.normal(sd: 0.5), -40 * cos(tilt) + random.normal(sd: 0.5)))
+    }
+    let calibrationData = (0..<500).map { _ in reading(tilt: 0) }
+    let calibration = PostureCalibration.fit(athlete: "bench", acc: calibrationData.map(\.0), mag: calibrationData.map(\.1), at: 0)
+    let stream = (0..<200_000).map { i in reading(tilt: (i / 5_000) % 2 == 0 ? 0 : 0.5) }
+    var rates: [Double] = []
+    var fits: [Double] = []
+    for _ in 0..<runs {
+        var tracker = PostureTracker(station: "bench")
+        tracker.apply(calibration)
+        var reports = 0
+        rates.append(rate(stream.count) {
+            for (i, (acc, mag)) in stream.enumerated() { reports += tracker.feed(t: Double(i) * 0.02, acc: acc, mag: mag).count }
+        })
+        precondition(reports > 0)
+        fits.append(rate(1_000) {
+            for _ in 0..<1_000 { _ = PostureCalibration.fit(athlete: "bench", acc: calibrationData.map(\.0), mag: calibrationData.map(\.1), at: 0) }
+        })
+    }
+    print("")
+    print("posture, one station, one core")
+    print("  readings evaluated (both densities, hysteresis, bounded reports)   \(format(median(rates)))")
+    print(String(format: "  calibrations fitted from 500 readings                              %.0f /s", median(fits)))
+}
+
 // MARK: Report
 
 if arguments.contains("--detector-only") {
     detectorReport()
+    postureReport()
     exit(0)
 }
 
@@ -343,3 +378,4 @@ print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)
 print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
 
 detectorReport()
+postureReport()

@@ -13,8 +13,56 @@ struct VBT: AsyncParsableCommand {
             unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
             `sample.rack-01` selects what to receive (none: everything).
             """,
-        subcommands: [Echo.self, Hz.self, Record.self, Pub.self])
+        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self])
 }
+
+struct Posture: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Posture commands for the posture-evaluator.", subcommands: [Calibrate.self])
+
+    struct Calibrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Calibrate an athlete's posture at a station: sit or stand well for --seconds.",
+            discussion: "Sends cmd.<station> posture.calibrate; the evaluator answers with calibration.<station>.")
+
+        @OptionGroup var bus: BusOptions
+
+        @Option(help: "The station the athlete wears the sensor at.")
+        var station: String
+
+        @Option(help: "The athlete to calibrate.")
+        var athlete: String
+
+        @Option(help: "Seconds of readings to collect.")
+        var seconds: Double = 10
+
+        func validate() throws {
+            guard seconds >= 1, seconds <= 600 else { throw ValidationError("--seconds must be between 1 and 600") }
+            guard (try? splitTopic(Array("cmd.\(station)".utf8))) != nil else { throw ValidationError("--station must be a station name, e.g. rack-01") }
+        }
+
+        func run() async throws {
+            let logger = bootstrapLogging(label: "vbt.posture")
+            let config = bus.config, station = self.station, athlete = self.athlete, seconds = self.seconds
+            try await runLoop("vbt.posture", logger: logger) { context in
+                let publisher = try Publisher(context: context, config: config, program: "vbt")
+                let topic = "cmd.\(station)"
+                if try !publisher.waitForSubscriber(topic: topic, timeoutS: 5) {
+                    reportProblem("vbt: nobody listens to \(topic); is posture-evaluator running?")
+                    throw ProgramExit()
+                }
+                let id = "posture-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+                try publisher.publish(CommandMessage(id: id, command: "posture.calibrate", target: "posture-evaluator",
+                                                     args: JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])),
+                                      station: station, athlete: athlete)
+                print("calibration \(id) started at \(station) for \(athlete): \(Int(seconds)) s; watch with `vbt echo calibration.\(station)`")
+            }
+        }
+    }
+}
+
+/// Ends a command quietly with exit 1 after its one-line message.
+struct ProgramExit: Error {}
 
 /// Endpoint options shared by every subcommand.
 struct BusOptions: ParsableArguments {
@@ -41,6 +89,8 @@ func runLoop(_ name: String, logger: Logger, _ body: @escaping @Sendable (ZMQCon
         throw ExitCode.failure
     } catch let error as RecordingError {
         reportProblem("vbt: \(error)")
+        throw ExitCode.failure
+    } catch is ProgramExit {
         throw ExitCode.failure
     }
 }
