@@ -77,6 +77,16 @@ public final class DetectorRuntime {
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
     }
 
+    /// Publishes, but a message that cannot be encoded (a NaN that slipped
+    /// through) is logged and dropped: one bad value never stops the process.
+    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
+        do {
+            try publisher.publish(payload, station: station, athlete: athlete)
+        } catch let error as EncodeError {
+            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
+        }
+    }
+
     /// Runs until `stop` is set or, after handing over, until done.
     public func run(stop: StopFlag) throws {
         var nextHousekeeping = monotonicSeconds() + 1
@@ -216,7 +226,7 @@ public final class DetectorRuntime {
         switch output {
         case .rep(let rep):
             let m = rep.measurement
-            try publisher.publish(RepMessage(
+            try send(RepMessage(
                 setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
                 peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
                 concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
@@ -225,12 +235,12 @@ public final class DetectorRuntime {
                 station: rep.station, athlete: athlete)
         case .rejected(let rejected):
             let m = rejected.measurement
-            try publisher.publish(RejectedMessage(
+            try send(RejectedMessage(
                 reason: rejected.reason, detail: rejected.detail, romMm: m.romMm, concentricS: m.concentricS,
                 meanVelocityMps: m.meanVelocityMps, tEnd: rejected.tEnd, detector: instance, sensor: rejected.sensor),
                 station: rejected.station, athlete: athlete)
         case .set(let event):
-            try publisher.publish(SetMessage(
+            try send(SetMessage(
                 setId: event.setId, event: event.kind == .start ? .start : .end, reps: event.kind == .end ? event.reps : nil,
                 reason: event.reason.flatMap { SetMessage.Reason(rawValue: $0.rawValue) },
                 bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
@@ -239,7 +249,7 @@ public final class DetectorRuntime {
         case .pattern:
             return  // stored by the runtime, not published
         case .profile(let profile):
-            try publisher.publish(ProfileMessage(
+            try send(ProfileMessage(
                 exercise: profile.exercise, loadsKg: profile.points.map(\.loadKg), meanVelocitiesMps: profile.points.map(\.meanVelocityMps),
                 interceptMps: profile.interceptMps, slopeMpsPerKg: profile.slopeMpsPerKg, r2: profile.r2, mvtMps: profile.mvtMps,
                 e1rmKg: profile.e1rmKg), station: profile.station, athlete: profile.athlete)
@@ -270,9 +280,9 @@ public final class DetectorRuntime {
         if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
         for (station, detector) in detectors.sorted(by: { $0.key < $1.key }) {
             let state = String(decoding: try encoder.encode(detector), as: UTF8.self)
-            try publisher.publish(HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station: station)
+            try send(HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station: station)
         }
-        try publisher.publish(HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), station: "detector")
+        try send(HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), station: "detector")
         logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(detectors.count)"])
         mode = .finished
     }

@@ -183,6 +183,16 @@ public final class PostureRuntime {
         }
     }
 
+    /// Publishes, but a message that cannot be encoded (a NaN that slipped
+    /// through) is logged and dropped: one bad value never stops the process.
+    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
+        do {
+            try publisher.publish(payload, station: station, athlete: athlete)
+        } catch let error as EncodeError {
+            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
+        }
+    }
+
     /// Runs until `stop` is set.
     public func run(stop: StopFlag) throws {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
@@ -243,9 +253,9 @@ public final class PostureRuntime {
                 for (sensor, fit) in [("acc", calibration.acc), ("mag", calibration.mag)] where !fit.fromData {
                     logger.warning("default calibration used", metadata: ["station": "\(station)", "sensor": "\(sensor)", "reason": "\(fit.reason ?? "")"])
                 }
-                try publisher.publish(CalibrationMessage(calibration), station: station, athlete: calibration.athlete)
+                try send(CalibrationMessage(calibration), station: station, athlete: calibration.athlete)
             case .posture(let report):
-                try publisher.publish(PostureMessage(report), station: station, athlete: report.athlete)
+                try send(PostureMessage(report), station: station, athlete: report.athlete)
             }
         }
     }
