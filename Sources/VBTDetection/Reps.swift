@@ -196,7 +196,10 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
                 [flatOtherSide ? 0 : o2, 0, 0, flatOtherSide ? 1 : o4],
             ]
             let b = [y, my2, my3, flatOtherSide ? 0 : oy2]
-            guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0 else { continue }
+            // The jerk term may bend the curve, not carry it: otherwise a turning
+            // point pushed into the rest still fits (a d^2 + c d^3 is flat near 0).
+            guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0,
+                  abs(x[2]) * halfWindowS <= 0.1 * abs(x[1]) else { continue }
             // For a least-squares solution, SSE = y'y - x'(A'y).
             let error = yy - (x[0] * b[0] + x[1] * b[1] + x[2] * b[2] + x[3] * b[3])
             if best == nil || error < best!.error { best = (error, x[0]) }
