@@ -425,6 +425,8 @@ struct IMUTracker: Sendable, Codable {
     /// Quiet this long (on top of the window) is rest even when the integral has drifted.
     private let restAfterQuietS = 0.8
     private var quietSince: Double?
+    /// The rest was taken on duration alone (the integral disagreed): learn no bias from it.
+    private var quietSinceLong = false
     /// Acceleration cannot tell rest from constant velocity, and lifts pass
     /// through moments of near-zero acceleration at speed; no lift moves at a
     /// constant velocity for this long, so this much quiet means rest.
@@ -459,6 +461,7 @@ struct IMUTracker: Sendable, Codable {
         if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
         let longQuiet = quietSince.map { t - $0 >= restAfterQuietS } ?? false
         let quiet = quietWindow && (isStill || abs(velocitySinceRest) < restMaxVelocityMps || longQuiet)
+        quietSinceLong = longQuiet && abs(velocitySinceRest) >= restMaxVelocityMps
         if isStill {
             if quiet {
                 biasG += 0.02 * (vertical - biasG)  // at rest the vertical acceleration is zero: learn the offset
@@ -476,6 +479,11 @@ struct IMUTracker: Sendable, Codable {
         // Still again: the movement between two rests is complete.
         isStill = true
         let restStart = recent.first?.t ?? t
+        // The velocity left over at a rest is drift: an acceleration offset
+        // over the movement. Learn half of it, so the next integral drifts less.
+        if let first = moving.first, restStart - first.t > 0.5, !quietSinceLong {
+            biasG += 0.5 * velocitySinceRest / (restStart - first.t) / standardGravity
+        }
         return segment(upTo: restStart, completedT: t)
     }
 
