@@ -84,3 +84,29 @@ public final class Publisher {
         }
     }
 }
+
+/// Publishes a process's own `heartbeat.<name>` every `intervalS`, with the
+/// counters of what it has received, so operators (and the notifier) see every
+/// program alive, and see its gaps and malformed input, not only the bus's.
+public struct HeartbeatSchedule {
+    /// The program, e.g. `rep-detector`.
+    public let role: String
+    /// The heartbeat's station: the program's name on the bus.
+    public let name: String
+    public let intervalS: Double
+    private let started = monotonicSeconds()
+    private var next = monotonicSeconds()
+
+    /// Creates a schedule; the first heartbeat is due at once.
+    public init(role: String, name: String, intervalS: Double = 1) {
+        (self.role, self.name, self.intervalS) = (role, name, intervalS)
+    }
+
+    /// Publishes when due.
+    public mutating func tick(_ publisher: Publisher, inputs: InputCounters?) throws {
+        let now = monotonicSeconds()
+        guard now >= next else { return }
+        next = now + intervalS
+        try publisher.publish(HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs), station: name)
+    }
+}

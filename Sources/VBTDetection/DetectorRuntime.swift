@@ -46,6 +46,7 @@ public final class DetectorRuntime {
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
     private var library = PatternLibrary()
+    private var heartbeat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
 
     /// The instance name, written into every rep's `detector` field.
     public var instance: String { publisher.stamper.instance }
@@ -95,6 +96,7 @@ public final class DetectorRuntime {
             if case .finished = mode { return }
             if let message = try subscriber.next(timeoutMs: 100) { try handle(message) }
             try progressTakeover()
+            try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
             let now = monotonicSeconds()
             if now >= nextHousekeeping {
                 nextHousekeeping = now + 1

@@ -168,6 +168,7 @@ public final class PostureRuntime {
     private var store = CalibrationStore()
     private var trackers: [String: PostureTracker] = [:]
     private var warnedUncalibrated: Set<String> = []
+    private var heartbeat = HeartbeatSchedule(role: "posture-evaluator", name: "posture-evaluator")
 
     /// Connects to the bus and loads the stored calibrations.
     public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
@@ -197,6 +198,7 @@ public final class PostureRuntime {
     public func run(stop: StopFlag) throws {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
         while !stop.isSet {
+            try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
             guard let message = try subscriber.next(timeoutMs: 200) else { continue }
             try handle(message)
         }

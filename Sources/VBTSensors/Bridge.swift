@@ -156,6 +156,8 @@ public final class BridgePublisher {
     private var lastStatus: [String: String] = [:]
     /// Counts of published messages by type.
     public private(set) var published: [String: Int] = [:]
+    /// The bridge's own heartbeat (`heartbeat.<name>`); nil publishes none.
+    public var heartbeat: HeartbeatSchedule?
 
     private struct Pending {
         var station: String
@@ -213,6 +215,7 @@ public final class BridgePublisher {
                 }
             }
             try flushDue(now: monotonicSeconds())
+            try heartbeat?.tick(publisher, inputs: nil)
             if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
                 try flushAll()
                 logger.info("bridge stopped", metadata: [

@@ -210,10 +210,13 @@ struct SensorBridge: AsyncParsableCommand {
         let sourceList = sources
         let finiteSources = finite
         let busConfig = config, batchPolicy = policy
+        let heartbeatName = replay == nil ? station : nil
         do {
             try await runSocketLoops([
                 SocketLoopService(name: "sensor-bridge.publisher", context: context, onShutdown: { stop.set() }) { context in
                     let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
+                    // Live bridges say they are alive; a replay is a load generator, not a station.
+                    if let station = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-\(station)") }
                     if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
                         logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
                     }
