@@ -65,6 +65,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What every program's main shares: endpoint options, the run loop with one-line errors.
+        .target(
+            name: "VBTCommandLine",
+            dependencies: [
+                "VBTBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus"]
@@ -73,6 +82,7 @@ let package = Package(
             name: "vbt-bus",
             dependencies: [
                 "VBTBus",
+                "VBTCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -82,6 +92,7 @@ let package = Package(
             name: "sensor-bridge",
             dependencies: [
                 "VBTBus",
+                "VBTCommandLine",
                 "VBTSensors",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -91,6 +102,7 @@ let package = Package(
             name: "rep-detector",
             dependencies: [
                 "VBTBus",
+                "VBTCommandLine",
                 "VBTDetection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -100,6 +112,7 @@ let package = Package(
             name: "posture-evaluator",
             dependencies: [
                 "VBTBus",
+                "VBTCommandLine",
                 "VBTPosture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -109,6 +122,7 @@ let package = Package(
             name: "vbt",
             dependencies: [
                 "VBTBus",
+                "VBTCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

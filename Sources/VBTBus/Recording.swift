@@ -66,13 +66,34 @@ public struct RecordingError: Error, Sendable, CustomStringConvertible {
 
 import Foundation
 
-extension SubscriberStats {
-    /// Writes the stats as JSON to `path` atomically (a reader never sees half a file).
-    public func write(toPath path: String) throws {
+/// A value kept in a JSON file (stats, pattern libraries, calibration stores):
+/// saved atomically, so a reader never sees half a file, and loaded as the
+/// empty value when the file does not exist yet.
+public protocol JSONFileStored: Codable {
+    /// The empty value.
+    init()
+}
+
+extension JSONFileStored {
+    /// Loads `path`; an absent file gives the empty value.
+    public static func load(path: String) throws -> Self {
+        guard FileManager.default.fileExists(atPath: path) else { return Self() }
+        return try JSONDecoder().decode(Self.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// Saves atomically to `path`, creating its folder.
+    public func save(path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         var data = try encoder.encode(self)
         data.append(0x0A)
-        try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        try data.write(to: url, options: .atomic)
     }
+}
+
+extension SubscriberStats: JSONFileStored {
+    /// Writes the stats as JSON to `path` atomically.
+    public func write(toPath path: String) throws { try save(path: path) }
 }

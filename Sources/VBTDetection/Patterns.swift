@@ -1,4 +1,5 @@
 import Foundation
+import VBTBus
 
 // Pattern learning (seed 000): a finished set becomes a pattern of the
 // athlete's concentric velocity curve for the exercise; a live candidate is
@@ -70,8 +71,8 @@ public struct RepPattern: Sendable, Codable, Equatable {
     public static let adoptionScore = 64.0
 }
 
-/// The patterns of every exercise, kept in a JSON file so they survive restarts.
-public struct PatternLibrary: Sendable, Codable, Equatable {
+/// The patterns of every exercise, kept in a JSON file (`JSONFileStored`) so they survive restarts.
+public struct PatternLibrary: Sendable, Codable, Equatable, JSONFileStored {
     /// Patterns by exercise, newest last.
     public var patterns: [String: [RepPattern]] = [:]
     /// At most this many per exercise (the oldest go).
@@ -86,20 +87,5 @@ public struct PatternLibrary: Sendable, Codable, Equatable {
         list.append(pattern)
         if list.count > Self.perExercise { list.removeFirst(list.count - Self.perExercise) }
         patterns[pattern.exercise] = list
-    }
-
-    /// Loads `path`; an absent file is an empty library.
-    public static func load(path: String) throws -> PatternLibrary {
-        guard FileManager.default.fileExists(atPath: path) else { return PatternLibrary() }
-        return try JSONDecoder().decode(PatternLibrary.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
-    }
-
-    /// Saves atomically to `path`, creating its folder.
-    public func save(path: String) throws {
-        let url = URL(fileURLWithPath: path)
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try encoder.encode(self).write(to: url, options: .atomic)
     }
 }

@@ -136,26 +136,11 @@ public struct PostureReport: Sendable, Equatable {
 }
 
 /// Calibrations by athlete, kept in a JSON file so they survive restarts.
-public struct CalibrationStore: Sendable, Codable, Equatable {
+public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
     public var byAthlete: [String: PostureCalibration] = [:]
 
     /// An empty store.
     public init() {}
-
-    /// Loads `path`; an absent file is an empty store.
-    public static func load(path: String) throws -> CalibrationStore {
-        guard FileManager.default.fileExists(atPath: path) else { return CalibrationStore() }
-        return try JSONDecoder().decode(CalibrationStore.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
-    }
-
-    /// Saves atomically, creating the folder.
-    public func save(path: String) throws {
-        let url = URL(fileURLWithPath: path)
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try encoder.encode(self).write(to: url, options: .atomic)
-    }
 }
 
 /// The posture-evaluator process's loop (one thread owns both sockets).

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
+import VBTCommandLine
 import VBTPosture
 
 @main
@@ -36,11 +37,7 @@ struct PostureEvaluator: AsyncParsableCommand {
     @Option(help: "Fit a calibration from a JSON file and print it (no bus).")
     var compute: String?
 
-    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
-    var pubEndpoint: String?
-
-    @Option(help: "Subscribers' endpoint (overrides VBT_SUB_ENDPOINT).")
-    var subEndpoint: String?
+    @OptionGroup var bus: BusOptions
 
     func validate() throws {
         guard hysteresis >= 0, sustainedBad > 0, maxRate > 0 else {
@@ -59,25 +56,16 @@ struct PostureEvaluator: AsyncParsableCommand {
             }
         }
         let logger = bootstrapLogging(label: "posture-evaluator")
-        var config = BusConfig.fromEnvironment()
-        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
-        if let subEndpoint { config.subEndpoint = subEndpoint }
+        let config = bus.config
         var settings = PostureSettings()
         settings.hysteresisS = hysteresis
         settings.sustainedBadS = sustainedBad
         settings.maxRateHz = maxRate
         let busConfig = config, postureSettings = settings, storePath = calibrations
         let stop = StopFlag()
-        do {
-            try await runSocketLoops([
-                SocketLoopService(name: "posture-evaluator", context: ZMQContext(), onShutdown: { stop.set() }) { context in
-                    let runtime = try PostureRuntime(context: context, config: busConfig, settings: postureSettings, storePath: storePath, logger: logger)
-                    try runtime.run(stop: stop)
-                }
-            ], logger: logger)
-        } catch let error as ZMQError {
-            reportProblem("posture-evaluator: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
-            throw ExitCode.failure
+        try await runProgram("posture-evaluator", logger: logger, onShutdown: { stop.set() }) { context in
+            let runtime = try PostureRuntime(context: context, config: busConfig, settings: postureSettings, storePath: storePath, logger: logger)
+            try runtime.run(stop: stop)
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTCommandLine
 import VBTDetection
 
 @main
@@ -33,11 +34,7 @@ struct RepDetector: AsyncParsableCommand {
     @Option(help: "The learned-pattern library (JSON); patterns survive restarts and hand-overs.")
     var patterns: String = "data/patterns.json"
 
-    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
-    var pubEndpoint: String?
-
-    @Option(help: "Subscribers' endpoint (overrides VBT_SUB_ENDPOINT).")
-    var subEndpoint: String?
+    @OptionGroup var bus: BusOptions
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be more than 0 seconds") }
@@ -46,9 +43,7 @@ struct RepDetector: AsyncParsableCommand {
 
     func run() async throws {
         let logger = bootstrapLogging(label: "rep-detector")
-        var config = BusConfig.fromEnvironment()
-        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
-        if let subEndpoint { config.subEndpoint = subEndpoint }
+        let config = bus.config
         var options = DetectorOptions()
         options.stationsGlob = stations
         options.takeover = takeover
@@ -56,16 +51,9 @@ struct RepDetector: AsyncParsableCommand {
         options.patternsPath = patterns
         let settings = options, busConfig = config
         let stop = StopFlag()
-        do {
-            try await runSocketLoops([
-                SocketLoopService(name: "rep-detector", context: ZMQContext(), onShutdown: { stop.set() }) { context in
-                    let runtime = try DetectorRuntime(context: context, config: busConfig, options: settings, logger: logger)
-                    try runtime.run(stop: stop)
-                }
-            ], logger: logger)
-        } catch let error as ZMQError {
-            reportProblem("rep-detector: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
-            throw ExitCode.failure
+        try await runProgram("rep-detector", logger: logger, onShutdown: { stop.set() }) { context in
+            let runtime = try DetectorRuntime(context: context, config: busConfig, options: settings, logger: logger)
+            try runtime.run(stop: stop)
         }
     }
 }

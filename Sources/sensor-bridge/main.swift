@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTCommandLine
 import VBTSensors
 
 @main
@@ -23,8 +24,7 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "The station these sensors belong to, e.g. rack-01 (not used by --replay, which keeps the recorded names).")
     var station: String?
 
-    @Option(help: "Publishers' endpoint (overrides VBT_PUB_ENDPOINT).")
-    var pubEndpoint: String?
+    @OptionGroup var bus: BusOptions
 
     // BLE
     @Option(name: .customLong("ble"), help: "A BLE sensor: witmotion or posture, optionally :NAMEPREFIX or @ADDRESS. Repeatable.")
@@ -147,8 +147,7 @@ struct SensorBridge: AsyncParsableCommand {
 
     func run() async throws {
         let logger = bootstrapLogging(label: "sensor-bridge")
-        var config = BusConfig.fromEnvironment()
-        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        let config = bus.config
         var policy = BatchPolicy()
         policy.maxReadings = batchSize
         policy.maxDelayS = batchDelay
@@ -204,16 +203,13 @@ struct SensorBridge: AsyncParsableCommand {
 
         let queue = EventQueue()
         let stop = StopFlag()
-        let context = ZMQContext()
         let wait = waitSubscribers
         let publisherTopic = firstTopic ?? station.map { "sample.\($0)" }
         let sourceList = sources
         let finiteSources = finite
         let busConfig = config, batchPolicy = policy
         let heartbeatName = replay == nil ? station : nil
-        do {
-            try await runSocketLoops([
-                SocketLoopService(name: "sensor-bridge.publisher", context: context, onShutdown: { stop.set() }) { context in
+        try await runProgram("sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running", onShutdown: { stop.set() }) { context in
                     let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
                     // Live bridges say they are alive; a replay is a load generator, not a station.
                     if let station = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-\(station)") }
@@ -223,11 +219,6 @@ struct SensorBridge: AsyncParsableCommand {
                     for source in sourceList { source.start(into: queue, stop: stop, logger: logger) }
                     defer { stop.set() }
                     try bridge.run(stop: stop, finiteSources: finiteSources)
-                }
-            ], logger: logger)
-        } catch let error as ZMQError {
-            reportProblem("sensor-bridge: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
-            throw ExitCode.failure
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTCommandLine
 
 @main
 struct VBTBusCommand: AsyncParsableCommand {
@@ -15,11 +16,7 @@ struct VBTBusCommand: AsyncParsableCommand {
             it cleanly (exit 0).
             """)
 
-    @Option(help: "Endpoint publishers connect to (overrides VBT_PUB_ENDPOINT).")
-    var pubEndpoint: String?
-
-    @Option(help: "Endpoint subscribers connect to (overrides VBT_SUB_ENDPOINT).")
-    var subEndpoint: String?
+    @OptionGroup var bus: BusOptions
 
     @Option(help: "Seconds between heartbeat.bus messages.")
     var heartbeatInterval: Double = 1.0
@@ -37,23 +34,13 @@ struct VBTBusCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = bootstrapLogging(label: "vbt-bus")
         var configuration = Forwarder.Configuration()
-        configuration.bus = BusConfig.fromEnvironment()
-        if let pubEndpoint { configuration.bus.pubEndpoint = pubEndpoint }
-        if let subEndpoint { configuration.bus.subEndpoint = subEndpoint }
+        configuration.bus = bus.config
         configuration.bus.highWaterMark = highWaterMark
         configuration.heartbeatIntervalS = heartbeatInterval
         let settings = configuration
-        let context = ZMQContext()
-        do {
-            try await runSocketLoops([
-                SocketLoopService(name: "vbt-bus.forwarder", context: context) { context in
-                    let forwarder = try Forwarder(context: context, configuration: settings, logger: logger)
-                    try forwarder.run()
-                }
-            ], logger: logger)
-        } catch let error as ZMQError {
-            reportProblem("vbt-bus: \(error); is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT")
-            throw ExitCode.failure
+        try await runProgram("vbt-bus", logger: logger, hint: "is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT") { context in
+            let forwarder = try Forwarder(context: context, configuration: settings, logger: logger)
+            try forwarder.run()
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
+import VBTCommandLine
 
 @main
 struct VBT: AsyncParsableCommand {
@@ -64,29 +65,10 @@ struct Posture: AsyncParsableCommand {
 /// Ends a command quietly with exit 1 after its one-line message.
 struct ProgramExit: Error {}
 
-/// Endpoint options shared by every subcommand.
-struct BusOptions: ParsableArguments {
-    @Option(help: "Endpoint publishers connect to (overrides VBT_PUB_ENDPOINT).")
-    var pubEndpoint: String?
-
-    @Option(help: "Endpoint subscribers connect to (overrides VBT_SUB_ENDPOINT).")
-    var subEndpoint: String?
-
-    var config: BusConfig {
-        var config = BusConfig.fromEnvironment()
-        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
-        if let subEndpoint { config.subEndpoint = subEndpoint }
-        return config
-    }
-}
-
 /// Runs one socket loop as the whole program; a bus error becomes one line and exit 1.
 func runLoop(_ name: String, logger: Logger, _ body: @escaping @Sendable (ZMQContext) throws -> Void) async throws {
     do {
-        try await runSocketLoops([SocketLoopService(name: name, context: ZMQContext(), body: body)], logger: logger)
-    } catch let error as ZMQError {
-        reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running")
-        throw ExitCode.failure
+        try await runProgram("vbt", logger: logger, body)
     } catch let error as RecordingError {
         reportProblem("vbt: \(error)")
         throw ExitCode.failure
