@@ -17,7 +17,7 @@ pids+=($!)
 echo "run: vbt-bus on ${VBT_PUB_ENDPOINT:-tcp://127.0.0.1:7701} (publish) and ${VBT_SUB_ENDPOINT:-tcp://127.0.0.1:7702} (subscribe)"
 
 # Three simulated athletes, each its own sensor-bridge, looping their sessions.
-"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana &
+"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 &
 pids+=($!)
 "$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben &
 pids+=($!)
@@ -26,9 +26,11 @@ pids+=($!)
 
 "$bin/rep-detector" &
 pids+=($!)
-# Posture needs a wearable (--ble posture) and a calibration: vbt posture calibrate.
+# rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
+# she sits well (the first 20 s), then the evaluator follows her slouching.
 "$bin/posture-evaluator" &
 pids+=($!)
+( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
 echo "run: 3 simulated stations (rack-01, bench-01, platform-01) and rep-detector"
 echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"

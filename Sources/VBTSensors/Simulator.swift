@@ -63,6 +63,9 @@ public struct SimulationConfig: Sendable {
     public var distanceRateHz = 50.0
     /// Readings per second of the bar IMU (0: no IMU).
     public var imuRateHz = 100.0
+    /// Readings per second of a posture wearable (0: none). The athlete sits
+    /// well for the first 20 s (time to calibrate), then slouches 8 s in every 40.
+    public var postureRateHz = 0.0
     /// Share of reps done touch-and-go (no pause at the bottom).
     public var touchAndGoShare = 0.3
     /// Time factor: 1 real time, 0 as fast as possible.
@@ -231,6 +234,28 @@ public struct SimulatedSensors: Sendable {
     }
 }
 
+extension SimulatedSensors {
+    /// How far the athlete leans at session time `t`, degrees.
+    public static func slouchDeg(at t: Double) -> Double {
+        guard t >= 20 else { return 0 }
+        let phase = (t - 20).truncatingRemainder(dividingBy: 40)
+        switch phase {
+        case 20..<21: return 25 * (phase - 20)  // leaning in over a second
+        case 21..<28: return 25
+        case 28..<29: return 25 * (29 - phase)
+        default: return 0
+        }
+    }
+
+    /// The posture wearable's reading at session time `t` (sensor units: m/s^2 and uT).
+    public mutating func posture(at t: Double, wallOrigin: Double) -> SampleMessage.PostureReading {
+        let tilt = Self.slouchDeg(at: t) * .pi / 180
+        let acc = Vector3(9.81 * sin(tilt) + random.normal(sd: 0.05), random.normal(sd: 0.05), 9.81 * cos(tilt) + random.normal(sd: 0.05))
+        let mag = Vector3(30 + 40 * sin(tilt) + random.normal(sd: 0.5), -10 + random.normal(sd: 0.5), -40 * cos(tilt) + random.normal(sd: 0.5))
+        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, acc: acc, mag: mag)
+    }
+}
+
 /// The simulator as a bridge source.
 public struct SimulatorSource: SensorSource {
     public let config: SimulationConfig
@@ -249,6 +274,9 @@ public struct SimulatorSource: SensorSource {
         if config.imuRateHz > 0 {
             queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "imu", device: device, rateHz: config.imuRateHz)))
         }
+        if config.postureRateHz > 0 {
+            queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "posture", device: device, rateHz: config.postureRateHz)))
+        }
         repeat {
             var passConfig = config
             passConfig.seed = config.seed &+ UInt64(pass)
@@ -259,12 +287,13 @@ public struct SimulatorSource: SensorSource {
                 "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
             ])
             let startedAt = monotonicSeconds()
-            var nextDistance = 0.0, nextIMU = 0.0
+            var nextDistance = 0.0, nextIMU = 0.0, nextPosture = 0.0
             var nextStatus = 5.0  // session seconds: a streaming report every 5 s, as real sources send
             let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
             let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
+            let postureStep = config.postureRateHz > 0 ? 1 / config.postureRateHz : .infinity
             while !stop.isSet {
-                let t = min(nextDistance, nextIMU)
+                let t = min(nextDistance, nextIMU, nextPosture)
                 if t > duration { break }
                 if config.speed > 0 {
                     let wait = startedAt + t / config.speed - monotonicSeconds()
@@ -278,14 +307,18 @@ public struct SimulatorSource: SensorSource {
                     queue.push(.readings(station: config.station, device: device, .imu([sensors.imu(at: t, wallOrigin: origin)])))
                     nextIMU += imuStep
                 }
+                if nextPosture <= t {
+                    queue.push(.readings(station: config.station, device: device, .posture([sensors.posture(at: t, wallOrigin: origin)])))
+                    nextPosture += postureStep
+                }
                 if t >= nextStatus {
                     nextStatus += 5
-                    for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz)] where rate > 0 {
+                    for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz), ("posture", config.postureRateHz)] where rate > 0 {
                         queue.push(.status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
                     }
                 }
             }
-            origin += duration + min(distanceStep, imuStep)
+            origin += duration + min(distanceStep, imuStep, postureStep)
             pass += 1
         } while config.forever && !stop.isSet
         queue.push(.finished(source: name))

@@ -93,6 +93,9 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "IMU readings per second: the rate asked of a WitMotion sensor (10, 20, 50, 100, 200), or simulated (0: none).")
     var imuRate: Double = 100
 
+    @Option(help: "Simulated posture wearable readings per second (0: none); sits well 20 s, then slouches 8 s in every 40.")
+    var postureRate: Double = 0
+
     @Option(help: "Simulated athlete name for the envelope's athlete field.")
     var athlete: String?
 
@@ -139,8 +142,8 @@ struct SensorBridge: AsyncParsableCommand {
             guard sets >= 1, reps >= 1, rest >= 0, loadKg > 0, oneRepMaxKg >= loadKg else {
                 throw ValidationError("--sets and --reps must be 1 or more, --rest 0 or more, and 0 < --load-kg <= --one-rep-max-kg")
             }
-            guard distanceRate >= 0, imuRate >= 0, distanceRate + imuRate > 0 else {
-                throw ValidationError("--distance-rate and --imu-rate must be 0 or more, and not both 0")
+            guard distanceRate >= 0, imuRate >= 0, postureRate >= 0, distanceRate + imuRate + postureRate > 0 else {
+                throw ValidationError("--distance-rate, --imu-rate and --posture-rate must be 0 or more, and not all 0")
             }
         }
     }
@@ -186,6 +189,7 @@ struct SensorBridge: AsyncParsableCommand {
             sim.restS = rest
             sim.distanceRateHz = distanceRate
             sim.imuRateHz = imuRate
+            sim.postureRateHz = postureRate
             sim.speed = speed
             sim.forever = loop
             sources.append(SimulatorSource(config: sim))
