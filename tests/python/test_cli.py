@@ -1,0 +1,41 @@
+"""The operator tools on a live bus: `vbt echo` and `vbt hz` show what flows,
+with per-src rates and gap counts; every program answers --help and refuses
+bad flags with a non-zero exit."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from test_wire import Bus, binary, bus, wait_until  # noqa: F401 (fixture)
+
+SAMPLE = {"sensor": "distance", "samples": [{"t": 1763812345.5, "distance_mm": 512}]}
+
+
+def test_echo_and_hz(bus: Bus, tmp_path: Path):
+    hz = bus.spawn("hz", ["vbt", "hz", "--window", "0.5", "--reports", "4", "sample."])
+    echo = bus.spawn("echo", ["vbt", "echo", "--count", "5", "sample."])
+    hz.wait_for_log("bus connected")
+    echo.wait_for_log("bus connected")
+    bus.run(["vbt", "pub", "sample.cli-1", json.dumps(SAMPLE), "--count", "40", "--rate", "40"], timeout=60)
+    assert echo.proc.wait(timeout=30) == 0, echo.describe()
+    lines = echo.stdout().splitlines()
+    assert len(lines) == 5 and all(line.startswith("sample.cli-1 {") for line in lines), lines
+    assert all(json.loads(line.split(" ", 1)[1])["sensor"] == "distance" for line in lines)
+    assert hz.proc.wait(timeout=30) == 0, hz.describe()
+    table = hz.stdout()
+    rows = [line for line in table.splitlines() if line.startswith("sample.cli-1")]
+    assert rows, table
+    last = rows[-1].split()
+    # topic, src, msg/s, received, gaps, missing, dups
+    assert last[1].startswith("vbt-pub-") and last[1].endswith("/sample.cli-1"), last
+    assert int(last[3]) > 0 and last[4:7] == ["0", "0", "0"], last
+    assert any(float(row.split()[2]) > 0 for row in rows), rows
+    assert "malformed: 0" in table
+
+
+def test_help_and_bad_flags():
+    for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator"]:
+        result = subprocess.run([binary(program), "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0 and "USAGE" in result.stdout.upper(), (program, result.stderr)
+        bad = subprocess.run([binary(program), "--no-such-flag"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert bad.returncode != 0 and bad.stderr.strip(), (program, bad.returncode)
