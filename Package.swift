@@ -76,7 +76,7 @@ let package = Package(
         ),
         .target(
             name: "VBTTesting",
-            dependencies: ["VBTBus"]
+            dependencies: ["VBTBus", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "vbt-bus",

@@ -287,11 +287,15 @@ public struct SimulatorSource: SensorSource {
                 "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
             ])
             let startedAt = monotonicSeconds()
-            var nextDistance = 0.0, nextIMU = 0.0, nextPosture = 0.0
+
             var nextStatus = 5.0  // session seconds: a streaming report every 5 s, as real sources send
             let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
             let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
             let postureStep = config.postureRateHz > 0 ? 1 / config.postureRateHz : .infinity
+            // A sensor at rate 0 is absent: its first reading is never due.
+            var nextDistance = distanceStep.isFinite ? 0.0 : .infinity
+            var nextIMU = imuStep.isFinite ? 0.0 : .infinity
+            var nextPosture = postureStep.isFinite ? 0.0 : .infinity
             while !stop.isSet {
                 let t = min(nextDistance, nextIMU, nextPosture)
                 if t > duration { break }

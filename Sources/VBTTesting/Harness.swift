@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import VBTBus
 
 #if canImport(Glibc)
@@ -232,4 +233,17 @@ public final class PseudoTerminal: @unchecked Sendable {
         if slave >= 0 { close(slave); slave = -1 }
         if master >= 0 { close(master); master = -1 }
     }
+}
+
+/// A subscriber on `config`'s bus, returned once the bus has its subscription
+/// (its first `heartbeat.bus` arrived); nil if that did not happen in `timeoutS`.
+public func connectedSubscriber(context: ZMQContext, config: BusConfig, prefixes: [String], timeoutS: Double = 20) throws -> Subscriber? {
+    var logger = Logger(label: "test.subscriber")
+    logger.logLevel = .error
+    let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+    let connected = try waitUntil(timeoutS: timeoutS, intervalS: 0) {
+        _ = try subscriber.next(timeoutMs: 50)
+        return subscriber.stats.busHeartbeats > 0
+    }
+    return connected ? subscriber : nil
 }

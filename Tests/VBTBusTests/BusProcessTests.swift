@@ -131,13 +131,7 @@ struct BusProcessTests {
         let config = freeBusConfig()
         let bus = try startBus(config, in: dir)
         let context = ZMQContext()
-        var logger = Logger(label: "test.subscriber")
-        logger.logLevel = .error
-        let subscriber = try Subscriber(context: context, config: config, prefixes: [""], logger: logger)
-        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
-            _ = try subscriber.next(timeoutMs: 50)
-            return subscriber.stats.busHeartbeats > 0
-        })
+        let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: [""]), "bus did not answer")
         // A raw XPUB socket, so the test can wait for the forwarded subscription.
         let raw = try ZMQSocket(context, .xpub)
         try raw.setReceiveTimeout(ms: 20_000)

@@ -54,13 +54,7 @@ struct SwapProcessTests {
         let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
         defer { _ = bus.terminate() }
         let context = ZMQContext()
-        var logger = Logger(label: "test.swap")
-        logger.logLevel = .error
-        let subscriber = try Subscriber(context: context, config: config, prefixes: ["rep."], logger: logger)
-        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
-            _ = try subscriber.next(timeoutMs: 50)
-            return subscriber.stats.busHeartbeats > 0
-        })
+        let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
         // Each run learns patterns from scratch, into its own library.
         let library = dir.path("patterns-\(UUID().uuidString).json")
         var current = try ManagedProcess("rep-detector", ["--patterns", library], environment: env, workDirectory: dir.url)
@@ -140,13 +134,7 @@ struct StationSplitTests {
         let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
         defer { _ = bus.terminate() }
         let context = ZMQContext()
-        var logger = Logger(label: "test.split")
-        logger.logLevel = .error
-        let subscriber = try Subscriber(context: context, config: config, prefixes: ["rep."], logger: logger)
-        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
-            _ = try subscriber.next(timeoutMs: 50)
-            return subscriber.stats.busHeartbeats > 0
-        })
+        let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
         let racks = try ManagedProcess("rep-detector", ["--stations", "rack-*", "--patterns", dir.path("p1.json")], environment: env, workDirectory: dir.url)
         let benches = try ManagedProcess("rep-detector", ["--stations", "bench-*", "--patterns", dir.path("p2.json")], environment: env, workDirectory: dir.url)
         #expect(racks.waitForStderr("bus connected", timeoutS: 20) && benches.waitForStderr("bus connected", timeoutS: 20))

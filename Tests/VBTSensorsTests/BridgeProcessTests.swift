@@ -23,14 +23,8 @@ struct BridgeProcessTests {
         init(prefixes: [String]) throws {
             dir = try TemporaryDirectory()
             bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: config.environmentVariables, workDirectory: dir.url)
-            var logger = Logger(label: "test.subscriber")
-            logger.logLevel = .error
-            subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
-            let connected = try waitUntil(timeoutS: 20, intervalS: 0) {
-                _ = try subscriber.next(timeoutMs: 50)
-                return subscriber.stats.busHeartbeats > 0
-            }
-            #expect(connected, "bus did not start: \(bus.stderrText)")
+            subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: prefixes),
+                                      "bus did not start: \(bus.stderrText)")
         }
 
         func bridge(_ arguments: [String]) throws -> ManagedProcess {
