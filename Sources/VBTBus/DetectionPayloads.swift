@@ -224,20 +224,26 @@ public struct TakeoverMessage: BusPayload, Equatable {
     public static let type = "takeover"
     /// The new detector's instance.
     public var instance: String
+    /// The stations it serves (its --stations glob): only a detector serving the same stations hands over.
+    public var stations: String
     /// The first sequence number it holds, per input stream: the old one must
     /// process at least up to the one before, so nothing falls between them.
     public var firstSeq: [String: Int]
 
     /// Creates a request.
-    public init(instance: String, firstSeq: [String: Int]) { (self.instance, self.firstSeq) = (instance, firstSeq) }
+    public init(instance: String, stations: String, firstSeq: [String: Int]) {
+        (self.instance, self.stations, self.firstSeq) = (instance, stations, firstSeq)
+    }
 
     public init(fields: JSONObject) throws(PayloadError) {
         instance = try fields.string("instance")
+        stations = try fields.string("stations")
         firstSeq = try fields.seqMap("first_seq")
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.field("instance", instance)
+        writer.field("stations", stations)
         writer.writeSeqMap("first_seq", firstSeq)
     }
 }
@@ -297,7 +303,9 @@ extension JSONObject {
         guard let object = try optionalObject(key) else { return [:] }
         var map: [String: Int] = [:]
         for field in object.fields {
-            guard case .number(let value) = field.value, value == value.rounded() else { throw PayloadError("\(key) holds integers") }
+            guard case .number(let value) = field.value, value == value.rounded(), value >= 0, value <= 9_007_199_254_740_991 else {
+                throw PayloadError("\(key) holds sequence numbers (whole numbers from 0 to 2^53)")
+            }
             map[field.key] = Int(value)
         }
         return map

@@ -118,13 +118,19 @@ public struct JSONParser {
         index += 1  // {
         var fields: [(key: String, value: JSONValue)] = []
         fields.reserveCapacity(depth == 1 ? 16 : 4)
+        var keys: Set<String>?  // for large objects, so the duplicate check stays linear
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let key = try parseString()
-            for field in fields where field.key == key { throw error("duplicate key \"\(key)\"") }
+            if fields.count >= 16 {
+                if keys == nil { keys = Set(fields.map(\.key)) }
+                guard keys!.insert(key).inserted else { throw error("duplicate key \"\(key)\"") }
+            } else {
+                for field in fields where field.key == key { throw error("duplicate key \"\(key)\"") }
+            }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1

@@ -102,11 +102,11 @@ public struct HeartbeatSchedule {
         (self.role, self.name, self.intervalS) = (role, name, intervalS)
     }
 
-    /// Publishes when due.
-    public mutating func tick(_ publisher: Publisher, inputs: InputCounters?) throws {
+    /// Publishes when due; `inputs` is only evaluated then.
+    public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?) throws {
         let now = monotonicSeconds()
         guard now >= next else { return }
         next = now + intervalS
-        try publisher.publish(HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs), station: name)
+        try publisher.publish(HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs()), station: name)
     }
 }

@@ -104,6 +104,12 @@ public final class Subscriber {
     private let prefixes: [[UInt8]]
     private let logger: Logger
     private var receiveTimeoutMs: Int32 = -1
+    /// When each source was last heard (monotonic), to forget finished streams.
+    private var lastHeard: [String: Double] = [:]
+    private var nextEviction = monotonicSeconds() + 60
+    /// Streams silent this long are forgotten (every process start and every
+    /// `vbt pub` run is a new stream; a long-running server must not keep them all).
+    public var forgetAfterS = 3_600.0
 
     /// The topic of the bus's own heartbeat.
     public static let busHeartbeatTopic = "heartbeat.bus"
@@ -148,9 +154,20 @@ public final class Subscriber {
             return nil
         }
         guard stats.account(message.envelope, topic: message.topic) else { return nil }
+        let now = monotonicSeconds()
+        lastHeard[message.envelope.src] = now
+        if now >= nextEviction { forgetSilentSources(now: now) }
         let forCaller = wanted(message.topic)
         if message.topic == Self.busHeartbeatTopic { noteBusHeartbeat(message) }
         return forCaller ? message : nil
+    }
+
+    private func forgetSilentSources(now: Double) {
+        nextEviction = now + 60
+        for (src, heard) in lastHeard where now - heard > forgetAfterS {
+            lastHeard[src] = nil
+            stats.sources[src] = nil
+        }
     }
 
     private func wanted(_ topic: String) -> Bool {

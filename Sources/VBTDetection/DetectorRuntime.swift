@@ -41,11 +41,17 @@ public final class DetectorRuntime {
     private let publisher: Publisher
     private var detectors: [String: StationDetector] = [:]
     private var positions: [String: Int] = [:]
+    /// When each input stream was last heard: streams silent for an hour are forgotten.
+    private var positionHeard: [String: Double] = [:]
     private var lastArrival: [String: Double] = [:]
     private var mode: Mode
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
     private var library = PatternLibrary()
+    /// Readings skipped for a time far from their message's `ts`.
+    private var badTimes = 0
+    /// How far a reading's time may be from its message's send time.
+    static let maxReadingSkewS = 3_600.0
     private var heartbeat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
 
     /// The instance name, written into every rep's `detector` field.
@@ -120,7 +126,10 @@ public final class DetectorRuntime {
             try process(message)
             try finishHandoverIfReady()
         case "takeover":
-            guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance else { return }
+            // Only the detector serving the same stations hands over: a gym split
+            // between detectors replaces them one at a time.
+            guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance,
+                  request.stations == options.stationsGlob else { return }
             if case .active = mode {
                 logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
                 mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: monotonicSeconds() + 5)
@@ -151,6 +160,7 @@ public final class DetectorRuntime {
         // A stream position already processed (restored from a hand-over) is skipped.
         if let done = positions[message.envelope.src], seq <= done { return }
         positions[message.envelope.src] = seq
+        positionHeard[message.envelope.src] = monotonicSeconds()
         lastArrival[station] = monotonicSeconds()
         var detector = detectors[station] ?? newDetector(station)
         var outputs: [DetectorOutput] = []
@@ -160,11 +170,24 @@ public final class DetectorRuntime {
         } else {
             do {
                 let sample = try message.payload(as: SampleMessage.self)
+                // A reading time far from when it was sent (a broken clock, a bad
+                // replay) would stall the station or worse: such readings are skipped.
+                let ts = message.envelope.ts
+                func sane(_ t: Double) -> Bool {
+                    guard abs(t - ts) <= Self.maxReadingSkewS else {
+                        badTimes += 1
+                        if badTimes == 1 || badTimes % 1000 == 0 {
+                            logger.warning("readings with implausible times skipped", metadata: ["station": "\(station)", "t": "\(t)", "ts": "\(ts)", "count": "\(badTimes)"])
+                        }
+                        return false
+                    }
+                    return true
+                }
                 switch sample.readings {
                 case .distance(let readings):
-                    for r in readings { outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm) }
+                    for r in readings where sane(r.t) { outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm) }
                 case .imu(let readings):
-                    for r in readings {
+                    for r in readings where sane(r.t) {
                         outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), angleDeg: (r.angleDeg.x, r.angleDeg.y))
                     }
                 case .posture:
@@ -258,10 +281,15 @@ public final class DetectorRuntime {
         }
     }
 
-    /// Ends the sets of stations that have gone silent (wall time).
+    /// Ends the sets of stations that have gone silent (wall time), and forgets
+    /// input streams that ended long ago.
     private func closeSilentStations() throws {
         guard case .active = mode else { return }
         let now = monotonicSeconds()
+        for (src, heard) in positionHeard where now - heard > 3_600 {
+            positionHeard[src] = nil
+            positions[src] = nil
+        }
         for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
             guard var detector = detectors[station], detector.setIsOpen else { continue }
             let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
@@ -280,11 +308,23 @@ public final class DetectorRuntime {
         let ready = targets.allSatisfy { src, first in positions[src, default: 0] >= first - 1 }
         guard ready || monotonicSeconds() >= deadline else { return }
         if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
-        for (station, detector) in detectors.sorted(by: { $0.key < $1.key }) {
-            let state = String(decoding: try encoder.encode(detector), as: UTF8.self)
-            try send(HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station: station)
+        // Encode everything first: a state that cannot go on the wire aborts the
+        // hand-over and this detector keeps running (the new one says so after its timeout).
+        var messages: [(HandoffMessage, String)] = []
+        do {
+            for (station, detector) in detectors.sorted(by: { $0.key < $1.key }) {
+                let state = String(decoding: try encoder.encode(detector), as: UTF8.self)
+                messages.append((HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station))
+            }
+            messages.append((HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), "detector"))
+            var stamper = EnvelopeStamper(program: "check")
+            for (message, station) in messages { _ = try stamper.encode(message, station: station, ts: 1) }
+        } catch {
+            logger.error("hand-over aborted: the state cannot be sent; still running", metadata: ["to": "\(to)", "error": "\(error)"])
+            mode = .active
+            return
         }
-        try send(HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), station: "detector")
+        for (message, station) in messages { try publisher.publish(message, station: station) }
         logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(detectors.count)"])
         mode = .finished
     }
@@ -300,7 +340,7 @@ public final class DetectorRuntime {
             guard try publisher.waitForSubscriber(topic: "takeover.detector", timeoutS: 0.05) else { return }
             var first: [String: Int] = [:]
             for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
-            try publisher.publish(TakeoverMessage(instance: instance, firstSeq: first), station: "detector")
+            try publisher.publish(TakeoverMessage(instance: instance, stations: options.stationsGlob, firstSeq: first), station: "detector")
             logger.info("takeover requested", metadata: ["streams": "\(first.count)"])
             mode = .takingOver(buffer: buffer, requested: true, deadline: monotonicSeconds() + options.takeoverTimeoutS, states: states)
             return
@@ -315,7 +355,12 @@ public final class DetectorRuntime {
 
     private func completeTakeover(states: [String: StationDetector], positions handed: [String: Int], from: String?) throws {
         guard case .takingOver(let buffer, _, _, _) = mode else { return }
-        detectors = states
+        // The new process's settings apply from now on (a new --idle-timeout, say).
+        detectors = states.mapValues { detector in
+            var restored = detector
+            restored.settings = options.settings
+            return restored
+        }
         positions = handed
         mode = .active
         // The old detector saved every pattern it learned before handing over.

@@ -209,10 +209,11 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the best.
     var best = (t: guess, p: points[0].positionM, error: Double.infinity)
     func search(from: Double, to: Double, step: Double) {
-        var candidate = from
-        while candidate <= to {
+        // Counted steps: adding a tiny step to a huge time could never advance.
+        let steps = Int(min(10_000, max(0, ((to - from) / step).rounded(.down))))
+        for k in 0...steps {
+            let candidate = from + Double(k) * step
             if let result = fit(candidate), result.error < best.error { best = (candidate, result.p, result.error) }
-            candidate += step
         }
     }
     search(from: guess - halfWindowS, to: guess + halfWindowS, step: 0.004)

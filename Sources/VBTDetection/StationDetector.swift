@@ -369,7 +369,10 @@ public struct StationDetector: Sendable, Codable {
 }
 
 /// Microseconds as an integer, for ids built from reading times.
-func microseconds(_ t: Double) -> Int64 { Int64((t * 1e6).rounded()) }
+func microseconds(_ t: Double) -> Int64 {
+    let us = (t * 1e6).rounded()
+    return us.isFinite ? Int64(max(-9e18, min(9e18, us))) : 0
+}
 
 // MARK: - Sensor trackers
 

@@ -60,6 +60,15 @@ public struct PostureTracker: Sendable {
         badSince = nil
     }
 
+    /// A new athlete without a stored calibration: nothing is judged until they calibrate.
+    public mutating func clearCalibration(athlete: String) {
+        self.athlete = athlete
+        calibration = nil
+        reported = nil
+        candidate = nil
+        badSince = nil
+    }
+
     /// Feeds one reading.
     public mutating func feed(t: Double, acc: Vector3, mag: Vector3) -> [Output] {
         var out: [Output] = []
@@ -203,14 +212,17 @@ public final class PostureRuntime {
             case "posture.calibrate":
                 let athlete = (try? command.args.optionalString("athlete")).flatMap { $0 } ?? state.athlete ?? station
                 let seconds = (try? command.args.optionalNumber("seconds")).flatMap { $0 } ?? 10
-                state.startCalibration(athlete: athlete, seconds: max(0.5, seconds))
+                state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))
                 logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
             case "athlete.assign":
                 guard let athlete = (try? command.args.optionalString("athlete")).flatMap({ $0 }) else { break }
-                state.athlete = athlete
                 if let stored = store.byAthlete[athlete] {
                     state.apply(stored)
                     logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
+                } else {
+                    // Never judge one athlete with another's model.
+                    state.clearCalibration(athlete: athlete)
+                    logger.info("no posture calibration for this athlete; calibrate with vbt posture calibrate", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 }
             default:
                 break

@@ -301,12 +301,8 @@ public final class ATTConnection {
     public init(peer: BLEAddress, timeoutS: Double) throws(SensorError) {
         fd = socket(AF_BLUETOOTH, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_L2CAP)
         guard fd >= 0 else { throw SensorError("Bluetooth adapter not found: \(String(cString: strerror(errno)))") }
-        do {
-            try connect(peer: peer, timeoutS: timeoutS)
-        } catch {
-            close(fd)
-            throw error
-        }
+        // On failure deinit closes the socket (every property is set by now).
+        try connect(peer: peer, timeoutS: timeoutS)
     }
 
     deinit { close(fd) }

@@ -84,8 +84,11 @@ public struct BLESource: SensorSource {
         else {
             throw SensorError("Cannot connect: \(device) has no notify characteristic; restart the sensor and retry")
         }
-        let descriptorsEnd = notifyIndex + 1 < characteristics.count ? characteristics[notifyIndex + 1].declarationHandle - 1 : service.end
-        guard let cccd = try connection.cccd(start: notify.valueHandle + 1, end: descriptorsEnd),
+        // Handles come from the peripheral: no arithmetic that can trap on 0 or 0xFFFF.
+        let nextDeclaration = notifyIndex + 1 < characteristics.count ? characteristics[notifyIndex + 1].declarationHandle : nil
+        let descriptorsEnd = nextDeclaration.map { $0 > 0 ? $0 - 1 : 0 } ?? service.end
+        let (descriptorsStart, overflow) = notify.valueHandle.addingReportingOverflow(1)
+        guard !overflow, let cccd = try connection.cccd(start: descriptorsStart, end: descriptorsEnd),
               try connection.write(handle: cccd, [0x01, 0x00])
         else {
             throw SensorError("Cannot connect: \(device) refused notifications; restart the sensor and retry")

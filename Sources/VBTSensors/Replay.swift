@@ -125,7 +125,9 @@ public struct ReplaySource: SensorSource {
                 }
             }
             pass += 1
-            passStartT += readingSpan + step
+            // The next pass starts now on the wall clock, but never before the
+            // previous pass's last reading (sensor time must not go backwards).
+            passStartT = max(wallClockSeconds(), passStartT + readingSpan + step)
             if speed > 0 && loop && !stop.isSet {
                 // Wait out the recording's tail so the next pass keeps real-time pacing.
                 let tail = startedAt + duration / speed - monotonicSeconds()

@@ -128,6 +128,10 @@ struct SensorBridge: AsyncParsableCommand {
         for spec in ble {
             do { _ = try BLESensorSpec(parsing: spec) } catch { throw ValidationError(error.message) }
         }
+        guard imuRate.isFinite, imuRate >= 0, imuRate <= 1000, distanceRate.isFinite, distanceRate >= 0, distanceRate <= 1000,
+              postureRate.isFinite, postureRate >= 0, postureRate <= 1000 else {
+            throw ValidationError("--imu-rate, --distance-rate and --posture-rate must be between 0 and 1000")
+        }
         if !ble.isEmpty, WitMotion.rateCodes[Int(imuRate)] == nil {
             throw ValidationError("--imu-rate for a WitMotion sensor must be one of \(WitMotion.rateCodes.keys.sorted())")
         }

@@ -121,7 +121,7 @@ struct Hz: AsyncParsableCommand {
     var reports: Int?
 
     func validate() throws {
-        guard window >= 0.05 else { throw ValidationError("--window must be at least 0.05 seconds") }
+        guard window >= 0.05, window <= 3600 else { throw ValidationError("--window must be between 0.05 and 3600 seconds") }
     }
 
     func run() async throws {
@@ -206,6 +206,12 @@ struct Record: AsyncParsableCommand {
     @Option(help: "Seconds between stats file updates.")
     var statsInterval: Double = 1.0
 
+    func validate() throws {
+        guard statsInterval >= 0.05, statsInterval <= 3600 else { throw ValidationError("--stats-interval must be between 0.05 and 3600 seconds") }
+        if let duration { guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be more than 0 seconds") } }
+        if let count { guard count >= 1 else { throw ValidationError("--count must be 1 or more") } }
+    }
+
     func run() async throws {
         let logger = bootstrapLogging(label: "vbt.record")
         let config = bus.config, prefixes = self.prefixes, out = self.out, count = self.count
@@ -277,7 +283,7 @@ struct Pub: AsyncParsableCommand {
 
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be 1 or more") }
-        guard rate >= 0 else { throw ValidationError("--rate must be 0 or more") }
+        guard rate == 0 || (rate >= 0.01 && rate <= 1_000_000) else { throw ValidationError("--rate must be 0 (as fast as possible) or between 0.01 and 1000000") }
         do { _ = try splitTopic(Array(topic.utf8)) } catch {
             throw ValidationError("topic \(topic): \(error.detail), e.g. cmd.rack-01")
         }

@@ -124,3 +124,13 @@ struct CounterTests {
         #expect(stats.totals.gaps == 1)
     }
 }
+
+@Suite("Hand-over payloads")
+struct HandoverPayloadTests {
+    @Test("sequence maps refuse numbers no sequence can be (no trap on 1e19 or negatives)", arguments: ["1e19", "-5", "1.5", "-9.3e18"])
+    func badPositions(value: String) throws {
+        let body = #"{"v":1,"type":"handoff","station":"detector","src":"x/handoff.detector","seq":1,"ts":5,"from":"a","to":"b","done":true,"positions":{"s":"# + value + "}}"
+        let message = try decodeMessage(topic: Array("handoff.detector".utf8), body: Array(body.utf8))
+        #expect(throws: MalformedMessage.self) { try message.payload(as: HandoffMessage.self) }
+    }
+}

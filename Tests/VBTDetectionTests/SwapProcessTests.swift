@@ -34,6 +34,12 @@ struct SwapProcessTests {
         return (messages, sensors.timeline.reps.count)
     }
 
+    /// The time of a message's last reading.
+    static func lastT(_ message: SampleMessage) -> Double {
+        if case .distance(let list) = message.readings { return list.last?.t ?? 0 }
+        return 0
+    }
+
     /// What a rep stream is compared on: everything but the publishing instance.
     struct RepKey: Equatable, CustomStringConvertible {
         let repId: String, setId: String, index: Int
@@ -76,7 +82,8 @@ struct SwapProcessTests {
                 if due > moment { return }
                 let wait = started + due - monotonicSeconds()
                 if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
-                try publisher.publish(session[next], station: "swap-1", ts: wallClockSeconds())
+                // Sent "when read": ts follows the recorded reading times.
+                try publisher.publish(session[next], station: "swap-1", ts: Self.lastT(session[next]))
                 next += 1
                 try drain()
             }
@@ -144,7 +151,7 @@ struct StationSplitTests {
         for station in ["rack-01", "bench-01", "rack-02"] {
             for chunk in stride(from: 0, to: path.count, by: 5) {
                 let readings = path[chunk..<min(chunk + 5, path.count)].map { SampleMessage.DistanceReading(t: $0.t, distanceMm: $0.mm) }
-                try publisher.publish(SampleMessage(.distance(readings)), station: station)
+                try publisher.publish(SampleMessage(.distance(readings)), station: station, ts: readings.last!.t)
             }
         }
         var reps: [BusMessage] = []

@@ -139,3 +139,17 @@ struct PostureEvaluationTests {
         #expect(loaded == store)
     }
 }
+
+@Suite("Posture assignments")
+struct PostureAssignmentTests {
+    @Test("a new athlete without a calibration is not judged with the previous athlete's model")
+    func newAthlete() {
+        var tracker = PostureTracker(station: "desk-1")
+        let data = readings(100)
+        tracker.apply(PostureCalibration.fit(athlete: "ana", acc: data.acc, mag: data.mag, at: 1))
+        #expect(!tracker.feed(t: 10, acc: data.acc[0], mag: data.mag[0]).isEmpty)
+        tracker.clearCalibration(athlete: "ben")
+        #expect(tracker.calibration == nil && tracker.athlete == "ben")
+        #expect(tracker.feed(t: 11, acc: data.acc[1], mag: data.mag[1]).isEmpty)
+    }
+}
