@@ -213,8 +213,24 @@ class Sensor:
         except Exception:  # pragma: no cover - logged for the post-mortem
             log.exception("%s: could not restart advertising", self.name)
 
+    # -- the notification stream, shared by every emulated sensor (subclasses define _stream)
+
+    def _on_subscription(self, connection, notify_enabled: bool, indicate_enabled: bool) -> None:
+        self.events.write(
+            event="subscription", sensor=self.name, conn=self.connections, notify=notify_enabled
+        )
+        if notify_enabled and self.stream_task is None:
+            self.stream_task = asyncio.get_running_loop().create_task(self._stream(connection))
+        elif not notify_enabled:
+            self.stop_stream()
+
+    def stop_stream(self) -> None:
+        if self.stream_task is not None:
+            self.stream_task.cancel()
+            self.stream_task = None
+
     def on_disconnected(self) -> None:
-        pass
+        self.stop_stream()
 
 
 class WitMotionImu(Sensor):
@@ -296,23 +312,6 @@ class WitMotionImu(Sensor):
 
     # -- data stream
 
-    def _on_subscription(self, connection, notify_enabled: bool, indicate_enabled: bool) -> None:
-        self.events.write(
-            event="subscription", sensor=self.name, conn=self.connections, notify=notify_enabled
-        )
-        if notify_enabled and self.stream_task is None:
-            self.stream_task = asyncio.get_running_loop().create_task(self._stream(connection))
-        elif not notify_enabled:
-            self.stop_stream()
-
-    def stop_stream(self) -> None:
-        if self.stream_task is not None:
-            self.stream_task.cancel()
-            self.stream_task = None
-
-    def on_disconnected(self) -> None:
-        self.stop_stream()
-
     async def _stream(self, connection: Connection) -> None:
         period = 1.0 / self.rate_hz
         deadline = time.monotonic()
@@ -370,23 +369,6 @@ class PostureWearable(Sensor):
     def _on_rx(self, connection: Connection, value: bytes) -> None:
         self.received.write(hex=bytes(value).hex(), conn=self.connections)
         self.received.flush()
-
-    def _on_subscription(self, connection, notify_enabled: bool, indicate_enabled: bool) -> None:
-        self.events.write(
-            event="subscription", sensor=self.name, conn=self.connections, notify=notify_enabled
-        )
-        if notify_enabled and self.stream_task is None:
-            self.stream_task = asyncio.get_running_loop().create_task(self._stream(connection))
-        elif not notify_enabled:
-            self.stop_stream()
-
-    def stop_stream(self) -> None:
-        if self.stream_task is not None:
-            self.stream_task.cancel()
-            self.stream_task = None
-
-    def on_disconnected(self) -> None:
-        self.stop_stream()
 
     async def _stream(self, connection: Connection) -> None:
         period = 1.0 / self.rate_hz
