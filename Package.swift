@@ -12,12 +12,14 @@ let package = Package(
         .executable(name: "sensor-bridge", targets: ["sensor-bridge"]),
         .executable(name: "rep-detector", targets: ["rep-detector"]),
         .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
+        .executable(name: "session-recorder", targets: ["session-recorder"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -62,6 +64,15 @@ let package = Package(
             name: "VBTPosture",
             dependencies: [
                 "VBTBus",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The gym's history in SQLite (GRDB): migrations, ingest, queries, exports, charts.
+        .target(
+            name: "VBTStore",
+            dependencies: [
+                "VBTBus",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -119,10 +130,21 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "session-recorder",
+            dependencies: [
+                "VBTBus",
+                "VBTCommandLine",
+                "VBTStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
             name: "vbt",
             dependencies: [
                 "VBTBus",
                 "VBTCommandLine",
+                "VBTStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -130,7 +152,10 @@ let package = Package(
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
         .executableTarget(
             name: "vbt-bench",
-            dependencies: ["VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "CZeroMQ"],
+            dependencies: [
+                "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTStore", "CZeroMQ",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(
@@ -144,6 +169,10 @@ let package = Package(
         .testTarget(
             name: "VBTPostureTests",
             dependencies: ["VBTPosture", "VBTBus", "VBTTesting"]
+        ),
+        .testTarget(
+            name: "VBTStoreTests",
+            dependencies: ["VBTStore", "VBTBus", "VBTTesting", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "VBTSensorsTests",

@@ -13,6 +13,8 @@ public struct BusConfig: Sendable, Equatable {
     /// 100 Hz is 5,000 msg/s), so only a stuck consumer ever reaches it, and
     /// then its gap counters say so.
     public var highWaterMark: Int32 = 1_000_000
+    /// The session-recorder's request/reply endpoint (it binds, clients connect). Env `VBT_QUERY_ENDPOINT`.
+    public var queryEndpoint = "tcp://127.0.0.1:7703"
 
     /// The defaults.
     public init() {}
@@ -22,6 +24,7 @@ public struct BusConfig: Sendable, Equatable {
         var config = BusConfig()
         if let value = environment("VBT_PUB_ENDPOINT") { config.pubEndpoint = value }
         if let value = environment("VBT_SUB_ENDPOINT") { config.subEndpoint = value }
+        if let value = environment("VBT_QUERY_ENDPOINT") { config.queryEndpoint = value }
         return config
     }
 }

@@ -144,6 +144,10 @@ public final class Subscriber {
         }
     }
 
+    /// Adds this subscriber's socket to `poller` (a loop that also serves other sockets); returns its index.
+    @discardableResult
+    public func register(in poller: inout ZMQPoller) -> Int { poller.addReadable(socket) }
+
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage

@@ -98,7 +98,7 @@ public final class ZMQContext: @unchecked Sendable {
 
 /// The socket types the product uses.
 public enum ZMQSocketType: Sendable {
-    case pub, sub, xpub, xsub, pair, push, pull
+    case pub, sub, xpub, xsub, pair, push, pull, router, dealer
 
     var raw: Int32 {
         switch self {
@@ -109,6 +109,8 @@ public enum ZMQSocketType: Sendable {
         case .pair: ZMQ_PAIR
         case .push: ZMQ_PUSH
         case .pull: ZMQ_PULL
+        case .router: ZMQ_ROUTER
+        case .dealer: ZMQ_DEALER
         }
     }
 }

@@ -1,0 +1,167 @@
+import Foundation
+
+// Charts as standalone SVG files (no script, no external font or image), for
+// `vbt progress --chart` and `vbt stats week --chart`: a coach opens them in
+// any browser or drops them into a report.
+
+/// One panel of a chart: a line chart over numbers, or bars over categories.
+public struct ChartPanel: Sendable {
+    /// What is drawn.
+    public enum Kind: Sendable {
+        /// Lines through points; `xLabel` formats an x value for the axis.
+        case lines([Series], xLabel: @Sendable (Double) -> String)
+        /// One bar per category.
+        case bars(categories: [String], values: [Double])
+    }
+
+    /// A named line.
+    public struct Series: Sendable {
+        public var name: String
+        public var points: [(x: Double, y: Double)]
+        /// Creates a series.
+        public init(name: String, points: [(x: Double, y: Double)]) { (self.name, self.points) = (name, points) }
+    }
+
+    public var title: String
+    public var yUnit: String
+    public var kind: Kind
+
+    /// Creates a panel.
+    public init(title: String, yUnit: String, kind: Kind) { (self.title, self.yUnit, self.kind) = (title, yUnit, kind) }
+}
+
+/// Renders panels stacked vertically into one SVG document.
+public enum SVGChart {
+    static let width = 760.0, panelHeight = 300.0
+    static let left = 70.0, right = 20.0, top = 40.0, bottom = 50.0
+    static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+    /// The SVG text of `panels` under `title`.
+    public static func render(title: String, panels: [ChartPanel]) -> String {
+        let height = 40 + Double(max(1, panels.count)) * panelHeight
+        var svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(fmt(width))" height="\(fmt(height))" viewBox="0 0 \(fmt(width)) \(fmt(height))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="#ffffff"/>
+            <text x="\(fmt(width / 2))" y="26" text-anchor="middle" font-size="18" font-weight="bold">\(escape(title))</text>
+
+            """
+        for (index, panel) in panels.enumerated() {
+            svg += renderPanel(panel, originY: 40 + Double(index) * panelHeight)
+        }
+        svg += "</svg>\n"
+        return svg
+    }
+
+    static func renderPanel(_ panel: ChartPanel, originY: Double) -> String {
+        let plotW = width - left - right, plotH = panelHeight - top - bottom
+        let x0 = left, y0 = originY + top
+        var out = "<g>\n<text x=\"\(fmt(x0))\" y=\"\(fmt(originY + 24))\" font-size=\"14\" font-weight=\"bold\">\(escape(panel.title))</text>\n"
+        let values: [Double]
+        switch panel.kind {
+        case .lines(let series, _): values = series.flatMap { $0.points.map(\.y) }
+        case .bars(_, let bars): values = bars + [0]
+        }
+        guard !values.isEmpty else {
+            return out + "<text x=\"\(fmt(x0 + plotW / 2))\" y=\"\(fmt(y0 + plotH / 2))\" text-anchor=\"middle\" fill=\"#888\">no data yet</text>\n</g>\n"
+        }
+        let (yMin, yMax, yStep) = niceRange(values.min()!, values.max()!)
+        func y(_ value: Double) -> Double { y0 + plotH - (value - yMin) / (yMax - yMin) * plotH }
+        // Horizontal grid with labels.
+        var tick = yMin
+        while tick <= yMax + yStep / 2 {
+            out += "<line x1=\"\(fmt(x0))\" y1=\"\(fmt(y(tick)))\" x2=\"\(fmt(x0 + plotW))\" y2=\"\(fmt(y(tick)))\" stroke=\"#e0e0e0\"/>\n"
+            out += "<text x=\"\(fmt(x0 - 6))\" y=\"\(fmt(y(tick) + 4))\" text-anchor=\"end\">\(label(tick, step: yStep))</text>\n"
+            tick += yStep
+        }
+        out += "<text transform=\"translate(\(fmt(16)),\(fmt(y0 + plotH / 2))) rotate(-90)\" text-anchor=\"middle\">\(escape(panel.yUnit))</text>\n"
+        out += "<line x1=\"\(fmt(x0))\" y1=\"\(fmt(y0 + plotH))\" x2=\"\(fmt(x0 + plotW))\" y2=\"\(fmt(y0 + plotH))\" stroke=\"#333\"/>\n"
+        switch panel.kind {
+        case .bars(let categories, let bars):
+            let slot = plotW / Double(max(1, bars.count))
+            for (index, value) in bars.enumerated() {
+                let x = x0 + Double(index) * slot
+                out += "<rect x=\"\(fmt(x + slot * 0.15))\" y=\"\(fmt(y(value)))\" width=\"\(fmt(slot * 0.7))\" height=\"\(fmt(max(0, y(yMin) - y(value))))\" fill=\"\(palette[0])\"><title>\(escape(categories[index])): \(label(value, step: yStep / 10))</title></rect>\n"
+                out += "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"middle\">\(escape(categories[index]))</text>\n"
+                if value > 0 {
+                    out += "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y(value) - 4))\" text-anchor=\"middle\" font-size=\"11\">\(label(value, step: yStep / 10))</text>\n"
+                }
+            }
+        case .lines(let series, let xLabel):
+            let xs = series.flatMap { $0.points.map(\.x) }
+            let xMin = xs.min() ?? 0, xMax = xs.max() ?? 1
+            let span = xMax > xMin ? xMax - xMin : 1
+            func x(_ value: Double) -> Double { xMax > xMin ? x0 + (value - xMin) / span * plotW : x0 + plotW / 2 }
+            for index in 0..<5 {
+                let value = xMin + span * Double(index) / 4
+                if xMax == xMin && index > 0 { break }
+                out += "<text x=\"\(fmt(x(value)))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"middle\">\(escape(xLabel(value)))</text>\n"
+            }
+            for (index, line) in series.enumerated() {
+                let color = palette[index % palette.count]
+                let points = line.points.sorted { $0.x < $1.x }
+                if points.count > 1 {
+                    let path = points.map { "\(fmt(x($0.x))),\(fmt(y($0.y)))" }.joined(separator: " ")
+                    out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
+                }
+                for point in points {
+                    out += "<circle cx=\"\(fmt(x(point.x)))\" cy=\"\(fmt(y(point.y)))\" r=\"3.5\" fill=\"\(color)\"><title>\(escape(line.name)) \(escape(xLabel(point.x))): \(label(point.y, step: yStep / 10))</title></circle>\n"
+                }
+                let legendX = x0 + plotW - 150, legendY = originY + 20 + Double(index) * 16
+                out += "<rect x=\"\(fmt(legendX))\" y=\"\(fmt(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
+                out += "<text x=\"\(fmt(legendX + 14))\" y=\"\(fmt(legendY))\">\(escape(line.name))</text>\n"
+            }
+        }
+        return out + "</g>\n"
+    }
+
+    /// A range covering [low, high] with 4-6 round steps.
+    static func niceRange(_ low: Double, _ high: Double) -> (Double, Double, Double) {
+        var low = low, high = high
+        if high - low < 1e-9 { low -= max(1, abs(low) * 0.1); high += max(1, abs(high) * 0.1) }
+        let raw = (high - low) / 5
+        let magnitude = pow(10, floor(log10(raw)))
+        let step = [1.0, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? raw
+        return (floor(low / step) * step, ceil(high / step) * step, step)
+    }
+
+    static func label(_ value: Double, step: Double) -> String {
+        let decimals = max(0, min(3, Int(-floor(log10(max(step, 1e-6))))))
+        return String(format: "%.\(decimals)f", value)
+    }
+
+    static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    /// Text made safe for SVG.
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    /// The progress chart: e1RM per day per exercise, best velocity per load, body weight.
+    public static func progress(_ report: ProgressReport, utcOffsetS: Int) -> String {
+        let dayLabel: @Sendable (Double) -> String = { TrainingStore.day($0, offset: Double(utcOffsetS)) }
+        let e1rm = report.exercises.filter { !$0.e1rm.isEmpty }.map {
+            ChartPanel.Series(name: $0.exercise, points: $0.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
+        }
+        let best = report.exercises.filter { !$0.bestByLoad.isEmpty }.map {
+            ChartPanel.Series(name: $0.exercise, points: $0.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) })
+        }
+        let weight = report.bodyWeight.isEmpty ? [] : [ChartPanel.Series(name: "body weight", points: report.bodyWeight.map { (x: $0.ts, y: $0.weightKg) })]
+        return render(title: "Progress: \(report.athlete)", panels: [
+            ChartPanel(title: "Estimated 1RM per day", yUnit: "kg", kind: .lines(e1rm, xLabel: dayLabel)),
+            ChartPanel(title: "Best mean velocity per load", yUnit: "m/s", kind: .lines(best, xLabel: { String(format: "%.0f kg", $0) })),
+            ChartPanel(title: "Body weight", yUnit: "kg", kind: .lines(weight, xLabel: dayLabel)),
+        ])
+    }
+
+    /// The weekly chart: sets, reps, volume and time under tension per day.
+    public static func week(_ stats: WeekStats) -> String {
+        let days = stats.days.map { String($0.day.suffix(5)) }
+        return render(title: "Last 7 days" + (stats.athlete.map { ": \($0)" } ?? ""), panels: [
+            ChartPanel(title: "Volume (load x reps)", yUnit: "kg", kind: .bars(categories: days, values: stats.days.map(\.volumeKg))),
+            ChartPanel(title: "Reps", yUnit: "reps", kind: .bars(categories: days, values: stats.days.map { Double($0.reps) })),
+            ChartPanel(title: "Sets", yUnit: "sets", kind: .bars(categories: days, values: stats.days.map { Double($0.sets) })),
+            ChartPanel(title: "Time under tension (concentric)", yUnit: "s", kind: .bars(categories: days, values: stats.days.map(\.timeUnderTensionS))),
+        ])
+    }
+}

@@ -1,0 +1,333 @@
+import Foundation
+import GRDB
+import Logging
+import VBTBus
+
+/// What the ingestor did, for the recorder's heartbeat and logs.
+public struct IngestCounters: Sendable, Equatable, Codable {
+    /// Messages stored, by type.
+    public var stored: [String: Int] = [:]
+    /// Raw readings stored (one row each).
+    public var sampleRows = 0
+    /// Messages already in the database (same `src` and `seq`, or the same `rep_id`): not stored again.
+    public var duplicates = 0
+    /// Messages the schema refused (a constraint): logged and skipped, the rest of the batch is stored.
+    public var refused = 0
+    /// Messages of types the recorder does not keep (heartbeats, hand-overs, timers).
+    public var ignored = 0
+    /// Raw-sample messages dropped because the database was unavailable for too long.
+    public var droppedSamples = 0
+    /// Other messages dropped for the same reason (only after every raw sample was dropped first).
+    public var droppedOther = 0
+    /// Batches that failed and were kept to retry.
+    public var failedWrites = 0
+
+    /// Empty counters.
+    public init() {}
+}
+
+/// Turns bus messages into rows. Messages are queued and written in batches,
+/// one transaction each; a batch that fails for a passing reason (disk full,
+/// read-only, locked) stays queued and is retried, so nothing the recorder
+/// received is lost while the cause lasts, and nothing already stored is
+/// touched (a failed transaction rolls back whole). Each message is written in
+/// its own savepoint, so one row the schema refuses costs only that row.
+///
+/// Idempotent: per stream (`src`) the last stored `seq` is kept in `sources`;
+/// a message at or below it is a duplicate. Reps are also unique by `rep_id`,
+/// so a rep published twice (around a detector hand-over) is stored once.
+public final class Ingestor {
+    public let store: TrainingStore
+    private let logger: Logger
+    public private(set) var counters = IngestCounters()
+    private var pending: [BusMessage] = []
+    private var pendingSamples = 0
+    /// The last stored `seq` per stream, as committed.
+    private var lastSeq: [String: UInt64] = [:]
+    /// Most messages held while the database is unavailable (raw samples go first).
+    public var maxPending = 200_000
+
+    /// Types kept in the database.
+    public static let keptTypes: Set<String> = ["sample", "rep", "set", "rejected", "profile", "cmd", "calibration", "posture", "alert"]
+
+    /// Creates an ingestor writing to `store`.
+    public init(store: TrainingStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Messages waiting to be written.
+    public var pendingCount: Int { pending.count }
+
+    /// Queues a message (or counts it as ignored when it is not kept).
+    public func enqueue(_ message: BusMessage) {
+        let type = message.envelope.type
+        guard Self.keptTypes.contains(type), type != "sample" || store.settings.sampleRetentionDays > 0 else {
+            counters.ignored += 1
+            return
+        }
+        if type == "posture", case .bool(false)? = message.fields["changed"] {
+            counters.ignored += 1  // only changes of posture are history; the live stream is not
+            return
+        }
+        pending.append(message)
+        if type == "sample" { pendingSamples += 1 }
+        if pending.count > maxPending { shed() }
+    }
+
+    /// The database has been unavailable so long the queue is full: drop raw
+    /// samples first (the history of reps and sets matters more), oldest first.
+    private func shed() {
+        let excess = pending.count - maxPending
+        if pendingSamples > 0 {
+            var dropped = 0
+            pending.removeAll { message in
+                guard dropped < max(excess, maxPending / 10), message.envelope.type == "sample" else { return false }
+                dropped += 1
+                return true
+            }
+            pendingSamples -= dropped
+            counters.droppedSamples += dropped
+            logger.error("database unavailable too long; oldest raw samples dropped", metadata: ["dropped": "\(dropped)", "pending": "\(pending.count)"])
+        }
+        if pending.count > maxPending {
+            let drop = pending.count - maxPending
+            pending.removeFirst(drop)
+            counters.droppedOther += drop
+            logger.critical("database unavailable too long; oldest messages dropped", metadata: ["dropped": "\(drop)"])
+        }
+    }
+
+    /// Writes everything queued in one transaction. On failure the queue is
+    /// kept (to retry) and the classified error thrown.
+    @discardableResult
+    public func flush() throws(StoreError) -> Int {
+        guard !pending.isEmpty else { return 0 }
+        let batch = pending
+        var result = BatchResult()
+        do {
+            try store.db.writeWithoutTransaction { db in
+                result = BatchResult()
+                try db.inTransaction(.immediate) {
+                    try self.apply(batch, db: db, into: &result)
+                    return .commit
+                }
+            }
+        } catch {
+            counters.failedWrites += 1
+            throw StoreError.from(error, path: store.settings.path)
+        }
+        pending.removeAll(keepingCapacity: true)
+        pendingSamples = 0
+        for (src, progress) in result.progress { lastSeq[src] = progress.lastSeq }
+        for (type, count) in result.stored { counters.stored[type, default: 0] += count }
+        counters.sampleRows += result.sampleRows
+        counters.duplicates += result.duplicates
+        counters.refused += result.refused
+        return batch.count
+    }
+
+    struct Progress {
+        var topic: String
+        var lastSeq: UInt64
+        var stored = 0
+        var gaps = 0
+        var missing = 0
+        var lastTs: Double
+    }
+
+    struct BatchResult {
+        var progress: [String: Progress] = [:]
+        var stored: [String: Int] = [:]
+        var sampleRows = 0
+        var duplicates = 0
+        var refused = 0
+    }
+
+    private func apply(_ batch: [BusMessage], db: Database, into result: inout BatchResult) throws {
+        for message in batch {
+            let envelope = message.envelope
+            let known = try result.progress[envelope.src]?.lastSeq ?? lastStoredSeq(envelope.src, db: db)
+            if let known, envelope.seq <= known {
+                result.duplicates += 1
+                continue
+            }
+            var stored = true
+            if envelope.type == "sample" {
+                result.sampleRows += try insertSamples(message, db: db)
+            } else {
+                do {
+                    try db.inSavepoint {
+                        stored = try self.insert(message, db: db)
+                        return .commit
+                    }
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                    result.refused += 1
+                    stored = false
+                    logger.error("message refused by the schema; skipped", metadata: [
+                        "zmq.topic": "\(message.topic)", "src": "\(envelope.src)", "seq": "\(envelope.seq)", "error": "\(error.message ?? "")",
+                    ])
+                } catch let error as PayloadError {
+                    result.refused += 1
+                    stored = false
+                    logger.error("message fields unusable; skipped", metadata: ["zmq.topic": "\(message.topic)", "error": "\(error)"])
+                }
+            }
+            if stored { result.stored[envelope.type, default: 0] += 1 } else if envelope.type == "rep" { result.duplicates += 1 }
+            var progress = result.progress[envelope.src] ?? Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
+            if let known, envelope.seq > known + 1 {
+                progress.gaps += 1
+                progress.missing += Int(envelope.seq - known - 1)
+            }
+            progress.lastSeq = envelope.seq
+            progress.lastTs = envelope.ts
+            progress.stored += stored ? 1 : 0
+            result.progress[envelope.src] = progress
+        }
+        for (src, p) in result.progress {
+            try db.execute(sql: """
+                INSERT INTO sources (src, topic, last_seq, stored, gaps, missing, last_ts) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
+                    gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
+                """, arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
+        }
+    }
+
+    private func lastStoredSeq(_ src: String, db: Database) throws -> UInt64? {
+        if let seq = lastSeq[src] { return seq }
+        guard let seq = try Int64.fetchOne(db, sql: "SELECT last_seq FROM sources WHERE src = ?", arguments: [src]) else { return nil }
+        lastSeq[src] = UInt64(seq)
+        return UInt64(seq)
+    }
+
+    /// One row per reading: its fields as JSON text, so nothing of it is lost.
+    private func insertSamples(_ message: BusMessage, db: Database) throws -> Int {
+        guard case .string(let sensor)? = message.fields["sensor"], case .array(let readings)? = message.fields["samples"] else { return 0 }
+        let statement = try db.cachedStatement(sql: "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)")
+        var rows = 0
+        var writer = JSONWriter(capacity: 160)
+        for reading in readings {
+            guard case .object(let object) = reading, case .number(let t)? = object["t"], t.isFinite else { continue }
+            writer.reset()
+            writer.value(reading)
+            let text = String(decoding: writer.bytes, as: UTF8.self)
+            statement.setUncheckedArguments([message.envelope.station, sensor, t, text])
+            try statement.execute()
+            rows += 1
+        }
+        return rows
+    }
+
+    /// Writes one non-sample message; returns false when it added nothing (a repeated rep).
+    private func insert(_ message: BusMessage, db: Database) throws -> Bool {
+        let envelope = message.envelope
+        let station = envelope.station
+        switch envelope.type {
+        case "rep":
+            let rep = try message.payload(as: RepMessage.self)
+            try ensureSet(id: rep.setId, station: station, athlete: envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg, ts: envelope.ts, db: db)
+            try db.execute(sql: """
+                INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
+                    mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
+                    sensor, t_end, detector, src, seq, ts)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO NOTHING
+                """, arguments: [
+                    rep.repId, rep.setId, station, envelope.athlete, rep.exercise, rep.loadKg, rep.index, rep.meanVelocityMps,
+                    rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.concentricS, rep.timeToPeakS,
+                    rep.velocityLossPct, rep.meanPowerW, rep.zone, rep.sensor, rep.tEnd, rep.detector, envelope.src,
+                    Int64(envelope.seq), envelope.ts,
+                ])
+            guard db.changesCount > 0 else { return false }
+            try db.execute(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?", arguments: [rep.index, rep.setId])
+        case "set":
+            let set = try message.payload(as: SetMessage.self)
+            try ensureSet(id: set.setId, station: station, athlete: envelope.athlete, exercise: set.exercise, loadKg: set.loadKg, ts: envelope.ts, db: db)
+            if set.event == .end {
+                try db.execute(sql: """
+                    UPDATE sets SET ended_ts = ?, reps = coalesce(?, reps), reason = ?, best_mean_velocity_mps = ?,
+                        velocity_loss_pct = ?, exercise = coalesce(exercise, ?), load_kg = coalesce(load_kg, ?)
+                    WHERE id = ?
+                    """, arguments: [envelope.ts, set.reps, set.reason?.rawValue, set.bestMeanVelocityMps, set.velocityLossPct,
+                                     set.exercise, set.loadKg, set.setId])
+                try touchSession(ofSet: set.setId, ts: envelope.ts, db: db)
+            }
+        case "rejected":
+            let rejected = try message.payload(as: RejectedMessage.self)
+            try db.execute(sql: """
+                INSERT INTO rejected (src, seq, station, athlete, reason, detail, rom_mm, concentric_s, mean_velocity_mps, t_end, detector)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, rejected.reason, rejected.detail,
+                                 rejected.romMm, rejected.concentricS, rejected.meanVelocityMps, rejected.tEnd, rejected.detector])
+        case "profile":
+            let profile = try message.payload(as: ProfileMessage.self)
+            try db.execute(sql: """
+                INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, profile.exercise, envelope.ts,
+                                 profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg])
+        case "cmd":
+            let command = try message.payload(as: CommandMessage.self)
+            guard command.command == "athlete.assign" || command.command == "plan.assign" else { return false }
+            let args = command.args
+            try db.execute(sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [station, try args.optionalString("athlete") ?? envelope.athlete, try args.optionalString("exercise"),
+                                       try args.optionalNumber("load_kg"), try args.optionalString("plan"), envelope.ts, command.id])
+        case "calibration":
+            guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
+            try db.execute(sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           arguments: [envelope.athlete ?? station, envelope.ts, station, json])
+        case "posture":
+            guard case .bool(let correct)? = message.fields["correct"] else { throw PayloadError("posture without correct") }
+            try db.execute(sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, try message.fields.number("t"), correct,
+                                       try message.fields.optionalNumber("bad_for_s") ?? 0])
+        case "alert":
+            try db.execute(sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, envelope.ts, String(decoding: message.body, as: UTF8.self)])
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Creates the set (and finds or opens its session) the first time it is mentioned.
+    private func ensureSet(id: String, station: String, athlete: String?, exercise: String?, loadKg: Double?, ts: Double, db: Database) throws {
+        if try Bool.fetchOne(db, sql: "SELECT 1 FROM sets WHERE id = ?", arguments: [id]) == true {
+            try touchSession(ofSet: id, ts: ts, db: db)
+            return
+        }
+        let session: Int64
+        if let open = try Int64.fetchOne(db, sql: """
+            SELECT id FROM sessions WHERE station = ? AND athlete IS ? AND ended_ts >= ? ORDER BY ended_ts DESC LIMIT 1
+            """, arguments: [station, athlete, ts - store.settings.sessionGapS]) {
+            session = open
+            try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = ?", arguments: [ts, open])
+        } else {
+            try db.execute(sql: "INSERT INTO sessions (station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?)", arguments: [station, athlete, ts, ts])
+            session = db.lastInsertedRowID
+        }
+        try db.execute(sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       arguments: [id, session, station, athlete, exercise, loadKg, ts])
+    }
+
+    private func touchSession(ofSet id: String, ts: Double, db: Database) throws {
+        try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = (SELECT session FROM sets WHERE id = ?)", arguments: [ts, id])
+    }
+
+    /// Deletes raw readings older than the retention period (in chunks, so a
+    /// big backlog never holds the write lock for long). Returns rows deleted.
+    @discardableResult
+    public func pruneSamples(now: Double = wallClockSeconds(), chunk: Int = 20_000) throws(StoreError) -> Int {
+        let cutoff = now - store.settings.sampleRetentionDays * 86_400
+        var total = 0
+        while true {
+            let deleted = try store.write { db -> Int in
+                try db.execute(sql: "DELETE FROM samples WHERE id IN (SELECT id FROM samples WHERE t < ? LIMIT ?)", arguments: [cutoff, chunk])
+                return db.changesCount
+            }
+            total += deleted
+            if deleted < chunk { return total }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+import Foundation
+import GRDB
+
+// What the store answers: athletes, catalogue, plans, history, progress,
+// weekly statistics, exports. Every error a caller can fix is `.invalid` and
+// says what to change.
+
+extension TrainingStore {
+    // MARK: Athletes
+
+    /// Adds an athlete (and a first weigh-in when a weight is given).
+    public func addAthlete(_ input: AthleteInput, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> AthleteProfile {
+        try Self.validateId(input.id, what: "athlete id")
+        guard !input.name.trimmingCharacters(in: .whitespaces).isEmpty else { throw StoreError(.invalid, "the athlete's name is empty: give --name") }
+        if let sex = input.sex, !["f", "m", "x"].contains(sex) { throw StoreError(.invalid, "sex must be f, m or x, not '\(sex)'") }
+        if let year = input.birthYear, !(1900...2100).contains(year) { throw StoreError(.invalid, "birth year \(year) is not between 1900 and 2100") }
+        if let height = input.heightCm, !(50...260).contains(height) { throw StoreError(.invalid, "height \(height) cm is not between 50 and 260") }
+        if let goal = input.goalWeightKg, !(20...400).contains(goal) { throw StoreError(.invalid, "goal weight \(goal) kg is not between 20 and 400") }
+        if let weight = input.weightKg { try Self.validateWeight(weight) }
+        try write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [input.id]) == true {
+                throw StoreError(.invalid, "athlete '\(input.id)' exists already: choose another id, or see vbt athlete show \(input.id)")
+            }
+            try db.execute(sql: "INSERT INTO athletes (id, name, sex, birth_year, height_cm, goal_weight_kg, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [input.id, input.name, input.sex, input.birthYear, input.heightCm, input.goalWeightKg, now])
+            if let weight = input.weightKg {
+                try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?)", arguments: [input.id, now, weight])
+            }
+        }
+        return try athlete(input.id)
+    }
+
+    /// Records a body weight.
+    public func weighIn(athlete id: String, weightKg: Double, ts: Double = Date().timeIntervalSince1970) throws(StoreError) -> AthleteProfile {
+        try Self.validateWeight(weightKg)
+        try write { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [id]) == true else {
+                throw StoreError(.invalid, "no athlete '\(id)': add them with vbt athlete add")
+            }
+            try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET weight_kg = excluded.weight_kg",
+                           arguments: [id, ts, weightKg])
+        }
+        return try athlete(id)
+    }
+
+    /// Every athlete, by id.
+    public func athletes() throws(StoreError) -> [AthleteProfile] {
+        let ids = try read { db in try String.fetchAll(db, sql: "SELECT id FROM athletes ORDER BY id") }
+        var result: [AthleteProfile] = []
+        for id in ids { result.append(try athlete(id, weighIns: false)) }
+        return result
+    }
+
+    /// One athlete with weigh-ins, BMI and training totals.
+    public func athlete(_ id: String, weighIns withWeighIns: Bool = true) throws(StoreError) -> AthleteProfile {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM athletes WHERE id = ?", arguments: [id]) else {
+                throw StoreError(.invalid, "no athlete '\(id)': see vbt athlete list")
+            }
+            let weighIns = try Row.fetchAll(db, sql: "SELECT ts, weight_kg FROM weigh_ins WHERE athlete = ? ORDER BY ts", arguments: [id])
+                .map { WeighIn(ts: $0["ts"], weightKg: $0["weight_kg"]) }
+            let height: Double? = row["height_cm"]
+            let totals = try Row.fetchOne(db, sql: """
+                SELECT (SELECT count(*) FROM sessions WHERE athlete = ?1) AS sessions,
+                       (SELECT count(*) FROM sets WHERE athlete = ?1) AS sets,
+                       (SELECT count(*) FROM reps WHERE athlete = ?1) AS reps
+                """, arguments: [id])
+            return AthleteProfile(
+                id: row["id"], name: row["name"], sex: row["sex"], birthYear: row["birth_year"], heightCm: height,
+                goalWeightKg: row["goal_weight_kg"], weightKg: weighIns.last?.weightKg,
+                bmi: AthleteProfile.bmi(weightKg: weighIns.last?.weightKg, heightCm: height),
+                weighIns: withWeighIns ? weighIns : [], sessions: totals?["sessions"] ?? 0, sets: totals?["sets"] ?? 0, reps: totals?["reps"] ?? 0)
+        }
+    }
+
+    static func validateId(_ id: String, what: String) throws(StoreError) {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+        guard (1...64).contains(id.count), id.lowercased() == id, id.allSatisfy({ allowed.contains($0) }) else {
+            throw StoreError(.invalid, "\(what) '\(id)' must be 1-64 lower-case letters, digits, - or _ (e.g. ana-rossi)")
+        }
+    }
+
+    static func validateWeight(_ kg: Double) throws(StoreError) {
+        guard (20...400).contains(kg) else { throw StoreError(.invalid, "body weight \(kg) kg is not between 20 and 400") }
+    }
+
+    // MARK: Catalogue
+
+    /// The exercise catalogue.
+    public func exercises() throws(StoreError) -> [ExerciseRecord] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM exercises ORDER BY id").map(Self.exercise) }
+    }
+
+    /// One exercise.
+    public func exercise(_ id: String) throws(StoreError) -> ExerciseRecord {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM exercises WHERE id = ?", arguments: [id]) else {
+                throw StoreError(.invalid, "no exercise '\(id)': see vbt exercise list")
+            }
+            return Self.exercise(row)
+        }
+    }
+
+    static func exercise(_ row: Row) -> ExerciseRecord {
+        ExerciseRecord(id: row["id"], name: row["name"], description: row["description"], expectedRomMm: row["expected_rom_mm"],
+                       mvtMps: row["mvt_mps"], defaultRestS: row["default_rest_s"])
+    }
+
+    // MARK: Plans
+
+    /// Stores a plan after checking every item; errors name the item and what to change.
+    public func createPlan(_ plan: Plan, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> Plan {
+        try Self.validateId(plan.id, what: "plan id")
+        guard !plan.items.isEmpty else { throw StoreError(.invalid, "plan '\(plan.id)' has no exercises: give at least one --item") }
+        guard plan.items.count <= 30 else { throw StoreError(.invalid, "plan '\(plan.id)' has \(plan.items.count) exercises; at most 30") }
+        let known = Set(try exercises().map(\.id))
+        for (index, item) in plan.items.enumerated() {
+            let name = "item \(index + 1) (\(item.exercise))"
+            guard known.contains(item.exercise) else { throw StoreError(.invalid, "\(name): unknown exercise; see vbt exercise list") }
+            guard (1...20).contains(item.sets) else { throw StoreError(.invalid, "\(name): \(item.sets) sets; give 1 to 20") }
+            guard (1...100).contains(item.reps) else { throw StoreError(.invalid, "\(name): \(item.reps) reps; give 1 to 100") }
+            guard (0...1800).contains(item.restS) else { throw StoreError(.invalid, "\(name): rest \(item.restS) s; give 0 to 1800") }
+            if let load = item.loadKg, !(0...600).contains(load) { throw StoreError(.invalid, "\(name): load \(load) kg; give 0 to 600") }
+        }
+        try write { db in
+            if let athlete = plan.athlete, try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [athlete]) != true {
+                throw StoreError(.invalid, "plan '\(plan.id)': no athlete '\(athlete)'; add them with vbt athlete add")
+            }
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM plans WHERE id = ?", arguments: [plan.id]) == true {
+                throw StoreError(.invalid, "plan '\(plan.id)' exists already: choose another id")
+            }
+            try db.execute(sql: "INSERT INTO plans (id, athlete, created_ts) VALUES (?, ?, ?)", arguments: [plan.id, plan.athlete, now])
+            for (position, item) in plan.items.enumerated() {
+                try db.execute(sql: "INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [plan.id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
+            }
+        }
+        return try self.plan(plan.id)
+    }
+
+    /// One plan.
+    public func plan(_ id: String) throws(StoreError) -> Plan {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM plans WHERE id = ?", arguments: [id]) else {
+                throw StoreError(.invalid, "no plan '\(id)': see vbt plan list")
+            }
+            let items = try Row.fetchAll(db, sql: "SELECT * FROM plan_items WHERE plan = ? ORDER BY position", arguments: [id]).map {
+                PlanItem(exercise: $0["exercise"], sets: $0["sets"], reps: $0["reps"], restS: $0["rest_s"], loadKg: $0["load_kg"])
+            }
+            return Plan(id: row["id"], athlete: row["athlete"], items: items)
+        }
+    }
+
+    /// Every plan.
+    public func plans() throws(StoreError) -> [Plan] {
+        let ids = try read { db in try String.fetchAll(db, sql: "SELECT id FROM plans ORDER BY id") }
+        var result: [Plan] = []
+        for id in ids { result.append(try plan(id)) }
+        return result
+    }
+
+    /// A station's latest assignment, if any.
+    public func assignment(station: String) throws(StoreError) -> AssignmentRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM assignments WHERE station = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station]).map {
+                AssignmentRecord(station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"], ts: $0["ts"])
+            }
+        }
+    }
+
+    // MARK: Calibrations and patterns (for the evaluator and the detectors)
+
+    /// An athlete's latest posture calibration.
+    public func calibration(athlete: String) throws(StoreError) -> StoredCalibration? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM calibrations WHERE athlete = ? ORDER BY ts DESC LIMIT 1", arguments: [athlete]).map {
+                StoredCalibration(athlete: $0["athlete"], ts: $0["ts"], station: $0["station"], json: $0["json"])
+            }
+        }
+    }
+
+    /// Stores (or replaces) a detector pattern.
+    public func putPattern(_ pattern: StoredPattern) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "INSERT INTO patterns (exercise, name, ts, json) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET ts = excluded.ts, json = excluded.json",
+                           arguments: [pattern.exercise, pattern.name, pattern.ts, pattern.json])
+        }
+    }
+
+    /// The stored patterns, of one exercise or all.
+    public func patterns(exercise: String?) throws(StoreError) -> [StoredPattern] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM patterns WHERE ?1 IS NULL OR exercise = ?1 ORDER BY exercise, name", arguments: [exercise]).map {
+                StoredPattern(exercise: $0["exercise"], name: $0["name"], ts: $0["ts"], json: $0["json"])
+            }
+        }
+    }
+
+    // MARK: History, progress, statistics
+
+    /// The latest sets, newest first, filtered by athlete, station and exercise.
+    public func history(athlete: String?, station: String?, exercise: String?, limit: Int) throws(StoreError) -> [SetSummary] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT * FROM sets WHERE (?1 IS NULL OR athlete = ?1) AND (?2 IS NULL OR station = ?2) AND (?3 IS NULL OR exercise = ?3)
+                ORDER BY started_ts DESC LIMIT ?4
+                """, arguments: [athlete, station, exercise, max(1, min(limit, 10_000))]).map {
+                SetSummary(id: $0["id"], session: $0["session"], station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"],
+                           loadKg: $0["load_kg"], startedTs: $0["started_ts"], endedTs: $0["ended_ts"], reps: $0["reps"], reason: $0["reason"],
+                           bestMeanVelocityMps: $0["best_mean_velocity_mps"], velocityLossPct: $0["velocity_loss_pct"])
+            }
+        }
+    }
+
+    /// Per exercise: best mean velocity per load and e1RM per day; body weight over time.
+    public func progress(athlete: String, exercise: String?, utcOffsetS: Int) throws(StoreError) -> ProgressReport {
+        try read { db in
+            let offset = Double(utcOffsetS)
+            let exercises = try String.fetchAll(db, sql: """
+                SELECT DISTINCT exercise FROM reps WHERE athlete = ?1 AND exercise IS NOT NULL AND (?2 IS NULL OR exercise = ?2) ORDER BY exercise
+                """, arguments: [athlete, exercise])
+            var result: [ExerciseProgress] = []
+            for name in exercises {
+                let best = try Row.fetchAll(db, sql: """
+                    SELECT load_kg, max(mean_velocity_mps) AS best, count(*) AS reps FROM reps
+                    WHERE athlete = ? AND exercise = ? AND load_kg IS NOT NULL GROUP BY load_kg ORDER BY load_kg
+                    """, arguments: [athlete, name]).map {
+                    ExerciseProgress.BestAtLoad(loadKg: $0["load_kg"], bestMeanVelocityMps: $0["best"], reps: $0["reps"])
+                }
+                // The day's last profile: the detector refits it after every set, so the last is the day's best estimate.
+                let e1rm = try Row.fetchAll(db, sql: """
+                    SELECT ts, e1rm_kg, r2 FROM profiles p
+                    WHERE athlete = ?1 AND exercise = ?2 AND e1rm_kg IS NOT NULL
+                      AND ts = (SELECT max(ts) FROM profiles q WHERE q.athlete = ?1 AND q.exercise = ?2 AND q.e1rm_kg IS NOT NULL
+                                AND CAST((q.ts + ?3) / 86400 AS INTEGER) = CAST((p.ts + ?3) / 86400 AS INTEGER))
+                    ORDER BY ts
+                    """, arguments: [athlete, name, offset]).map {
+                    ExerciseProgress.E1RM(day: Self.day($0["ts"], offset: offset), ts: $0["ts"], e1rmKg: $0["e1rm_kg"], r2: $0["r2"])
+                }
+                result.append(ExerciseProgress(exercise: name, bestByLoad: best, e1rm: e1rm))
+            }
+            let weights = try Row.fetchAll(db, sql: "SELECT ts, weight_kg FROM weigh_ins WHERE athlete = ? ORDER BY ts", arguments: [athlete])
+                .map { WeighIn(ts: $0["ts"], weightKg: $0["weight_kg"]) }
+            if exercises.isEmpty, weights.isEmpty,
+               try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [athlete]) != true {
+                throw StoreError(.invalid, "nothing recorded for athlete '\(athlete)': see vbt athlete list")
+            }
+            return ProgressReport(athlete: athlete, exercises: result, bodyWeight: weights)
+        }
+    }
+
+    /// Per day for the 7 days ending today (in the asker's time zone): sets, reps, volume, time under tension.
+    public func weekStats(athlete: String?, now: Double, utcOffsetS: Int) throws(StoreError) -> WeekStats {
+        let offset = Double(utcOffsetS)
+        let today = floor((now + offset) / 86_400)
+        let start = (today - 6) * 86_400 - offset
+        return try read { db in
+            var days = (0..<7).map { DayStats(day: Self.day((today - 6 + Double($0)) * 86_400 - offset, offset: offset), sets: 0, reps: 0, volumeKg: 0, timeUnderTensionS: 0) }
+            for row in try Row.fetchAll(db, sql: """
+                SELECT CAST((started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS sets FROM sets
+                WHERE started_ts >= ?1 AND (?2 IS NULL OR athlete = ?2) GROUP BY day
+                """, arguments: [start, athlete, offset]) {
+                let index = Int(row["day"] as Int64 - Int64(today)) + 6
+                if days.indices.contains(index) { days[index].sets = row["sets"] }
+            }
+            for row in try Row.fetchAll(db, sql: """
+                SELECT CAST((s.started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS reps,
+                       total(r.load_kg) AS volume, total(r.concentric_s) AS tut
+                FROM reps r JOIN sets s ON s.id = r.set_id
+                WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) GROUP BY day
+                """, arguments: [start, athlete, offset]) {
+                let index = Int(row["day"] as Int64 - Int64(today)) + 6
+                guard days.indices.contains(index) else { continue }
+                days[index].reps = row["reps"]
+                days[index].volumeKg = row["volume"]
+                days[index].timeUnderTensionS = row["tut"]
+            }
+            let most = try String.fetchOne(db, sql: """
+                SELECT s.exercise FROM sets s WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) AND s.exercise IS NOT NULL
+                GROUP BY s.exercise
+                ORDER BY count(*) DESC, (SELECT total(r.load_kg) FROM reps r JOIN sets t ON t.id = r.set_id
+                                         WHERE t.exercise = s.exercise AND t.started_ts >= ?1 AND (?2 IS NULL OR t.athlete = ?2)) DESC, s.exercise
+                LIMIT 1
+                """, arguments: [start, athlete])
+            let totals = DayStats(day: "total", sets: days.reduce(0) { $0 + $1.sets }, reps: days.reduce(0) { $0 + $1.reps },
+                                  volumeKg: days.reduce(0) { $0 + $1.volumeKg }, timeUnderTensionS: days.reduce(0) { $0 + $1.timeUnderTensionS })
+            return WeekStats(athlete: athlete, days: days, totals: totals, mostTrainedExercise: most)
+        }
+    }
+
+    /// `YYYY-MM-DD` of a Unix time shifted by a UTC offset.
+    static func day(_ ts: Double, offset: Double) -> String {
+        let days = Int(floor((ts + offset) / 86_400))
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        return String(format: "%04d-%02d-%02d", y, m, d)
+    }
+
+    // MARK: Export
+
+    /// The tables an export may read, and whether they have an athlete column.
+    public static let exportTables: [String: Bool] = [
+        "athletes": false, "weigh_ins": true, "sessions": true, "sets": true, "reps": true, "rejected": true,
+        "profiles": true, "posture_changes": true, "alerts": true, "assignments": true, "plans": true, "plan_items": false,
+    ]
+
+    /// One page of a table in storage order, optionally one athlete's rows.
+    public func page(table: String, athlete: String?, after: Int64?, limit: Int) throws(StoreError) -> TablePage {
+        guard let hasAthlete = Self.exportTables[table] else {
+            throw StoreError(.invalid, "no table '\(table)' to export; choose one of \(Self.exportTables.keys.sorted().joined(separator: ", "))")
+        }
+        let athleteColumn = table == "athletes" ? "id" : "athlete"
+        let filter = athlete == nil || (!hasAthlete && table != "athletes") ? "" : "AND \(athleteColumn) = ?2"
+        return try read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT rowid AS _rowid, * FROM \(table) WHERE rowid > ?1 \(filter) ORDER BY rowid LIMIT ?3",
+                                        arguments: [after ?? 0, athlete, max(1, min(limit, 10_000))])
+            let columns = try db.columns(in: table).map(\.name)
+            var cells: [[Cell]] = []
+            cells.reserveCapacity(rows.count)
+            for row in rows {
+                cells.append(columns.map { name in
+                    switch (row[name] as DatabaseValue).storage {
+                    case .null: .null
+                    case .int64(let value): .int(value)
+                    case .double(let value): .real(value)
+                    case .string(let value): .text(value)
+                    case .blob(let data): .text(data.base64EncodedString())
+                    }
+                })
+            }
+            let next: Int64? = rows.count < max(1, min(limit, 10_000)) ? nil : rows.last?["_rowid"]
+            return TablePage(table: table, columns: columns, rows: cells, next: next)
+        }
+    }
+
+    /// Row counts of the main tables.
+    public func rowCounts() throws(StoreError) -> [String: Int] {
+        try read { db in
+            var counts: [String: Int] = [:]
+            for table in ["athletes", "sessions", "sets", "reps", "rejected", "samples", "profiles", "posture_changes", "alerts", "calibrations"] {
+                counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
+            }
+            return counts
+        }
+    }
+}

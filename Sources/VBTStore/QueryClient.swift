@@ -1,0 +1,80 @@
+import Foundation
+import VBTBus
+
+/// Asks the session-recorder over its query endpoint. Owned by one thread.
+///
+/// A DEALER socket with a deadline per request: a recorder that is down or
+/// busy gives a clear error after `timeoutS`, never a hang.
+public final class QueryClient {
+    private let socket: ZMQSocket
+    private let endpoint: String
+    private let timeoutS: Double
+    private var counter = 0
+    private let prefix = "q-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+
+    /// Connects to `config.queryEndpoint` (nothing is sent yet).
+    public init(context: ZMQContext, config: BusConfig, timeoutS: Double = 5) throws(ZMQError) {
+        socket = try ZMQSocket(context, .dealer, lingerMs: 0)
+        try socket.connect(config.queryEndpoint)
+        endpoint = config.queryEndpoint
+        self.timeoutS = timeoutS
+    }
+
+    /// Sends `query` with `args` and decodes the result as `R`.
+    public func ask<A: Encodable, R: Decodable>(_ query: String, _ args: A, as type: R.Type) throws -> R {
+        let data = try askRaw(query, args)
+        let decoded: QueryReply<R>
+        do { decoded = try JSONDecoder().decode(QueryReply<R>.self, from: data) } catch {
+            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) did not fit: \(QueryService.describe(error))")
+        }
+        guard decoded.ok else {
+            throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query)")
+        }
+        if let result = decoded.result { return result }
+        if let none = Optional<Any>.none as? R { return none }  // an optional result that is null
+        throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) had no result")
+    }
+
+    /// Sends one request and returns the reply's bytes.
+    public func askRaw<A: Encodable>(_ query: String, _ args: A) throws -> Data {
+        counter += 1
+        let id = "\(prefix)-\(counter)"
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query, args: args))
+        try socket.send(frames: [[], Array(body)])
+        let deadline = monotonicSeconds() + timeoutS
+        while true {
+            let remaining = deadline - monotonicSeconds()
+            guard remaining > 0 else {
+                throw QueryError(kind: "timeout", message: "no answer from session-recorder at \(endpoint) within \(Int(timeoutS)) s: is it running? (VBT_QUERY_ENDPOINT, --query-endpoint)")
+            }
+            var poller = ZMQPoller()
+            poller.addReadable(socket)
+            guard try poller.poll(timeoutMs: Int(remaining * 1000) + 1) > 0,
+                  let reply = try socket.receive(dontWait: true, maxFrames: 3), let frame = reply.frames.last else { continue }
+            // Replies to an earlier request that timed out are skipped by id.
+            if let head = try? JSONDecoder().decode(ReplyHead.self, from: Data(frame)), head.id != nil, head.id != id { continue }
+            return Data(frame)
+        }
+    }
+}
+
+/// A query that failed: the recorder's reason, or why it could not be asked.
+public struct QueryError: Error, Sendable, CustomStringConvertible {
+    public var kind: String
+    public var message: String
+    public var description: String { message }
+}
+
+struct QueryRequest<B: Encodable>: Encodable {
+    var id: String
+    var query: String
+    var args: B
+}
+
+struct QueryReply<R: Decodable>: Decodable {
+    var ok: Bool
+    var result: R?
+    var error: QueryFailure?
+}
+
+struct ReplyHead: Decodable { var id: String? }

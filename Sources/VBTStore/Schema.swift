@@ -1,0 +1,256 @@
+import GRDB
+
+// The database schema, as numbered migrations. A migration, once released,
+// never changes: a new need is a new migration, so every database ever
+// written (by any earlier version of the recorder) migrates forward.
+
+/// The schema's migrations, oldest first.
+public enum Schema {
+    /// The migration identifiers in order; the last is the current version.
+    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples"]
+
+    /// The migrator that brings any earlier database to the current version.
+    public static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(versions[0], migrate: v1Core)
+        migrator.registerMigration(versions[1], migrate: v2PostureProfilesAlerts)
+        migrator.registerMigration(versions[2], migrate: v3RawSamples)
+        return migrator
+    }
+
+    /// Athletes, catalogue, plans, assignments, sessions, sets, reps, rejections, stream progress.
+    static func v1Core(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE athletes (
+                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
+                name TEXT NOT NULL,
+                sex TEXT CHECK (sex IN ('f', 'm', 'x')),
+                birth_year INTEGER CHECK (birth_year BETWEEN 1900 AND 2100),
+                height_cm REAL CHECK (height_cm BETWEEN 50 AND 260),
+                goal_weight_kg REAL CHECK (goal_weight_kg BETWEEN 20 AND 400),
+                created_ts REAL NOT NULL
+            );
+            CREATE TABLE weigh_ins (
+                athlete TEXT NOT NULL REFERENCES athletes(id) ON DELETE CASCADE,
+                ts REAL NOT NULL,
+                weight_kg REAL NOT NULL CHECK (weight_kg BETWEEN 20 AND 400),
+                PRIMARY KEY (athlete, ts)
+            );
+            CREATE TABLE exercises (
+                id TEXT PRIMARY KEY NOT NULL,
+                name TEXT NOT NULL,
+                description TEXT NOT NULL,
+                expected_rom_mm REAL NOT NULL CHECK (expected_rom_mm > 0),
+                mvt_mps REAL NOT NULL CHECK (mvt_mps > 0),
+                default_rest_s REAL NOT NULL CHECK (default_rest_s >= 0)
+            );
+            CREATE TABLE plans (
+                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
+                athlete TEXT REFERENCES athletes(id) ON DELETE SET NULL,
+                created_ts REAL NOT NULL
+            );
+            CREATE TABLE plan_items (
+                plan TEXT NOT NULL REFERENCES plans(id) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                exercise TEXT NOT NULL REFERENCES exercises(id),
+                sets INTEGER NOT NULL CHECK (sets BETWEEN 1 AND 20),
+                reps INTEGER NOT NULL CHECK (reps BETWEEN 1 AND 100),
+                rest_s REAL NOT NULL CHECK (rest_s BETWEEN 0 AND 1800),
+                load_kg REAL CHECK (load_kg BETWEEN 0 AND 600),
+                PRIMARY KEY (plan, position)
+            );
+            CREATE TABLE assignments (
+                id INTEGER PRIMARY KEY,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                exercise TEXT,
+                load_kg REAL,
+                plan TEXT,
+                ts REAL NOT NULL,
+                cmd_id TEXT
+            );
+            CREATE INDEX assignments_by_station ON assignments(station, ts);
+            CREATE TABLE sessions (
+                id INTEGER PRIMARY KEY,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                started_ts REAL NOT NULL,
+                ended_ts REAL NOT NULL
+            );
+            CREATE INDEX sessions_by_station ON sessions(station, athlete, ended_ts);
+            CREATE INDEX sessions_by_athlete ON sessions(athlete, started_ts);
+            CREATE TABLE sets (
+                id TEXT PRIMARY KEY NOT NULL,
+                session INTEGER NOT NULL REFERENCES sessions(id),
+                station TEXT NOT NULL,
+                athlete TEXT,
+                exercise TEXT,
+                load_kg REAL,
+                started_ts REAL NOT NULL,
+                ended_ts REAL,
+                reps INTEGER NOT NULL DEFAULT 0,
+                reason TEXT,
+                best_mean_velocity_mps REAL,
+                velocity_loss_pct REAL
+            );
+            CREATE INDEX sets_by_athlete ON sets(athlete, started_ts);
+            CREATE INDEX sets_by_time ON sets(started_ts);
+            CREATE TABLE reps (
+                id TEXT PRIMARY KEY NOT NULL,
+                set_id TEXT NOT NULL REFERENCES sets(id),
+                station TEXT NOT NULL,
+                athlete TEXT,
+                exercise TEXT,
+                load_kg REAL,
+                idx INTEGER NOT NULL CHECK (idx >= 1),
+                mean_velocity_mps REAL NOT NULL,
+                peak_velocity_mps REAL NOT NULL,
+                mean_propulsive_velocity_mps REAL NOT NULL,
+                rom_mm REAL NOT NULL,
+                concentric_s REAL NOT NULL,
+                time_to_peak_s REAL NOT NULL,
+                velocity_loss_pct REAL NOT NULL,
+                mean_power_w REAL,
+                zone TEXT,
+                sensor TEXT,
+                t_end REAL NOT NULL,
+                detector TEXT NOT NULL,
+                src TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                ts REAL NOT NULL
+            );
+            CREATE INDEX reps_by_set ON reps(set_id, idx);
+            CREATE INDEX reps_by_athlete ON reps(athlete, exercise, t_end);
+            CREATE TABLE rejected (
+                src TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                reason TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                rom_mm REAL NOT NULL,
+                concentric_s REAL NOT NULL,
+                mean_velocity_mps REAL NOT NULL,
+                t_end REAL NOT NULL,
+                detector TEXT NOT NULL,
+                PRIMARY KEY (src, seq)
+            );
+            CREATE TABLE sources (
+                src TEXT PRIMARY KEY NOT NULL,
+                topic TEXT NOT NULL,
+                last_seq INTEGER NOT NULL,
+                stored INTEGER NOT NULL,
+                gaps INTEGER NOT NULL,
+                missing INTEGER NOT NULL,
+                last_ts REAL NOT NULL
+            );
+            """)
+        for exercise in ExerciseRecord.catalogue {
+            try db.execute(
+                sql: "INSERT INTO exercises (id, name, description, expected_rom_mm, mvt_mps, default_rest_s) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [exercise.id, exercise.name, exercise.description, exercise.expectedRomMm, exercise.mvtMps, exercise.defaultRestS])
+        }
+    }
+
+    /// Calibrations, detector patterns, posture changes, load-velocity profiles, alerts.
+    static func v2PostureProfilesAlerts(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE calibrations (
+                athlete TEXT NOT NULL,
+                ts REAL NOT NULL,
+                station TEXT NOT NULL,
+                json TEXT NOT NULL,
+                PRIMARY KEY (athlete, ts)
+            );
+            CREATE TABLE patterns (
+                exercise TEXT NOT NULL,
+                name TEXT NOT NULL,
+                ts REAL NOT NULL,
+                json TEXT NOT NULL,
+                PRIMARY KEY (exercise, name)
+            );
+            CREATE TABLE posture_changes (
+                src TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                t REAL NOT NULL,
+                correct INTEGER NOT NULL,
+                bad_for_s REAL NOT NULL,
+                PRIMARY KEY (src, seq)
+            );
+            CREATE TABLE profiles (
+                src TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                exercise TEXT NOT NULL,
+                ts REAL NOT NULL,
+                intercept_mps REAL NOT NULL,
+                slope_mps_per_kg REAL NOT NULL,
+                r2 REAL NOT NULL,
+                mvt_mps REAL NOT NULL,
+                e1rm_kg REAL,
+                PRIMARY KEY (src, seq)
+            );
+            CREATE INDEX profiles_by_athlete ON profiles(athlete, exercise, ts);
+            CREATE TABLE alerts (
+                src TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                station TEXT NOT NULL,
+                athlete TEXT,
+                ts REAL NOT NULL,
+                json TEXT NOT NULL,
+                PRIMARY KEY (src, seq)
+            );
+            """)
+    }
+
+    /// Raw readings, one row each, kept for the retention period.
+    static func v3RawSamples(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE samples (
+                id INTEGER PRIMARY KEY,
+                station TEXT NOT NULL,
+                sensor TEXT NOT NULL,
+                t REAL NOT NULL,
+                data TEXT NOT NULL
+            );
+            CREATE INDEX samples_by_time ON samples(t);
+            """)
+    }
+}
+
+/// An exercise of the catalogue.
+public struct ExerciseRecord: Codable, Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var description: String
+    /// Typical bar travel of a full rep for an adult, mm.
+    public var expectedRomMm: Double
+    /// Mean velocity at 1RM (minimal velocity threshold), m/s.
+    public var mvtMps: Double
+    /// Rest between sets when no plan says otherwise, s.
+    public var defaultRestS: Double
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, description
+        case expectedRomMm = "expected_rom_mm"
+        case mvtMps = "mvt_mps"
+        case defaultRestS = "default_rest_s"
+    }
+
+    /// The common lifts. MVTs from research/vbt.md 3.4 (bench 0.17, squat 0.30,
+    /// deadlift 0.15 m/s; others from the same sources' ranges); rests are the
+    /// usual strength-training defaults (3 min for the big lifts, 2 min otherwise).
+    public static let catalogue: [ExerciseRecord] = [
+        .init(id: "squat", name: "Back squat", description: "Bar on the upper back; squat to depth and stand up.", expectedRomMm: 600, mvtMps: 0.30, defaultRestS: 180),
+        .init(id: "front-squat", name: "Front squat", description: "Bar in the front rack; upright torso, squat to depth.", expectedRomMm: 580, mvtMps: 0.33, defaultRestS: 180),
+        .init(id: "bench", name: "Bench press", description: "Lying on a bench; lower the bar to the chest and press.", expectedRomMm: 450, mvtMps: 0.17, defaultRestS: 180),
+        .init(id: "deadlift", name: "Deadlift", description: "Bar from the floor to standing, hips and knees locked out.", expectedRomMm: 550, mvtMps: 0.15, defaultRestS: 180),
+        .init(id: "overhead-press", name: "Overhead press", description: "Standing; press the bar from the shoulders to overhead.", expectedRomMm: 500, mvtMps: 0.19, defaultRestS: 150),
+        .init(id: "hip-thrust", name: "Hip thrust", description: "Upper back on a bench, bar over the hips; extend the hips.", expectedRomMm: 300, mvtMps: 0.25, defaultRestS: 120),
+        .init(id: "bent-over-row", name: "Bent-over row", description: "Hinged at the hips; row the bar to the lower chest.", expectedRomMm: 400, mvtMps: 0.40, defaultRestS: 120),
+        .init(id: "generic", name: "Generic lift", description: "Any barbell lift without its own entry (the detector's default).", expectedRomMm: 500, mvtMps: 0.30, defaultRestS: 120),
+    ]
+}

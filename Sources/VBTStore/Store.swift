@@ -1,0 +1,135 @@
+import Foundation
+import GRDB
+
+/// Where the database is and how it behaves. Every default is documented.
+public struct StoreSettings: Sendable, Equatable {
+    /// The SQLite file. Env `VBT_DB`, default `data/vbt.sqlite` (CONTRACTS.md section 2).
+    public var path = "data/vbt.sqlite"
+    /// Raw readings older than this many days are deleted; 0 keeps no raw readings at all.
+    public var sampleRetentionDays = 7.0
+    /// How long a write waits for another process's lock before the batch is retried later, s.
+    /// Short, so a locked database never stops the recorder from reading the bus.
+    public var busyTimeoutS = 0.2
+    /// A station's sets belong to one session until it has been idle this long, s.
+    public var sessionGapS = 3_600.0
+
+    /// The defaults, with `VBT_DB` applied.
+    public init() {
+        if let path = ProcessInfo.processInfo.environment["VBT_DB"], !path.isEmpty { self.path = path }
+    }
+}
+
+/// Why the store could not do something, in words that say what to do.
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of trouble: decides whether retrying can help.
+    public enum Kind: String, Sendable {
+        /// The disk is full: free space; the recorder keeps what it has not written and retries.
+        case diskFull = "disk-full"
+        /// The file or its folder cannot be written.
+        case readOnly = "read-only"
+        /// Another process holds the database's write lock.
+        case locked
+        /// The file cannot be opened (missing folder, permissions).
+        case cannotOpen = "cannot-open"
+        /// The database file is damaged or not a database.
+        case corrupt
+        /// A row broke a rule of the schema (this row only).
+        case constraint
+        /// A request was wrong (unknown athlete, bad plan): the caller must change it.
+        case invalid
+        /// Something else from SQLite.
+        case other
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    /// Creates an error.
+    public init(_ kind: Kind, _ message: String) { (self.kind, self.message) = (kind, message) }
+
+    /// Whether the same write may succeed later without anyone changing the data.
+    public var isTransient: Bool { [.diskFull, .readOnly, .locked, .cannotOpen, .other].contains(kind) }
+
+    public var description: String { message }
+
+    /// Classifies a GRDB error, naming the file and what to do.
+    public static func from(_ error: any Error, path: String) -> StoreError {
+        if let error = error as? StoreError { return error }
+        guard let error = error as? DatabaseError else { return StoreError(.other, "\(path): \(error)") }
+        let detail = error.message ?? "\(error.resultCode)"
+        switch error.resultCode {
+        case .SQLITE_FULL:
+            return StoreError(.diskFull, "database disk is full (\(path)): free space on that disk; unwritten messages are kept in memory and retried")
+        case .SQLITE_READONLY:
+            return StoreError(.readOnly, "database is read-only (\(path)): make the file and its folder writable by the recorder; writes are retried")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return StoreError(.locked, "database is locked by another process (\(path)): end that process's transaction; writes are retried")
+        case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH:
+            return StoreError(.cannotOpen, "cannot open the database (\(path)): check the folder exists and is writable; \(detail)")
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return StoreError(.corrupt, "the database file is damaged or not a vbt database (\(path)): restore a backup or move it away; \(detail)")
+        case .SQLITE_CONSTRAINT:
+            return StoreError(.constraint, "rejected by the schema: \(detail)")
+        case .SQLITE_IOERR:
+            // A full disk often shows as an I/O error on the WAL or journal.
+            return StoreError(.diskFull, "database I/O error (\(path)): check the disk has space and is healthy; \(detail); writes are retried")
+        default:
+            return StoreError(.other, "database error (\(path)): \(detail)")
+        }
+    }
+}
+
+/// The gym's history: one SQLite file, opened in WAL mode and migrated to the current schema.
+/// Owned by one thread (the recorder's loop, a CLI command, a test).
+public final class TrainingStore {
+    public let settings: StoreSettings
+    /// The open database; replaced when the store reopens after a failure.
+    public private(set) var db: DatabaseQueue
+
+    /// Opens (creating the file and folder if needed) and migrates.
+    public init(settings: StoreSettings) throws(StoreError) {
+        self.settings = settings
+        db = try Self.open(settings)
+    }
+
+    /// Opens the database again (after a read-only or unopenable file was fixed).
+    public func reopen() throws(StoreError) {
+        db = try Self.open(settings)
+    }
+
+    static func open(_ settings: StoreSettings) throws(StoreError) -> DatabaseQueue {
+        do {
+            let folder = URL(fileURLWithPath: settings.path).deletingLastPathComponent()
+            try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(settings.busyTimeoutS)
+            configuration.foreignKeysEnabled = true
+            configuration.label = "vbt"
+            configuration.prepareDatabase { db in
+                // WAL: readers (vbt, exports, sqlite3) never block the recorder's writes.
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            let queue = try DatabaseQueue(path: settings.path, configuration: configuration)
+            try Schema.migrator.migrate(queue)
+            return queue
+        } catch {
+            throw StoreError.from(error, path: settings.path)
+        }
+    }
+
+    /// Runs `body` in one write transaction, with errors classified.
+    public func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try db.write(body) } catch { throw StoreError.from(error, path: settings.path) }
+    }
+
+    /// Runs `body` for reading, with errors classified.
+    public func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try db.read(body) } catch { throw StoreError.from(error, path: settings.path) }
+    }
+
+    /// The migrations applied to this database, oldest first.
+    public func appliedMigrations() throws(StoreError) -> [String] {
+        try read { db in try Schema.migrator.appliedMigrations(db) }
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VBTBus
+import VBTCommandLine
+import VBTStore
+
+@main
+struct SessionRecorder: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session-recorder",
+        abstract: "Keeps the gym's history in SQLite and answers queries about it.",
+        discussion: """
+            Subscribes to everything on the bus and stores reps, sets, rejected reps, load-velocity
+            profiles, assignments (cmd athlete.assign and plan.assign), calibrations, posture changes,
+            alerts and raw samples (one row per reading, kept --sample-retention-days) in --db, in WAL
+            mode with numbered migrations. Idempotent: a message seen twice (same src and seq, or the
+            same rep_id) is stored once; per-stream progress is stored, so a restart knows what it has.
+            Writes are batched (one transaction every 100 ms); when the disk is full, the file
+            read-only or locked, messages are kept in memory and retried, and nothing stored is lost.
+            Answers JSON queries on --query-endpoint (a ROUTER socket; proto/query.md): athletes,
+            exercises, plans, assignments, calibrations, patterns, history, progress, weekly
+            statistics, export pages. `vbt` is its client.
+            """)
+
+    @Option(help: "The SQLite database (overrides VBT_DB; default data/vbt.sqlite).")
+    var db: String?
+
+    @Option(help: "Endpoint the query socket binds (overrides VBT_QUERY_ENDPOINT; default tcp://127.0.0.1:7703).")
+    var queryEndpoint: String?
+
+    @Option(help: "Days raw readings are kept; 0 stores none.")
+    var sampleRetentionDays: Double = 7
+
+    @Option(help: "Seconds without a set after which a station's next set opens a new session.")
+    var sessionGap: Double = 3_600
+
+    @OptionGroup var bus: BusOptions
+
+    func validate() throws {
+        guard sampleRetentionDays >= 0, sampleRetentionDays <= 3_650 else { throw ValidationError("--sample-retention-days must be 0 to 3650") }
+        guard sessionGap > 0 else { throw ValidationError("--session-gap must be more than 0") }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "session-recorder")
+        var config = bus.config
+        if let queryEndpoint { config.queryEndpoint = queryEndpoint }
+        var storeSettings = StoreSettings()
+        if let db { storeSettings.path = db }
+        storeSettings.sampleRetentionDays = sampleRetentionDays
+        storeSettings.sessionGapS = sessionGap
+        let store: TrainingStore
+        do { store = try TrainingStore(settings: storeSettings) } catch {
+            reportProblem("session-recorder: \(error.message)")
+            throw ExitCode.failure
+        }
+        let busConfig = config
+        let box = StoreBox(store)
+        let stop = StopFlag()
+        try await runProgram("session-recorder", logger: logger,
+                             hint: "check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT, that vbt-bus is running, and that no other recorder holds VBT_QUERY_ENDPOINT",
+                             onShutdown: { stop.set() }) { context in
+            let runtime = try RecorderRuntime(context: context, config: busConfig, store: box.store, settings: RecorderSettings(), logger: logger)
+            try runtime.run(stop: stop)
+        }
+    }
+}
+
+/// Hands the store to the socket thread that alone uses it from then on.
+final class StoreBox: @unchecked Sendable {
+    let store: TrainingStore
+    init(_ store: TrainingStore) { self.store = store }
+}
