@@ -8,13 +8,14 @@ import VBTCommandLine
 struct VBT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vbt",
-        abstract: "Operator tools for the vbt bus: watch, measure, record and publish messages.",
+        abstract: "Operator tools: watch, measure, record and publish bus messages; athletes, plans, stations, history, progress, statistics, exports.",
         discussion: """
             Endpoints come from VBT_PUB_ENDPOINT and VBT_SUB_ENDPOINT (CONTRACTS.md section 2)
             unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
             `sample.rack-01` selects what to receive (none: everything).
             """,
-        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self])
+        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
+                      Station.self, History.self, Progress.self, Stats.self, Export.self])
 }
 
 struct Posture: AsyncParsableCommand {

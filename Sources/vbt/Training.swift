@@ -1,0 +1,528 @@
+import ArgumentParser
+import Foundation
+import VBTBus
+import VBTCommandLine
+import VBTStore
+
+// The training-data commands: they ask the session-recorder over its query
+// endpoint (proto/query.md), print a table for people or JSON for scripts
+// (--json), and publish station commands on the bus.
+
+/// Options every recorder-backed command takes.
+struct RecorderOptions: ParsableArguments {
+    @Option(help: "The recorder's query endpoint (overrides VBT_QUERY_ENDPOINT; default tcp://127.0.0.1:7703).")
+    var queryEndpoint: String?
+
+    @Option(help: "Seconds to wait for the recorder's answer.")
+    var timeout: Double = 5
+
+    @Flag(help: "Print JSON (for scripts) instead of a table.")
+    var json = false
+
+    @OptionGroup var bus: BusOptions
+
+    var config: BusConfig {
+        var config = bus.config
+        if let queryEndpoint { config.queryEndpoint = queryEndpoint }
+        return config
+    }
+
+    /// Runs `body` with a client; every failure is one line on stderr and exit 1.
+    func withClient<T>(_ body: (QueryClient) throws -> T) throws -> T {
+        let context = ZMQContext()
+        defer { context.terminate() }
+        do {
+            let client = try QueryClient(context: context, config: config, timeoutS: timeout)
+            return try body(client)
+        } catch let error as QueryError {
+            reportProblem("vbt: \(error.message)")
+            throw ExitCode.failure
+        } catch let error as StoreError {
+            reportProblem("vbt: \(error.message)")
+            throw ExitCode.failure
+        } catch let error as ZMQError {
+            reportProblem("vbt: \(error); check --query-endpoint / VBT_QUERY_ENDPOINT")
+            throw ExitCode.failure
+        }
+    }
+
+    /// Prints `value` as JSON, or calls `table` for people.
+    func output<T: Encodable>(_ value: T, table: () -> String) {
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self))
+        } else {
+            print(table(), terminator: "")
+        }
+    }
+}
+
+/// Aligned columns for people: a header, a rule, the rows.
+func renderTable(_ header: [String], _ rows: [[String]]) -> String {
+    guard !rows.isEmpty else { return "(none)\n" }
+    var widths = header.map(\.count)
+    for row in rows { for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) } }
+    func line(_ cells: [String]) -> String {
+        cells.enumerated().map { index, cell in cell.padding(toLength: widths[index], withPad: " ", startingAt: 0) }
+            .joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+    }
+    return line(header) + line(widths.map { String(repeating: "-", count: $0) }) + rows.map(line).joined()
+}
+
+func show(_ value: Double?, _ decimals: Int = 2) -> String { value.map { String(format: "%.\(decimals)f", $0) } ?? "-" }
+
+func localDate(_ ts: Double?) -> String {
+    guard let ts else { return "-" }
+    let formatter = DateFormatter()
+    formatter.dateFormat = "yyyy-MM-dd HH:mm"
+    return formatter.string(from: Date(timeIntervalSince1970: ts))
+}
+
+/// The caller's UTC offset now, for per-day figures in local days.
+var localUTCOffset: Int { TimeZone.current.secondsFromGMT() }
+
+// MARK: athlete
+
+struct Athlete: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Athletes: add, list, show, weigh in.", subcommands: [Add.self, List.self, Show.self, WeighInCommand.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add an athlete.")
+        @Argument(help: "Athlete id: lower-case letters, digits, - or _ (e.g. ana-rossi).") var id: String
+        @Option(help: "Full name.") var name: String
+        @Option(help: "f, m or x.") var sex: String?
+        @Option(help: "Year of birth.") var born: Int?
+        @Option(help: "Height, cm.") var heightCm: Double?
+        @Option(help: "Body weight today, kg (the first weigh-in).") var weightKg: Double?
+        @Option(help: "Goal body weight, kg.") var goalKg: Double?
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let input = AthleteInput(id: id, name: name, sex: sex, birthYear: born, heightCm: heightCm, goalWeightKg: goalKg, weightKg: weightKg)
+            let athlete = try recorder.withClient { try $0.ask("athlete.add", input, as: AthleteProfile.self) }
+            recorder.output(athlete) { describe(athlete) }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the athletes.")
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let athletes = try recorder.withClient { try $0.ask("athlete.list", NoArgs(), as: [AthleteProfile].self) }
+            recorder.output(athletes) {
+                renderTable(["id", "name", "sex", "born", "height cm", "weight kg", "BMI", "goal kg", "sessions", "sets", "reps"], athletes.map {
+                    [$0.id, $0.name, $0.sex ?? "-", $0.birthYear.map(String.init) ?? "-", show($0.heightCm, 0), show($0.weightKg, 1),
+                     show($0.bmi, 1), show($0.goalWeightKg, 1), "\($0.sessions)", "\($0.sets)", "\($0.reps)"]
+                })
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one athlete with weigh-ins and BMI.")
+        @Argument(help: "Athlete id.") var id: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let athlete = try recorder.withClient { try $0.ask("athlete.show", IdArgs(id: id), as: AthleteProfile.self) }
+            recorder.output(athlete) { describe(athlete) }
+        }
+    }
+
+    struct WeighInCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "weigh-in", abstract: "Record a body weight.")
+        @Argument(help: "Athlete id.") var id: String
+        @Option(help: "Body weight, kg.") var kg: Double
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let athlete = try recorder.withClient { try $0.ask("athlete.weigh_in", WeighInArgs(id: id, weightKg: kg), as: AthleteProfile.self) }
+            recorder.output(athlete) { describe(athlete) }
+        }
+    }
+
+    static func describe(_ a: AthleteProfile) -> String {
+        var text = """
+            \(a.id): \(a.name)
+              sex \(a.sex ?? "-"), born \(a.birthYear.map(String.init) ?? "-"), height \(show(a.heightCm, 0)) cm
+              weight \(show(a.weightKg, 1)) kg, BMI \(show(a.bmi, 1)), goal \(show(a.goalWeightKg, 1)) kg
+              \(a.sessions) sessions, \(a.sets) sets, \(a.reps) reps
+
+            """
+        if !a.weighIns.isEmpty {
+            text += renderTable(["date", "weight kg"], a.weighIns.map { [localDate($0.ts), show($0.weightKg, 1)] })
+        }
+        return text
+    }
+}
+
+// MARK: exercise
+
+struct Exercise: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The exercise catalogue.", subcommands: [List.self, Show.self])
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the exercises.")
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let exercises = try recorder.withClient { try $0.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self) }
+            recorder.output(exercises) {
+                renderTable(["id", "name", "ROM mm", "MVT m/s", "rest s"], exercises.map {
+                    [$0.id, $0.name, show($0.expectedRomMm, 0), show($0.mvtMps), show($0.defaultRestS, 0)]
+                })
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one exercise.")
+        @Argument(help: "Exercise id (see vbt exercise list).") var id: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let e = try recorder.withClient { try $0.ask("exercise.show", IdArgs(id: id), as: ExerciseRecord.self) }
+            recorder.output(e) {
+                "\(e.id): \(e.name)\n  \(e.description)\n  expected ROM \(show(e.expectedRomMm, 0)) mm, MVT \(show(e.mvtMps)) m/s, default rest \(show(e.defaultRestS, 0)) s\n"
+            }
+        }
+    }
+}
+
+// MARK: plan
+
+struct PlanCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plan", abstract: "Training plans: create, show, list, assign to a station.",
+        subcommands: [Create.self, Show.self, List.self, Assign.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a plan from ordered items.",
+            discussion: "Example: vbt plan create ana-strength --athlete ana --item squat:3x5@100kg/180s --item bench:3x8@60kg")
+        @Argument(help: "Plan id: lower-case letters, digits, - or _.") var id: String
+        @Option(help: "The athlete the plan is for.") var athlete: String?
+        @Option(help: "EXERCISE:SETSxREPS[@LOADkg][/RESTs], in order; without a rest, the exercise's default.") var item: [String] = []
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let plan = try recorder.withClient { client -> Plan in
+                let catalogue = try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self)
+                var items: [PlanItem] = []
+                for (index, text) in item.enumerated() {
+                    do {
+                        items.append(try PlanItem.parse(text) { name in catalogue.first { $0.id == name }?.defaultRestS })
+                    } catch let error as StoreError {
+                        throw StoreError(.invalid, "item \(index + 1) \(error.message)")
+                    }
+                }
+                return try client.ask("plan.create", Plan(id: id, athlete: athlete, items: items), as: Plan.self)
+            }
+            recorder.output(plan) { describe(plan) }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a plan.")
+        @Argument(help: "Plan id.") var id: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let plan = try recorder.withClient { try $0.ask("plan.show", IdArgs(id: id), as: Plan.self) }
+            recorder.output(plan) { describe(plan) }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the plans.")
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let plans = try recorder.withClient { try $0.ask("plan.list", NoArgs(), as: [Plan].self) }
+            recorder.output(plans) {
+                renderTable(["id", "athlete", "exercises"], plans.map { [$0.id, $0.athlete ?? "-", $0.items.map(\.exercise).joined(separator: ", ")] })
+            }
+        }
+    }
+
+    struct Assign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a plan at a station.",
+            discussion: """
+                Publishes cmd.<station> plan.assign (the whole plan, for the notifier's workout flow) and
+                athlete.assign for its first exercise (for the detector), and waits until the recorder has
+                stored the assignment.
+                """)
+        @Argument(help: "Plan id.") var id: String
+        @Option(help: "The station.") var station: String
+        @Option(help: "The athlete (default: the plan's).") var athlete: String?
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws { try validateStation(station) }
+
+        func run() throws {
+            let (plan, catalogue) = try recorder.withClient { client in
+                (try client.ask("plan.show", IdArgs(id: id), as: Plan.self), try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self))
+            }
+            guard let who = athlete ?? plan.athlete else {
+                reportProblem("vbt: plan \(plan.id) has no athlete: give --athlete")
+                throw ExitCode.failure
+            }
+            let first = plan.items[0]
+            let exercises = JSONValue.array(plan.items.map { item in
+                var fields: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
+                                                                 ("reps", .number(Double(item.reps))), ("rest_s", .number(item.restS))]
+                if let load = item.loadKg { fields.append(("load_kg", .number(load))) }
+                return .object(JSONObject(fields))
+            })
+            let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
+            let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
+                                            romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
+            try publishCommands(station: station, athlete: who, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
+            try waitStored(station: station, recorder: recorder) { $0.plan == plan.id || $0.athlete == who && $0.exercise == first.exercise }
+            recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
+        }
+    }
+
+    static func describe(_ plan: Plan) -> String {
+        "plan \(plan.id)\(plan.athlete.map { " for \($0)" } ?? "")\n" + renderTable(["#", "exercise", "sets", "reps", "load kg", "rest s"], plan.items.enumerated().map {
+            ["\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", show($0.element.loadKg, 1), show($0.element.restS, 0)]
+        })
+    }
+}
+
+// MARK: station
+
+struct Station: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Station commands.", subcommands: [Assign.self])
+
+    struct Assign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Assign an athlete, exercise and load to a station.",
+            discussion: """
+                Checks the athlete and exercise with the recorder, publishes cmd.<station> athlete.assign
+                (with the exercise's expected ROM and default rest) for the detector, posture evaluator
+                and notifier, and waits until the recorder has stored it.
+                """)
+        @Argument(help: "The station, e.g. rack-01.") var station: String
+        @Option(help: "Athlete id.") var athlete: String
+        @Option(help: "Exercise id (see vbt exercise list).") var exercise: String
+        @Option(help: "Load on the bar, kg.") var load: Double
+        @Option(help: "Velocity loss that stops the set, % (default 20).") var vlThreshold: Double?
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            try validateStation(station)
+            guard (0...600).contains(load) else { throw ValidationError("--load must be 0 to 600 kg") }
+            if let vlThreshold, !(1...90).contains(vlThreshold) { throw ValidationError("--vl-threshold must be 1 to 90 %") }
+        }
+
+        func run() throws {
+            let entry = try recorder.withClient { client -> ExerciseRecord in
+                _ = try client.ask("athlete.show", IdArgs(id: athlete), as: AthleteProfile.self)
+                return try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
+            }
+            let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm, vlThresholdPct: vlThreshold)
+            try publishCommands(station: station, athlete: athlete, [("athlete.assign", args)])
+            let stored = try waitStored(station: station, recorder: recorder) { $0.athlete == athlete && $0.exercise == exercise && $0.loadKg == load }
+            recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
+        }
+    }
+}
+
+func validateStation(_ station: String) throws {
+    guard (try? splitTopic(Array("cmd.\(station)".utf8))) != nil, !station.contains(".") else {
+        throw ValidationError("the station must be a name such as rack-01 (printable, no spaces or dots)")
+    }
+}
+
+func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, romMm: Double?, vlThresholdPct: Double?) -> JSONObject {
+    var fields: [(key: String, value: JSONValue)] = [("athlete", .string(athlete)), ("exercise", .string(exercise))]
+    if let loadKg { fields.append(("load_kg", .number(loadKg))) }
+    if let restS { fields.append(("rest_s", .number(restS))) }
+    // The detector knows a few lifts; for the others it takes the catalogue's ROM.
+    if let romMm, !["squat", "bench", "deadlift"].contains(exercise) { fields.append(("rom_mm", .number(romMm))) }
+    if let vlThresholdPct { fields.append(("vl_threshold_pct", .number(vlThresholdPct))) }
+    return JSONObject(fields)
+}
+
+/// Publishes commands to every program serving `station`, once the bus forwards them to someone.
+func publishCommands(station: String, athlete: String, _ commands: [(String, JSONObject)]) throws {
+    let context = ZMQContext()
+    defer { context.terminate() }
+    do {
+        let publisher = try Publisher(context: context, config: BusConfig.fromEnvironment(), program: "vbt")
+        let topic = "cmd.\(station)"
+        guard try publisher.waitForSubscriber(topic: topic, timeoutS: 5) else {
+            reportProblem("vbt: nobody listens to \(topic); are vbt-bus and session-recorder running?")
+            throw ExitCode.failure
+        }
+        let id = "vbt-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+        for (index, (command, args)) in commands.enumerated() {
+            try publisher.publish(CommandMessage(id: "\(id)-\(index + 1)", command: command, target: "*", args: args), station: station, athlete: athlete)
+        }
+    } catch let error as ZMQError {
+        reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
+        throw ExitCode.failure
+    }
+}
+
+/// Waits until the recorder's stored assignment for `station` satisfies `done`.
+@discardableResult
+func waitStored(station: String, recorder: RecorderOptions, _ done: (AssignmentRecord) -> Bool) throws -> AssignmentRecord {
+    try recorder.withClient { client in
+        let deadline = monotonicSeconds() + recorder.timeout
+        while true {
+            if let stored = try client.ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), done(stored) { return stored }
+            guard monotonicSeconds() < deadline else {
+                throw QueryError(kind: "timeout", message: "the recorder has not stored the assignment of \(station) within \(Int(recorder.timeout)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)")
+            }
+            usleep(50_000)
+        }
+    }
+}
+
+// MARK: history, progress, stats
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The latest sets, newest first.")
+    @Option(help: "Only this athlete.") var athlete: String?
+    @Option(help: "Only this station.") var station: String?
+    @Option(help: "Only this exercise.") var exercise: String?
+    @Option(help: "How many sets.") var limit = 20
+    @OptionGroup var recorder: RecorderOptions
+
+    func run() throws {
+        let sets = try recorder.withClient {
+            try $0.ask("history", HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit), as: [SetSummary].self)
+        }
+        recorder.output(sets) {
+            renderTable(["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by"], sets.map {
+                [localDate($0.startedTs), $0.station, $0.athlete ?? "-", $0.exercise ?? "-", show($0.loadKg, 1), "\($0.reps)",
+                 show($0.bestMeanVelocityMps), show($0.velocityLossPct, 1), $0.reason ?? ($0.endedTs == nil ? "(in progress)" : "-")]
+            })
+        }
+    }
+}
+
+struct Progress: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "An athlete's progress: best velocity per load, e1RM over time, body weight over time.")
+    @Option(help: "Athlete id.") var athlete: String
+    @Option(help: "Only this exercise.") var exercise: String?
+    @Option(help: "Also write the charts as an SVG file.") var chart: String?
+    @OptionGroup var recorder: RecorderOptions
+
+    func run() throws {
+        let offset = localUTCOffset
+        let report = try recorder.withClient {
+            try $0.ask("progress", ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
+        }
+        if let chart { try writeChart(SVGChart.progress(report, utcOffsetS: offset), to: chart) }
+        recorder.output(report) {
+            var text = "progress of \(report.athlete)\n"
+            for e in report.exercises {
+                text += "\n\(e.exercise): best mean velocity per load\n"
+                text += renderTable(["load kg", "best m/s", "reps"], e.bestByLoad.map { [show($0.loadKg, 1), show($0.bestMeanVelocityMps), "\($0.reps)"] })
+                text += "\(e.exercise): estimated 1RM\n"
+                text += renderTable(["day", "e1RM kg", "R²"], e.e1rm.map { [$0.day, show($0.e1rmKg, 1), show($0.r2)] })
+            }
+            text += "\nbody weight\n" + renderTable(["date", "kg"], report.bodyWeight.map { [localDate($0.ts), show($0.weightKg, 1)] })
+            return text + (chart.map { "chart: \($0)\n" } ?? "")
+        }
+    }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Training statistics.", subcommands: [Week.self])
+
+    struct Week: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Per day for the last 7 days: sets, reps, volume, time under tension; totals; most trained exercise.",
+            discussion: "Volume is the sum of each rep's load (kg); time under tension is the sum of the reps' concentric durations.")
+        @Option(help: "Only this athlete (default: the whole gym).") var athlete: String?
+        @Option(help: "Also write the charts as an SVG file.") var chart: String?
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let stats = try recorder.withClient {
+                try $0.ask("stats.week", WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
+            }
+            if let chart { try writeChart(SVGChart.week(stats), to: chart) }
+            recorder.output(stats) {
+                renderTable(["day", "sets", "reps", "volume kg", "TUT s"], (stats.days + [stats.totals]).map {
+                    [$0.day, "\($0.sets)", "\($0.reps)", show($0.volumeKg, 0), show($0.timeUnderTensionS, 1)]
+                }) + "most trained: \(stats.mostTrainedExercise ?? "-")\n" + (chart.map { "chart: \($0)\n" } ?? "")
+            }
+        }
+    }
+}
+
+func writeChart(_ svg: String, to path: String) throws {
+    do { try Data(svg.utf8).write(to: URL(fileURLWithPath: path), options: .atomic) } catch {
+        reportProblem("vbt: cannot write the chart to \(path): \(error.localizedDescription)")
+        throw ExitCode.failure
+    }
+}
+
+// MARK: export
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export the history as JSON or CSV into a folder.",
+        discussion: """
+            Writes only inside --out (created if missing): vbt-export.json, or one <table>.csv per table.
+            File names are fixed; a symbolic link in the folder is refused rather than followed.
+            """)
+    @Option(help: "json or csv.") var format: String
+    @Option(help: "The folder to write into.") var out: String
+    @Option(help: "Only this athlete's rows.") var athlete: String?
+    @Option(help: "Tables, comma-separated (default: athletes, weigh_ins, sessions, sets, reps, rejected, profiles).")
+    var tables = "athletes,weigh_ins,sessions,sets,reps,rejected,profiles"
+    @OptionGroup var recorder: RecorderOptions
+
+    func validate() throws {
+        guard ExportFormat(rawValue: format) != nil else { throw ValidationError("--format must be json or csv") }
+        for table in tables.split(separator: ",") where TrainingStore.exportTables[String(table)] == nil {
+            throw ValidationError("no table '\(table)'; choose from \(TrainingStore.exportTables.keys.sorted().joined(separator: ", "))")
+        }
+    }
+
+    func run() throws {
+        let format = ExportFormat(rawValue: self.format)!
+        let names = tables.split(separator: ",").map(String.init)
+        let summary = try recorder.withClient { client -> [String: Int] in
+            let folder = try ExportFolder(out)
+            var counts: [String: Int] = [:]
+            var everything: [String: [[String: Cell]]] = [:]
+            for table in names {
+                var columns: [String] = []
+                var rows: [[Cell]] = []
+                var after: Int64?
+                repeat {
+                    let page = try client.ask("export.page", PageArgs(table: table, athlete: athlete, after: after, limit: 5_000), as: TablePage.self)
+                    columns = page.columns
+                    rows += page.rows
+                    after = page.next
+                } while after != nil
+                counts[table] = rows.count
+                switch format {
+                case .csv: try folder.write("\(table).csv", ExportFormat.csv(columns: columns, rows: rows))
+                case .json: everything[table] = ExportFormat.jsonObjects(columns: columns, rows: rows)
+                }
+            }
+            if format == .json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                try folder.write("vbt-export.json", try encoder.encode(everything))
+            }
+            return counts
+        }
+        recorder.output(summary) {
+            renderTable(["table", "rows"], names.map { [$0, "\(summary[$0] ?? 0)"] }) + "written to \(out)\n"
+        }
+    }
+}
