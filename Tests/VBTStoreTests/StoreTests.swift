@@ -1,1 +1,394 @@
+import Foundation
+import GRDB
+import Logging
 import Testing
+import VBTBus
+@testable import VBTStore
+
+/// A fresh folder per test, removed afterwards.
+final class TempFolder {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "vbt-store-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func file(_ name: String) -> String { path + "/" + name }
+}
+
+func makeStore(_ folder: TempFolder, name: String = "vbt.sqlite") throws -> TrainingStore {
+    var settings = StoreSettings()
+    settings.path = folder.file(name)
+    return try TrainingStore(settings: settings)
+}
+
+let quietLogger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+/// Builds bus messages as a producer would (real envelope encoding, then the consumer's decoding).
+struct Producer {
+    var stamper: EnvelopeStamper
+    init(_ program: String) { stamper = EnvelopeStamper(program: program) }
+
+    mutating func message<P: BusPayload>(_ payload: P, station: String = "rack-01", athlete: String? = "ana", ts: Double) throws -> BusMessage {
+        let frames = try stamper.encode(payload, station: station, athlete: athlete, ts: ts)
+        return try decodeMessage(topic: frames.topic, body: frames.body)
+    }
+}
+
+/// A set of `reps` reps at `load`, starting at `t0`: set start, reps, set end.
+func setMessages(_ producer: inout Producer, station: String = "rack-01", athlete: String = "ana", exercise: String = "squat",
+                 load: Double, reps: Int, t0: Double, v0: Double = 0.8) throws -> [BusMessage] {
+    let setId = "\(station)-set-\(Int(t0 * 1e6))"
+    var out = [try producer.message(SetMessage(setId: setId, event: .start, exercise: exercise, loadKg: load), station: station, athlete: athlete, ts: t0)]
+    for index in 1...reps {
+        let t = t0 + Double(index) * 3
+        let v = v0 * (1 - 0.04 * Double(index - 1))
+        out.append(try producer.message(RepMessage(
+            setId: setId, repId: "\(station)-\(Int(t * 1e6))", index: index, meanVelocityMps: v, peakVelocityMps: v * 1.5,
+            meanPropulsiveVelocityMps: v * 1.05, romMm: 600, concentricS: 0.6 / v, timeToPeakS: 0.3, velocityLossPct: 4 * Double(index - 1),
+            tEnd: t, detector: "rep-detector-00000001", concentricStartT: t - 0.6 / v, concentricEndT: t, exercise: exercise, loadKg: load,
+            zone: "strength-speed", meanPowerW: 500, sensor: "distance"), station: station, athlete: athlete, ts: t))
+    }
+    out.append(try producer.message(SetMessage(setId: setId, event: .end, reps: reps, reason: .idle, bestMeanVelocityMps: v0,
+                                               velocityLossPct: 4 * Double(reps - 1), exercise: exercise, loadKg: load),
+                                    station: station, athlete: athlete, ts: t0 + Double(reps) * 3 + 10))
+    return out
+}
+
+/// Every row of every table, as text: two equal dumps mean an unchanged database.
+func dump(_ store: TrainingStore) throws -> [String: [String]] {
+    try store.read { db in
+        var tables: [String: [String]] = [:]
+        for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'grdb_migrations'") {
+            tables[table] = try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY rowid").map { "\($0)" }
+        }
+        return tables
+    }
+}
+
+@Suite("Schema migrations")
+struct MigrationTests {
+    @Test("an empty database migrates to the current version, with the catalogue")
+    func fromEmpty() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        #expect(try store.appliedMigrations() == Schema.versions)
+        #expect(try store.exercises().map(\.id).contains("squat"))
+        let mode = try store.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+    }
+
+    @Test("a database of every earlier version keeps its rows and reaches the current version", arguments: Schema.versions.indices.dropLast())
+    func fromEarlier(version: Int) throws {
+        let folder = TempFolder()
+        let path = folder.file("old.sqlite")
+        // Write a database as the recorder of that version did: its migrations only, and rows in its tables.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try Schema.migrator.migrate(queue, upTo: Schema.versions[version])
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO athletes (id, name, created_ts) VALUES ('ana', 'Ana', 1)")
+                try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES ('ana', 1, 62)")
+                try db.execute(sql: "INSERT INTO sessions (id, station, athlete, started_ts, ended_ts) VALUES (1, 'rack-01', 'ana', 1, 2)")
+                try db.execute(sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, reps) VALUES ('s1', 1, 'rack-01', 'ana', 'squat', 100, 1, 1)")
+                try db.execute(sql: """
+                    INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
+                        mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, t_end, detector, src, seq, ts)
+                    VALUES ('r1', 's1', 'rack-01', 'ana', 'squat', 100, 1, 0.7, 1.1, 0.72, 600, 0.85, 0.4, 0, 2, 'd', 'x/rep.rack-01', 1, 2)
+                    """)
+                if version >= 1 {
+                    try db.execute(sql: "INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg) VALUES ('p', 1, 'rack-01', 'ana', 'squat', 2, 1.5, -0.008, 0.99, 0.3, 150)")
+                }
+            }
+        }
+        var settings = StoreSettings()
+        settings.path = path
+        let store = try TrainingStore(settings: settings)
+        #expect(try store.appliedMigrations() == Schema.versions)
+        let ana = try store.athlete("ana")
+        #expect(ana.weighIns.map(\.weightKg) == [62])
+        #expect(ana.reps == 1 && ana.sets == 1 && ana.sessions == 1)
+        let counts = try store.rowCounts()
+        #expect(counts["reps"] == 1)
+        #expect(counts["profiles"] == (version >= 1 ? 1 : 0))
+        #expect(counts["samples"] == 0, "the new table exists and is empty")
+    }
+}
+
+@Suite("Ingest: idempotent, batched, refusing only what breaks the schema")
+struct IngestTests {
+    @Test("the same messages twice leave the database unchanged the second time")
+    func idempotent() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        var messages = try setMessages(&producer, load: 100, reps: 5, t0: 1_000)
+        messages += try setMessages(&producer, load: 110, reps: 4, t0: 2_000)
+        var bridge = Producer("sensor-bridge")
+        let readings = (0..<32).map { SampleMessage.DistanceReading(t: 1_000 + Double($0) * 0.02, distanceMm: 500 + Double($0)) }
+        messages.append(try bridge.message(SampleMessage(.distance(Array(readings[..<16]))), ts: 1_000))
+        messages.append(try bridge.message(SampleMessage(.distance(Array(readings[16...]))), ts: 1_001))
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        let first = try dump(store)
+        #expect(first["reps"]?.count == 9)
+        #expect(first["sets"]?.count == 2)
+        #expect(first["samples"]?.count == 32)
+        #expect(first["sessions"]?.count == 1, "two sets 1000 s apart are one session")
+
+        // Again, in the same process (in-memory progress) ...
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        #expect(try dump(store) == first)
+        #expect(ingestor.counters.duplicates == messages.count)
+
+        // ... and after a restart (progress read back from the database).
+        let restarted = Ingestor(store: try makeStore(folder), logger: quietLogger)
+        for message in messages { restarted.enqueue(message) }
+        try restarted.flush()
+        #expect(try dump(store) == first)
+        #expect(restarted.counters.duplicates == messages.count)
+    }
+
+    @Test("a rep published again by another detector (same rep_id, new src) is stored once")
+    func sameRepId() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var old = Producer("rep-detector")
+        var new = Producer("rep-detector")
+        let messages = try setMessages(&old, load: 100, reps: 3, t0: 1_000)
+        let again = try setMessages(&new, load: 100, reps: 3, t0: 1_000)
+        for message in messages + again { ingestor.enqueue(message) }
+        try ingestor.flush()
+        #expect(try store.rowCounts()["reps"] == 3)
+        #expect(ingestor.counters.duplicates == 3)
+    }
+
+    @Test("gaps in a stream are counted in sources; stored progress survives")
+    func gaps() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        let messages = try setMessages(&producer, load: 100, reps: 6, t0: 1_000)
+        for (index, message) in messages.enumerated() where index != 3 && index != 4 { ingestor.enqueue(message) }
+        try ingestor.flush()
+        let row = try store.read { db in try Row.fetchOne(db, sql: "SELECT * FROM sources WHERE topic = 'rep.rack-01'") }
+        #expect(row?["gaps"] as Int? == 1)
+        #expect(row?["missing"] as Int? == 2)
+        #expect(row?["last_seq"] as Int? == 6)
+    }
+
+    @Test("a row the schema refuses costs only that row; the rest of the batch is stored")
+    func constraint() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        var messages = try setMessages(&producer, load: 100, reps: 3, t0: 1_000)
+        // A rep with index 0 breaks CHECK (idx >= 1).
+        var bad = try RepMessage(fields: messages[1].fields)
+        bad.repId = "rack-01-bad"
+        bad.index = 0
+        messages.append(try producer.message(bad, ts: 1_004))
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        #expect(ingestor.counters.refused == 1)
+        #expect(try store.rowCounts()["reps"] == 3)
+        #expect(ingestor.pendingCount == 0)
+    }
+
+    @Test("a write that fails for a passing reason keeps the batch; nothing stored is lost; it is written when the cause goes")
+    func lockedThenFree() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        let first = try setMessages(&producer, load: 100, reps: 3, t0: 1_000)
+        for message in first { ingestor.enqueue(message) }
+        try ingestor.flush()
+        let before = try dump(store)
+
+        // Another connection (another process, as far as SQLite knows) holds the write lock.
+        let other = try DatabaseQueue(path: store.settings.path)
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            try? other.write { db in
+                try db.execute(sql: "INSERT INTO athletes (id, name, created_ts) VALUES ('lock', 'Lock', 1)")
+                held.signal()
+                release.wait()
+                throw CancellationError()  // roll back: the other writer leaves nothing behind
+            }
+            done.signal()
+        }
+        held.wait()
+        let second = try setMessages(&producer, load: 110, reps: 2, t0: 2_000)
+        for message in second { ingestor.enqueue(message) }
+        #expect(throws: StoreError.self) { try ingestor.flush() }
+        do { try ingestor.flush() } catch { #expect(error.kind == .locked) ; #expect(error.message.contains("locked")) }
+        #expect(ingestor.pendingCount == second.count)
+        #expect(try dump(store) == before, "what was stored is untouched")
+
+        release.signal()
+        done.wait()
+        try ingestor.flush()
+        #expect(ingestor.pendingCount == 0)
+        #expect(try store.rowCounts()["reps"] == 5)
+    }
+
+    @Test("raw samples are pruned after the retention period")
+    func retention() throws {
+        let folder = TempFolder()
+        var settings = StoreSettings()
+        settings.path = folder.file("vbt.sqlite")
+        settings.sampleRetentionDays = 1
+        let store = try TrainingStore(settings: settings)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var bridge = Producer("sensor-bridge")
+        let now = 10_000_000.0
+        ingestor.enqueue(try bridge.message(SampleMessage(.distance([.init(t: now - 2 * 86_400, distanceMm: 500)])), ts: now))
+        ingestor.enqueue(try bridge.message(SampleMessage(.distance([.init(t: now - 3_600, distanceMm: 510)])), ts: now))
+        try ingestor.flush()
+        #expect(try ingestor.pruneSamples(now: now, chunk: 1) == 1)
+        #expect(try store.rowCounts()["samples"] == 1)
+    }
+}
+
+@Suite("Queries")
+struct QueryTests {
+    func ask(_ service: QueryService, _ json: String) throws -> [String: Any] {
+        let reply = service.handle(Data(json.utf8))
+        return try #require(JSONSerialization.jsonObject(with: reply) as? [String: Any])
+    }
+
+    @Test("bad requests get an error reply naming what to fix, never a crash")
+    func badRequests() throws {
+        let folder = TempFolder()
+        let service = QueryService(store: try makeStore(folder))
+        let cases: [(String, String, String)] = [
+            ("not json", "bad-request", "one JSON object"),
+            (#"{"id":"1"}"#, "bad-request", "query"),
+            (#"{"id":"2","query":"nope"}"#, "invalid", "unknown query"),
+            (#"{"id":"3","query":"athlete.show"}"#, "invalid", "missing args"),
+            (#"{"id":"4","query":"athlete.show","args":{"id":5}}"#, "invalid", "wrong type"),
+            (#"{"id":"5","query":"athlete.show","args":{"id":"zed"}}"#, "invalid", "no athlete 'zed'"),
+            (#"{"id":"6","query":"export.page","args":{"table":"sqlite_master"}}"#, "invalid", "no table"),
+            (#"{"id":"7","query":"athlete.add","args":{"id":"x","name":"X","height_cm":900}}"#, "invalid", "height"),
+            (#"{"id":"8","query":"plan.create","args":{"id":"p","items":[{"exercise":"squat","sets":0,"reps":5,"rest_s":60}]}}"#, "invalid", "1 to 20"),
+        ]
+        for (request, kind, words) in cases {
+            let reply = try ask(service, request)
+            #expect(reply["ok"] as? Bool == false, "\(request)")
+            let error = reply["error"] as? [String: Any]
+            #expect(error?["kind"] as? String == kind, "\(request): \(reply)")
+            #expect((error?["message"] as? String)?.contains(words) == true, "\(request): \(reply)")
+        }
+        #expect(try ask(service, #"{"id":"9","query":"exercise.list"}"#)["id"] as? String == "9")
+    }
+
+    @Test("plan items parse with clear errors")
+    func planItems() throws {
+        let rest: (String) -> Double? = { $0 == "squat" ? 180 : nil }
+        #expect(try PlanItem.parse("squat:3x5@100kg/120s", defaultRestS: rest) == PlanItem(exercise: "squat", sets: 3, reps: 5, restS: 120, loadKg: 100))
+        #expect(try PlanItem.parse("squat:5x3", defaultRestS: rest) == PlanItem(exercise: "squat", sets: 5, reps: 3, restS: 180))
+        for bad in ["squat", "squat:3", "squat:3x5@heavy", "squat:3x5/long", "lunge:3x5"] {
+            #expect(throws: StoreError.self, "\(bad)") { try PlanItem.parse(bad, defaultRestS: rest) }
+        }
+    }
+
+    @Test("athletes: add, weigh in, BMI; duplicates refused")
+    func athletes() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        _ = try store.addAthlete(AthleteInput(id: "ana", name: "Ana", sex: "f", birthYear: 1995, heightCm: 170, weightKg: 65), now: 100)
+        let ana = try store.weighIn(athlete: "ana", weightKg: 63.58, ts: 200)
+        #expect(ana.weighIns.map(\.weightKg) == [65, 63.58])
+        #expect(abs((ana.bmi ?? 0) - 63.58 / (1.7 * 1.7)) < 1e-9)
+        #expect(throws: StoreError.self) { try store.addAthlete(AthleteInput(id: "ana", name: "Other")) }
+        #expect(throws: StoreError.self) { try store.weighIn(athlete: "nobody", weightKg: 70) }
+    }
+
+    @Test("week statistics per local day, totals and the most trained exercise")
+    func week() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        let day = 86_400.0
+        let now = 20_000 * day + 12 * 3_600  // noon UTC
+        var messages = try setMessages(&producer, load: 100, reps: 5, t0: now - 3_600)                  // today: squat 5 x 100
+        messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day)  // 2 days ago: bench 8 x 60
+        messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day + 600)
+        messages += try setMessages(&producer, load: 90, reps: 3, t0: now - 9 * day)                     // outside the week
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        let stats = try store.weekStats(athlete: "ana", now: now, utcOffsetS: 0)
+        #expect(stats.days.count == 7)
+        #expect(stats.days.last?.day == TrainingStore.day(now, offset: 0))
+        #expect(stats.days.last?.reps == 5 && stats.days.last?.sets == 1 && stats.days.last?.volumeKg == 500)
+        #expect(stats.days[4].sets == 2 && stats.days[4].reps == 16 && stats.days[4].volumeKg == 960)
+        #expect(stats.totals.sets == 3 && stats.totals.reps == 21 && stats.totals.volumeKg == 1_460)
+        #expect(stats.mostTrainedExercise == "bench")
+        // In a time zone 13 h ahead, today's noon-UTC set is already tomorrow there.
+        let ahead = try store.weekStats(athlete: "ana", now: now, utcOffsetS: 13 * 3_600)
+        #expect(ahead.days.last?.day == TrainingStore.day(now + 13 * 3_600, offset: 0))
+        #expect(ahead.days.last?.reps == 5)
+        #expect(TrainingStore.day(0, offset: 0) == "1970-01-01" && TrainingStore.day(1_795_400_000, offset: 0) == "2026-11-23")
+    }
+
+    @Test("progress: best velocity per load, e1RM per day (the day's last profile), body weight")
+    func progress() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        _ = try store.addAthlete(AthleteInput(id: "ana", name: "Ana", heightCm: 170, weightKg: 65), now: 10)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var producer = Producer("rep-detector")
+        var messages = try setMessages(&producer, load: 100, reps: 3, t0: 1_000, v0: 0.8)
+        messages += try setMessages(&producer, load: 100, reps: 3, t0: 1_100, v0: 0.85)
+        messages += try setMessages(&producer, load: 120, reps: 3, t0: 1_200, v0: 0.6)
+        let profile = { (e1rm: Double, ts: Double) in
+            ProfileMessage(exercise: "squat", loadsKg: [100, 120], meanVelocitiesMps: [0.85, 0.6], interceptMps: 2, slopeMpsPerKg: -0.01, r2: 0.98, mvtMps: 0.3, e1rmKg: e1rm)
+        }
+        messages.append(try producer.message(profile(160, 1_300), ts: 1_300))
+        messages.append(try producer.message(profile(165, 1_400), ts: 1_400))        // same day, later: the day's figure
+        messages.append(try producer.message(profile(170, 1_400 + 86_400), ts: 1_400 + 86_400))
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        let report = try store.progress(athlete: "ana", exercise: nil, utcOffsetS: 0)
+        let squat = try #require(report.exercises.first)
+        #expect(squat.bestByLoad.map(\.loadKg) == [100, 120])
+        #expect(squat.bestByLoad.map(\.bestMeanVelocityMps) == [0.85, 0.6])
+        #expect(squat.e1rm.map(\.e1rmKg) == [165, 170])
+        #expect(report.bodyWeight.map(\.weightKg) == [65])
+        let svg = SVGChart.progress(report, utcOffsetS: 0)
+        #expect(svg.hasPrefix("<svg") && svg.contains("165.0") && svg.contains("squat"))
+    }
+}
+
+@Suite("Export folder")
+struct ExportTests {
+    @Test("files go into the folder only: no path in a name, no symbolic link followed")
+    func confined() throws {
+        let folder = TempFolder()
+        let outside = TempFolder()
+        let export = try ExportFolder(folder.file("out"))
+        try export.write("reps.csv", Data("a\r\n".utf8))
+        #expect(FileManager.default.fileExists(atPath: folder.file("out/reps.csv")))
+        for name in ["../escape.csv", "a/b.csv", "..", ".hidden", ""] {
+            #expect(throws: StoreError.self, "\(name)") { try export.write(name, Data()) }
+        }
+        try FileManager.default.createSymbolicLink(atPath: folder.file("out/sets.csv"), withDestinationPath: outside.file("victim.csv"))
+        #expect(throws: StoreError.self) { try export.write("sets.csv", Data("x".utf8)) }
+        #expect(!FileManager.default.fileExists(atPath: outside.file("victim.csv")), "nothing written through the link")
+        FileManager.default.createFile(atPath: folder.file("afile"), contents: Data())
+        #expect(throws: StoreError.self) { try ExportFolder(folder.file("afile")) }
+    }
+
+    @Test("CSV quoting (RFC 4180)")
+    func csv() {
+        let data = ExportFormat.csv(columns: ["a", "b", "c", "d"], rows: [[.text("x,y"), .text("say \"hi\""), .null, .real(0.5)]])
+        #expect(String(decoding: data, as: UTF8.self) == "a,b,c,d\r\n\"x,y\",\"say \"\"hi\"\"\",,0.5\r\n")
+    }
+}
