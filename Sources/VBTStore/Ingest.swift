@@ -24,6 +24,14 @@ public struct IngestCounters: Sendable, Equatable, Codable {
 
     /// Empty counters.
     public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case stored, duplicates, refused, ignored
+        case sampleRows = "sample_rows"
+        case droppedSamples = "dropped_samples"
+        case droppedOther = "dropped_other"
+        case failedWrites = "failed_writes"
+    }
 }
 
 /// Turns bus messages into rows. Messages are queued and written in batches,
@@ -106,16 +114,18 @@ public final class Ingestor {
         let batch = pending
         var result = BatchResult()
         do {
-            try store.db.writeWithoutTransaction { db in
-                result = BatchResult()
-                try db.inTransaction(.immediate) {
-                    try self.apply(batch, db: db, into: &result)
-                    return .commit
+            try store.reopeningOnce { queue in
+                try queue.writeWithoutTransaction { db in
+                    result = BatchResult()
+                    try db.inTransaction(.immediate) {
+                        try self.apply(batch, db: db, into: &result)
+                        return .commit
+                    }
                 }
             }
         } catch {
             counters.failedWrites += 1
-            throw StoreError.from(error, path: store.settings.path)
+            throw error
         }
         pending.removeAll(keepingCapacity: true)
         pendingSamples = 0
@@ -167,7 +177,8 @@ public final class Ingestor {
                     logger.error("message refused by the schema; skipped", metadata: [
                         "zmq.topic": "\(message.topic)", "src": "\(envelope.src)", "seq": "\(envelope.seq)", "error": "\(error.message ?? "")",
                     ])
-                } catch let error as PayloadError {
+                } catch let error where !(error is DatabaseError) {
+                    // The envelope was fine but the type's fields are not (a producer's bug): skip this one message.
                     result.refused += 1
                     stored = false
                     logger.error("message fields unusable; skipped", metadata: ["zmq.topic": "\(message.topic)", "error": "\(error)"])

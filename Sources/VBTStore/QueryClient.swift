@@ -63,6 +63,8 @@ public struct QueryError: Error, Sendable, CustomStringConvertible {
     public var kind: String
     public var message: String
     public var description: String { message }
+    /// Creates an error.
+    public init(kind: String, message: String) { (self.kind, self.message) = (kind, message) }
 }
 
 struct QueryRequest<B: Encodable>: Encodable {

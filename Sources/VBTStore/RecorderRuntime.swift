@@ -51,7 +51,7 @@ public final class RecorderRuntime {
         let path = store.settings.path
         service.status = { [unowned self] in
             RecorderStatus(database: path, schema: (try? store.appliedMigrations()) ?? [], counters: ingestor.counters,
-                           pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
+                           inputs: self.subscriber.stats.totals, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
         }
     }
 
@@ -107,10 +107,6 @@ public final class RecorderRuntime {
                 logger.error("database write failed; messages kept to retry", metadata: ["error": "\(error.message)", "pending": "\(ingestor.pendingCount)"])
             }
             failure = error
-            if error.kind == .readOnly || error.kind == .cannotOpen || error.kind == .corrupt {
-                // The file may have been fixed under us: a fresh connection sees it.
-                try? ingestor.store.reopen()
-            }
             nextFlush = monotonicSeconds() + retryDelay
             retryDelay = min(settings.maxRetryS, retryDelay * 2)
         }

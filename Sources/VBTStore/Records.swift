@@ -1,4 +1,5 @@
 import Foundation
+import VBTBus
 
 // The values queries take and return. They travel as JSON on the query
 // endpoint (proto/query.md), with the same snake_case names and units in the
@@ -323,13 +324,15 @@ public struct RecorderStatus: Codable, Sendable, Equatable {
     public var database: String
     public var schema: [String]
     public var counters: IngestCounters
+    /// What the recorder's bus subscriber counted (duplicates by `src`+`seq` are dropped there already).
+    public var inputs: InputCounters
     public var pending: Int
     /// The last write error, while it lasts.
     public var lastError: String?
     public var rows: [String: Int]
 
     enum CodingKeys: String, CodingKey {
-        case database, schema, counters, pending, rows
+        case database, schema, counters, inputs, pending, rows
         case lastError = "last_error"
     }
 }

@@ -92,9 +92,17 @@ public final class TrainingStore {
         db = try Self.open(settings)
     }
 
-    /// Opens the database again (after a read-only or unopenable file was fixed).
+    /// Set when the connection was closed for a reopen that failed: the next access tries again.
+    private var isClosed = false
+
+    /// Opens the database again (after a read-only or unopenable file was fixed). The old
+    /// connection is closed first: SQLite shares a file's lock and WAL index between the
+    /// connections of one process, so a new one would inherit the old read-only state.
     public func reopen() throws(StoreError) {
+        try? db.close()
+        isClosed = true
         db = try Self.open(settings)
+        isClosed = false
     }
 
     static func open(_ settings: StoreSettings) throws(StoreError) -> DatabaseQueue {
@@ -118,13 +126,27 @@ public final class TrainingStore {
         }
     }
 
-    /// Runs `body` in one write transaction, with errors classified.
+    /// Runs `body` in one write transaction, with errors classified. A file
+    /// that was read-only or could not be opened is opened afresh once first:
+    /// the operator may have fixed it since.
     public func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try db.write(body) } catch { throw StoreError.from(error, path: settings.path) }
+        try reopeningOnce { db in try db.write(body) }
+    }
+
+    /// Runs `access` on the database; after a read-only or open failure, reopens and tries once more.
+    public func reopeningOnce<T>(_ access: (DatabaseQueue) throws -> T) throws(StoreError) -> T {
+        if isClosed { try reopen() }
+        do { return try access(db) } catch {
+            let failure = StoreError.from(error, path: settings.path)
+            guard failure.kind == .readOnly || failure.kind == .cannotOpen else { throw failure }
+            try reopen()
+            do { return try access(db) } catch { throw StoreError.from(error, path: settings.path) }
+        }
     }
 
     /// Runs `body` for reading, with errors classified.
     public func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        if isClosed { try reopen() }
         do { return try db.read(body) } catch { throw StoreError.from(error, path: settings.path) }
     }
 
