@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: starts the system built so far on this machine and shows the
 # live gym: the bus, three simulated stations (no hardware needed), the rep
-# detector, and `vbt echo` on what a coach watches (reps, sets, rejected
-# attempts, sensor status). Ctrl-C stops everything.
+# detector, the posture evaluator, the session recorder (data/vbt.sqlite), and
+# `vbt echo` on what a coach watches (reps, sets, rejected attempts, sensor
+# status). Ctrl-C stops everything.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
@@ -26,15 +27,20 @@ pids+=($!)
 
 "$bin/rep-detector" &
 pids+=($!)
+# The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
+"$bin/session-recorder" &
+pids+=($!)
+( sleep 2
+  for who in "ana Ana" "ben Ben" "cleo Cleo"; do set -- $who; "$bin/vbt" athlete add "$1" --name "$2" >/dev/null 2>&1 || true; done ) &
 # rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
 # she sits well (the first 20 s), then the evaluator follows her slouching.
 "$bin/posture-evaluator" &
 pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
-echo "run: 3 simulated stations (rack-01, bench-01, platform-01) and rep-detector"
+echo "run: 3 simulated stations (rack-01, bench-01, platform-01), rep-detector, posture-evaluator, session-recorder (data/vbt.sqlite)"
 echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
-echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt echo sample.rack-01"
+echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
 "$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. &
 pids+=($!)
 wait -n "${pids[@]}"
