@@ -30,8 +30,13 @@ pids+=($!)
 # The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
 "$bin/session-recorder" &
 pids+=($!)
+# The athletes, and who lifts what where (published as cmd athlete.assign: the detector
+# uses the exercise and load, the recorder stores it).
 ( sleep 2
-  for who in "ana Ana" "ben Ben" "cleo Cleo"; do set -- $who; "$bin/vbt" athlete add "$1" --name "$2" >/dev/null 2>&1 || true; done ) &
+  for who in "ana Ana" "ben Ben" "cleo Cleo"; do set -- $who; "$bin/vbt" athlete add "$1" --name "$2" >/dev/null 2>&1 || true; done
+  "$bin/vbt" station assign rack-01 --athlete ana --exercise squat --load 100 >/dev/null || true
+  "$bin/vbt" station assign bench-01 --athlete ben --exercise bench --load 70 >/dev/null || true
+  "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 >/dev/null || true ) &
 # rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
 # she sits well (the first 20 s), then the evaluator follows her slouching.
 "$bin/posture-evaluator" &

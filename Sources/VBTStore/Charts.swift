@@ -121,10 +121,13 @@ public enum SVGChart {
         let raw = (high - low) / 5
         let magnitude = pow(10, floor(log10(raw)))
         let step = [1.0, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? raw
-        return (floor(low / step) * step, ceil(high / step) * step, step)
+        // Loads, velocities and counts are never negative: neither is the axis.
+        let bottom = floor(low / step) * step
+        return (low >= 0 ? max(0, bottom) : bottom, ceil(high / step) * step, step)
     }
 
     static func label(_ value: Double, step: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e9 { return String(Int(value)) }
         let decimals = max(0, min(3, Int(-floor(log10(max(step, 1e-6))))))
         return String(format: "%.\(decimals)f", value)
     }
