@@ -3,7 +3,10 @@
 // - codec: the bus's own JSON path vs Foundation's JSONEncoder/JSONDecoder;
 // - bus: typed Publisher -> Forwarder -> Subscriber (stamp, encode, forward,
 //   decode, check, count) vs raw libzmq XPUB -> zmq_proxy(XSUB/XPUB) -> SUB
-//   moving the same bytes with no JSON at all.
+//   moving the same bytes with no JSON at all;
+// - store (StoreBench.swift): raw readings persisted through Ingestor.flush vs
+//   a raw SQLite prepared INSERT of the same rows, and query latency through
+//   QueryService.handle on a year of a 40-athlete gym.
 // Each figure is the median of several runs; the machine is noisy, so the
 // ratios matter more than the absolute numbers.
 
@@ -26,14 +29,22 @@ func option(_ name: String, _ fallback: Int) -> Int {
 }
 if arguments.contains("--help") {
     print("""
-        USAGE: vbt-bench [--messages N] [--runs R] [--detector-only]
+        USAGE: vbt-bench [--messages N] [--runs R] [--detector-only] [--only SECTION]...
+                         [--store-readings N] [--store-sensors LIST] [--query-runs Q]
 
         --detector-only: only rep detection and posture evaluation.
+        --only SECTION: only the named sections (repeatable): codec, bus, detector
+          (rep detection and posture), store. Default: all of them.
+        --store-readings N: raw readings per store run and sensor (default 200000).
+        --store-sensors LIST: imu, distance or imu,distance (default imu: the largest rows).
+        --query-runs Q: timed calls per store query (default 50).
 
         Prints envelope encode/decode rates (beside Foundation's JSON coders) and
         end-to-end bus throughput for 200-byte messages (beside raw libzmq through
         zmq_proxy), and rep detection: readings per second per core and the time
         to turn a rep's completing reading into the rep, as medians over R runs.
+        Store: raw readings persisted per second (Ingestor.flush beside a raw
+        SQLite prepared INSERT) and query latency through QueryService.handle.
         Build with -c release (make bench does).
         """)
     exit(0)
@@ -41,6 +52,18 @@ if arguments.contains("--help") {
 let busMessages = option("--messages", 300_000)
 let runs = option("--runs", 5)
 let codecIterations = 200_000
+let sectionNames: Set<String> = ["codec", "bus", "detector", "store"]
+var chosenSections: Set<String> = []
+for (index, argument) in arguments.enumerated() where argument == "--only" {
+    guard index + 1 < arguments.count, sectionNames.contains(arguments[index + 1]) else {
+        print("vbt-bench: --only needs one of \(sectionNames.sorted().joined(separator: ", "))")
+        exit(2)
+    }
+    chosenSections.insert(arguments[index + 1])
+}
+if arguments.contains("--detector-only") { chosenSections.insert("detector") }
+let onlySections = chosenSections
+func wants(_ section: String) -> Bool { onlySections.isEmpty || onlySections.contains(section) }
 
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
@@ -346,36 +369,53 @@ func postureReport() {
 
 // MARK: Report
 
-if arguments.contains("--detector-only") {
+if !arguments.contains("--detector-only") {
+    print("vbt-bench: libzmq \(ZMQContext.version), message \(messageBytes) bytes (topic + JSON), \(runs) runs, medians")
+}
+if wants("codec") {
+    var encodes: [Double] = [], decodes: [Double] = [], foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
+    for _ in 0..<runs {
+        let rates = try codecRates()
+        encodes.append(rates.encode); decodes.append(rates.decode)
+        foundationEncodes.append(rates.foundationEncode); foundationDecodes.append(rates.foundationDecode)
+    }
+    print("")
+    print("envelope codec (one core)            vbt          Foundation   ratio")
+    print("  encode (stamp + write)             " + column(format(median(encodes))) + column(format(median(foundationEncodes)))
+          + String(format: "%.1fx", median(encodes) / median(foundationEncodes)))
+    print("  decode (parse + check + payload)   " + column(format(median(decodes))) + column(format(median(foundationDecodes)))
+          + String(format: "%.1fx", median(decodes) / median(foundationDecodes)))
+}
+
+if wants("bus") {
+    var raw: [Double] = [], typed: [Double] = []
+    for _ in 0..<runs {
+        raw.append(rawBusRate(messages: busMessages))
+        typed.append(typedBusRate(messages: busMessages))
+    }
+    print("")
+    print("bus end to end, \(busMessages) msgs/run, TCP loopback, pub -> forwarder -> sub (3 threads, 2 cores)")
+    print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
+    print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
+    print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
+}
+
+if wants("detector") {
     detectorReport()
     postureReport()
-    exit(0)
 }
 
-print("vbt-bench: libzmq \(ZMQContext.version), message \(messageBytes) bytes (topic + JSON), \(runs) runs, medians")
-var encodes: [Double] = [], decodes: [Double] = [], foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
-for _ in 0..<runs {
-    let rates = try codecRates()
-    encodes.append(rates.encode); decodes.append(rates.decode)
-    foundationEncodes.append(rates.foundationEncode); foundationDecodes.append(rates.foundationDecode)
+if wants("store") {
+    var storeOptions = StoreBenchOptions()
+    storeOptions.runs = runs
+    storeOptions.readings = option("--store-readings", storeOptions.readings)
+    storeOptions.queryRuns = option("--query-runs", storeOptions.queryRuns)
+    if let index = arguments.firstIndex(of: "--store-sensors"), index + 1 < arguments.count {
+        storeOptions.sensors = arguments[index + 1].split(separator: ",").map(String.init)
+        guard !storeOptions.sensors.isEmpty, storeOptions.sensors.allSatisfy({ ["imu", "distance"].contains($0) }) else {
+            print("vbt-bench: --store-sensors takes imu, distance or imu,distance")
+            exit(2)
+        }
+    }
+    try storeReport(storeOptions)
 }
-print("")
-print("envelope codec (one core)            vbt          Foundation   ratio")
-print("  encode (stamp + write)             " + column(format(median(encodes))) + column(format(median(foundationEncodes)))
-      + String(format: "%.1fx", median(encodes) / median(foundationEncodes)))
-print("  decode (parse + check + payload)   " + column(format(median(decodes))) + column(format(median(foundationDecodes)))
-      + String(format: "%.1fx", median(decodes) / median(foundationDecodes)))
-
-var raw: [Double] = [], typed: [Double] = []
-for _ in 0..<runs {
-    raw.append(rawBusRate(messages: busMessages))
-    typed.append(typedBusRate(messages: busMessages))
-}
-print("")
-print("bus end to end, \(busMessages) msgs/run, TCP loopback, pub -> forwarder -> sub (3 threads, 2 cores)")
-print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
-print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
-print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
-
-detectorReport()
-postureReport()

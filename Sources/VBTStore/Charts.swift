@@ -116,6 +116,7 @@ public enum SVGChart {
 
     /// A range covering [low, high] with 4-6 round steps.
     static func niceRange(_ low: Double, _ high: Double) -> (Double, Double, Double) {
+        let nonNegative = low >= 0
         var low = low, high = high
         if high - low < 1e-9 { low -= max(1, abs(low) * 0.1); high += max(1, abs(high) * 0.1) }
         let raw = (high - low) / 5
@@ -123,7 +124,7 @@ public enum SVGChart {
         let step = [1.0, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? raw
         // Loads, velocities and counts are never negative: neither is the axis.
         let bottom = floor(low / step) * step
-        return (low >= 0 ? max(0, bottom) : bottom, ceil(high / step) * step, step)
+        return (nonNegative ? max(0, bottom) : bottom, ceil(high / step) * step, step)
     }
 
     static func label(_ value: Double, step: Double) -> String {
