@@ -363,7 +363,7 @@ struct QueryTests {
         #expect(squat.e1rm.map(\.e1rmKg) == [165, 170])
         #expect(report.bodyWeight.map(\.weightKg) == [65])
         let svg = SVGChart.progress(report, utcOffsetS: 0)
-        #expect(svg.hasPrefix("<svg") && svg.contains("165.0") && svg.contains("squat"))
+        #expect(svg.hasPrefix("<svg") && svg.contains(": 165</title>") && svg.contains("squat"))
     }
 }
 
@@ -390,5 +390,42 @@ struct ExportTests {
     func csv() {
         let data = ExportFormat.csv(columns: ["a", "b", "c", "d"], rows: [[.text("x,y"), .text("say \"hi\""), .null, .real(0.5)]])
         #expect(String(decoding: data, as: UTF8.self) == "a,b,c,d\r\n\"x,y\",\"say \"\"hi\"\"\",,0.5\r\n")
+    }
+}
+
+@Suite("Raw readings")
+struct RawReadingTests {
+    @Test("array elements are sliced out of the frame exactly, whatever their strings and nesting hold")
+    func slices() throws {
+        let text = #"{"v":1,"note":"samples: [1,2]","samples" : [ {"t":1.5,"acc_g":[0.1,-2e-3,1]} ,{"t":2,"s":"a,]}\"b"},{"t":3,"x":{"y":[[]]}} ],"after":[9]}"#
+        let bytes = Array(text.utf8)
+        let ranges = try #require(RawJSON.arrayElements(bytes, key: "samples"))
+        let parts = ranges.map { String(decoding: bytes[$0], as: UTF8.self) }
+        #expect(parts == [#"{"t":1.5,"acc_g":[0.1,-2e-3,1]}"#, #"{"t":2,"s":"a,]}\"b"}"#, #"{"t":3,"x":{"y":[[]]}}"#])
+        #expect(RawJSON.arrayElements(Array(#"{"samples":{}}"#.utf8), key: "samples") == nil)
+        #expect(RawJSON.arrayElements(Array(#"{"x":{"samples":[1]}}"#.utf8), key: "samples") == nil, "only the top level counts")
+        #expect(RawJSON.arrayElements(Array(#"{"samples":[]}"#.utf8), key: "samples") == [])
+    }
+
+    @Test("each stored reading is the JSON the bridge sent, byte for byte")
+    func verbatim() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var bridge = Producer("sensor-bridge")
+        let readings = (0..<16).map {
+            SampleMessage.IMUReading(t: 1_000 + Double($0) / 100, accG: Vector3(0.01 * Double($0), -0.5, 1.0 / 3),
+                                     gyroDps: Vector3(1, 2, 3), angleDeg: Vector3(-179.5, 0.25, 90))
+        }
+        let message = try bridge.message(SampleMessage(.imu(readings)), ts: 1_000)
+        ingestor.enqueue(message)
+        try ingestor.flush()
+        let stored = try store.read { db in try String.fetchAll(db, sql: "SELECT data FROM samples ORDER BY id") }
+        guard case .array(let sent)? = message.fields["samples"] else { Issue.record("no samples"); return }
+        #expect(stored.count == 16)
+        for (text, value) in zip(stored, sent) {
+            #expect(try JSONParser.parse(Array(text.utf8)) == value)
+            #expect(message.body.count > 0 && String(decoding: message.body, as: UTF8.self).contains(text))
+        }
     }
 }
