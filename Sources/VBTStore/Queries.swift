@@ -320,14 +320,16 @@ extension TrainingStore {
         let athleteColumn = table == "athletes" ? "id" : "athlete"
         let filter = athlete == nil || (!hasAthlete && table != "athletes") ? "" : "AND \(athleteColumn) = ?2"
         return try read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT rowid AS _rowid, * FROM \(table) WHERE rowid > ?1 \(filter) ORDER BY rowid LIMIT ?3",
-                                        arguments: [after ?? 0, athlete, max(1, min(limit, 10_000))])
             let columns = try db.columns(in: table).map(\.name)
+            let list = columns.map { "\"\($0)\"" }.joined(separator: ", ")
+            let rows = try Row.fetchAll(db, sql: "SELECT rowid AS _rowid, \(list) FROM \(table) WHERE rowid > ?1 \(filter) ORDER BY rowid LIMIT ?3",
+                                        arguments: [after ?? 0, athlete, max(1, min(limit, 10_000))])
             var cells: [[Cell]] = []
             cells.reserveCapacity(rows.count)
             for row in rows {
-                cells.append(columns.map { name in
-                    switch (row[name] as DatabaseValue).storage {
+                // By position (column 0 is the rowid): a lookup by name per cell costs more than the read.
+                cells.append((1...columns.count).map { index in
+                    switch (row[index] as DatabaseValue).storage {
                     case .null: .null
                     case .int64(let value): .int(value)
                     case .double(let value): .real(value)
