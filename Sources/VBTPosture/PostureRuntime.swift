@@ -163,6 +163,8 @@ public final class PostureRuntime {
     private var trackers: [String: PostureTracker] = [:]
     private var warnedUncalibrated: Set<String> = []
     private var heartbeat = HeartbeatSchedule(role: "posture-evaluator", name: "posture-evaluator")
+    /// Asks the session-recorder for calibrations this evaluator has not seen (made elsewhere, or before a reinstall).
+    private let recorder: QueryClient?
 
     /// Connects to the bus and loads the stored calibrations.
     public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
@@ -171,6 +173,7 @@ public final class PostureRuntime {
         self.settings = settings
         self.storePath = storePath
         self.logger = logger
+        recorder = try? QueryClient(context: context, config: config, timeoutS: 0.3)
         if let storePath {
             do { store = try CalibrationStore.load(path: storePath) } catch {
                 logger.warning("calibration store unreadable; starting empty", metadata: ["path": "\(storePath)", "error": "\(error)"])
@@ -198,6 +201,24 @@ public final class PostureRuntime {
         }
     }
 
+    /// The athlete's latest calibration as the recorder stored it (kept locally from then on), if it answers in time.
+    private func fromRecorder(athlete: String) -> PostureCalibration? {
+        struct Args: Encodable { var athlete: String }
+        struct Stored: Decodable { var json: String }
+        guard let recorder else { return nil }
+        do {
+            guard let stored = try recorder.ask("calibration.get", Args(athlete: athlete), as: Stored?.self) else { return nil }
+            let calibration = try JSONDecoder().decode(PostureCalibration.self, from: Data(stored.json.utf8))
+            store.byAthlete[athlete] = calibration
+            if let storePath { try? store.save(path: storePath) }
+            logger.info("posture calibration fetched from the session-recorder", metadata: ["athlete": "\(athlete)"])
+            return calibration
+        } catch {
+            logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(athlete)", "reason": "\(error)"])
+            return nil
+        }
+    }
+
     private func tracker(_ station: String) -> PostureTracker {
         trackers[station] ?? PostureTracker(station: station, settings: settings)
     }
@@ -216,7 +237,7 @@ public final class PostureRuntime {
                 logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
             case "athlete.assign":
                 guard let athlete = (try? command.args.optionalString("athlete")).flatMap({ $0 }) else { break }
-                if let stored = store.byAthlete[athlete] {
+                if let stored = store.byAthlete[athlete] ?? fromRecorder(athlete: athlete) {
                     state.apply(stored)
                     logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 } else {

@@ -1,4 +1,5 @@
 import Foundation
+import VBTBus
 
 // The request/reply protocol of the recorder's query endpoint (proto/query.md):
 // a request is one JSON object {"id", "query", "args"}; the reply is
@@ -89,12 +90,6 @@ public struct ExerciseFilterArgs: Codable, Sendable {
     public init(exercise: String? = nil) { self.exercise = exercise }
 }
 
-/// A reply's error.
-public struct QueryFailure: Codable, Sendable, Equatable {
-    public var kind: String
-    public var message: String
-}
-
 /// Answers queries against a store. Pure request bytes in, reply bytes out, so
 /// it is tested without sockets and served by any transport.
 public struct QueryService {
@@ -124,7 +119,7 @@ public struct QueryService {
         do {
             func args<A: Decodable>(_ type: A.Type) throws -> A {
                 do { return try decoder.decode(QueryArgs<A>.self, from: request).args } catch {
-                    throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(Self.describe(error)); see proto/query.md")
+                    throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(describeDecodingError(error)); see proto/query.md")
                 }
             }
             let result: any Encodable
@@ -203,18 +198,4 @@ public struct QueryService {
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         return encoder
     }()
-
-    /// A decoding error in one line: which field, what was wrong.
-    static func describe(_ error: any Error) -> String {
-        guard let error = error as? DecodingError else { return "\(error)" }
-        func path(_ context: DecodingError.Context) -> String {
-            context.codingPath.map(\.stringValue).filter { $0 != "args" }.joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context): return "missing \(([path(context)] + [key.stringValue]).filter { !$0.isEmpty }.joined(separator: "."))"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "\(path(context)) has the wrong type"
-        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
-        @unknown default: return "\(error)"
-        }
-    }
 }

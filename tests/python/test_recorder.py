@@ -427,3 +427,39 @@ def test_recorder_refuses_an_unusable_database_in_one_line(tmp_path: Path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "not a vbt database" in lines[0], result.stderr
     assert not_a_db.read_bytes() == b"this is not a database" * 100, "the file is left as it was"
+
+
+def test_posture_calibration_travels_through_the_recorder(bus: Bus, tmp_path: Path):
+    """Calibrated by one evaluator, judged by another that never saw it: on athlete.assign
+    the second asks the recorder (calibration.get) and uses the stored calibration."""
+    from test_posture_e2e import STATION, Wearable, messages
+
+    recorder = Recorder(bus, tmp_path / "vbt.sqlite")
+    rec = tmp_path / "posture.jsonl"
+    record = bus.spawn("record", ["vbt", "record", "--out", str(rec), "posture.", "calibration."])
+    record.wait_for_log("bus connected")
+    first = bus.spawn("posture-evaluator-1", ["posture-evaluator", "--calibrations", str(tmp_path / "one.json")])
+    first.wait_for_log("bus connected")
+    wearable = Wearable(bus)
+    try:
+        bus.run(["vbt", "posture", "calibrate", "--station", STATION, "--athlete", "ana", "--seconds", "2"])
+        first.wait_for_log("posture calibration started")
+        wearable.hold(0, 2.5)
+        wait_until(lambda: recorder.result("calibration.get", {"athlete": "ana"}), "the recorder to store the calibration",
+                   detail=bus.describe)
+        assert first.terminate() == 0
+
+        second = bus.spawn("posture-evaluator-2", ["posture-evaluator", "--calibrations", str(tmp_path / "two.json")])
+        second.wait_for_log("bus connected")
+        before = len(messages(rec, "posture"))
+        bus.run(["vbt", "pub", f"cmd.{STATION}", json.dumps({"id": "a2", "command": "athlete.assign", "target": "*",
+                                                            "args": {"athlete": "ana"}}), "--rate", "0"])
+        second.wait_for_log("posture calibration fetched from the session-recorder")
+        wearable.hold(30, 2)
+        wait_until(lambda: any(not m["correct"] for m in messages(rec, "posture")[before:]),
+                   "the second evaluator to judge a slouch with the fetched calibration", detail=bus.describe)
+        assert json.loads((tmp_path / "two.json").read_text())["byAthlete"]["ana"]["acc"]["fromData"] is True
+        assert second.terminate() == 0
+    finally:
+        wearable.close()
+        recorder.close()

@@ -1,5 +1,7 @@
 import Foundation
-import VBTBus
+
+// The client side of the session-recorder's query endpoint (proto/query.md),
+// here so any program can ask without depending on the store.
 
 /// Asks the session-recorder over its query endpoint. Owned by one thread.
 ///
@@ -25,7 +27,7 @@ public final class QueryClient {
         let data = try askRaw(query, args)
         let decoded: QueryReply<R>
         do { decoded = try JSONDecoder().decode(QueryReply<R>.self, from: data) } catch {
-            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) did not fit: \(QueryService.describe(error))")
+            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) did not fit: \(describeDecodingError(error))")
         }
         guard decoded.ok else {
             throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query)")
@@ -80,3 +82,25 @@ struct QueryReply<R: Decodable>: Decodable {
 }
 
 struct ReplyHead: Decodable { var id: String? }
+
+/// A reply's error.
+public struct QueryFailure: Codable, Sendable, Equatable {
+    public var kind: String
+    public var message: String
+    /// Creates a failure.
+    public init(kind: String, message: String) { (self.kind, self.message) = (kind, message) }
+}
+
+/// A decoding error in one line: which field, what was wrong.
+public func describeDecodingError(_ error: any Error) -> String {
+    guard let error = error as? DecodingError else { return "\(error)" }
+    func path(_ context: DecodingError.Context) -> String {
+        context.codingPath.map(\.stringValue).filter { $0 != "args" }.joined(separator: ".")
+    }
+    switch error {
+    case .keyNotFound(let key, let context): return "missing \(([path(context)] + [key.stringValue]).filter { !$0.isEmpty }.joined(separator: "."))"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context): return "\(path(context)) has the wrong type"
+    case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+    @unknown default: return "\(error)"
+    }
+}
