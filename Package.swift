@@ -12,12 +12,15 @@ let package = Package(
         .executable(name: "sensor-bridge", targets: ["sensor-bridge"]),
         .executable(name: "rep-detector", targets: ["rep-detector"]),
         .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
+        .executable(name: "notifier", targets: ["notifier"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        // The notifier's webhook sink (HTTP and HTTPS POST with timeouts).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -62,6 +65,26 @@ let package = Package(
             name: "VBTPosture",
             dependencies: [
                 "VBTBus",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Rest timers, live workout (plan progress), threshold alerts, the watch board:
+        // pure values driven by an injected clock; the runtime file does the bus I/O.
+        .target(
+            name: "VBTNotify",
+            dependencies: [
+                "VBTBus",
+                "VBTPosture",  // the posture message's reading
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The notifier's webhook sink: its own task, bounded queue, timeout, retries with backoff.
+        // A module of its own so only the notifier links SwiftNIO.
+        .target(
+            name: "VBTWebhook",
+            dependencies: [
+                "VBTNotify",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -119,10 +142,22 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "notifier",
+            dependencies: [
+                "VBTBus",
+                "VBTCommandLine",
+                "VBTNotify",
+                "VBTWebhook",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
             name: "vbt",
             dependencies: [
                 "VBTBus",
                 "VBTCommandLine",
+                "VBTNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -144,6 +179,10 @@ let package = Package(
         .testTarget(
             name: "VBTPostureTests",
             dependencies: ["VBTPosture", "VBTBus", "VBTTesting"]
+        ),
+        .testTarget(
+            name: "VBTNotifyTests",
+            dependencies: ["VBTNotify", "VBTPosture", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

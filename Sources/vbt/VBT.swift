@@ -14,7 +14,7 @@ struct VBT: AsyncParsableCommand {
             unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
             `sample.rack-01` selects what to receive (none: everything).
             """,
-        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self])
+        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Rest.self, Watch.self])
 }
 
 struct Posture: AsyncParsableCommand {
