@@ -269,3 +269,35 @@ def test_missing_heartbeat_and_sensor_rate_alerts(bus: Bus, tmp_path: Path):
     assert rate["rate_hz"] == 12 and rate["expected_rate_hz"] == 50 and rate["sensor"] == "distance"
     assert notifier.terminate() == 0
     validate_all(rec)
+
+
+def test_notifier_schemas_accept_good_and_reject_bad_messages():
+    from test_wire import envelope, schema_errors
+    good = {
+        "timer": envelope("timer", STATION, {"timer_id": "rack-01-rest-1", "state": "running", "duration_s": 120,
+                                             "remaining_s": 80.5, "ends_at": 1_763_812_400.0, "set_id": "s1"}, athlete="ana"),
+        "alert": envelope("alert", STATION, {"alert_id": "rack-01/posture", "kind": "posture", "severity": "warning",
+                                             "state": "raised", "message": "ana at rack-01: bad posture for 6 s", "since": 1.5,
+                                             "suppressed": 0, "bad_for_s": 6.0}, athlete="ana"),
+        "workout": envelope("workout", STATION, {"event": "rest-over", "state": "ready", "plan": "p", "exercise": "bench",
+                                                 "load_kg": 60, "set": 1, "sets": 3, "reps": 8, "exercise_index": 2,
+                                                 "exercises": 2, "sets_done": 3, "rest_s": 90, "vl_threshold_pct": 20}),
+        "heartbeat": envelope("heartbeat", "notifier", {"role": "notifier", "uptime_s": 3.0, "interval_s": 1.0,
+                                                        "webhook": {"queued": 3, "delivered": 2, "failed": 0, "dropped": 1, "retries": 4}}),
+    }
+    for kind, msg in good.items():
+        validate_message(msg)
+    bad = [
+        ("timer", {**good["timer"], "state": "ringing"}),
+        ("timer", {**good["timer"], "remaining_s": -1}),
+        ("alert", {k: v for k, v in good["alert"].items() if k != "message"}),
+        ("alert", {**good["alert"], "severity": "panic"}),
+        ("alert", {**good["alert"], "state": "open"}),
+        ("alert", {**good["alert"], "message": ""}),
+        ("workout", {**good["workout"], "state": "resting-ish"}),
+        ("workout", {**good["workout"], "set": 0}),
+        ("workout", {k: v for k, v in good["workout"].items() if k != "rest_s"}),
+        ("heartbeat", {**good["heartbeat"], "webhook": {"queued": 1}}),
+    ]
+    for kind, msg in bad:
+        assert schema_errors(msg, kind), f"{kind} schema accepted {msg}"
