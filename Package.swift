@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "rep-detector", targets: ["rep-detector"]),
         .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
         .executable(name: "session-recorder", targets: ["session-recorder"]),
+        .executable(name: "notifier", targets: ["notifier"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
@@ -20,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        // The notifier's webhook sink (HTTP and HTTPS POST with timeouts).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -73,6 +76,26 @@ let package = Package(
             dependencies: [
                 "VBTBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Rest timers, live workout (plan progress), threshold alerts, the watch board:
+        // pure values driven by an injected clock; the runtime file does the bus I/O.
+        .target(
+            name: "VBTNotify",
+            dependencies: [
+                "VBTBus",
+                "VBTPosture",  // the posture message's reading
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The notifier's webhook sink: its own task, bounded queue, timeout, retries with backoff.
+        // A module of its own so only the notifier links SwiftNIO.
+        .target(
+            name: "VBTWebhook",
+            dependencies: [
+                "VBTNotify",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -140,11 +163,23 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "notifier",
+            dependencies: [
+                "VBTBus",
+                "VBTCommandLine",
+                "VBTNotify",
+                "VBTWebhook",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
             name: "vbt",
             dependencies: [
                 "VBTBus",
                 "VBTCommandLine",
                 "VBTStore",
+                "VBTNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -173,6 +208,10 @@ let package = Package(
         .testTarget(
             name: "VBTStoreTests",
             dependencies: ["VBTStore", "VBTBus", "VBTTesting", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "VBTNotifyTests",
+            dependencies: ["VBTNotify", "VBTPosture", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: starts the system built so far on this machine and shows the
 # live gym: the bus, three simulated stations (no hardware needed), the rep
-# detector, the posture evaluator, the session recorder (data/vbt.sqlite), and
-# `vbt echo` on what a coach watches (reps, sets, rejected attempts, sensor
-# status). Ctrl-C stops everything.
+# detector, the posture evaluator, the session recorder (data/vbt.sqlite), the
+# notifier, and `vbt echo` on what a coach watches (reps, sets, rejected
+# attempts, sensor status, alerts). Ctrl-C stops everything.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
@@ -41,11 +41,14 @@ pids+=($!)
 # she sits well (the first 20 s), then the evaluator follows her slouching.
 "$bin/posture-evaluator" &
 pids+=($!)
+# Rest timers after each set and alerts (velocity loss, posture, sensors).
+"$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" &
+pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
-echo "run: 3 simulated stations (rack-01, bench-01, platform-01), rep-detector, posture-evaluator, session-recorder (data/vbt.sqlite)"
+echo "run: 3 simulated stations (rack-01, bench-01, platform-01), rep-detector, posture-evaluator, session-recorder (data/vbt.sqlite), notifier"
 echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
-echo "run: in another shell try: $bin/vbt hz    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
-"$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. &
+echo "run: in another shell try: $bin/vbt watch    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
+"$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. alert. workout. &
 pids+=($!)
 wait -n "${pids[@]}"

@@ -1,0 +1,460 @@
+// The notifier's whole decision logic: bus messages and clock ticks in,
+// messages to publish out. No I/O; the clock is the `now` each call passes
+// (wall-clock Unix seconds, so saved timers resume right after a restart).
+import VBTBus
+import VBTPosture
+
+/// How the notifier behaves. Every field has its default here.
+public struct NotifierSettings: Sendable, Codable, Equatable {
+    /// Rest when neither the plan nor the exercise's assignment gives one (seconds).
+    public var defaultRestS = 120.0
+    /// Seconds between `timer` ticks while a rest runs or is paused.
+    public var tickS = 1.0
+    /// An open alert is repeated at most this often while its condition keeps being reported (seconds).
+    public var repeatS = 60.0
+    /// A heartbeat is missing after this many of its intervals (and at least interval + 2 s).
+    public var missedHeartbeats = 3.0
+    /// Posture: alert once bad this long (seconds); nil follows the evaluator's `sustained_bad` flag.
+    public var postureLimitS: Double?
+    /// A streaming sensor whose rate falls under this fraction of its best rate since connecting raises `sensor-rate`
+    /// (cleared again at 0.8).
+    public var rateDropFraction = 0.5
+    /// Seconds between `workout` snapshots of every station (late joiners catch up).
+    public var snapshotS = 5.0
+    /// Creates the defaults.
+    public init() {}
+}
+
+/// Everything the notifier must remember across a restart.
+public struct NotifierState: Sendable, Codable, Equatable, JSONFileStored {
+    public var stations: [String: StationWorkout] = [:]
+    public var alerts = AlertBook()
+    /// Watched programs by heartbeat station (`rep-detector`, `bridge-rack-01`, ...).
+    public var heartbeats: [String: WatchedHeartbeat] = [:]
+    /// Best streaming rate per `<station>/<sensor>` since the link connected.
+    public var sensorRatesHz: [String: Double] = [:]
+    /// An empty state.
+    public init() {}
+}
+
+/// What the notifier wants published (or logged).
+public enum NotifierOutput: Sendable, Equatable {
+    case timer(station: String, athlete: String?, TimerMessage)
+    case alert(AlertMessage)
+    case workout(station: String, athlete: String?, WorkoutMessage)
+    /// A command for the station's other programs (the rep detector follows the plan).
+    case command(station: String, athlete: String?, CommandMessage)
+    /// A command that could not be carried out, with the reason in words.
+    case rejected(station: String, command: String, id: String, reason: String)
+}
+
+/// The notifier: rest timers, plan progress and threshold alerts.
+public struct Notifier: Sendable {
+    public let settings: NotifierSettings
+    public private(set) var state: NotifierState
+    /// Set when `state` changed in a way worth saving; the runtime clears it after saving.
+    public private(set) var needsSave = false
+    private var nextTick: [String: Double] = [:]
+    private var nextSnapshot: Double
+    /// Heartbeats count as seen at start: a program silent while the notifier was down gets one limit to show up.
+    private let startedAt: Double
+    private var commandCounter = 0
+
+    /// Starts from `state` (loaded from disk, or empty) at `now`.
+    public init(settings: NotifierSettings = NotifierSettings(), state: NotifierState = NotifierState(), now: Double) {
+        self.settings = settings
+        self.state = state
+        startedAt = now
+        nextSnapshot = now + settings.snapshotS
+    }
+
+    /// The state was saved.
+    public mutating func markSaved() { needsSave = false }
+
+    // MARK: Messages
+
+    /// Handles one received message at `now`.
+    public mutating func handle(_ message: BusMessage, now: Double) -> [NotifierOutput] {
+        let station = message.envelope.station
+        switch message.envelope.type {
+        case CommandMessage.type:
+            guard let command = try? message.payload(as: CommandMessage.self) else { return [] }
+            return handle(command, station: station, now: now)
+        case SetMessage.type:
+            guard let set = try? message.payload(as: SetMessage.self) else { return [] }
+            return handle(set, station: station, athlete: message.envelope.athlete, now: now)
+        case RepMessage.type:
+            guard let rep = try? message.payload(as: RepMessage.self) else { return [] }
+            return handle(rep, station: station, athlete: message.envelope.athlete, now: now)
+        case PostureMessage.type:
+            guard let posture = try? message.payload(as: PostureMessage.self) else { return [] }
+            return handle(posture.report, station: station, athlete: message.envelope.athlete, now: now)
+        case StatusMessage.type:
+            guard let status = try? message.payload(as: StatusMessage.self) else { return [] }
+            return handle(status, station: station, now: now)
+        case HeartbeatMessage.type:
+            guard let beat = try? message.payload(as: HeartbeatMessage.self) else { return [] }
+            return handleHeartbeat(beat, name: station, now: now)
+        default:
+            return []
+        }
+    }
+
+    private func workout(_ station: String) -> StationWorkout {
+        state.stations[station] ?? StationWorkout(station: station)
+    }
+
+    private func athlete(at station: String, else fallback: String? = nil) -> String? {
+        state.stations[station]?.athlete ?? fallback
+    }
+
+    // MARK: Commands
+
+    mutating func handle(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
+        let forUs = command.target == "*" || command.target == "notifier"
+        guard forUs else { return [] }
+        switch command.command {
+        case "athlete.assign": return assignAthlete(command, station: station, now: now)
+        case "plan.assign": return assignPlan(command, station: station, now: now)
+        case "rest.pause", "rest.resume", "rest.skip", "rest.extend": return restCommand(command, station: station, now: now)
+        default: return []
+        }
+    }
+
+    private mutating func assignAthlete(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
+        guard let athlete = (try? command.args.optionalString("athlete")) ?? nil else {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "athlete.assign needs args.athlete")]
+        }
+        var out: [NotifierOutput] = []
+        var ws = workout(station)
+        if ws.athlete != athlete {
+            // Someone else took the station: their rest, plan and counters start over.
+            out += cancelTimer(&ws, now: now)
+            ws = StationWorkout(station: station)
+            ws.athlete = athlete
+        }
+        if let plan = ws.plan, plan.athlete != athlete { ws.plan = nil }
+        ws.exercise = ((try? command.args.optionalString("exercise")) ?? nil) ?? ws.exercise
+        ws.loadKg = ((try? command.args.optionalNumber("load_kg")) ?? nil) ?? ws.loadKg
+        if let rest = (try? command.args.optionalNumber("rest_s")) ?? nil, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
+        if let threshold = (try? command.args.optionalNumber("vl_threshold_pct")) ?? nil, threshold > 0, threshold < 100 {
+            ws.vlThresholdPct = threshold
+        }
+        state.stations[station] = ws
+        needsSave = true
+        out.append(.workout(station: station, athlete: athlete, ws.message(event: "athlete-assigned", fallbackRestS: settings.defaultRestS)))
+        return out
+    }
+
+    private mutating func assignPlan(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
+        let plan: Plan
+        do { plan = try Plan(args: command.args) } catch {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "plan.assign: \(error.reason)")]
+        }
+        var out: [NotifierOutput] = []
+        var ws = workout(station)
+        out += cancelTimer(&ws, now: now)
+        let threshold = ws.athlete == plan.athlete ? ws.vlThresholdPct : 20
+        ws = StationWorkout(station: station)
+        ws.athlete = plan.athlete
+        ws.vlThresholdPct = threshold
+        ws.plan = plan
+        ws.exercise = plan.exercises[0].exercise
+        ws.loadKg = plan.exercises[0].loadKg
+        state.stations[station] = ws
+        needsSave = true
+        out.append(.workout(station: station, athlete: plan.athlete, ws.message(event: "plan-assigned", fallbackRestS: settings.defaultRestS)))
+        out.append(assignCommand(ws, now: now))
+        return out
+    }
+
+    /// `athlete.assign` for the station's current exercise, so the rep detector follows the plan.
+    private mutating func assignCommand(_ ws: StationWorkout, now: Double) -> NotifierOutput {
+        commandCounter += 1
+        var args: [(key: String, value: JSONValue)] = [("athlete", .string(ws.athlete ?? ws.station))]
+        if let exercise = ws.exercise { args.append(("exercise", .string(exercise))) }
+        if let load = ws.loadKg { args.append(("load_kg", .number(load))) }
+        if let rest = ws.planned?.restS { args.append(("rest_s", .number(rest))) }
+        args.append(("vl_threshold_pct", .number(ws.vlThresholdPct)))
+        let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
+        return .command(station: ws.station, athlete: ws.athlete,
+                        CommandMessage(id: id, command: "athlete.assign", target: "*", args: JSONObject(args)))
+    }
+
+    private mutating func restCommand(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
+        var ws = workout(station)
+        guard var timer = ws.timer else {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "no rest timer at \(station)")]
+        }
+        var out: [NotifierOutput] = []
+        switch command.command {
+        case "rest.pause":
+            timer.pause(at: now)
+        case "rest.resume":
+            timer.resume(at: now)
+        case "rest.extend":
+            guard let seconds = (try? command.args.optionalNumber("seconds")) ?? nil, seconds.isFinite, abs(seconds) <= 3600 else {
+                return [.rejected(station: station, command: command.command, id: command.id, reason: "rest.extend needs args.seconds between -3600 and 3600")]
+            }
+            timer.extend(by: seconds, at: now)
+        default:  // rest.skip
+            out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now, state: .skipped)))
+            ws.timer = nil
+            out += finishRest(&ws, event: "rest-skipped", now: now)
+            state.stations[station] = ws
+            needsSave = true
+            return out
+        }
+        ws.timer = timer
+        state.stations[station] = ws
+        needsSave = true
+        nextTick[station] = now + settings.tickS
+        out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
+        return out
+    }
+
+    /// Ends a running timer because something else took over (a new athlete, plan, or set).
+    private func cancelTimer(_ ws: inout StationWorkout, now: Double) -> [NotifierOutput] {
+        guard let timer = ws.timer else { return [] }
+        ws.timer = nil
+        return [.timer(station: ws.station, athlete: ws.athlete, timer.message(at: now, state: .cancelled))]
+    }
+
+    /// After a rest (run out or skipped): the plan moves on; the display and the detector follow.
+    private mutating func finishRest(_ ws: inout StationWorkout, event: String, now: Double) -> [NotifierOutput] {
+        var out: [NotifierOutput] = []
+        let advance = ws.advance()
+        let workoutMessage = ws.message(event: advance == .done ? "plan-done" : event, fallbackRestS: settings.defaultRestS)
+        out.append(.workout(station: ws.station, athlete: ws.athlete, workoutMessage))
+        if case .nextExercise = advance { out.append(assignCommand(ws, now: now)) }
+        return out
+    }
+
+    // MARK: Sets and reps
+
+    mutating func handle(_ set: SetMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+        var ws = workout(station)
+        if ws.athlete == nil, let athlete { ws.athlete = athlete }
+        var out: [NotifierOutput] = []
+        switch set.event {
+        case .start:
+            guard ws.phase == .resting else { return [] }
+            // The athlete started before the rest was over: the rest ends here.
+            out += cancelTimer(&ws, now: now)
+            out += finishRest(&ws, event: "set-started", now: now)
+        case .end:
+            guard ws.lastEndedSetId != set.setId else { return [] }
+            ws.lastEndedSetId = set.setId
+            ws.setsDone += 1
+            if set.reason == .velocityLoss {
+                out += velocityLossNotice(station: station, athlete: ws.athlete ?? athlete, setId: set.setId,
+                                          lossPct: set.velocityLossPct ?? 0, thresholdPct: ws.vlThresholdPct, stopped: true, now: now)
+            }
+            if ws.phase == .resting {
+                // Its start went unseen: the previous rest ended when it began.
+                out += cancelTimer(&ws, now: now)
+                out += finishRest(&ws, event: "set-started", now: now)
+            }
+            if ws.phase == .done {
+                break  // the plan is finished; extra sets are counted, not timed
+            }
+            if ws.isLastPlannedSet {
+                out += cancelTimer(&ws, now: now)
+                _ = ws.advance()
+                out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "plan-done", fallbackRestS: settings.defaultRestS)))
+                break
+            }
+            out += cancelTimer(&ws, now: now)
+            let timer = RestTimer(station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now,
+                                  setId: set.setId, exercise: ws.exercise ?? set.exercise)
+            ws.timer = timer
+            ws.phase = .resting
+            nextTick[station] = now + settings.tickS
+            out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "set-ended", fallbackRestS: settings.defaultRestS)))
+            out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
+        }
+        state.stations[station] = ws
+        needsSave = true
+        return out
+    }
+
+    mutating func handle(_ rep: RepMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+        let ws = workout(station)
+        guard rep.velocityLossPct >= ws.vlThresholdPct else { return [] }
+        return velocityLossNotice(station: station, athlete: ws.athlete ?? athlete, setId: rep.setId,
+                                  lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, now: now)
+    }
+
+    private mutating func velocityLossNotice(station: String, athlete: String?, setId: String, lossPct: Double, thresholdPct: Double,
+                                             stopped: Bool, now: Double) -> [NotifierOutput] {
+        let who = athlete.map { "\($0) at \(station)" } ?? station
+        let words = stopped
+            ? "\(who): the set stopped at \(percent(lossPct)) velocity loss (threshold \(percent(thresholdPct))); rest before the next set"
+            : "\(who): velocity loss \(percent(lossPct)) reached the \(percent(thresholdPct)) threshold; stop the set"
+        var alert = AlertMessage(alertId: "\(station)/velocity-loss/\(setId)", kind: .velocityLoss, severity: .warning, state: .notice,
+                                 message: words, since: now, station: station, athlete: athlete)
+        alert.setId = setId
+        alert.velocityLossPct = lossPct
+        alert.thresholdPct = thresholdPct
+        guard let notice = state.alerts.notice(alert) else { return [] }
+        needsSave = true
+        return [.alert(notice)]
+    }
+
+    // MARK: Posture, sensors, heartbeats
+
+    mutating func handle(_ report: PostureReport, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+        let id = "\(station)/posture"
+        let who = athlete ?? self.athlete(at: station)
+        if report.correct {
+            let whoWords = who.map { "\($0) at \(station)" } ?? station
+            guard let cleared = state.alerts.clear(id, message: "\(whoWords): posture correct again", now: now) else { return [] }
+            needsSave = true
+            return [.alert(cleared)]
+        }
+        let bad = settings.postureLimitS.map { report.badForS >= $0 } ?? report.sustainedBad
+        guard bad else { return [] }
+        let whoWords = who.map { "\($0) at \(station)" } ?? station
+        var alert = AlertMessage(alertId: id, kind: .posture, severity: .warning, state: .raised,
+                                 message: "\(whoWords): bad posture for \(Int(report.badForS.rounded())) s; straighten up and brace",
+                                 since: now - report.badForS, station: station, athlete: who)
+        alert.badForS = report.badForS
+        alert.limitS = settings.postureLimitS
+        return publishRaise(alert, now: now)
+    }
+
+    private mutating func publishRaise(_ alert: AlertMessage, now: Double) -> [NotifierOutput] {
+        let wasOpen = state.alerts.isOpen(alert.alertId)
+        guard let published = state.alerts.raise(alert, now: now, repeatS: settings.repeatS) else { return [] }
+        if !wasOpen { needsSave = true }
+        return [.alert(published)]
+    }
+
+    private mutating func clearAlert(_ id: String, message: String, now: Double) -> [NotifierOutput] {
+        guard let cleared = state.alerts.clear(id, message: message, now: now) else { return [] }
+        needsSave = true
+        return [.alert(cleared)]
+    }
+
+    mutating func handle(_ status: StatusMessage, station: String, now: Double) -> [NotifierOutput] {
+        let key = "\(station)/\(status.sensor)"
+        let disconnectedId = "\(station)/sensor-disconnected/\(status.sensor)"
+        let rateId = "\(station)/sensor-rate/\(status.sensor)"
+        let who = athlete(at: station)
+        switch status.state {
+        case .disconnected, .error:
+            state.sensorRatesHz[key] = nil
+            var alert = AlertMessage(
+                alertId: disconnectedId, kind: .sensorDisconnected, severity: .critical, state: .raised,
+                message: "\(station): \(status.sensor) sensor \(status.state.rawValue): \(status.reason ?? "check its power, battery and link")",
+                since: now, station: station, athlete: who)
+            alert.sensor = status.sensor
+            return clearAlert(rateId, message: "\(station): \(status.sensor) sensor rate no longer measured (link down)", now: now)
+                + publishRaise(alert, now: now)
+        case .connecting:
+            return []
+        case .connected, .streaming:
+            var out = clearAlert(disconnectedId, message: "\(station): \(status.sensor) sensor \(status.state.rawValue) again", now: now)
+            if status.state == .connected { state.sensorRatesHz[key] = nil }
+            guard status.state == .streaming, let rate = status.rateHz, rate.isFinite, rate >= 0 else { return out }
+            let best = max(state.sensorRatesHz[key] ?? 0, rate)
+            state.sensorRatesHz[key] = best
+            if rate < settings.rateDropFraction * best {
+                var alert = AlertMessage(
+                    alertId: rateId, kind: .sensorRate, severity: .warning, state: .raised,
+                    message: "\(station): \(status.sensor) sensor rate dropped to \(hz(rate)) of \(hz(best)); check the battery and the distance to the receiver",
+                    since: now, station: station, athlete: who)
+                alert.sensor = status.sensor
+                alert.rateHz = rate
+                alert.expectedRateHz = best
+                out += publishRaise(alert, now: now)
+            } else if rate >= 0.8 * best {
+                out += clearAlert(rateId, message: "\(station): \(status.sensor) sensor rate back to \(hz(rate))", now: now)
+            }
+            return out
+        }
+    }
+
+    mutating func handleHeartbeat(_ beat: HeartbeatMessage, name: String, now: Double) -> [NotifierOutput] {
+        guard name != "bus", name != "notifier" else { return [] }
+        if state.heartbeats[name] == nil { needsSave = true }
+        state.heartbeats[name] = WatchedHeartbeat(lastSeen: now, intervalS: max(0.01, beat.intervalS))
+        return clearAlert("\(name)/heartbeat-missing", message: "\(name) is back: heartbeat received", now: now)
+    }
+
+    /// The station an alert about a silent program belongs to: a bridge's station, else the program's name.
+    static func alertStation(forHeartbeat name: String) -> String {
+        name.hasPrefix("bridge-") && name.count > 7 ? String(name.dropFirst(7)) : name
+    }
+
+    // MARK: Clock
+
+    /// Advances the clock to `now`: timer ticks, rests that ran out, silent programs, snapshots.
+    public mutating func tick(now: Double) -> [NotifierOutput] {
+        var out: [NotifierOutput] = []
+        for station in state.stations.keys.sorted() {
+            guard var ws = state.stations[station], let timer = ws.timer else { continue }
+            if timer.isOver(at: now) {
+                out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now, state: .over)))
+                ws.timer = nil
+                let finished = finishRest(&ws, event: "rest-over", now: now)
+                out += restOverNotice(ws, timer: timer, now: now)
+                out += finished
+                state.stations[station] = ws
+                nextTick[station] = nil
+                needsSave = true
+            } else if now >= nextTick[station] ?? now {
+                out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
+                nextTick[station] = now + settings.tickS
+            }
+        }
+        for name in state.heartbeats.keys.sorted() {
+            guard let watched = state.heartbeats[name] else { continue }
+            let limit = max(settings.missedHeartbeats * watched.intervalS, watched.intervalS + 2)
+            let silent = now - max(watched.lastSeen, startedAt)
+            guard silent > limit else { continue }
+            let station = Self.alertStation(forHeartbeat: name)
+            var alert = AlertMessage(
+                alertId: "\(name)/heartbeat-missing", kind: .heartbeatMissing, severity: .critical, state: .raised,
+                message: "\(name) silent for \(Int(silent.rounded())) s (heartbeat every \(seconds(watched.intervalS))); check that it runs and reaches the bus",
+                since: max(watched.lastSeen, startedAt), station: station, athlete: athlete(at: station))
+            alert.program = name
+            alert.silentS = silent
+            out += publishRaise(alert, now: now)
+        }
+        if now >= nextSnapshot {
+            nextSnapshot = now + settings.snapshotS
+            for station in state.stations.keys.sorted() {
+                guard let ws = state.stations[station], ws.athlete != nil || ws.plan != nil else { continue }
+                out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "snapshot", fallbackRestS: settings.defaultRestS)))
+            }
+        }
+        return out
+    }
+
+    private mutating func restOverNotice(_ ws: StationWorkout, timer: RestTimer, now: Double) -> [NotifierOutput] {
+        let who = ws.athlete.map { "\($0) at \(ws.station)" } ?? ws.station
+        let next: String
+        switch ws.phase {
+        case .done: next = "the plan is done"
+        default:
+            var words = "next: "
+            if let exercise = ws.exercise { words += exercise + " " }
+            words += "set \(ws.setNumber)"
+            if let sets = ws.planned?.sets { words += " of \(sets)" }
+            if let reps = ws.planned?.reps { words += ", \(reps) reps" }
+            if let load = ws.loadKg { words += " at \(kg(load))" }
+            next = words
+        }
+        let alert = AlertMessage(alertId: "\(ws.station)/rest-over/\(timer.id)", kind: .restOver, severity: .info, state: .notice,
+                                 message: "\(who): rest over; \(next)", since: now, station: ws.station, athlete: ws.athlete)
+        guard let notice = state.alerts.notice(alert) else { return [] }
+        return [.alert(notice)]
+    }
+}
+
+// Numbers in plain words.
+func percent(_ value: Double) -> String { "\(Int(value.rounded())) %" }
+func hz(_ value: Double) -> String { value < 10 ? "\((value * 10).rounded() / 10) Hz" : "\(Int(value.rounded())) Hz" }
+func kg(_ value: Double) -> String { value == value.rounded() ? "\(Int(value)) kg" : "\(value) kg" }
+func seconds(_ value: Double) -> String { value == value.rounded() ? "\(Int(value)) s" : "\(value) s" }

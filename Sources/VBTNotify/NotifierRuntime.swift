@@ -1,0 +1,166 @@
+import Foundation
+import Logging
+import VBTBus
+
+/// Where alerts go besides the bus (the webhook). `deliver` must never block:
+/// the bus loop calls it.
+public protocol AlertSink: Sendable {
+    /// Hands one alert over; returns at once (a full queue drops and counts it).
+    func deliver(_ alert: AlertMessage, ts: Double)
+    /// What became of the alerts handed over so far.
+    var counters: SinkCounters { get }
+}
+
+/// A sink's counters, published in the notifier's heartbeat.
+public struct SinkCounters: Sendable, Equatable, Codable {
+    /// Handed over and queued.
+    public var queued = 0
+    /// Delivered (a 2xx answer).
+    public var delivered = 0
+    /// Given up on after every retry, or refused for good (4xx).
+    public var failed = 0
+    /// Not queued: the queue was full.
+    public var dropped = 0
+    /// Attempts repeated after a timeout, a refused connection or a 5xx/408/429 answer.
+    public var retries = 0
+    /// Creates zeroed counters.
+    public init() {}
+}
+
+/// The notifier's heartbeat: the usual fields plus the webhook's counters.
+struct NotifierHeartbeat: BusPayload {
+    static let type = HeartbeatMessage.type
+    var base: HeartbeatMessage
+    var webhook: SinkCounters?
+
+    init(base: HeartbeatMessage, webhook: SinkCounters?) { (self.base, self.webhook) = (base, webhook) }
+
+    init(fields: JSONObject) throws(PayloadError) {
+        base = try HeartbeatMessage(fields: fields)
+    }
+
+    func write(to writer: inout JSONWriter) {
+        base.write(to: &writer)
+        guard let webhook else { return }
+        writer.key("webhook")
+        writer.beginObject()
+        writer.field("queued", webhook.queued)
+        writer.field("delivered", webhook.delivered)
+        writer.field("failed", webhook.failed)
+        writer.field("dropped", webhook.dropped)
+        writer.field("retries", webhook.retries)
+        writer.endObject()
+    }
+}
+
+/// The notifier process's loop: one thread owns both sockets; the clock is injected.
+public final class NotifierRuntime {
+    private let subscriber: Subscriber
+    private let publisher: Publisher
+    private let logger: Logger
+    private let statePath: String?
+    private let sink: AlertSink?
+    private let clock: @Sendable () -> Double
+    private var notifier: Notifier
+    private let started = monotonicSeconds()
+    private var nextHeartbeat = monotonicSeconds()
+    private let heartbeatIntervalS = 1.0
+
+    /// Connects to the bus and restores the state file (timers resume with the right remaining time).
+    public init(context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: AlertSink?,
+                logger: Logger, clock: @escaping @Sendable () -> Double = { wallClockSeconds() }) throws(ZMQError) {
+        subscriber = try Subscriber(context: context, config: config,
+                                    prefixes: ["cmd.", "set.", "rep.", "posture.", "status.", "heartbeat."], logger: logger)
+        publisher = try Publisher(context: context, config: config, program: "notifier")
+        self.statePath = statePath
+        self.sink = sink
+        self.logger = logger
+        self.clock = clock
+        var restored = NotifierState()
+        if let statePath {
+            do { restored = try NotifierState.load(path: statePath) } catch {
+                logger.warning("notifier state unreadable; starting empty (move the file away to keep it)",
+                               metadata: ["path": "\(statePath)", "error": "\(error)"])
+            }
+        }
+        notifier = Notifier(settings: settings, state: restored, now: clock())
+        let timers = restored.stations.values.filter { $0.timer != nil }.count
+        logger.info("notifier state restored", metadata: [
+            "stations": "\(restored.stations.count)", "timers": "\(timers)", "open_alerts": "\(restored.alerts.open.count)",
+        ])
+    }
+
+    /// Runs until `stop` is set; saves the state on the way out.
+    public func run(stop: StopFlag) throws {
+        logger.info("notifier running")
+        defer { save() }
+        let own = publisher.stamper.instance + "/"
+        while !stop.isSet {
+            try heartbeat()
+            if let message = try subscriber.next(timeoutMs: 100), !message.envelope.src.hasPrefix(own) {
+                try emit(notifier.handle(message, now: clock()))
+            }
+            try emit(notifier.tick(now: clock()))
+            if notifier.needsSave { save() }
+        }
+    }
+
+    private func heartbeat() throws {
+        let now = monotonicSeconds()
+        guard now >= nextHeartbeat else { return }
+        nextHeartbeat = now + heartbeatIntervalS
+        let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
+        try publisher.publish(NotifierHeartbeat(base: base, webhook: sink?.counters), station: "notifier")
+    }
+
+    private func save() {
+        guard let statePath else { notifier.markSaved(); return }
+        do {
+            try notifier.state.save(path: statePath)
+            notifier.markSaved()
+        } catch {
+            logger.error("notifier state not saved; check the folder is writable", metadata: ["path": "\(statePath)", "error": "\(error)"])
+        }
+    }
+
+    private func emit(_ outputs: [NotifierOutput]) throws {
+        for output in outputs {
+            switch output {
+            case .timer(let station, let athlete, let timer):
+                if timer.state != .running && timer.state != .paused || timer.remainingS == timer.durationS {
+                    logger.info("rest timer", metadata: ["station": "\(station)", "timer_id": "\(timer.timerId)", "state": "\(timer.state.rawValue)",
+                                                        "remaining_s": "\(timer.remainingS)"])
+                }
+                try send(timer, station: station, athlete: athlete)
+            case .alert(let alert):
+                logger.info("alert", metadata: ["station": "\(alert.station)", "alert_id": "\(alert.alertId)", "state": "\(alert.state.rawValue)",
+                                               "severity": "\(alert.severity.rawValue)", "message": "\(alert.message)"])
+                let ts = wallClockSeconds()
+                try send(alert, station: alert.station, athlete: alert.athlete, ts: ts)
+                sink?.deliver(alert, ts: ts)
+            case .workout(let station, let athlete, let workout):
+                if workout.event != "snapshot" {
+                    logger.info("workout", metadata: ["station": "\(station)", "event": "\(workout.event)", "state": "\(workout.state.rawValue)",
+                                                     "exercise": "\(workout.exercise ?? "")", "set": "\(workout.set)"])
+                }
+                try send(workout, station: station, athlete: athlete)
+            case .command(let station, let athlete, let command):
+                logger.info("plan moves on; assigning the next exercise", metadata: [
+                    "station": "\(station)", "correlation_id": "\(command.id)", "args": "\(command.args.fields.map { "\($0.key)=\($0.value)" })",
+                ])
+                try send(command, station: station, athlete: athlete)
+            case .rejected(let station, let command, let id, let reason):
+                logger.warning("command not carried out", metadata: ["station": "\(station)", "command": "\(command)", "correlation_id": "\(id)", "reason": "\(reason)"])
+            }
+        }
+    }
+
+    /// Publishes; a message that cannot be encoded is logged and dropped, never fatal.
+    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String?, ts: Double = wallClockSeconds()) throws {
+        do {
+            try publisher.publish(payload, station: station, athlete: athlete, ts: ts)
+        } catch let error as EncodeError {
+            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
+        }
+    }
+}

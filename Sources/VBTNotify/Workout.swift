@@ -1,0 +1,210 @@
+import VBTBus
+
+// Rest timers and the live workout (seed 002): pure values on an injected
+// wall clock (`now`, Unix seconds), so they persist across restarts and are
+// tested without sleeping.
+
+/// A rest timer on the wall clock: what remains is computed from `now`, so a
+/// timer saved to disk and loaded after a restart has the right remaining time.
+public struct RestTimer: Sendable, Codable, Equatable {
+    /// `<station>-rest-<milliseconds of its start>`.
+    public var id: String
+    public var startedAt: Double
+    /// The whole rest, extensions included.
+    public var durationS: Double
+    /// Set while paused.
+    public var pausedAt: Double?
+    /// Paused time before the current pause.
+    public var pausedTotalS = 0.0
+    /// The set whose end started it.
+    public var setId: String?
+    /// The exercise just done.
+    public var exercise: String?
+
+    /// Starts a timer of `durationS` at `now`.
+    public init(station: String, durationS: Double, now: Double, setId: String? = nil, exercise: String? = nil) {
+        id = "\(station)-rest-\(Int64((now * 1000).rounded()))"
+        startedAt = now
+        self.durationS = max(0, durationS)
+        self.setId = setId
+        self.exercise = exercise
+    }
+
+    /// Resting time so far (pauses excluded).
+    public func elapsedS(at now: Double) -> Double {
+        max(0, (pausedAt ?? now) - startedAt - pausedTotalS)
+    }
+
+    /// Time left, never negative.
+    public func remainingS(at now: Double) -> Double { max(0, durationS - elapsedS(at: now)) }
+
+    /// Whether the rest has run out (a paused timer never runs out).
+    public func isOver(at now: Double) -> Bool { pausedAt == nil && remainingS(at: now) <= 0 }
+
+    public var isPaused: Bool { pausedAt != nil }
+
+    /// Pauses; no effect when already paused.
+    public mutating func pause(at now: Double) {
+        guard pausedAt == nil else { return }
+        pausedAt = max(now, startedAt)
+    }
+
+    /// Resumes; no effect when running.
+    public mutating func resume(at now: Double) {
+        guard let pausedAt else { return }
+        pausedTotalS += max(0, now - pausedAt)
+        self.pausedAt = nil
+    }
+
+    /// Adds `seconds` (negative shortens, never below what has elapsed).
+    public mutating func extend(by seconds: Double, at now: Double) {
+        durationS = max(elapsedS(at: now), durationS + seconds)
+    }
+
+    /// The message describing it at `now`.
+    public func message(at now: Double, state: TimerMessage.State? = nil) -> TimerMessage {
+        let remaining = remainingS(at: now)
+        let state = state ?? (isPaused ? .paused : .running)
+        return TimerMessage(timerId: id, state: state, durationS: durationS, remainingS: state == .running || state == .paused ? remaining : 0,
+                            endsAt: state == .running ? now + remaining : nil, setId: setId, exercise: exercise)
+    }
+}
+
+/// One exercise of a plan (the lead's `vbt plan assign` args).
+public struct PlanExercise: Sendable, Codable, Equatable {
+    public var exercise: String
+    public var sets: Int
+    public var reps: Int
+    public var restS: Double?
+    public var loadKg: Double?
+
+    /// Creates an exercise entry.
+    public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
+        (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
+    }
+}
+
+/// A training plan assigned to a station: ordered exercises.
+public struct Plan: Sendable, Codable, Equatable {
+    public var name: String?
+    public var athlete: String
+    public var exercises: [PlanExercise]
+
+    /// Creates a plan.
+    public init(name: String?, athlete: String, exercises: [PlanExercise]) {
+        (self.name, self.athlete, self.exercises) = (name, athlete, exercises)
+    }
+
+    /// Reads `plan.assign`'s args, saying what is wrong in words an operator can act on.
+    public init(args: JSONObject) throws(PayloadError) {
+        athlete = try args.string("athlete")
+        name = try args.optionalString("plan")
+        guard case .array(let items)? = args["exercises"], !items.isEmpty else {
+            throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg}")
+        }
+        var list: [PlanExercise] = []
+        for (index, item) in items.enumerated() {
+            guard case .object(let entry) = item else { throw PayloadError("exercises[\(index)] must be an object") }
+            let exercise = try entry.string("exercise")
+            let sets = try entry.integer("sets"), reps = try entry.integer("reps")
+            let rest = try entry.optionalNumber("rest_s"), load = try entry.optionalNumber("load_kg")
+            guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
+            if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
+            if let load, !(load >= 0 && load.isFinite) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 or more") }
+            list.append(PlanExercise(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
+        }
+        exercises = list
+    }
+}
+
+/// One station's live workout: who, what, which set, resting or not.
+public struct StationWorkout: Sendable, Codable, Equatable {
+    public enum Phase: String, Sendable, Codable { case ready, resting, done }
+
+    public var station: String
+    public var athlete: String?
+    public var exercise: String?
+    public var loadKg: Double?
+    /// The exercise's default rest from `athlete.assign` (the recorder's catalogue).
+    public var assignedRestS: Double?
+    public var vlThresholdPct = 20.0
+    public var plan: Plan?
+    /// Index into the plan's exercises.
+    public var exerciseIndex = 0
+    /// The set to do next (ready) or just done (resting), 1-based.
+    public var setNumber = 1
+    public var setsDone = 0
+    public var phase = Phase.ready
+    public var timer: RestTimer?
+    /// The last set end handled (a set end seen twice, e.g. around a detector swap, counts once).
+    public var lastEndedSetId: String?
+
+    /// A station nobody assigned yet.
+    public init(station: String) { self.station = station }
+
+    /// The plan's current exercise.
+    public var planned: PlanExercise? {
+        guard let plan, plan.exercises.indices.contains(exerciseIndex) else { return nil }
+        return plan.exercises[exerciseIndex]
+    }
+
+    /// The rest after a set: the plan's, else the exercise default, else `fallbackS`.
+    public func restS(fallbackS: Double) -> Double {
+        planned?.restS ?? assignedRestS ?? fallbackS
+    }
+
+    /// The message describing it.
+    public func message(event: String, fallbackRestS: Double) -> WorkoutMessage {
+        let next: String? = plan.flatMap { plan in
+            plan.exercises.indices.contains(exerciseIndex + 1) ? plan.exercises[exerciseIndex + 1].exercise : nil
+        }
+        return WorkoutMessage(
+            event: event, state: WorkoutMessage.State(rawValue: phase.rawValue) ?? .ready, plan: plan?.name, exercise: exercise,
+            loadKg: loadKg, set: setNumber, sets: planned?.sets, reps: planned?.reps,
+            exerciseIndex: plan == nil ? nil : exerciseIndex + 1, exercises: plan?.exercises.count, setsDone: setsDone,
+            restS: restS(fallbackS: fallbackRestS), vlThresholdPct: vlThresholdPct, nextExercise: next)
+    }
+
+    /// What moving on after a rest did.
+    public enum Advance: Equatable, Sendable {
+        /// The next set of the same exercise.
+        case nextSet
+        /// The next exercise of the plan: the rep detector must follow.
+        case nextExercise(PlanExercise)
+        /// No plan: one more set of whatever the athlete does.
+        case free
+        /// The plan is finished.
+        case done
+    }
+
+    /// Moves to the next set or exercise (after a rest, or at a set's end when nothing follows).
+    public mutating func advance() -> Advance {
+        guard let plan, let current = planned else {
+            setNumber += 1
+            phase = .ready
+            return .free
+        }
+        if setNumber < current.sets {
+            setNumber += 1
+            phase = .ready
+            return .nextSet
+        }
+        guard plan.exercises.indices.contains(exerciseIndex + 1) else {
+            phase = .done
+            return .done
+        }
+        exerciseIndex += 1
+        setNumber = 1
+        let next = plan.exercises[exerciseIndex]
+        exercise = next.exercise
+        loadKg = next.loadKg
+        phase = .ready
+        return .nextExercise(next)
+    }
+
+    /// Whether the set just ended was the plan's last.
+    public var isLastPlannedSet: Bool {
+        guard let plan, let current = planned else { return false }
+        return setNumber >= current.sets && exerciseIndex + 1 >= plan.exercises.count
+    }
+}

@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VBTBus
+import VBTCommandLine
+import VBTNotify
+import VBTWebhook
+
+@main
+struct NotifierCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notifier",
+        abstract: "Rest timers, the live workout and threshold alerts, on the bus and to a webhook.",
+        discussion: """
+            Subscribes to set.*, rep.*, posture.*, status.*, heartbeat.* and cmd.*; publishes timer.<station>
+            (every second while resting), workout.<station> (plan progress, on change and every 5 s),
+            alert.<station> (raised, repeat, cleared, notice) and heartbeat.notifier.
+            A set's end starts a rest: the plan's rest, else athlete.assign's rest_s, else --default-rest.
+            Commands (target notifier or *): rest.pause, rest.resume, rest.skip, rest.extend {seconds}
+            (`vbt rest`), plan.assign, athlete.assign. When the plan moves to its next exercise the
+            notifier sends athlete.assign so the rep detector follows.
+            Timers, plans and open alerts are kept in --state and survive a restart.
+            --webhook URL posts every alert as JSON from its own task (bounded queue; a slow or dead
+            webhook never stalls the bus; drops are counted in heartbeat.notifier).
+            """)
+
+    @Option(help: "Where timers, plans and open alerts are kept (JSON).")
+    var state: String = "data/notifier.json"
+
+    @Option(help: "Rest in seconds when neither the plan nor the exercise gives one.")
+    var defaultRest: Double = 120
+
+    @Option(help: "Seconds between reminders of an alert whose condition still holds.")
+    var repeatInterval: Double = 60
+
+    @Option(help: "Heartbeat intervals of silence before a program counts as missing.")
+    var missedHeartbeats: Double = 3
+
+    @Option(help: "Seconds of bad posture before the alert (default: the evaluator's sustained_bad flag).")
+    var postureLimit: Double?
+
+    @Option(help: "A sensor rate below this fraction of its best since connecting raises an alert.")
+    var rateDrop: Double = 0.5
+
+    @Option(help: "Post every alert as JSON to this http:// or https:// address.")
+    var webhook: String?
+
+    @Option(help: "Seconds one webhook attempt may take.")
+    var webhookTimeout: Double = 2
+
+    @Option(help: "Webhook retries after a failed attempt (backoff 0.5 s, doubling).")
+    var webhookRetries: Int = 3
+
+    @Option(help: "Alerts waiting for the webhook at most; more are dropped and counted.")
+    var webhookQueue: Int = 256
+
+    @Option(help: "Lowest severity posted to the webhook: info, warning or critical.")
+    var webhookSeverity: String = "info"
+
+    @OptionGroup var bus: BusOptions
+
+    func validate() throws {
+        guard defaultRest >= 0, defaultRest <= 3600 else { throw ValidationError("--default-rest must be 0 to 3600 seconds") }
+        guard repeatInterval > 0, missedHeartbeats >= 1 else { throw ValidationError("--repeat-interval must be more than 0 and --missed-heartbeats 1 or more") }
+        if let postureLimit { guard postureLimit > 0 else { throw ValidationError("--posture-limit must be more than 0 seconds") } }
+        guard rateDrop > 0, rateDrop < 1 else { throw ValidationError("--rate-drop must be between 0 and 1, e.g. 0.5") }
+        if let webhook {
+            guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw ValidationError("--webhook must be an http:// or https:// address, e.g. http://127.0.0.1:8080/alerts")
+            }
+        }
+        guard webhookTimeout > 0, webhookRetries >= 0, webhookRetries <= 20, webhookQueue >= 1 else {
+            throw ValidationError("--webhook-timeout must be more than 0, --webhook-retries 0 to 20, --webhook-queue 1 or more")
+        }
+        guard AlertMessage.Severity(rawValue: webhookSeverity) != nil else { throw ValidationError("--webhook-severity must be info, warning or critical") }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "notifier")
+        var settings = NotifierSettings()
+        settings.defaultRestS = defaultRest
+        settings.repeatS = repeatInterval
+        settings.missedHeartbeats = missedHeartbeats
+        settings.postureLimitS = postureLimit
+        settings.rateDropFraction = rateDrop
+        let sink: WebhookSink? = webhook.map { url in
+            var webhookSettings = WebhookSettings(url: url)
+            webhookSettings.timeoutS = webhookTimeout
+            webhookSettings.retries = webhookRetries
+            webhookSettings.queueCapacity = webhookQueue
+            webhookSettings.minSeverity = AlertMessage.Severity(rawValue: webhookSeverity) ?? .info
+            return WebhookSink(settings: webhookSettings, logger: logger)
+        }
+        let worker = Task { await sink?.run() }
+        let busConfig = bus.config, notifierSettings = settings, statePath = state
+        let stop = StopFlag()
+        defer { sink?.finish() }
+        try await runProgram("notifier", logger: logger, onShutdown: { stop.set() }) { context in
+            let runtime = try NotifierRuntime(context: context, config: busConfig, settings: notifierSettings, statePath: statePath,
+                                              sink: sink, logger: logger)
+            try runtime.run(stop: stop)
+        }
+        sink?.finish()
+        // An attempt in flight gets a moment to finish; then it is cancelled.
+        let grace = webhookTimeout + 0.5
+        let deadline = Task {
+            try await Task.sleep(for: .seconds(grace))
+            worker.cancel()
+        }
+        await worker.value
+        deadline.cancel()
+    }
+}
