@@ -44,7 +44,10 @@ public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT
     var firstMoving = peakIndex, lastMoving = peakIndex
     while firstMoving > 0, trace[firstMoving - 1].velocityMps > 0.1 * peakVelocity { firstMoving -= 1 }
     while lastMoving < trace.count - 1, trace[lastMoving + 1].velocityMps > 0.1 * peakVelocity { lastMoving += 1 }
-    let window = min(0.25, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
+    // The window scales with the phase: a slow lift (2-3 s) rises only a few
+    // millimetres in its first quarter second, and a 0.25 s cap put its start
+    // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
+    let window = min(0.6, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
     let bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
     let top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
     let start = bottom.t, end = top.t
