@@ -209,7 +209,10 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
         }
         return best
     }
-    // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the best.
+    // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the
+    // best. A slow lift's wide window takes proportionally coarser steps (its
+    // turning points are only known to tens of ms), so its cost stays bounded.
+    let coarseS = max(0.004, halfWindowS / 60), fineS = coarseS / 8
     var best = (t: guess, p: points[0].positionM, error: Double.infinity)
     func search(from: Double, to: Double, step: Double) {
         // Counted steps: adding a tiny step to a huge time could never advance.
@@ -219,9 +222,9 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
             if let result = fit(candidate), result.error < best.error { best = (candidate, result.p, result.error) }
         }
     }
-    search(from: guess - halfWindowS, to: guess + halfWindowS, step: 0.004)
+    search(from: guess - halfWindowS, to: guess + halfWindowS, step: coarseS)
     let coarse = best.t
-    search(from: coarse - 0.004, to: coarse + 0.004, step: 0.0005)
+    search(from: coarse - coarseS, to: coarse + coarseS, step: fineS)
     return (best.t, best.p)
 }
 
