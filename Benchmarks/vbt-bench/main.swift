@@ -278,9 +278,15 @@ final class ResultBox: @unchecked Sendable {
 // MARK: Rep detection
 
 /// Readings of a simulated session (3 sets of 6 squats) for the detector benchmark.
-func sessionReadings(imu: Bool) -> [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] {
+func sessionReadings(imu: Bool, heavyDeadlift: Bool = false) -> [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] {
     var config = SimulationConfig()
     config.restS = 20
+    if heavyDeadlift {
+        // 2.5 s concentric phases: the turning-point fit's widest window.
+        config.exercise = .deadlift
+        config.loadKg = 170
+        config.oneRepMaxKg = 180
+    }
     var sensors = SimulatedSensors(config)
     var readings: [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] = []
     let step = imu ? 1 / config.imuRateHz : 1 / config.distanceRateHz
@@ -318,9 +324,9 @@ func detectorRun(_ readings: [(t: Double, a: Double, b: Double, c: Double, roll:
 
 func detectorReport() {
     print("")
-    print("rep detection, one station, one core (a simulated session of 3 x 6 squats)")
-    for imu in [false, true] {
-        let readings = sessionReadings(imu: imu)
+    print("rep detection, one station, one core (simulated sessions of 3 x 6: squats at 70 % 1RM; deadlifts at 95 %)")
+    for (imu, heavy) in [(false, false), (true, false), (false, true)] {
+        let readings = sessionReadings(imu: imu, heavyDeadlift: heavy)
         var rates: [Double] = [], completions: [Double] = []
         var reps = 0
         for _ in 0..<runs {
@@ -331,7 +337,7 @@ func detectorReport() {
         }
         let sorted = completions.sorted()
         let p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
-        print("  \(imu ? "bar IMU 100 Hz" : "laser 50 Hz   ")  \(format(median(rates))) readings   \(reps) reps; "
+        print("  \(imu ? "bar IMU 100 Hz" : heavy ? "laser, deadlift 95 % 1RM" : "laser 50 Hz   ")  \(format(median(rates))) readings   \(reps) reps; "
               + String(format: "completing reading -> rep: median %.0f us, p99 %.0f us (seed: 45 ms)", median(completions), p99))
     }
 }

@@ -44,7 +44,10 @@ public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT
     var firstMoving = peakIndex, lastMoving = peakIndex
     while firstMoving > 0, trace[firstMoving - 1].velocityMps > 0.1 * peakVelocity { firstMoving -= 1 }
     while lastMoving < trace.count - 1, trace[lastMoving + 1].velocityMps > 0.1 * peakVelocity { lastMoving += 1 }
-    let window = min(0.25, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
+    // The window scales with the phase: a slow lift (2-3 s) rises only a few
+    // millimetres in its first quarter second, and a 0.25 s cap put its start
+    // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
+    let window = min(0.6, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
     let bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
     let top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
     let start = bottom.t, end = top.t
@@ -206,7 +209,10 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
         }
         return best
     }
-    // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the best.
+    // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the
+    // best. A slow lift's wide window takes proportionally coarser steps (its
+    // turning points are only known to tens of ms), so its cost stays bounded.
+    let coarseS = max(0.004, halfWindowS / 60), fineS = coarseS / 8
     var best = (t: guess, p: points[0].positionM, error: Double.infinity)
     func search(from: Double, to: Double, step: Double) {
         // Counted steps: adding a tiny step to a huge time could never advance.
@@ -216,9 +222,9 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
             if let result = fit(candidate), result.error < best.error { best = (candidate, result.p, result.error) }
         }
     }
-    search(from: guess - halfWindowS, to: guess + halfWindowS, step: 0.004)
+    search(from: guess - halfWindowS, to: guess + halfWindowS, step: coarseS)
     let coarse = best.t
-    search(from: coarse - 0.004, to: coarse + 0.004, step: 0.0005)
+    search(from: coarse - coarseS, to: coarse + coarseS, step: fineS)
     return (best.t, best.p)
 }
 

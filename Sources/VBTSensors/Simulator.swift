@@ -61,6 +61,8 @@ public struct SimulationConfig: Sendable {
     public var restS = 60.0
     /// Readings per second of the laser (0: no laser).
     public var distanceRateHz = 50.0
+    /// Standard deviation of the laser's noise (the Arduino sensor's is about 2 mm).
+    public var distanceNoiseMm = 2.0
     /// Readings per second of the bar IMU (0: no IMU).
     public var imuRateHz = 100.0
     /// Readings per second of a posture wearable (0: none). The athlete sits
@@ -205,12 +207,12 @@ public struct SimulatedSensors: Sendable {
         random = SeededGenerator(seed: config.seed ^ 0x5EED)
     }
 
-    /// The laser reading at session time `t` (noise ~2 mm, the Arduino's phase guess).
+    /// The laser reading at session time `t` (noise `distanceNoiseMm`, the Arduino's phase guess).
     public mutating func distance(at t: Double, wallOrigin: Double) -> SampleMessage.DistanceReading {
         let state = timeline.state(at: t)
         let phase: SampleMessage.DistanceReading.State =
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
-        let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: 2)
+        let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
         return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase)
     }
 

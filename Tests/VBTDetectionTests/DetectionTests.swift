@@ -68,7 +68,9 @@ struct SeedScenarioTests {
 @Suite("Simulated athletes: ground truth")
 struct GroundTruthTests {
     /// Runs the simulator's readings through a detector.
-    func detect(_ config: SimulationConfig, imuOnly: Bool = false) -> (found: [DetectedRep], truth: [SimulatedRep], outputs: [DetectorOutput]) {
+    /// `jitter` moves each laser reading by up to that share of the period (a
+    /// serial link's irregular timing); the detector works on reading times.
+    func detect(_ config: SimulationConfig, imuOnly: Bool = false, jitter: Double = 0) -> (found: [DetectedRep], truth: [SimulatedRep], outputs: [DetectorOutput]) {
         var sensors = SimulatedSensors(config)
         var detector = StationDetector(station: config.station)
         detector.assignment.exercise = config.exercise.name
@@ -87,11 +89,13 @@ struct GroundTruthTests {
             }
         } else {
             let step = 1 / config.distanceRateHz
-            var t = 0.0
-            while t <= duration {
+            var random = SeededGenerator(seed: config.seed ^ 0x7177)
+            var k = 0.0
+            while k * step <= duration {
+                let t = max(0, (k + (jitter > 0 ? Double.random(in: -jitter...jitter, using: &random) : 0)) * step)
                 let r = sensors.distance(at: t, wallOrigin: origin)
                 outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm)
-                t += step
+                k += 1
             }
         }
         outputs += detector.closeIdleSet(at: origin + duration + 60)
@@ -117,12 +121,15 @@ struct GroundTruthTests {
     }
 
     /// Mean velocity errors of every rep over every case.
-    func velocityErrors(imu: Bool, rate: Double = 100, cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]) -> (errors: [Double], countsMatch: Bool, detail: String) {
+    func velocityErrors(imu: Bool, rate: Double = 100, noiseMm: Double = 2, jitter: Double = 0,
+                        cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]) -> (errors: [Double], countsMatch: Bool, detail: String) {
         var errors: [Double] = []
         var countsMatch = true
         var detail = ""
         for c in cases {
-            let (found, truth, _) = detect(config(c, sets: imu ? 2 : 3, imuRate: rate), imuOnly: imu)
+            var simulation = config(c, sets: imu ? 2 : 3, imuRate: rate)
+            simulation.distanceNoiseMm = noiseMm
+            let (found, truth, _) = detect(simulation, imuOnly: imu, jitter: jitter)
             if found.count != truth.count {
                 countsMatch = false
                 detail += "\(c.exercise.name) \(c.load) kg: \(found.count) reps for \(truth.count); "
@@ -142,12 +149,28 @@ struct GroundTruthTests {
         #expect(mean < 0.01, "mean absolute error \(mean) m/s")
         #expect(p95 < 0.03, "95th percentile \(p95) m/s")
         #expect(sorted.last! < 0.05, "worst rep \(sorted.last!) m/s")
-        // The target: every rep within 0.02 m/s. Not met yet for fast reps
-        // (about 1 m/s, 0.4-0.6 s concentric) at 50 Hz with 2 mm noise: the
-        // turning points are found to about 5-10 ms.
-        withKnownIssue("fast reps at 50 Hz: about 1 rep in 10 is 0.02-0.04 m/s off") {
+        // The target: every rep within 0.02 m/s. Not met for fast reps (about
+        // 1 m/s, 0.4-0.6 s concentric) at 50 Hz with 2 mm noise: each turning
+        // point is found to about 5 ms (sd), and a 0.45 s rep needs both within
+        // about 3 ms. That is the noise's limit for any fit that does not know
+        // the shape of the velocity curve: even knowing it is the simulator's
+        // sine arch, the Cramer-Rao bound is 0.005 m/s (sd) at 1 m/s over 0.42 s.
+        // Fitting that arch would meet the target here and be wrong on real lifts.
+        withKnownIssue("fast reps at 50 Hz: about 1 rep in 12 is 0.02-0.04 m/s off (noise-limited)") {
             #expect(sorted.last! < 0.02, "worst rep \(sorted.last!) m/s")
         }
+    }
+
+    @Test("laser, seeds not used in development, 3.5 mm noise, readings up to 20 % of a period early or late: every rep counted")
+    func distanceRobust() {
+        let unseen = Self.cases.map { ($0.exercise, $0.load, $0.oneRM, $0.seed + 500) }
+        let (errors, countsMatch, detail) = velocityErrors(imu: false, noiseMm: 3.5, jitter: 0.2, cases: unseen)
+        #expect(countsMatch, "\(detail)")
+        // Errors grow about in proportion to the noise (2 mm: worst 0.04 m/s):
+        // a noise-limited fit, not one tuned to a seed.
+        let mean = errors.reduce(0, +) / Double(errors.count)
+        #expect(mean < 0.015, "mean absolute error \(mean) m/s")
+        #expect(errors.allSatisfy { $0 < 0.08 }, "worst rep \(errors.max() ?? 0) m/s")
     }
 
     @Test("bar IMU at 100 and 200 Hz: every rep counted, mean velocity within 0.05 m/s", arguments: [100.0, 200.0])
