@@ -37,6 +37,16 @@ public final class QueryClient {
         throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) had no result")
     }
 
+    /// Sends a request without waiting for the answer (a store the caller does not
+    /// need confirmed); returns false when it could not even be queued.
+    @discardableResult
+    public func post<A: Encodable>(_ query: String, _ args: A) -> Bool {
+        counter += 1
+        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query, args: args)),
+              (try? socket.send([], more: true, dontWait: true)) == true else { return false }
+        return (try? socket.send(Array(body), dontWait: true)) == true
+    }
+
     /// Sends one request and returns the reply's bytes.
     public func askRaw<A: Encodable>(_ query: String, _ args: A) throws -> Data {
         counter += 1

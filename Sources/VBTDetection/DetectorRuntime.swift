@@ -17,6 +17,8 @@ public struct DetectorOptions: Sendable {
     public var settings = DetectorSettings()
     /// The pattern library's file (learned patterns survive restarts); nil keeps them in memory.
     public var patternsPath: String? = "data/patterns.json"
+    /// Share learned patterns with the session-recorder (and start from its patterns when the file has none).
+    public var askRecorder = true
     /// Creates the defaults.
     public init() {}
 }
@@ -48,6 +50,8 @@ public final class DetectorRuntime {
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
     private var library = PatternLibrary()
+    /// The session-recorder keeps every detector's patterns: a new machine or a lost file starts from them.
+    private let recorder: QueryClient?
     /// Readings skipped for a time far from their message's `ts`.
     private var badTimes = 0
     /// How far a reading's time may be from its message's send time.
@@ -79,6 +83,8 @@ public final class DetectorRuntime {
                 logger.warning("pattern library unreadable; starting without patterns", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
+        recorder = options.askRecorder ? try? QueryClient(context: context, config: config, timeoutS: 0.5) : nil
+        if library.patterns.isEmpty { fetchPatterns() }
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -209,9 +215,30 @@ public final class DetectorRuntime {
         return detector
     }
 
+    /// Starts from the patterns the recorder holds (once, at start, when this detector has none).
+    private func fetchPatterns() {
+        struct Stored: Decodable { var json: String }
+        guard let recorder else { return }
+        do {
+            let stored = try recorder.ask("pattern.list", [String: String](), as: [Stored].self)
+            for item in stored {
+                if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) { library.add(pattern) }
+            }
+            if !stored.isEmpty { logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"]) }
+        } catch {
+            logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
+        }
+    }
+
     /// Stores a learned pattern and gives every station the new library.
     private func learn(_ pattern: RepPattern) {
         library.add(pattern)
+        if let recorder, let json = try? encoder.encode(pattern) {
+            struct Put: Encodable { var exercise: String; var name: String; var ts: Double; var json: String }
+            // Not waited for: the detector's loop never blocks on the recorder.
+            recorder.post("pattern.put", Put(exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
+                                            ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
+        }
         let all = library.patterns.values.flatMap { $0 }
         for station in detectors.keys { detectors[station]?.patterns = all }
         if let path = options.patternsPath {

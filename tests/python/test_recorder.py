@@ -208,6 +208,14 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         table = vbt(bus, "history").stdout
         assert "rack-01" in table and "squat" in table
 
+        # The detector shared the patterns it learned (a set of 3+ reps each); a detector that has
+        # none (a new machine) starts from them.
+        patterns = recorder.result("pattern.list", {"exercise": "squat"})
+        assert len(patterns) == 2 and all(json.loads(p["json"])["reps"] == 5 for p in patterns), patterns
+        fresh = bus.spawn("rep-detector-fresh", ["rep-detector", "--patterns", str(tmp_path / "fresh.json"), "--stations", "none-*"])
+        fresh.wait_for_log("patterns fetched from the session-recorder")
+        assert fresh.terminate() == 0
+
         # Plan assignment publishes plan.assign and athlete.assign; the recorder stores it.
         vbt(bus, "plan", "assign", "ana-strength", "--station", "rack-02")
         assert recorder.result("assignment.get", {"station": "rack-02"})["exercise"] == "squat"
