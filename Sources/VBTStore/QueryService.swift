@@ -110,11 +110,25 @@ public struct QueryService {
         "history", "progress", "stats.week", "export.page", "status",
     ]
 
+    /// One answered request, for the caller's log: the reply and what it was about.
+    public struct Answer {
+        public var reply: Data
+        /// The request's correlation id and query, when it had them.
+        public var id: String?
+        public var query: String?
+        /// Set when the reply is an error.
+        public var failure: QueryFailure?
+    }
+
     /// Answers one request. Never throws: a bad request gets an error reply naming what to fix.
-    public func handle(_ request: Data) -> Data {
+    public func handle(_ request: Data) -> Data { answer(request).reply }
+
+    /// Answers one request, saying what it was (for logs with the correlation id).
+    public func answer(_ request: Data) -> Answer {
         let decoder = JSONDecoder()
         guard let head = try? decoder.decode(QueryHead.self, from: request) else {
-            return reply(id: nil, failure: QueryFailure(kind: "bad-request", message: "a request is one JSON object {\"id\": \"...\", \"query\": \"...\", \"args\": {...}}"))
+            let failure = QueryFailure(kind: "bad-request", message: "a request is one JSON object {\"id\": \"...\", \"query\": \"...\", \"args\": {...}}")
+            return Answer(reply: reply(id: nil, failure: failure), failure: failure)
         }
         do {
             func args<A: Decodable>(_ type: A.Type) throws -> A {
@@ -160,11 +174,13 @@ public struct QueryService {
             default:
                 throw StoreError(.invalid, "unknown query '\(head.query)'; known: \(Self.queries.joined(separator: ", "))")
             }
-            return reply(id: head.id, result: result)
+            return Answer(reply: reply(id: head.id, result: result), id: head.id, query: head.query)
         } catch let error as StoreError {
-            return reply(id: head.id, failure: QueryFailure(kind: error.kind.rawValue, message: error.message))
+            let failure = QueryFailure(kind: error.kind.rawValue, message: error.message)
+            return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         } catch {
-            return reply(id: head.id, failure: QueryFailure(kind: "other", message: "\(error)"))
+            let failure = QueryFailure(kind: "other", message: "\(error)")
+            return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         }
     }
 

@@ -134,7 +134,19 @@ public final class RecorderRuntime {
                 reply = Data(#"{"ok":false,"error":{"kind":"bad-request","message":"a request is one JSON frame of at most 1 MiB"}}"#.utf8)
             } else {
                 queries += 1
-                reply = service.handle(Data(body))
+                let started = monotonicSeconds()
+                let answer = service.answer(Data(body))
+                reply = answer.reply
+                var metadata: Logger.Metadata = [
+                    "correlation_id": "\(answer.id ?? "")", "query": "\(answer.query ?? "")",
+                    "ms": "\(String(format: "%.2f", (monotonicSeconds() - started) * 1000))",
+                ]
+                if let failure = answer.failure {
+                    metadata["error"] = "\(failure.message)"
+                    logger.info("query refused", metadata: metadata)
+                } else {
+                    logger.debug("query answered", metadata: metadata)
+                }
             }
             // A client that went away is not our problem: drop the reply (ROUTER never blocks).
             _ = try? router.send(frames: [identity] + delimiter + [Array(reply)])
