@@ -135,7 +135,7 @@ public struct Notifier: Sendable {
         }
         if let plan = ws.plan, plan.athlete != athlete { ws.plan = nil }
         ws.exercise = ((try? command.args.optionalString("exercise")) ?? nil) ?? ws.exercise
-        ws.loadKg = ((try? command.args.optionalNumber("load_kg")) ?? nil) ?? ws.loadKg
+        if let load = (try? command.args.optionalNumber("load_kg")) ?? nil, load >= 0, load <= 1_000 { ws.loadKg = load }
         if let rest = (try? command.args.optionalNumber("rest_s")) ?? nil, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
         if let threshold = (try? command.args.optionalNumber("vl_threshold_pct")) ?? nil, threshold > 0, threshold < 100 {
             ws.vlThresholdPct = threshold
@@ -316,7 +316,7 @@ public struct Notifier: Sendable {
         guard bad else { return [] }
         let whoWords = who.map { "\($0) at \(station)" } ?? station
         var alert = AlertMessage(alertId: id, kind: .posture, severity: .warning, state: .raised,
-                                 message: "\(whoWords): bad posture for \(Int(report.badForS.rounded())) s; straighten up and brace",
+                                 message: "\(whoWords): bad posture for \(whole(report.badForS)) s; straighten up and brace",
                                  since: now - report.badForS, station: station, athlete: who)
         alert.badForS = report.badForS
         alert.limitS = settings.postureLimitS
@@ -356,7 +356,7 @@ public struct Notifier: Sendable {
         case .connected, .streaming:
             var out = clearAlert(disconnectedId, message: "\(station): \(status.sensor) sensor \(status.state.rawValue) again", now: now)
             if status.state == .connected { state.sensorRatesHz[key] = nil }
-            guard status.state == .streaming, let rate = status.rateHz, rate.isFinite, rate >= 0 else { return out }
+            guard status.state == .streaming, let rate = status.rateHz, rate >= 0, rate <= 10_000 else { return out }
             let best = max(state.sensorRatesHz[key] ?? 0, rate)
             state.sensorRatesHz[key] = best
             if rate < settings.rateDropFraction * best {
@@ -416,7 +416,7 @@ public struct Notifier: Sendable {
             let station = Self.alertStation(forHeartbeat: name)
             var alert = AlertMessage(
                 alertId: "\(name)/heartbeat-missing", kind: .heartbeatMissing, severity: .critical, state: .raised,
-                message: "\(name) silent for \(Int(silent.rounded())) s (heartbeat every \(seconds(watched.intervalS))); check that it runs and reaches the bus",
+                message: "\(name) silent for \(whole(silent)) s (heartbeat every \(seconds(watched.intervalS))); check that it runs and reaches the bus",
                 since: max(watched.lastSeen, startedAt), station: station, athlete: athlete(at: station))
             alert.program = name
             alert.silentS = silent
@@ -454,7 +454,9 @@ public struct Notifier: Sendable {
 }
 
 // Numbers in plain words.
-func percent(_ value: Double) -> String { "\(Int(value.rounded())) %" }
-func hz(_ value: Double) -> String { value < 10 ? "\((value * 10).rounded() / 10) Hz" : "\(Int(value.rounded())) Hz" }
-func kg(_ value: Double) -> String { value == value.rounded() ? "\(Int(value)) kg" : "\(value) kg" }
-func seconds(_ value: Double) -> String { value == value.rounded() ? "\(Int(value)) s" : "\(value) s" }
+// Every number here comes off the bus: formatted, never converted to Int (1e19 or NaN would trap).
+func whole(_ value: Double) -> String { value.isFinite ? String(format: "%.0f", value) : "?" }
+func percent(_ value: Double) -> String { "\(whole(value)) %" }
+func hz(_ value: Double) -> String { value < 10 ? String(format: "%.1f Hz", value) : "\(whole(value)) Hz" }
+func kg(_ value: Double) -> String { value == value.rounded() ? "\(whole(value)) kg" : String(format: "%.1f kg", value) }
+func seconds(_ value: Double) -> String { value == value.rounded() ? "\(whole(value)) s" : String(format: "%.1f s", value) }

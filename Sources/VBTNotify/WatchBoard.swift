@@ -84,7 +84,7 @@ public struct WatchBoard: Sendable {
             guard let status = try? message.payload(as: StatusMessage.self) else { return }
             update {
                 $0.sensors[status.sensor] = status.state == .streaming
-                    ? status.rateHz.map { "\(Int($0.rounded()))Hz" } ?? "ok"
+                    ? status.rateHz.map { "\(whole($0))Hz" } ?? "ok"
                     : status.state.rawValue
             }
         case AlertMessage.type:
@@ -130,7 +130,7 @@ public struct WatchBoard: Sendable {
         for station in rows.keys.sorted() {
             let row = rows[station]!
             var exercise = row.exercise ?? "-"
-            if let load = row.loadKg { exercise += " " + (load == load.rounded() ? "\(Int(load))kg" : String(format: "%.1fkg", load)) }
+            if let load = row.loadKg { exercise += " " + (load == load.rounded() ? "\(whole(load))kg" : String(format: "%.1fkg", load)) }
             var set = row.set.map { "\($0)" } ?? "-"
             if let sets = row.sets { set += "/\(sets)" }
             if row.workoutState == .done { set = "done" }
@@ -140,7 +140,7 @@ public struct WatchBoard: Sendable {
             switch row.postureCorrect {
             case nil: posture = "-"
             case true?: posture = "ok"
-            case false?: posture = "BAD \(Int((row.badForS ?? 0).rounded()))s"
+            case false?: posture = "BAD \(whole(row.badForS ?? 0))s"
             }
             let sensors = row.sensors.keys.sorted().map { "\($0) \(row.sensors[$0]!)" }.joined(separator: " ")
             lines.append(pad(station, 10) + pad(row.athlete ?? "-", 9) + pad(exercise, 16) + pad(set, 6) + pad(velocity, 8) + pad(loss, 6)
@@ -154,7 +154,7 @@ public struct WatchBoard: Sendable {
         if open.isEmpty { lines.append(" none open") }
         for (at, alert) in recent.suffix(5).reversed() {
             let tag = alert.state == .cleared ? "ok  " : "note"
-            lines.append(" \(tag) \(Int(max(0, now - at).rounded()))s ago: \(alert.message)")
+            lines.append(" \(tag) \(whole(max(0, now - at)))s ago: \(alert.message)")
         }
         return lines.prefix(max(1, height)).map { $0.count > width ? String($0.prefix(width)) : $0 }
     }
@@ -179,7 +179,8 @@ public struct WatchBoard: Sendable {
     }
 
     private func clockText(_ seconds: Double) -> String {
-        let whole = Int(seconds.rounded(.up))
-        return "\(whole / 60):" + String(format: "%02d", whole % 60)
+        guard seconds.isFinite, abs(seconds) < 1e7 else { return "-:--" }
+        let total = Int(seconds.rounded(.up))
+        return "\(total / 60):" + String(format: "%02d", total % 60)
     }
 }

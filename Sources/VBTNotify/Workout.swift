@@ -110,7 +110,7 @@ public struct Plan: Sendable, Codable, Equatable {
             let rest = try entry.optionalNumber("rest_s"), load = try entry.optionalNumber("load_kg")
             guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
             if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
-            if let load, !(load >= 0 && load.isFinite) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 or more") }
+            if let load, !(load >= 0 && load <= 1_000) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 to 1000") }
             list.append(PlanExercise(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
         }
         exercises = list

@@ -75,7 +75,7 @@ public final class Ingestor {
             counters.ignored += 1
             return
         }
-        if type == "posture", case .bool(false)? = message.fields["changed"] {
+        if type == "posture", message.fields["changed"] != .bool(true) {
             counters.ignored += 1  // only changes of posture are history; the live stream is not
             return
         }
@@ -126,6 +126,10 @@ public final class Ingestor {
             }
         } catch {
             counters.failedWrites += 1
+            // A failure that says nothing about the disk (not full, read-only, locked, damaged) is
+            // some message's fault: find it by writing one message per transaction, so one
+            // bad message cannot hold the whole queue back.
+            if error.kind == .constraint || error.kind == .other, batch.count > 1 { return try isolate() }
             throw error
         }
         pending.removeAll(keepingCapacity: true)
@@ -136,6 +140,28 @@ public final class Ingestor {
         counters.duplicates += result.duplicates
         counters.refused += result.refused
         return batch.count
+    }
+
+    /// Writes the queue one message per transaction; a message that fails for a reason of
+    /// its own is dropped (logged, counted refused), a disk-level failure stops and keeps the rest.
+    private func isolate() throws(StoreError) -> Int {
+        let all = pending
+        var written = 0
+        for (index, message) in all.enumerated() {
+            pending = [message]
+            do {
+                written += try flush()
+            } catch where error.kind == .constraint || error.kind == .other {
+                counters.refused += 1
+                logger.error("message could not be stored; skipped", metadata: ["zmq.topic": "\(message.topic)", "src": "\(message.envelope.src)", "error": "\(error.message)"])
+            } catch {
+                pending = Array(all[index...])
+                throw error
+            }
+        }
+        pending.removeAll(keepingCapacity: true)
+        pendingSamples = 0
+        return written
     }
 
     struct Progress {
@@ -164,8 +190,15 @@ public final class Ingestor {
                 continue
             }
             var stored = true
+            var refused = false
             if envelope.type == "sample" {
-                result.sampleRows += try insertSamples(message, db: db)
+                if let rows = try insertSamples(message, db: db) {
+                    result.sampleRows += rows
+                } else {
+                    result.refused += 1
+                    (stored, refused) = (false, true)
+                    logger.error("sample message without a usable samples array; skipped", metadata: ["zmq.topic": "\(message.topic)", "src": "\(envelope.src)"])
+                }
             } else {
                 do {
                     try db.inSavepoint {
@@ -174,18 +207,18 @@ public final class Ingestor {
                     }
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                     result.refused += 1
-                    stored = false
+                    (stored, refused) = (false, true)
                     logger.error("message refused by the schema; skipped", metadata: [
                         "zmq.topic": "\(message.topic)", "src": "\(envelope.src)", "seq": "\(envelope.seq)", "error": "\(error.message ?? "")",
                     ])
                 } catch let error where !(error is DatabaseError) {
                     // The envelope was fine but the type's fields are not (a producer's bug): skip this one message.
                     result.refused += 1
-                    stored = false
+                    (stored, refused) = (false, true)
                     logger.error("message fields unusable; skipped", metadata: ["zmq.topic": "\(message.topic)", "error": "\(error)"])
                 }
             }
-            if stored { result.stored[envelope.type, default: 0] += 1 } else if envelope.type == "rep" { result.duplicates += 1 }
+            if stored { result.stored[envelope.type, default: 0] += 1 } else if !refused, envelope.type == "rep" { result.duplicates += 1 }
             var progress = result.progress[envelope.src] ?? Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
             if let known, envelope.seq > known + 1 {
                 progress.gaps += 1
@@ -215,9 +248,10 @@ public final class Ingestor {
     /// One row per reading: its JSON exactly as the bridge sent it, so nothing of it is lost.
     /// The hot path of the recorder: the text is sliced out of the received frame and bound
     /// straight to the prepared statement (no copy, no number formatting).
-    private func insertSamples(_ message: BusMessage, db: Database) throws -> Int {
+    /// Returns the rows written, or nil when the message has no usable readings (refused).
+    private func insertSamples(_ message: BusMessage, db: Database) throws -> Int? {
         guard case .string(let sensor)? = message.fields["sensor"], case .array(let readings)? = message.fields["samples"],
-              let slices = RawJSON.arrayElements(message.body, key: "samples"), slices.count == readings.count else { return 0 }
+              let slices = RawJSON.arrayElements(message.body, key: "samples"), slices.count == readings.count else { return nil }
         let statement = try db.cachedStatement(sql: "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)")
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
@@ -347,10 +381,10 @@ public final class Ingestor {
     /// Deletes raw readings older than the retention period (in chunks, so a
     /// big backlog never holds the write lock for long). Returns rows deleted.
     @discardableResult
-    public func pruneSamples(now: Double = wallClockSeconds(), chunk: Int = 20_000) throws(StoreError) -> Int {
+    public func pruneSamples(now: Double = wallClockSeconds(), chunk: Int = 20_000, maxChunks: Int = .max) throws(StoreError) -> Int {
         let cutoff = now - store.settings.sampleRetentionDays * 86_400
         var total = 0
-        while true {
+        for _ in 0..<maxChunks {
             let deleted = try store.write { db -> Int in
                 try db.execute(sql: "DELETE FROM samples WHERE id IN (SELECT id FROM samples WHERE t < ? LIMIT ?)", arguments: [cutoff, chunk])
                 return db.changesCount
@@ -358,5 +392,6 @@ public final class Ingestor {
             total += deleted
             if deleted < chunk { return total }
         }
+        return total
     }
 }

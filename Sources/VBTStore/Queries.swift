@@ -163,7 +163,8 @@ extension TrainingStore {
     public func assignment(station: String) throws(StoreError) -> AssignmentRecord? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM assignments WHERE station = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station]).map {
-                AssignmentRecord(station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"], ts: $0["ts"])
+                AssignmentRecord(station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"],
+                                 ts: $0["ts"], cmdId: $0["cmd_id"])
             }
         }
     }
@@ -214,7 +215,8 @@ extension TrainingStore {
 
     /// Per exercise: best mean velocity per load and e1RM per day; body weight over time.
     public func progress(athlete: String, exercise: String?, utcOffsetS: Int) throws(StoreError) -> ProgressReport {
-        try read { db in
+        guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
+        return try read { db in
             let offset = Double(utcOffsetS)
             let exercises = try String.fetchAll(db, sql: """
                 SELECT DISTINCT exercise FROM reps WHERE athlete = ?1 AND exercise IS NOT NULL AND (?2 IS NULL OR exercise = ?2) ORDER BY exercise
@@ -251,6 +253,8 @@ extension TrainingStore {
 
     /// Per day for the 7 days ending today (in the asker's time zone): sets, reps, volume, time under tension.
     public func weekStats(athlete: String?, now: Double, utcOffsetS: Int) throws(StoreError) -> WeekStats {
+        guard now > 0, now < 1e10 else { throw StoreError(.invalid, "now must be Unix seconds (0 to 1e10), not \(now)") }
+        guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
         let offset = Double(utcOffsetS)
         let today = floor((now + offset) / 86_400)
         let start = (today - 6) * 86_400 - offset
@@ -290,6 +294,8 @@ extension TrainingStore {
 
     /// `YYYY-MM-DD` of a Unix time shifted by a UTC offset.
     static func day(_ ts: Double, offset: Double) -> String {
+        // Times come from the bus and from callers: anything outside years 1970-5138 is not a day.
+        guard ts + offset >= 0, ts + offset < 1e11 else { return "-" }
         let days = Int(floor((ts + offset) / 86_400))
         // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
         let z = days + 719_468
@@ -317,8 +323,14 @@ extension TrainingStore {
         guard let hasAthlete = Self.exportTables[table] else {
             throw StoreError(.invalid, "no table '\(table)' to export; choose one of \(Self.exportTables.keys.sorted().joined(separator: ", "))")
         }
-        let athleteColumn = table == "athletes" ? "id" : "athlete"
-        let filter = athlete == nil || (!hasAthlete && table != "athletes") ? "" : "AND \(athleteColumn) = ?2"
+        let filter: String
+        switch (athlete, table) {
+        case (nil, _): filter = ""
+        case (_, "athletes"): filter = "AND id = ?2"
+        case (_, "plan_items"): filter = "AND plan IN (SELECT id FROM plans WHERE athlete = ?2)"
+        case _ where hasAthlete: filter = "AND athlete = ?2"
+        default: filter = ""
+        }
         return try read { db in
             let columns = try db.columns(in: table).map(\.name)
             let list = columns.map { "\"\($0)\"" }.joined(separator: ", ")
@@ -347,9 +359,12 @@ extension TrainingStore {
     public func rowCounts() throws(StoreError) -> [String: Int] {
         try read { db in
             var counts: [String: Int] = [:]
-            for table in ["athletes", "sessions", "sets", "reps", "rejected", "samples", "profiles", "posture_changes", "alerts", "calibrations"] {
+            for table in ["athletes", "sessions", "sets", "reps", "rejected", "profiles", "posture_changes", "alerts", "calibrations"] {
                 counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
             }
+            // Raw readings may be hundreds of millions of rows: counted by their id range (rows are
+            // only ever deleted oldest first, so the range has no holes), not by a full scan.
+            counts["samples"] = try Int.fetchOne(db, sql: "SELECT coalesce(max(id) - min(id) + 1, 0) FROM samples") ?? 0
             return counts
         }
     }

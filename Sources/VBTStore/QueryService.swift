@@ -16,6 +16,11 @@ struct QueryArgs<A: Decodable>: Decodable {
     var args: A
 }
 
+/// Arguments that may be left out entirely, but are checked strictly when given.
+struct OptionalQueryArgs<A: Decodable>: Decodable {
+    var args: A?
+}
+
 /// No arguments.
 public struct NoArgs: Codable, Sendable { public init() {} }
 
@@ -131,6 +136,11 @@ public struct QueryService {
             return Answer(reply: reply(id: nil, failure: failure), failure: failure)
         }
         do {
+            func optionalArgs<A: Decodable>(_ type: A.Type, default value: A) throws -> A {
+                do { return try decoder.decode(OptionalQueryArgs<A>.self, from: request).args ?? value } catch {
+                    throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(describeDecodingError(error)); see proto/query.md")
+                }
+            }
             func args<A: Decodable>(_ type: A.Type) throws -> A {
                 do { return try decoder.decode(QueryArgs<A>.self, from: request).args } catch {
                     throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(describeDecodingError(error)); see proto/query.md")
@@ -151,19 +161,19 @@ public struct QueryService {
             case "plan.list": result = try store.plans()
             case "assignment.get": result = Optional(try store.assignment(station: try args(StationArgs.self).station))
             case "calibration.get": result = Optional(try store.calibration(athlete: try args(AthleteArgs.self).athlete))
-            case "pattern.list": result = try store.patterns(exercise: (try? args(ExerciseFilterArgs.self))?.exercise)
+            case "pattern.list": result = try store.patterns(exercise: try optionalArgs(ExerciseFilterArgs.self, default: ExerciseFilterArgs()).exercise)
             case "pattern.put":
                 let pattern = try args(StoredPattern.self)
                 try store.putPattern(pattern)
                 result = pattern
             case "history":
-                let a = (try? args(HistoryArgs.self)) ?? HistoryArgs()
+                let a = try optionalArgs(HistoryArgs.self, default: HistoryArgs())
                 result = try store.history(athlete: a.athlete, station: a.station, exercise: a.exercise, limit: a.limit ?? 20)
             case "progress":
                 let a = try args(ProgressArgs.self)
                 result = try store.progress(athlete: a.athlete, exercise: a.exercise, utcOffsetS: a.utcOffsetS ?? 0)
             case "stats.week":
-                let a = (try? args(WeekArgs.self)) ?? WeekArgs()
+                let a = try optionalArgs(WeekArgs.self, default: WeekArgs())
                 result = try store.weekStats(athlete: a.athlete, now: a.now ?? Date().timeIntervalSince1970, utcOffsetS: a.utcOffsetS ?? 0)
             case "export.page":
                 let a = try args(PageArgs.self)

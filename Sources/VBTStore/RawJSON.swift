@@ -13,14 +13,18 @@ enum RawJSON {
             var depth = 0
             var index = 0
             let count = buffer.count
-            // Find the key at depth 1, outside strings.
+            // Find the key at depth 1, outside strings: a string right after `{` or `,` (a value
+            // that happens to read "samples", a station's name say, is not the key).
             var arrayStart = -1
+            var keyPosition = false
             while index < count {
                 let byte = buffer[index]
                 if byte == UInt8(ascii: "\"") {
                     let start = index
+                    let isKey = keyPosition
+                    keyPosition = false
                     index = skipString(buffer, from: index)
-                    if depth == 1, index - start == quotedKey.count, quotedKey.withUnsafeBufferPointer({ key in
+                    if isKey, depth == 1, index - start == quotedKey.count, quotedKey.withUnsafeBufferPointer({ key in
                         (0..<key.count).allSatisfy { buffer[start + $0] == key[$0] }
                     }) {
                         var next = index
@@ -35,6 +39,7 @@ enum RawJSON {
                 }
                 if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { depth += 1 }
                 if byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { depth -= 1 }
+                if byte == UInt8(ascii: "{") || byte == UInt8(ascii: ",") { keyPosition = true } else if !isSpace(byte) { keyPosition = false }
                 index += 1
             }
             guard arrayStart >= 0 else { return nil }

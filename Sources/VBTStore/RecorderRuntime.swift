@@ -46,6 +46,7 @@ public final class RecorderRuntime {
         self.settings = settings
         self.logger = logger
         retryDelay = settings.firstRetryS
+        failure = store.openError
         service = QueryService(store: store)
         let ingestor = self.ingestor
         let path = store.settings.path
@@ -116,15 +117,20 @@ public final class RecorderRuntime {
         nextPrune = monotonicSeconds() + settings.pruneIntervalS
         guard failure == nil else { return }
         do {
-            let deleted = try ingestor.pruneSamples()
-            if deleted > 0 { logger.info("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
+            // One chunk a pass: a big backlog is worked off between bus reads, never in one go.
+            let chunk = 20_000
+            let deleted = try ingestor.pruneSamples(chunk: chunk, maxChunks: 1)
+            if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
+            if deleted == chunk { nextPrune = monotonicSeconds() + 0.05 }
         } catch {
             logger.warning("raw samples not pruned", metadata: ["error": "\(error.message)"])
         }
     }
 
     private func answerQueries() throws {
-        while let request = try router.receive(dontWait: true, maxFrames: 4) {
+        // At most 100 a pass, so a client flooding queries cannot keep the bus unread.
+        for _ in 0..<100 {
+            guard let request = try router.receive(dontWait: true, maxFrames: 4) else { return }
             // [client identity, empty delimiter (REQ/our DEALER), body]; anything else is answered if it can be.
             guard let identity = request.frames.first, request.frames.count >= 2 else { continue }
             let body = request.frames.last ?? []

@@ -141,10 +141,13 @@ public struct AssignmentRecord: Codable, Sendable, Equatable {
     public var loadKg: Double?
     public var plan: String?
     public var ts: Double
+    /// The command's correlation id (who sent it can wait for exactly this one).
+    public var cmdId: String?
 
     enum CodingKeys: String, CodingKey {
         case station, athlete, exercise, plan, ts
         case loadKg = "load_kg"
+        case cmdId = "cmd_id"
     }
 }
 

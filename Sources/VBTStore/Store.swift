@@ -83,26 +83,42 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 /// Owned by one thread (the recorder's loop, a CLI command, a test).
 public final class TrainingStore {
     public let settings: StoreSettings
-    /// The open database; replaced when the store reopens after a failure.
-    public private(set) var db: DatabaseQueue
+    /// The open connection; nil while the file cannot be opened (then every access tries again).
+    private var queue: DatabaseQueue?
+    /// Why the file could not be opened at start, when the store was allowed to open it later.
+    public private(set) var openError: StoreError?
 
-    /// Opens (creating the file and folder if needed) and migrates.
-    public init(settings: StoreSettings) throws(StoreError) {
+    /// Opens (creating the file and folder if needed) and migrates. With `openLater`, a
+    /// passing trouble (a read-only or full disk, a lock, a missing mount) is kept in
+    /// `openError` and the file opened at the first access that can; anything else
+    /// (a damaged file, not a database) is thrown at once.
+    public init(settings: StoreSettings, openLater: Bool = false) throws(StoreError) {
         self.settings = settings
-        db = try Self.open(settings)
+        do {
+            queue = try Self.open(settings)
+        } catch {
+            guard openLater, error.isTransient || error.kind == .cannotOpen else { throw error }
+            openError = error
+        }
     }
 
-    /// Set when the connection was closed for a reopen that failed: the next access tries again.
-    private var isClosed = false
+    /// The open connection, opening the file first if it is not open yet.
+    public var db: DatabaseQueue {
+        get throws(StoreError) {
+            if let queue { return queue }
+            try reopen()
+            return queue!
+        }
+    }
 
     /// Opens the database again (after a read-only or unopenable file was fixed). The old
     /// connection is closed first: SQLite shares a file's lock and WAL index between the
     /// connections of one process, so a new one would inherit the old read-only state.
     public func reopen() throws(StoreError) {
-        try? db.close()
-        isClosed = true
-        db = try Self.open(settings)
-        isClosed = false
+        try? queue?.close()
+        queue = nil
+        queue = try Self.open(settings)
+        openError = nil
     }
 
     static func open(_ settings: StoreSettings) throws(StoreError) -> DatabaseQueue {
@@ -135,19 +151,19 @@ public final class TrainingStore {
 
     /// Runs `access` on the database; after a read-only or open failure, reopens and tries once more.
     public func reopeningOnce<T>(_ access: (DatabaseQueue) throws -> T) throws(StoreError) -> T {
-        if isClosed { try reopen() }
-        do { return try access(db) } catch {
+        let current = try db
+        do { return try access(current) } catch {
             let failure = StoreError.from(error, path: settings.path)
             guard failure.kind == .readOnly || failure.kind == .cannotOpen else { throw failure }
             try reopen()
-            do { return try access(db) } catch { throw StoreError.from(error, path: settings.path) }
+            do { return try access(try db) } catch { throw StoreError.from(error, path: settings.path) }
         }
     }
 
     /// Runs `body` for reading, with errors classified.
     public func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        if isClosed { try reopen() }
-        do { return try db.read(body) } catch { throw StoreError.from(error, path: settings.path) }
+        let current = try db
+        do { return try current.read(body) } catch { throw StoreError.from(error, path: settings.path) }
     }
 
     /// The migrations applied to this database, oldest first.

@@ -69,8 +69,8 @@ struct NotifierCommand: AsyncParsableCommand {
                 throw ValidationError("--webhook must be an http:// or https:// address, e.g. http://127.0.0.1:8080/alerts")
             }
         }
-        guard webhookTimeout > 0, webhookRetries >= 0, webhookRetries <= 20, webhookQueue >= 1 else {
-            throw ValidationError("--webhook-timeout must be more than 0, --webhook-retries 0 to 20, --webhook-queue 1 or more")
+        guard webhookTimeout > 0, webhookTimeout <= 300, webhookRetries >= 0, webhookRetries <= 20, webhookQueue >= 1 else {
+            throw ValidationError("--webhook-timeout must be more than 0 and at most 300, --webhook-retries 0 to 20, --webhook-queue 1 or more")
         }
         guard AlertMessage.Severity(rawValue: webhookSeverity) != nil else { throw ValidationError("--webhook-severity must be info, warning or critical") }
     }

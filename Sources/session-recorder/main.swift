@@ -51,9 +51,13 @@ struct SessionRecorder: AsyncParsableCommand {
         storeSettings.sampleRetentionDays = sampleRetentionDays
         storeSettings.sessionGapS = sessionGap
         let store: TrainingStore
-        do { store = try TrainingStore(settings: storeSettings) } catch {
+        do { store = try TrainingStore(settings: storeSettings, openLater: true) } catch {
             reportProblem("session-recorder: \(error.message)")
             throw ExitCode.failure
+        }
+        if let trouble = store.openError {
+            // Passing trouble (a read-only or full disk, a lock): run anyway, keep what arrives, retry.
+            logger.error("database not open yet; messages are kept and retried", metadata: ["error": "\(trouble.message)"])
         }
         let busConfig = config
         let box = StoreBox(store)

@@ -54,6 +54,17 @@ private func sendRestCommand(_ command: String, station: String, args: JSONObjec
     let logger = bootstrapLogging(label: "vbt.rest")
     let config = bus.config
     try await runLoop("vbt.rest", logger: logger) { context in
+        // Other programs listen to cmd.* too: only the notifier's own heartbeat says it is there.
+        let heartbeats = try Subscriber(context: context, config: config, prefixes: ["heartbeat.notifier"], logger: logger)
+        let deadline = monotonicSeconds() + 5
+        var alive = false
+        while !alive, monotonicSeconds() < deadline {
+            alive = try heartbeats.next(timeoutMs: 200)?.topic == "heartbeat.notifier"
+        }
+        guard alive else {
+            reportProblem("vbt: no heartbeat from the notifier within 5 s; start it (notifier) and check VBT_SUB_ENDPOINT")
+            throw ProgramExit()
+        }
         let publisher = try Publisher(context: context, config: config, program: "vbt")
         let topic = "cmd.\(station)"
         if try !publisher.waitForSubscriber(topic: topic, timeoutS: 5) {

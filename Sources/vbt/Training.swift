@@ -281,8 +281,8 @@ struct PlanCommand: ParsableCommand {
             let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
             let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
                                             romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
-            try publishCommands(station: station, athlete: who, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
-            try waitStored(station: station, recorder: recorder) { $0.plan == plan.id || $0.athlete == who && $0.exercise == first.exercise }
+            let ids = try publishCommands(station: station, athlete: who, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
+            try waitStored(station: station, commandId: ids[1], recorder: recorder)
             recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
         }
     }
@@ -326,8 +326,8 @@ struct Station: ParsableCommand {
                 return try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
             }
             let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm, vlThresholdPct: vlThreshold)
-            try publishCommands(station: station, athlete: athlete, [("athlete.assign", args)])
-            let stored = try waitStored(station: station, recorder: recorder) { $0.athlete == athlete && $0.exercise == exercise && $0.loadKg == load }
+            let ids = try publishCommands(station: station, athlete: athlete, [("athlete.assign", args)])
+            let stored = try waitStored(station: station, commandId: ids[0], recorder: recorder)
             recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
         }
     }
@@ -349,8 +349,10 @@ func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: D
     return JSONObject(fields)
 }
 
-/// Publishes commands to every program serving `station`, once the bus forwards them to someone.
-func publishCommands(station: String, athlete: String, _ commands: [(String, JSONObject)]) throws {
+/// Publishes commands to every program serving `station`, once the bus forwards them to someone;
+/// returns their correlation ids.
+@discardableResult
+func publishCommands(station: String, athlete: String, _ commands: [(String, JSONObject)]) throws -> [String] {
     let context = ZMQContext()
     defer { context.terminate() }
     do {
@@ -360,23 +362,28 @@ func publishCommands(station: String, athlete: String, _ commands: [(String, JSO
             reportProblem("vbt: nobody listens to \(topic); are vbt-bus and session-recorder running?")
             throw ExitCode.failure
         }
-        let id = "vbt-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+        let id = "vbt-\(String(UInt64.random(in: .min ... .max), radix: 16))"
+        var ids: [String] = []
         for (index, (command, args)) in commands.enumerated() {
-            try publisher.publish(CommandMessage(id: "\(id)-\(index + 1)", command: command, target: "*", args: args), station: station, athlete: athlete)
+            ids.append("\(id)-\(index + 1)")
+            try publisher.publish(CommandMessage(id: ids[index], command: command, target: "*", args: args), station: station, athlete: athlete)
         }
+        return ids
     } catch let error as ZMQError {
         reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
         throw ExitCode.failure
     }
 }
 
-/// Waits until the recorder's stored assignment for `station` satisfies `done`.
+/// Waits until the recorder has stored the command `commandId` as `station`'s assignment.
 @discardableResult
-func waitStored(station: String, recorder: RecorderOptions, _ done: (AssignmentRecord) -> Bool) throws -> AssignmentRecord {
+func waitStored(station: String, commandId: String, recorder: RecorderOptions) throws -> AssignmentRecord {
     try recorder.withClient { client in
         let deadline = monotonicSeconds() + recorder.timeout
         while true {
-            if let stored = try client.ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), done(stored) { return stored }
+            if let stored = try client.ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
+                return stored
+            }
             guard monotonicSeconds() < deadline else {
                 throw QueryError(kind: "timeout", message: "the recorder has not stored the assignment of \(station) within \(Int(recorder.timeout)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)")
             }

@@ -286,6 +286,22 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(out.map(\.state) == [.cleared] && out[0].kind == .sensorDisconnected)
     }
 
+    @Test func absurdNumbersFromTheBusAreWordedNeverTrap() {
+        // 1e19 does not fit an Int: converting it would take the notifier down (and, saved in its
+        // state, again at every restart). Every such value is formatted or refused instead.
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        _ = notifier.handle(command("athlete.assign", [("athlete", .string("ana")), ("load_kg", .number(1e19)), ("vl_threshold_pct", .number(20))]), now: t0)
+        let loss = alerts(notifier.handle(rep(1, loss: 1e19), now: t0))
+        #expect(loss.count == 1 && loss[0].message.contains("%"))
+        let bad = alerts(notifier.handle(posture(correct: false, badFor: 1e19, sustained: true), now: t0 + 1))
+        #expect(bad.map(\.state) == [.raised] && bad[0].message.contains("bad posture for"))
+        let status = { (rate: Double) in busMessage(StatusMessage(state: .streaming, sensor: "imu", device: "sim", rateHz: rate)) }
+        _ = notifier.handle(status(1e19), now: t0 + 2)
+        _ = notifier.handle(status(100), now: t0 + 3)
+        #expect(alerts(notifier.handle(status(10), now: t0 + 4)).first?.expectedRateHz == 100, "an absurd rate is not taken as the best")
+        #expect(whole(1e19) == "10000000000000000000" && whole(.nan) == "?" && kg(.infinity) == "? kg")
+    }
+
     @Test func aMissingHeartbeatRaisesAndItsReturnClears() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
         let beat = busMessage(HeartbeatMessage(role: "rep-detector", uptimeS: 1, intervalS: 1), station: "rep-detector")

@@ -226,8 +226,8 @@ struct IngestTests {
         held.wait()
         let second = try setMessages(&producer, load: 110, reps: 2, t0: 2_000)
         for message in second { ingestor.enqueue(message) }
-        #expect(throws: StoreError.self) { try ingestor.flush() }
-        do { try ingestor.flush() } catch { #expect(error.kind == .locked) ; #expect(error.message.contains("locked")) }
+        let failure = #expect(throws: StoreError.self) { try ingestor.flush() }
+        #expect(failure?.kind == .locked && failure?.message.contains("locked") == true)
         #expect(ingestor.pendingCount == second.count)
         #expect(try dump(store) == before, "what was stored is untouched")
 
@@ -277,6 +277,9 @@ struct QueryTests {
             (#"{"id":"6","query":"export.page","args":{"table":"sqlite_master"}}"#, "invalid", "no table"),
             (#"{"id":"7","query":"athlete.add","args":{"id":"x","name":"X","height_cm":900}}"#, "invalid", "height"),
             (#"{"id":"8","query":"plan.create","args":{"id":"p","items":[{"exercise":"squat","sets":0,"reps":5,"rest_s":60}]}}"#, "invalid", "1 to 20"),
+            (#"{"id":"10","query":"stats.week","args":{"now":1e300}}"#, "invalid", "now must be"),
+            (#"{"id":"11","query":"history","args":{"athlete":"ana","limit":"5"}}"#, "invalid", "limit has the wrong type"),
+            (#"{"id":"12","query":"stats.week","args":{"utc_offset_s":"x"}}"#, "invalid", "wrong type"),
         ]
         for (request, kind, words) in cases {
             let reply = try ask(service, request)
@@ -336,6 +339,7 @@ struct QueryTests {
         #expect(ahead.days.last?.day == TrainingStore.day(now + 13 * 3_600, offset: 0))
         #expect(ahead.days.last?.reps == 5)
         #expect(TrainingStore.day(0, offset: 0) == "1970-01-01" && TrainingStore.day(1_795_400_000, offset: 0) == "2026-11-23")
+        #expect(TrainingStore.day(1e300, offset: 0) == "-" && TrainingStore.day(-5, offset: 0) == "-", "times off the calendar never trap")
     }
 
     @Test("progress: best velocity per load, e1RM per day (the day's last profile), body weight")
@@ -405,6 +409,9 @@ struct RawReadingTests {
         #expect(RawJSON.arrayElements(Array(#"{"samples":{}}"#.utf8), key: "samples") == nil)
         #expect(RawJSON.arrayElements(Array(#"{"x":{"samples":[1]}}"#.utf8), key: "samples") == nil, "only the top level counts")
         #expect(RawJSON.arrayElements(Array(#"{"samples":[]}"#.utf8), key: "samples") == [])
+        // A value that reads "samples" (a station of that name) is not the key.
+        let named = Array(#"{"station":"samples","samples":[{"t":1}]}"#.utf8)
+        #expect(RawJSON.arrayElements(named, key: "samples").map { $0.map { String(decoding: named[$0], as: UTF8.self) } } == [#"{"t":1}"#])
     }
 
     @Test("each stored reading is the JSON the bridge sent, byte for byte")

@@ -406,13 +406,14 @@ def test_read_only_database_keeps_messages_and_recovers(bus: Bus, tmp_path: Path
         try:
             for i in range(2, 5):
                 publisher.send(publisher.message("rep", "rack-03", rep_fields("s3", i, 1_700_000_000 + i)))
-            wait_until(lambda: recorder.result("status").get("last_error"), "the recorder to report the failed write",
-                       detail=bus.describe)
+            wait_until(lambda: recorder.result("status")["pending"] == 3 and recorder.result("status").get("last_error"),
+                       "the recorder to keep the 3 reps and report why it cannot write them", detail=bus.describe)
             status = recorder.result("status")
-            assert "read-only" in status["last_error"] and "writable" in status["last_error"], status
-            assert status["pending"] == 3 and status["rows"]["reps"] == 1, status
+            # SQLite opens the file read-only if its WAL index is there, else not at all: both say what to do.
+            assert "writable" in status["last_error"], status
+            assert status["pending"] == 3, status
             refused = recorder.ask("athlete.add", {"id": "bob", "name": "Bob"})
-            assert not refused["ok"] and refused["error"]["kind"] == "read-only", refused
+            assert not refused["ok"] and refused["error"]["kind"] in ("read-only", "cannot-open"), refused
             subprocess.run(["mount", "-o", "remount,rw,bind", str(view)], check=True)
             wait_until(lambda: recorder.rows("reps") == 4, "the queued reps written once writable", timeout=30,
                        detail=bus.describe)
