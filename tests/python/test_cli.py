@@ -34,8 +34,28 @@ def test_echo_and_hz(bus: Bus, tmp_path: Path):
 
 
 def test_help_and_bad_flags():
-    for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier"]:
+    for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier", "session-recorder"]:
         result = subprocess.run([binary(program), "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode == 0 and "USAGE" in result.stdout.upper(), (program, result.stderr)
         bad = subprocess.run([binary(program), "--no-such-flag"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert bad.returncode != 0 and bad.stderr.strip(), (program, bad.returncode)
+
+
+def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
+    """Every training command has --help; with no recorder listening, one line and exit 1, never a hang."""
+    import os
+    from test_wire import free_port
+    commands = [["athlete", "add"], ["athlete", "list"], ["athlete", "show"], ["athlete", "weigh-in"], ["exercise", "list"],
+                ["exercise", "show"], ["plan", "create"], ["plan", "show"], ["plan", "list"], ["plan", "assign"],
+                ["station", "assign"], ["history"], ["progress"], ["stats", "week"], ["export"]]
+    for words in commands:
+        result = subprocess.run([binary("vbt"), *words, "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0 and "--json" in result.stdout, (words, result.stdout, result.stderr)
+    env = dict(os.environ, VBT_QUERY_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
+    result = subprocess.run([binary("vbt"), "athlete", "list", "--timeout", "1"], capture_output=True, text=True, timeout=30,
+                            stdin=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1 and "is it running?" in lines[0], result.stderr
+    bad = subprocess.run([binary("vbt"), "export", "--format", "xml", "--out", str(tmp_path)], capture_output=True, text=True,
+                         timeout=30, stdin=subprocess.DEVNULL, env=env)
+    assert bad.returncode != 0 and "json or csv" in bad.stderr, bad.stderr
