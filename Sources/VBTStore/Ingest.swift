@@ -378,6 +378,20 @@ public final class Ingestor {
         try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = (SELECT session FROM sets WHERE id = ?)", arguments: [ts, id])
     }
 
+    /// Forgets the progress of streams silent for `silentForS` (every process start, every `vbt`
+    /// command is a stream: kept forever they would grow without end, and an instance id drawn
+    /// again years later would look like a repeat). Their messages stay stored; repeats are
+    /// still caught by the tables' own keys (rep_id, set_id, src+seq). Returns streams forgotten.
+    @discardableResult
+    public func forgetSilentStreams(silentForS: Double = 7 * 86_400, now: Double = wallClockSeconds()) throws(StoreError) -> Int {
+        let forgotten = try store.write { db -> Int in
+            try db.execute(sql: "DELETE FROM sources WHERE last_ts < ?", arguments: [now - silentForS])
+            return db.changesCount
+        }
+        if forgotten > 0 { lastSeq.removeAll() }  // reloaded from the database as streams speak again
+        return forgotten
+    }
+
     /// Deletes raw readings older than the retention period (in chunks, so a
     /// big backlog never holds the write lock for long). Returns rows deleted.
     @discardableResult

@@ -121,7 +121,7 @@ public final class RecorderRuntime {
             let chunk = 20_000
             let deleted = try ingestor.pruneSamples(chunk: chunk, maxChunks: 1)
             if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
-            if deleted == chunk { nextPrune = monotonicSeconds() + 0.05 }
+            if deleted == chunk { nextPrune = monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams() }
         } catch {
             logger.warning("raw samples not pruned", metadata: ["error": "\(error.message)"])
         }

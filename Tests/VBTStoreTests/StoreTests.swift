@@ -238,6 +238,26 @@ struct IngestTests {
         #expect(try store.rowCounts()["reps"] == 5)
     }
 
+    @Test("streams silent for a week are forgotten; their rows stay, and a repeated rep is still stored once")
+    func forgetStreams() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        let ingestor = Ingestor(store: store, logger: quietLogger)
+        var old = Producer("rep-detector")
+        let messages = try setMessages(&old, load: 100, reps: 3, t0: 1_000)
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        var recent = Producer("rep-detector")
+        for message in try setMessages(&recent, load: 100, reps: 2, t0: 1_000_000) { ingestor.enqueue(message) }
+        try ingestor.flush()
+        #expect(try ingestor.forgetSilentStreams(silentForS: 7 * 86_400, now: 1_000_000 + 86_400) == 2, "the old detector's rep and set streams")
+        #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sources") } == 2)
+        for message in messages { ingestor.enqueue(message) }
+        try ingestor.flush()
+        #expect(try store.rowCounts()["reps"] == 5)
+        #expect(try store.rowCounts()["sets"] == 2)
+    }
+
     @Test("raw samples are pruned after the retention period")
     func retention() throws {
         let folder = TempFolder()
