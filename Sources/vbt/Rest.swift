@@ -66,13 +66,7 @@ private func sendRestCommand(_ command: String, station: String, args: JSONObjec
             throw ProgramExit()
         }
         let publisher = try Publisher(context: context, config: config, program: "vbt")
-        let topic = "cmd.\(station)"
-        if try !publisher.waitForSubscriber(topic: topic, timeoutS: 5) {
-            reportProblem("vbt: nobody listens to \(topic); is the notifier running?")
-            throw ProgramExit()
-        }
-        let id = "rest-\(String(UInt32.random(in: .min ... .max), radix: 16))"
-        try publisher.publish(CommandMessage(id: id, command: command, target: "notifier", args: args), station: station)
+        let id = try sendCommands(publisher, station: station, target: "notifier", [(command, args)], whoListens: "the notifier")[0]
         print("\(command) \(id) sent to \(station)")
     }
 }

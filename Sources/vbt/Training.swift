@@ -281,7 +281,7 @@ struct PlanCommand: ParsableCommand {
             let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
             let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
                                             romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
-            let ids = try publishCommands(station: station, athlete: who, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
+            let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
             try waitStored(station: station, commandId: ids[1], recorder: recorder)
             recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
         }
@@ -326,7 +326,7 @@ struct Station: ParsableCommand {
                 return try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
             }
             let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm, vlThresholdPct: vlThreshold)
-            let ids = try publishCommands(station: station, athlete: athlete, [("athlete.assign", args)])
+            let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [("athlete.assign", args)])
             let stored = try waitStored(station: station, commandId: ids[0], recorder: recorder)
             recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
         }
@@ -349,29 +349,37 @@ func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: D
     return JSONObject(fields)
 }
 
-/// Publishes commands to every program serving `station`, once the bus forwards them to someone;
+/// Publishes commands to every program serving `station` (on this command's bus options);
 /// returns their correlation ids.
 @discardableResult
-func publishCommands(station: String, athlete: String, _ commands: [(String, JSONObject)]) throws -> [String] {
+func publishCommands(station: String, athlete: String, config: BusConfig, _ commands: [(String, JSONObject)]) throws -> [String] {
     let context = ZMQContext()
     defer { context.terminate() }
     do {
-        let publisher = try Publisher(context: context, config: BusConfig.fromEnvironment(), program: "vbt")
-        let topic = "cmd.\(station)"
-        guard try publisher.waitForSubscriber(topic: topic, timeoutS: 5) else {
-            reportProblem("vbt: nobody listens to \(topic); are vbt-bus and session-recorder running?")
-            throw ExitCode.failure
-        }
-        let id = "vbt-\(String(UInt64.random(in: .min ... .max), radix: 16))"
-        var ids: [String] = []
-        for (index, (command, args)) in commands.enumerated() {
-            ids.append("\(id)-\(index + 1)")
-            try publisher.publish(CommandMessage(id: ids[index], command: command, target: "*", args: args), station: station, athlete: athlete)
-        }
-        return ids
+        let publisher = try Publisher(context: context, config: config, program: "vbt")
+        return try sendCommands(publisher, station: station, athlete: athlete, target: "*", commands, whoListens: "vbt-bus and session-recorder")
     } catch let error as ZMQError {
         reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
         throw ExitCode.failure
+    } catch is ProgramExit {
+        throw ExitCode.failure
+    }
+}
+
+/// Sends `commands` as `cmd.<station>` once a subscription for them has reached the bus
+/// (else one line naming `whoListens`, and `ProgramExit`); returns their correlation ids.
+func sendCommands(_ publisher: Publisher, station: String, athlete: String? = nil, target: String,
+                  _ commands: [(String, JSONObject)], whoListens: String) throws -> [String] {
+    let topic = "cmd.\(station)"
+    guard try publisher.waitForSubscriber(topic: topic, timeoutS: 5) else {
+        reportProblem("vbt: nobody listens to \(topic); is \(whoListens) running?")
+        throw ProgramExit()
+    }
+    let id = "vbt-\(String(UInt64.random(in: .min ... .max), radix: 16))"
+    return try commands.enumerated().map { index, command in
+        let commandId = "\(id)-\(index + 1)"
+        try publisher.publish(CommandMessage(id: commandId, command: command.0, target: target, args: command.1), station: station, athlete: athlete)
+        return commandId
     }
 }
 

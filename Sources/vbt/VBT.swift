@@ -40,7 +40,7 @@ struct Posture: AsyncParsableCommand {
 
         func validate() throws {
             guard seconds >= 1, seconds <= 600 else { throw ValidationError("--seconds must be between 1 and 600") }
-            guard (try? splitTopic(Array("cmd.\(station)".utf8))) != nil else { throw ValidationError("--station must be a station name, e.g. rack-01") }
+            try validateStation(station)
         }
 
         func run() async throws {
@@ -48,15 +48,9 @@ struct Posture: AsyncParsableCommand {
             let config = bus.config, station = self.station, athlete = self.athlete, seconds = self.seconds
             try await runLoop("vbt.posture", logger: logger) { context in
                 let publisher = try Publisher(context: context, config: config, program: "vbt")
-                let topic = "cmd.\(station)"
-                if try !publisher.waitForSubscriber(topic: topic, timeoutS: 5) {
-                    reportProblem("vbt: nobody listens to \(topic); is posture-evaluator running?")
-                    throw ProgramExit()
-                }
-                let id = "posture-\(String(UInt32.random(in: .min ... .max), radix: 16))"
-                try publisher.publish(CommandMessage(id: id, command: "posture.calibrate", target: "posture-evaluator",
-                                                     args: JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])),
-                                      station: station, athlete: athlete)
+                let args = JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])
+                let id = try sendCommands(publisher, station: station, athlete: athlete, target: "posture-evaluator",
+                                          [("posture.calibrate", args)], whoListens: "posture-evaluator")[0]
                 print("calibration \(id) started at \(station) for \(athlete): \(Int(seconds)) s; watch with `vbt echo calibration.\(station)`")
             }
         }
