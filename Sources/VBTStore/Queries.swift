@@ -45,32 +45,37 @@ extension TrainingStore {
 
     /// Every athlete, by id.
     public func athletes() throws(StoreError) -> [AthleteProfile] {
-        let ids = try read { db in try String.fetchAll(db, sql: "SELECT id FROM athletes ORDER BY id") }
-        var result: [AthleteProfile] = []
-        for id in ids { result.append(try athlete(id, weighIns: false)) }
-        return result
+        try read { db in try Row.fetchAll(db, sql: Self.athleteSQL + " ORDER BY a.id").map { Self.athlete($0, weighIns: []) } }
     }
 
     /// One athlete with weigh-ins, BMI and training totals.
-    public func athlete(_ id: String, weighIns withWeighIns: Bool = true) throws(StoreError) -> AthleteProfile {
+    public func athlete(_ id: String) throws(StoreError) -> AthleteProfile {
         try read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM athletes WHERE id = ?", arguments: [id]) else {
+            guard let row = try Row.fetchOne(db, sql: Self.athleteSQL + " WHERE a.id = ?", arguments: [id]) else {
                 throw StoreError(.invalid, "no athlete '\(id)': see vbt athlete list")
             }
             let weighIns = try Row.fetchAll(db, sql: "SELECT ts, weight_kg FROM weigh_ins WHERE athlete = ? ORDER BY ts", arguments: [id])
                 .map { WeighIn(ts: $0["ts"], weightKg: $0["weight_kg"]) }
-            let height: Double? = row["height_cm"]
-            let totals = try Row.fetchOne(db, sql: """
-                SELECT (SELECT count(*) FROM sessions WHERE athlete = ?1) AS sessions,
-                       (SELECT count(*) FROM sets WHERE athlete = ?1) AS sets,
-                       (SELECT count(*) FROM reps WHERE athlete = ?1) AS reps
-                """, arguments: [id])
-            return AthleteProfile(
-                id: row["id"], name: row["name"], sex: row["sex"], birthYear: row["birth_year"], heightCm: height,
-                goalWeightKg: row["goal_weight_kg"], weightKg: weighIns.last?.weightKg,
-                bmi: AthleteProfile.bmi(weightKg: weighIns.last?.weightKg, heightCm: height),
-                weighIns: withWeighIns ? weighIns : [], sessions: totals?["sessions"] ?? 0, sets: totals?["sets"] ?? 0, reps: totals?["reps"] ?? 0)
+            return Self.athlete(row, weighIns: weighIns)
         }
+    }
+
+    /// Athletes with their latest weight and training totals, in one statement (the list is not N+1 queries).
+    static let athleteSQL = """
+        SELECT a.*,
+               (SELECT weight_kg FROM weigh_ins w WHERE w.athlete = a.id ORDER BY ts DESC LIMIT 1) AS weight_kg,
+               (SELECT count(*) FROM sessions WHERE athlete = a.id) AS sessions,
+               (SELECT count(*) FROM sets WHERE athlete = a.id) AS sets,
+               (SELECT count(*) FROM reps WHERE athlete = a.id) AS reps
+        FROM athletes a
+        """
+
+    static func athlete(_ row: Row, weighIns: [WeighIn]) -> AthleteProfile {
+        let height: Double? = row["height_cm"], weight: Double? = row["weight_kg"]
+        return AthleteProfile(
+            id: row["id"], name: row["name"], sex: row["sex"], birthYear: row["birth_year"], heightCm: height,
+            goalWeightKg: row["goal_weight_kg"], weightKg: weight, bmi: AthleteProfile.bmi(weightKg: weight, heightCm: height),
+            weighIns: weighIns, sessions: row["sessions"], sets: row["sets"], reps: row["reps"])
     }
 
     static func validateId(_ id: String, what: String) throws(StoreError) {
@@ -144,19 +149,24 @@ extension TrainingStore {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM plans WHERE id = ?", arguments: [id]) else {
                 throw StoreError(.invalid, "no plan '\(id)': see vbt plan list")
             }
-            let items = try Row.fetchAll(db, sql: "SELECT * FROM plan_items WHERE plan = ? ORDER BY position", arguments: [id]).map {
-                PlanItem(exercise: $0["exercise"], sets: $0["sets"], reps: $0["reps"], restS: $0["rest_s"], loadKg: $0["load_kg"])
-            }
+            let items = try Row.fetchAll(db, sql: "SELECT * FROM plan_items WHERE plan = ? ORDER BY position", arguments: [id]).map(Self.planItem)
             return Plan(id: row["id"], athlete: row["athlete"], items: items)
         }
     }
 
     /// Every plan.
     public func plans() throws(StoreError) -> [Plan] {
-        let ids = try read { db in try String.fetchAll(db, sql: "SELECT id FROM plans ORDER BY id") }
-        var result: [Plan] = []
-        for id in ids { result.append(try plan(id)) }
-        return result
+        try read { db in
+            var items: [String: [PlanItem]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM plan_items ORDER BY plan, position") { items[row["plan"], default: []].append(Self.planItem(row)) }
+            return try Row.fetchAll(db, sql: "SELECT id, athlete FROM plans ORDER BY id").map {
+                Plan(id: $0["id"], athlete: $0["athlete"], items: items[$0["id"]] ?? [])
+            }
+        }
+    }
+
+    static func planItem(_ row: Row) -> PlanItem {
+        PlanItem(exercise: row["exercise"], sets: row["sets"], reps: row["reps"], restS: row["rest_s"], loadKg: row["load_kg"])
     }
 
     /// A station's latest assignment, if any.
