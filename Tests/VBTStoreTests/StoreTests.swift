@@ -24,6 +24,25 @@ func makeStore(_ folder: TempFolder, name: String = "vbt.sqlite") throws -> Trai
 
 let quietLogger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
+/// A fresh database in its own folder and an ingestor writing to it.
+final class StoreFixture {
+    let folder = TempFolder()
+    let store: TrainingStore
+    let ingestor: Ingestor
+    init() throws {
+        store = try makeStore(folder)
+        ingestor = Ingestor(store: store, logger: quietLogger)
+    }
+}
+
+extension Ingestor {
+    /// Queues `messages` and writes them in one batch, as the recorder does.
+    func ingest(_ messages: [BusMessage]) throws(StoreError) {
+        for message in messages { enqueue(message) }
+        try flush()
+    }
+}
+
 /// Builds bus messages as a producer would (real envelope encoding, then the consumer's decoding).
 struct Producer {
     var stamper: EnvelopeStamper
@@ -119,9 +138,8 @@ struct MigrationTests {
 struct IngestTests {
     @Test("the same messages twice leave the database unchanged the second time")
     func idempotent() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var producer = Producer("rep-detector")
         var messages = try setMessages(&producer, load: 100, reps: 5, t0: 1_000)
         messages += try setMessages(&producer, load: 110, reps: 4, t0: 2_000)
@@ -129,8 +147,7 @@ struct IngestTests {
         let readings = (0..<32).map { SampleMessage.DistanceReading(t: 1_000 + Double($0) * 0.02, distanceMm: 500 + Double($0)) }
         messages.append(try bridge.message(SampleMessage(.distance(Array(readings[..<16]))), ts: 1_000))
         messages.append(try bridge.message(SampleMessage(.distance(Array(readings[16...]))), ts: 1_001))
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         let first = try dump(store)
         #expect(first["reps"]?.count == 9)
         #expect(first["sets"]?.count == 2)
@@ -138,39 +155,34 @@ struct IngestTests {
         #expect(first["sessions"]?.count == 1, "two sets 1000 s apart are one session")
 
         // Again, in the same process (in-memory progress) ...
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         #expect(try dump(store) == first)
         #expect(ingestor.counters.duplicates == messages.count)
 
         // ... and after a restart (progress read back from the database).
-        let restarted = Ingestor(store: try makeStore(folder), logger: quietLogger)
-        for message in messages { restarted.enqueue(message) }
-        try restarted.flush()
+        let restarted = Ingestor(store: try makeStore(fixture.folder), logger: quietLogger)
+        try restarted.ingest(messages)
         #expect(try dump(store) == first)
         #expect(restarted.counters.duplicates == messages.count)
     }
 
     @Test("a rep published again by another detector (same rep_id, new src) is stored once")
     func sameRepId() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var old = Producer("rep-detector")
         var new = Producer("rep-detector")
         let messages = try setMessages(&old, load: 100, reps: 3, t0: 1_000)
         let again = try setMessages(&new, load: 100, reps: 3, t0: 1_000)
-        for message in messages + again { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages + again)
         #expect(try store.rowCounts()["reps"] == 3)
         #expect(ingestor.counters.duplicates == 3)
     }
 
     @Test("gaps in a stream are counted in sources; stored progress survives")
     func gaps() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var producer = Producer("rep-detector")
         let messages = try setMessages(&producer, load: 100, reps: 6, t0: 1_000)
         for (index, message) in messages.enumerated() where index != 3 && index != 4 { ingestor.enqueue(message) }
@@ -183,9 +195,8 @@ struct IngestTests {
 
     @Test("a row the schema refuses costs only that row; the rest of the batch is stored")
     func constraint() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var producer = Producer("rep-detector")
         var messages = try setMessages(&producer, load: 100, reps: 3, t0: 1_000)
         // A rep with index 0 breaks CHECK (idx >= 1).
@@ -193,8 +204,7 @@ struct IngestTests {
         bad.repId = "rack-01-bad"
         bad.index = 0
         messages.append(try producer.message(bad, ts: 1_004))
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         #expect(ingestor.counters.refused == 1)
         #expect(try store.rowCounts()["reps"] == 3)
         #expect(ingestor.pendingCount == 0)
@@ -202,13 +212,11 @@ struct IngestTests {
 
     @Test("a write that fails for a passing reason keeps the batch; nothing stored is lost; it is written when the cause goes")
     func lockedThenFree() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var producer = Producer("rep-detector")
         let first = try setMessages(&producer, load: 100, reps: 3, t0: 1_000)
-        for message in first { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(first)
         let before = try dump(store)
 
         // Another connection (another process, as far as SQLite knows) holds the write lock.
@@ -240,20 +248,16 @@ struct IngestTests {
 
     @Test("streams silent for a week are forgotten; their rows stay, and a repeated rep is still stored once")
     func forgetStreams() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var old = Producer("rep-detector")
         let messages = try setMessages(&old, load: 100, reps: 3, t0: 1_000)
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         var recent = Producer("rep-detector")
-        for message in try setMessages(&recent, load: 100, reps: 2, t0: 1_000_000) { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(try setMessages(&recent, load: 100, reps: 2, t0: 1_000_000))
         #expect(try ingestor.forgetSilentStreams(silentForS: 7 * 86_400, now: 1_000_000 + 86_400) == 2, "the old detector's rep and set streams")
         #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sources") } == 2)
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         #expect(try store.rowCounts()["reps"] == 5)
         #expect(try store.rowCounts()["sets"] == 2)
     }
@@ -335,9 +339,8 @@ struct QueryTests {
 
     @Test("week statistics per local day, totals and the most trained exercise")
     func week() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var producer = Producer("rep-detector")
         let day = 86_400.0
         let now = 20_000 * day + 12 * 3_600  // noon UTC
@@ -345,8 +348,7 @@ struct QueryTests {
         messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day)  // 2 days ago: bench 8 x 60
         messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day + 600)
         messages += try setMessages(&producer, load: 90, reps: 3, t0: now - 9 * day)                     // outside the week
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         let stats = try store.weekStats(athlete: "ana", now: now, utcOffsetS: 0)
         #expect(stats.days.count == 7)
         #expect(stats.days.last?.day == TrainingStore.day(now, offset: 0))
@@ -378,8 +380,7 @@ struct QueryTests {
         messages.append(try producer.message(profile(160, 1_300), ts: 1_300))
         messages.append(try producer.message(profile(165, 1_400), ts: 1_400))        // same day, later: the day's figure
         messages.append(try producer.message(profile(170, 1_400 + 86_400), ts: 1_400 + 86_400))
-        for message in messages { ingestor.enqueue(message) }
-        try ingestor.flush()
+        try ingestor.ingest(messages)
         let report = try store.progress(athlete: "ana", exercise: nil, utcOffsetS: 0)
         let squat = try #require(report.exercises.first)
         #expect(squat.bestByLoad.map(\.loadKg) == [100, 120])
@@ -436,9 +437,8 @@ struct RawReadingTests {
 
     @Test("each stored reading is the JSON the bridge sent, byte for byte")
     func verbatim() throws {
-        let folder = TempFolder()
-        let store = try makeStore(folder)
-        let ingestor = Ingestor(store: store, logger: quietLogger)
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
         var bridge = Producer("sensor-bridge")
         let readings = (0..<16).map {
             SampleMessage.IMUReading(t: 1_000 + Double($0) / 100, accG: Vector3(0.01 * Double($0), -0.5, 1.0 / 3),
