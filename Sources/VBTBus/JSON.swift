@@ -335,13 +335,6 @@ public struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    /// Empties the buffer (keeping its capacity) to write another value.
-    public mutating func reset() {
-        bytes.removeAll(keepingCapacity: true)
-        sawNonFiniteNumber = false
-        needsComma = false
-    }
-
     @inline(__always) private mutating func separator() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }

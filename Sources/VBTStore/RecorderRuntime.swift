@@ -34,7 +34,6 @@ public final class RecorderRuntime {
     private var retryDelay: Double
     private var failure: StoreError?
     private var nextPrune = 0.0
-    private var queries = 0
 
     /// Connects to the bus and binds the query endpoint.
     public init(context: ZMQContext, config: BusConfig, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
@@ -139,7 +138,6 @@ public final class RecorderRuntime {
             if request.frameCount > 3 || body.count > 1 << 20 {
                 reply = Data(#"{"ok":false,"error":{"kind":"bad-request","message":"a request is one JSON frame of at most 1 MiB"}}"#.utf8)
             } else {
-                queries += 1
                 let started = monotonicSeconds()
                 let answer = service.answer(Data(body))
                 reply = answer.reply
