@@ -33,7 +33,6 @@ public final class QueryClient {
             throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query)")
         }
         if let result = decoded.result { return result }
-        if let none = Optional<Any>.none as? R { return none }  // an optional result that is null
         throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) had no result")
     }
 
@@ -89,6 +88,16 @@ struct QueryReply<R: Decodable>: Decodable {
     var ok: Bool
     var result: R?
     var error: QueryFailure?
+
+    enum CodingKeys: String, CodingKey { case ok, result, error }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        ok = try container.decode(Bool.self, forKey: .ok)
+        // Decoded as R itself when present: a `null` result then fits an optional R (as .some(nil)).
+        result = container.contains(.result) ? try container.decode(R.self, forKey: .result) : nil
+        error = try container.decodeIfPresent(QueryFailure.self, forKey: .error)
+    }
 }
 
 struct ReplyHead: Decodable { var id: String? }
