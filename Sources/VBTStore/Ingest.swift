@@ -50,7 +50,6 @@ public final class Ingestor {
     private let logger: Logger
     public private(set) var counters = IngestCounters()
     private var pending: [BusMessage] = []
-    private var pendingSamples = 0
     /// The last stored `seq` per stream, as committed.
     private var lastSeq: [String: UInt64] = [:]
     /// Most messages held while the database is unavailable (raw samples go first).
@@ -80,7 +79,6 @@ public final class Ingestor {
             return
         }
         pending.append(message)
-        if type == "sample" { pendingSamples += 1 }
         if pending.count > maxPending { shed() }
     }
 
@@ -88,14 +86,13 @@ public final class Ingestor {
     /// samples first (the history of reps and sets matters more), oldest first.
     private func shed() {
         let excess = pending.count - maxPending
-        if pendingSamples > 0 {
-            var dropped = 0
-            pending.removeAll { message in
-                guard dropped < max(excess, maxPending / 10), message.envelope.type == "sample" else { return false }
-                dropped += 1
-                return true
-            }
-            pendingSamples -= dropped
+        var dropped = 0
+        pending.removeAll { message in
+            guard dropped < max(excess, maxPending / 10), message.envelope.type == "sample" else { return false }
+            dropped += 1
+            return true
+        }
+        if dropped > 0 {
             counters.droppedSamples += dropped
             logger.error("database unavailable too long; oldest raw samples dropped", metadata: ["dropped": "\(dropped)", "pending": "\(pending.count)"])
         }
@@ -133,7 +130,6 @@ public final class Ingestor {
             throw error
         }
         pending.removeAll(keepingCapacity: true)
-        pendingSamples = 0
         for (src, progress) in result.progress { lastSeq[src] = progress.lastSeq }
         for (type, count) in result.stored { counters.stored[type, default: 0] += count }
         counters.sampleRows += result.sampleRows
@@ -160,7 +156,6 @@ public final class Ingestor {
             }
         }
         pending.removeAll(keepingCapacity: true)
-        pendingSamples = 0
         return written
     }
 
