@@ -264,26 +264,24 @@ struct PlanCommand: ParsableCommand {
         func validate() throws { try validateStation(station) }
 
         func run() throws {
-            let (plan, catalogue) = try recorder.withClient { client in
-                (try client.ask("plan.show", IdArgs(id: id), as: Plan.self), try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self))
+            try recorder.withClient { client in
+                let plan = try client.ask("plan.show", IdArgs(id: id), as: Plan.self)
+                let catalogue = try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self)
+                guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(plan.id) has no athlete: give --athlete") }
+                let first = plan.items[0]
+                let exercises = JSONValue.array(plan.items.map { item in
+                    var fields: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
+                                                                     ("reps", .number(Double(item.reps))), ("rest_s", .number(item.restS))]
+                    if let load = item.loadKg { fields.append(("load_kg", .number(load))) }
+                    return .object(JSONObject(fields))
+                })
+                let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
+                let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
+                                                romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
+                let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
+                try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
+                recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
             }
-            guard let who = athlete ?? plan.athlete else {
-                reportProblem("vbt: plan \(plan.id) has no athlete: give --athlete")
-                throw ExitCode.failure
-            }
-            let first = plan.items[0]
-            let exercises = JSONValue.array(plan.items.map { item in
-                var fields: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
-                                                                 ("reps", .number(Double(item.reps))), ("rest_s", .number(item.restS))]
-                if let load = item.loadKg { fields.append(("load_kg", .number(load))) }
-                return .object(JSONObject(fields))
-            })
-            let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
-            let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
-                                            romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
-            let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
-            try waitStored(station: station, commandId: ids[1], recorder: recorder)
-            recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
         }
     }
 
@@ -321,14 +319,15 @@ struct Station: ParsableCommand {
         }
 
         func run() throws {
-            let entry = try recorder.withClient { client -> ExerciseRecord in
+            try recorder.withClient { client in
                 _ = try client.ask("athlete.show", IdArgs(id: athlete), as: AthleteProfile.self)
-                return try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
+                let entry = try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
+                let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
+                                          vlThresholdPct: vlThreshold)
+                let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [("athlete.assign", args)])
+                let stored = try client.waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
+                recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
             }
-            let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm, vlThresholdPct: vlThreshold)
-            let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [("athlete.assign", args)])
-            let stored = try waitStored(station: station, commandId: ids[0], recorder: recorder)
-            recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
         }
     }
 }
@@ -383,17 +382,17 @@ func sendCommands(_ publisher: Publisher, station: String, athlete: String? = ni
     }
 }
 
-/// Waits until the recorder has stored the command `commandId` as `station`'s assignment.
-@discardableResult
-func waitStored(station: String, commandId: String, recorder: RecorderOptions) throws -> AssignmentRecord {
-    try recorder.withClient { client in
-        let deadline = monotonicSeconds() + recorder.timeout
+extension QueryClient {
+    /// Waits until the recorder has stored the command `commandId` as `station`'s assignment.
+    @discardableResult
+    func waitStored(station: String, commandId: String, timeoutS: Double) throws -> AssignmentRecord {
+        let deadline = monotonicSeconds() + timeoutS
         while true {
-            if let stored = try client.ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
+            if let stored = try ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
                 return stored
             }
             guard monotonicSeconds() < deadline else {
-                throw QueryError(kind: "timeout", message: "the recorder has not stored the assignment of \(station) within \(Int(recorder.timeout)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)")
+                throw QueryError(kind: "timeout", message: "the recorder has not stored the assignment of \(station) within \(Int(timeoutS)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)")
             }
             usleep(50_000)
         }
