@@ -60,11 +60,11 @@ public final class RecorderRuntime {
         logger.info("session recorder running", metadata: [
             "db": "\(ingestor.store.settings.path)", "schema": "\(Schema.versions.last ?? "")",
         ])
+        var poller = ZMQPoller()
+        let busIndex = subscriber.register(in: &poller)
+        let queryIndex = poller.addReadable(router)
         while !stop.isSet {
             try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
-            var poller = ZMQPoller()
-            let busIndex = subscriber.register(in: &poller)
-            let queryIndex = poller.addReadable(router)
             let now = monotonicSeconds()
             let waitMs = ingestor.pendingCount > 0 ? max(0, min(100, Int((nextFlush - now) * 1000))) : 100
             _ = try poller.poll(timeoutMs: waitMs)

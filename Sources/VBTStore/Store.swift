@@ -97,7 +97,7 @@ public final class TrainingStore {
         do {
             queue = try Self.open(settings)
         } catch {
-            guard openLater, error.isTransient || error.kind == .cannotOpen else { throw error }
+            guard openLater, error.isTransient else { throw error }
             openError = error
         }
     }
