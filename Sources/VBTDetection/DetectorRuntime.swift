@@ -191,7 +191,9 @@ public final class DetectorRuntime {
                 }
                 switch sample.readings {
                 case .distance(let readings):
-                    for r in readings where sane(r.t) { outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm) }
+                    for r in readings where sane(r.t) {
+                        outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.accG.map { ($0.x, $0.y, $0.z) })
+                    }
                 case .imu(let readings):
                     for r in readings where sane(r.t) {
                         outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), angleDeg: (r.angleDeg.x, r.angleDeg.y))

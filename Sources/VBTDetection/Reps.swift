@@ -26,11 +26,22 @@ public struct RepMeasurement: Sendable, Equatable, Codable {
     public var meanPowerW: Double?
 }
 
+/// How the start and end of a concentric phase are found in a trace.
+public enum ConcentricEndpoints: Sendable {
+    /// Fit the bar's positions around each turning point (`refineTurningPoint`):
+    /// for traces whose velocity is a noisy derivative (the laser alone, an
+    /// integrated IMU).
+    case fittedPositions
+    /// Where the velocity reaches zero: for traces whose velocity is measured
+    /// well near zero (the laser fused with its accelerometer).
+    case velocityZeros
+}
+
 /// Measures a concentric phase in `trace` between the samples nearest to
-/// `valleyT` and `peakT`. Start and end are where the velocity, extrapolated
-/// along its rising and falling flanks (15-50 % of peak), reaches zero: robust
-/// to pauses at the bottom and to noise near zero velocity.
-public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?) -> RepMeasurement? {
+/// `valleyT` and `peakT`: start and end as `endpoints` says, ROM between the
+/// bar's positions there, mean velocity = ROM / duration.
+public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
+                              endpoints: ConcentricEndpoints = .fittedPositions) -> RepMeasurement? {
     guard trace.count >= 4 else { return nil }
     let from = trace.lastIndex { $0.t <= valleyT } ?? 0
     let to = trace.firstIndex { $0.t >= peakT } ?? trace.count - 1
@@ -44,12 +55,19 @@ public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT
     var firstMoving = peakIndex, lastMoving = peakIndex
     while firstMoving > 0, trace[firstMoving - 1].velocityMps > 0.1 * peakVelocity { firstMoving -= 1 }
     while lastMoving < trace.count - 1, trace[lastMoving + 1].velocityMps > 0.1 * peakVelocity { lastMoving += 1 }
-    // The window scales with the phase: a slow lift (2-3 s) rises only a few
-    // millimetres in its first quarter second, and a 0.25 s cap put its start
-    // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
-    let window = min(0.6, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
-    let bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
-    let top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
+    let bottom: (t: Double, p: Double), top: (t: Double, p: Double)
+    switch endpoints {
+    case .fittedPositions:
+        // The window scales with the phase: a slow lift (2-3 s) rises only a few
+        // millimetres in its first quarter second, and a 0.25 s cap put its start
+        // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
+        let window = min(0.6, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
+        bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
+        top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
+    case .velocityZeros:
+        bottom = velocityZero(trace, edge: firstMoving, rising: true)
+        top = velocityZero(trace, edge: lastMoving, rising: false)
+    }
     let start = bottom.t, end = top.t
     guard end > start, top.p > bottom.p else { return nil }
 
@@ -85,6 +103,40 @@ public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT
         meanPropulsiveVelocityMps: propulsiveTime > 0 ? propulsive / propulsiveTime : mean,
         romMm: rom * 1000, concentricS: duration, timeToPeakS: trace[peakIndex].t - start,
         meanPowerW: loadKg.map { _ in powerSum / duration })
+}
+
+/// Where the velocity reaches zero next to the moving run that begins (or,
+/// `rising` false, ends) at sample `edge`, and the bar's position there.
+/// From `edge`, the velocity is extrapolated to zero with the acceleration of
+/// the interval next to it on the moving side (an interval that straddles the
+/// start of a movement averages rest with motion), and kept between `edge`
+/// and the nearest sample at or below zero. Where the acceleration cannot
+/// say (it points the wrong way), the sign change is interpolated linearly.
+func velocityZero(_ trace: [KinematicSample], edge: Int, rising: Bool) -> (t: Double, p: Double) {
+    let outward = rising ? -1 : 1
+    // The sign change: `inner` still moving (v > 0), `bound` the nearest
+    // sample at or below zero (or the end of the trace).
+    var inner = edge
+    while trace.indices.contains(inner + outward), trace[inner + outward].velocityMps > 0 { inner += outward }
+    let bound = trace.indices.contains(inner + outward) ? inner + outward : inner
+    let (a, b) = (trace[inner], trace[bound])
+    var t = a.velocityMps > b.velocityMps ? a.t + a.velocityMps / (a.velocityMps - b.velocityMps) * (b.t - a.t) : b.t
+    // Each sample's acceleration drives the interval that ends at it.
+    let moving = rising ? trace.indices.contains(edge + 1) ? trace[edge + 1].accelerationMps2 : 0 : -trace[edge].accelerationMps2
+    if moving > 0 {
+        let extrapolated = trace[edge].t + Double(outward) * trace[edge].velocityMps / moving
+        t = min(max(extrapolated, min(trace[edge].t, b.t)), max(trace[edge].t, b.t))
+    }
+    return (t, position(trace, at: t))
+}
+
+/// The bar's position at `t` inside a trace: from the sample before, moved
+/// by its velocity and the interval's acceleration.
+func position(_ trace: [KinematicSample], at t: Double) -> Double {
+    guard let after = trace.firstIndex(where: { $0.t >= t }) else { return trace.last?.positionM ?? 0 }
+    guard after > 0 else { return trace[0].positionM }
+    let before = trace[after - 1], tau = t - before.t
+    return before.positionM + before.velocityMps * tau + trace[after].accelerationMps2 * tau * tau / 2
 }
 
 /// A rising movement found by the turning-point detector.

@@ -228,14 +228,15 @@ public struct StationDetector: Sendable, Codable {
 
     // MARK: Feeding
 
-    /// Feeds one laser reading (bar height rises with the distance).
-    public mutating func feedDistance(t: Double, distanceMm: Double) -> [DetectorOutput] {
+    /// Feeds one laser reading (bar height rises with the distance), with the
+    /// laser unit's accelerometer when it sends one (any units: see Fusion.swift).
+    public mutating func feedDistance(t: Double, distanceMm: Double, accG: (Double, Double, Double)? = nil) -> [DetectorOutput] {
         guard t > lastDistanceT else { return [] }  // repeated or out-of-order reading
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         lastDistanceT = t
-        for (candidate, trace) in distance.feed(t: t, distanceMm: distanceMm) {
-            out += judge(candidate, trace: trace, sensor: "distance")
+        for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
+            out += judge(candidate, trace: trace, endpoints: endpoints, sensor: "distance")
         }
         return out
     }
@@ -246,7 +247,7 @@ public struct StationDetector: Sendable, Codable {
         lastReadingT = max(lastReadingT, t)
         guard t - lastDistanceT > 2 else { return out }
         for (candidate, trace) in imu.feed(t: t, accG: accG, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) {
-            out += judge(candidate, trace: trace, sensor: "imu")
+            out += judge(candidate, trace: trace, endpoints: .fittedPositions, sensor: "imu")
         }
         return out
     }
@@ -287,12 +288,14 @@ public struct StationDetector: Sendable, Codable {
         ExerciseProfile.catalogue[assignment.exercise] ?? ExerciseProfile.catalogue[ExerciseProfile.defaultExercise]!
     }
 
-    private mutating func judge(_ candidate: ConcentricCandidate, trace: [KinematicSample], sensor: String) -> [DetectorOutput] {
+    private mutating func judge(_ candidate: ConcentricCandidate, trace: [KinematicSample], endpoints: ConcentricEndpoints,
+                                sensor: String) -> [DetectorOutput] {
         let expected = assignment.romMm ?? learnedRomMm[exercise.name] ?? exercise.romMm
         // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
         // (0.8 of the share first: a pattern match may relax it below.)
         guard candidate.riseM * 1000 >= 0.8 * settings.attemptShare * expected else { return [] }
-        guard let measurement = measureConcentric(trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg) else {
+        guard let measurement = measureConcentric(trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg,
+                                                   endpoints: endpoints) else {
             return []
         }
         // Pattern learning: a live curve that matches how this athlete lifts relaxes the thresholds.
@@ -376,13 +379,17 @@ func microseconds(_ t: Double) -> Int64 {
 
 // MARK: - Sensor trackers
 
-/// The laser: EMA for the state machine, centred regression for the metrics.
+/// The laser: EMA for the state machine; for the metrics, the readings fused
+/// with the unit's accelerometer when it rides the bar (Fusion.swift), else
+/// centred regression.
 struct DistanceTracker: Sendable, Codable {
     private var points: [Point] = []
     private var ema: Double?
     private var turning: TurningPoints
+    private static let fusion = FusionSettings()
 
-    struct Point: Sendable, Codable { var t: Double; var m: Double }
+    /// A reading: time, height in metres, the accelerometer when sent.
+    struct Point: Sendable, Codable { var t: Double; var m: Double; var acc: BoardAcceleration? }
 
     init(settings: DetectorSettings) {
         turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
@@ -391,10 +398,10 @@ struct DistanceTracker: Sendable, Codable {
 
     private let alpha: Double
 
-    mutating func feed(t: Double, distanceMm: Double) -> [(ConcentricCandidate, [KinematicSample])] {
+    mutating func feed(t: Double, distanceMm: Double, accG: (Double, Double, Double)?) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
         let m = distanceMm / 1000
-        points.append(Point(t: t, m: m))
+        points.append(Point(t: t, m: m, acc: accG.map { BoardAcceleration(x: $0.0, y: $0.1, z: $0.2) }))
         // Keep what a rep can span: 20 s of readings.
         if let first = points.first, t - first.t > 25 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
@@ -407,7 +414,17 @@ struct DistanceTracker: Sendable, Codable {
         // Locate the valley and peak on the unlagged trace.
         if let low = trace.filter({ $0.t <= candidate.peakT }).min(by: { $0.positionM < $1.positionM }) { refined.valleyT = low.t }
         if let high = trace.filter({ $0.t >= refined.valleyT }).max(by: { $0.positionM < $1.positionM }) { refined.peakT = high.t }
-        return [(refined, trace)]
+        if let fused = fusedTrace(from: refined.valleyT - 1.0, to: candidate.completedT) { return [(refined, fused, .velocityZeros)] }
+        return [(refined, trace, .fittedPositions)]
+    }
+
+    /// The readings from `from` to `to` fused with the accelerometer, when
+    /// every one of them carries it and it rides the bar.
+    private func fusedTrace(from: Double, to: Double) -> [KinematicSample]? {
+        let window = points.filter { $0.t >= from && $0.t <= to }
+        guard window.allSatisfy({ $0.acc != nil }), let gravity = BoardGravity(points.compactMap(\.acc)) else { return nil }
+        let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, magnitude: gravity.vertical($0.acc!)) }
+        return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
 }
 

@@ -63,6 +63,16 @@ public struct SimulationConfig: Sendable {
     public var distanceRateHz = 50.0
     /// Standard deviation of the laser's noise (the Arduino sensor's is about 2 mm).
     public var distanceNoiseMm = 2.0
+    /// Whether the laser unit sends its accelerometer (`A:` in its lines). The
+    /// unit hangs from the bar, laser to the floor, so it feels the bar's
+    /// acceleration; it is tilted, its axes are offset and its gain is off,
+    /// as an uncalibrated board's are.
+    public var laserAccelerometer = true
+    /// Standard deviation of each axis of that accelerometer, g.
+    public var laserAccelerometerNoiseG = 0.01
+    /// Whether the laser unit rides the bar (false: it stands on the floor
+    /// looking up, and its accelerometer feels gravity only).
+    public var laserUnitOnBar = true
     /// Readings per second of the bar IMU (0: no IMU).
     public var imuRateHz = 100.0
     /// Readings per second of a posture wearable (0: none). The athlete sits
@@ -199,21 +209,43 @@ public struct SimulatedSensors: Sendable {
     public let config: SimulationConfig
     public let timeline: BarTimeline
     private var random: SeededGenerator
+    /// The laser unit's accelerometer draws from its own generator, so the
+    /// laser's noise is the same with or without it.
+    private var boardRandom: SeededGenerator
 
     /// Creates the sensors of `config`.
     public init(_ config: SimulationConfig) {
         self.config = config
         timeline = BarTimeline(config)
         random = SeededGenerator(seed: config.seed ^ 0x5EED)
+        boardRandom = SeededGenerator(seed: config.seed ^ 0xB0A2D)
     }
 
-    /// The laser reading at session time `t` (noise `distanceNoiseMm`, the Arduino's phase guess).
+    /// The laser reading at session time `t` (noise `distanceNoiseMm`, the
+    /// Arduino's phase guess, and its accelerometer unless turned off).
     public mutating func distance(at t: Double, wallOrigin: Double) -> SampleMessage.DistanceReading {
         let state = timeline.state(at: t)
         let phase: SampleMessage.DistanceReading.State =
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
         let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
-        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase)
+        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase,
+                     accG: config.laserAccelerometer ? boardAcceleration(at: t) : nil)
+    }
+
+    /// The laser unit's accelerometer at `t`, in g: the bar's mean acceleration
+    /// over the reading period before `t` (the part averages between reads),
+    /// plus gravity, seen through the board's tilt (it sways a little on its
+    /// strap), with a gain error, offsets and noise on each axis, printed to
+    /// three decimals.
+    private mutating func boardAcceleration(at t: Double) -> Vector3 {
+        let period = 1 / max(1, config.distanceRateHz)
+        let mean = config.laserUnitOnBar ? (timeline.state(at: t).velocityMps - timeline.state(at: t - period).velocityMps) / period : 0
+        let world = Vector3(0, 0, 1 + mean / 9.80665)
+        var acc = worldToSensor(world, rollDeg: 12 + 3 * sin(0.9 * t), pitchDeg: -7 + 2 * sin(1.3 * t + 2), yawDeg: 40)
+        let gain = 1.03, offset = Vector3(0.02, -0.015, 0.03), sd = config.laserAccelerometerNoiseG
+        acc = Vector3(gain * acc.x + offset.x + boardRandom.normal(sd: sd), gain * acc.y + offset.y + boardRandom.normal(sd: sd),
+                      gain * acc.z + offset.z + boardRandom.normal(sd: sd))
+        return Vector3((acc.x * 1000).rounded() / 1000, (acc.y * 1000).rounded() / 1000, (acc.z * 1000).rounded() / 1000)
     }
 
     /// The bar IMU reading at session time `t`: gravity plus bar acceleration,
