@@ -277,27 +277,43 @@ final class ResultBox: @unchecked Sendable {
 
 // MARK: Rep detection
 
+/// Which sensor a detector benchmark feeds.
+enum DetectorSensor: CaseIterable {
+    /// The laser unit with its accelerometer (fused), the laser alone, the bar IMU.
+    case laserFused, laserAlone, imu
+}
+
+/// One reading of a simulated session: the laser's distance and the unit's
+/// accelerometer, or the IMU's acceleration and angles.
+struct BenchReading {
+    var t: Double
+    var distanceMm = 0.0
+    var acc: (Double, Double, Double)? = nil
+    var angles = (0.0, 0.0)
+}
+
 /// Readings of a simulated session (3 sets of 6 squats) for the detector benchmark.
-func sessionReadings(imu: Bool, heavyDeadlift: Bool = false) -> [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] {
+func sessionReadings(_ sensor: DetectorSensor, heavyDeadlift: Bool = false) -> [BenchReading] {
     var config = SimulationConfig()
     config.restS = 20
+    config.laserAccelerometer = sensor == .laserFused
     if heavyDeadlift {
-        // 2.5 s concentric phases: the turning-point fit's widest window.
+        // 2.5 s concentric phases: the widest windows.
         config.exercise = .deadlift
         config.loadKg = 170
         config.oneRepMaxKg = 180
     }
     var sensors = SimulatedSensors(config)
-    var readings: [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)] = []
-    let step = imu ? 1 / config.imuRateHz : 1 / config.distanceRateHz
+    var readings: [BenchReading] = []
+    let step = sensor == .imu ? 1 / config.imuRateHz : 1 / config.distanceRateHz
     var t = 0.0
     while t <= sensors.timeline.duration {
-        if imu {
+        if sensor == .imu {
             let r = sensors.imu(at: t, wallOrigin: 1_763_812_345)
-            readings.append((r.t, r.accG.x, r.accG.y, r.accG.z, r.angleDeg.x, r.angleDeg.y))
+            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), angles: (r.angleDeg.x, r.angleDeg.y)))
         } else {
             let r = sensors.distance(at: t, wallOrigin: 1_763_812_345)
-            readings.append((r.t, r.distanceMm, 0, 0, 0, 0))
+            readings.append(BenchReading(t: r.t, distanceMm: r.distanceMm, acc: r.accG.map { ($0.x, $0.y, $0.z) }))
         }
         t += step
     }
@@ -305,14 +321,14 @@ func sessionReadings(imu: Bool, heavyDeadlift: Bool = false) -> [(t: Double, a: 
 }
 
 /// Feeds a session through one station's detector: (readings per second, per-rep completion times in µs).
-func detectorRun(_ readings: [(t: Double, a: Double, b: Double, c: Double, roll: Double, pitch: Double)], imu: Bool) -> (rate: Double, completionUs: [Double], reps: Int) {
+func detectorRun(_ readings: [BenchReading], _ sensor: DetectorSensor) -> (rate: Double, completionUs: [Double], reps: Int) {
     var detector = StationDetector(station: "bench")
     var completion: [Double] = []
     var reps = 0
     let start = monotonicSeconds()
     for r in readings {
         let before = monotonicSeconds()
-        let outputs = imu ? detector.feedIMU(t: r.t, accG: (r.a, r.b, r.c), angleDeg: (r.roll, r.pitch)) : detector.feedDistance(t: r.t, distanceMm: r.a)
+        let outputs = sensor == .imu ? detector.feedIMU(t: r.t, accG: r.acc!, angleDeg: r.angles) : detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.acc)
         let found = outputs.filter { if case .rep = $0 { true } else { false } }.count
         if found > 0 {
             completion.append((monotonicSeconds() - before) * 1e6)
@@ -325,19 +341,24 @@ func detectorRun(_ readings: [(t: Double, a: Double, b: Double, c: Double, roll:
 func detectorReport() {
     print("")
     print("rep detection, one station, one core (simulated sessions of 3 x 6: squats at 70 % 1RM; deadlifts at 95 %)")
-    for (imu, heavy) in [(false, false), (true, false), (false, true)] {
-        let readings = sessionReadings(imu: imu, heavyDeadlift: heavy)
+    let cases: [(DetectorSensor, Bool, String)] = [
+        (.laserFused, false, "laser + unit's accelerometer, 50 Hz"), (.laserAlone, false, "laser alone, 50 Hz               "),
+        (.imu, false, "bar IMU, 100 Hz                  "), (.laserFused, true, "laser + acc., deadlift 95 % 1RM  "),
+        (.laserAlone, true, "laser alone, deadlift 95 % 1RM   "),
+    ]
+    for (sensor, heavy, label) in cases {
+        let readings = sessionReadings(sensor, heavyDeadlift: heavy)
         var rates: [Double] = [], completions: [Double] = []
         var reps = 0
         for _ in 0..<runs {
-            let run = detectorRun(readings, imu: imu)
+            let run = detectorRun(readings, sensor)
             rates.append(run.rate)
             completions += run.completionUs
             reps = run.reps
         }
         let sorted = completions.sorted()
         let p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
-        print("  \(imu ? "bar IMU 100 Hz" : heavy ? "laser, deadlift 95 % 1RM" : "laser 50 Hz   ")  \(format(median(rates))) readings   \(reps) reps; "
+        print("  \(label)  \(format(median(rates))) readings   \(reps) reps; "
               + String(format: "completing reading -> rep: median %.0f us, p99 %.0f us (seed: 45 ms)", median(completions), p99))
     }
 }
