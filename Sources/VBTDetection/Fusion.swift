@@ -98,33 +98,32 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     let r = settings.laserNoiseM * settings.laserNoiseM
     let qa = settings.accelerationNoiseMps2 * settings.accelerationNoiseMps2
     let qb = settings.offsetDriftMps2 * settings.offsetDriftMps2
-    var filtered: [[Double]] = [], filteredP: [SmallMatrix] = []
-    var predicted: [[Double]] = [], predictedP: [SmallMatrix] = []
-    var transitions: [SmallMatrix] = []
+    var filtered: [SIMD4<Double>] = [], filteredP: [Matrix4] = []
+    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = []
+    var transitions: [Matrix4] = []
     filtered.reserveCapacity(count); filteredP.reserveCapacity(count)
     predicted.reserveCapacity(count); predictedP.reserveCapacity(count); transitions.reserveCapacity(count)
-    var x = [readings[0].positionM, 0, 0, 1]
-    var p = SmallMatrix.diagonal([r, 1.0, 0.5 * 0.5, 0.1 * 0.1])
+    var x = SIMD4<Double>(readings[0].positionM, 0, 0, 1)
+    var p = Matrix4(diagonal: SIMD4(r, 1.0, 0.5 * 0.5, 0.1 * 0.1))
     for k in 0..<count {
-        var f = SmallMatrix.identity(4)
+        var f = Matrix4.identity
         if k > 0 {
             let dt = max(1e-4, readings[k].t - readings[k - 1].t), u = input[k]
-            f[0, 1] = dt; f[0, 2] = -dt * dt / 2; f[0, 3] = u * dt * dt / 2
-            f[1, 2] = -dt; f[1, 3] = u * dt
+            f.rows.0 = SIMD4(1, dt, -dt * dt / 2, u * dt * dt / 2)
+            f.rows.1 = SIMD4(0, 1, -dt, u * dt)
             x = f * x
             // The reading's noise enters like an acceleration over the interval.
-            let g = [dt * dt / 2, dt, 0, 0]
-            p = f * p * f.transposed + SmallMatrix.outer(g, g) * (qa * x[3] * x[3]) + SmallMatrix.diagonal([0, 0, qb * dt, 0])
+            let g = SIMD4<Double>(dt * dt / 2, dt, 0, 0)
+            p = f * p * f.transposed + Matrix4.outer(g, g * (qa * x[3] * x[3])) + Matrix4(diagonal: SIMD4(0, 0, qb * dt, 0))
         }
         transitions.append(f)
         predicted.append(x)
         predictedP.append(p)
         // Laser update: a scalar measurement of the position.
-        let s = p[0, 0] + r
-        let column = (0..<4).map { p[$0, 0] }
-        let innovation = readings[k].positionM - x[0]
-        x = (0..<4).map { x[$0] + column[$0] / s * innovation }
-        p = (p - SmallMatrix.outer(column, column) * (1 / s)).symmetrised
+        let column = p.column0
+        let s = column[0] + r
+        x += column * ((readings[k].positionM - x[0]) / s)
+        p = (p - Matrix4.outer(column, column / s)).symmetrised
         filtered.append(x)
         filteredP.append(p)
     }
@@ -133,8 +132,7 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     for k in stride(from: count - 2, through: 0, by: -1) {
         guard let inverse = predictedP[k + 1].inverse else { continue }
         let c = filteredP[k] * transitions[k + 1].transposed * inverse
-        let correction = c * zip(smoothed[k + 1], predicted[k + 1]).map { $0 - $1 }
-        smoothed[k] = zip(filtered[k], correction).map { $0 + $1 }
+        smoothed[k] = filtered[k] + c * (smoothed[k + 1] - predicted[k + 1])
     }
     return (0..<count).map { k in
         let state = smoothed[k]
@@ -167,79 +165,79 @@ private func ridesTheBar(_ readings: [FusionReading], input: [Double], settings:
     return settings.agreement.contains(sxy / sxx)
 }
 
-// MARK: - Small dense matrices for the filter
+// MARK: - A 4 x 4 matrix for the filter
 
-/// An n x n matrix, row-major; n is 4 here, so plain loops are fast enough.
-struct SmallMatrix: Equatable {
-    let n: Int
-    var values: [Double]
+/// A 4 x 4 matrix of SIMD rows: the filter runs on the stack, no allocation per reading.
+struct Matrix4 {
+    var rows: (SIMD4<Double>, SIMD4<Double>, SIMD4<Double>, SIMD4<Double>)
 
-    init(n: Int, values: [Double]) { (self.n, self.values) = (n, values) }
-    static func identity(_ n: Int) -> SmallMatrix { diagonal([Double](repeating: 1, count: n)) }
-    static func diagonal(_ d: [Double]) -> SmallMatrix {
-        var m = SmallMatrix(n: d.count, values: [Double](repeating: 0, count: d.count * d.count))
-        for i in d.indices { m[i, i] = d[i] }
-        return m
-    }
-    static func outer(_ u: [Double], _ v: [Double]) -> SmallMatrix {
-        SmallMatrix(n: u.count, values: u.flatMap { a in v.map { a * $0 } })
+    init(_ r0: SIMD4<Double>, _ r1: SIMD4<Double>, _ r2: SIMD4<Double>, _ r3: SIMD4<Double>) { rows = (r0, r1, r2, r3) }
+    init(diagonal d: SIMD4<Double>) { self.init(SIMD4(d[0], 0, 0, 0), SIMD4(0, d[1], 0, 0), SIMD4(0, 0, d[2], 0), SIMD4(0, 0, 0, d[3])) }
+    static let identity = Matrix4(diagonal: SIMD4(repeating: 1))
+    /// u v^T.
+    static func outer(_ u: SIMD4<Double>, _ v: SIMD4<Double>) -> Matrix4 { Matrix4(u[0] * v, u[1] * v, u[2] * v, u[3] * v) }
+
+    subscript(row: Int) -> SIMD4<Double> {
+        get {
+            switch row {
+            case 0: rows.0
+            case 1: rows.1
+            case 2: rows.2
+            default: rows.3
+            }
+        }
+        set {
+            switch row {
+            case 0: rows.0 = newValue
+            case 1: rows.1 = newValue
+            case 2: rows.2 = newValue
+            default: rows.3 = newValue
+            }
+        }
     }
 
-    subscript(row: Int, column: Int) -> Double {
-        get { values[row * n + column] }
-        set { values[row * n + column] = newValue }
+    var column0: SIMD4<Double> { SIMD4(rows.0[0], rows.1[0], rows.2[0], rows.3[0]) }
+    var transposed: Matrix4 {
+        Matrix4(SIMD4(rows.0[0], rows.1[0], rows.2[0], rows.3[0]), SIMD4(rows.0[1], rows.1[1], rows.2[1], rows.3[1]),
+                SIMD4(rows.0[2], rows.1[2], rows.2[2], rows.3[2]), SIMD4(rows.0[3], rows.1[3], rows.2[3], rows.3[3]))
     }
-
-    var transposed: SmallMatrix {
-        var t = self
-        for i in 0..<n { for j in 0..<n { t[j, i] = self[i, j] } }
-        return t
-    }
-    var symmetrised: SmallMatrix {
-        var s = self
-        for i in 0..<n { for j in 0..<n { s[i, j] = (self[i, j] + self[j, i]) / 2 } }
-        return s
+    var symmetrised: Matrix4 {
+        let t = transposed
+        return Matrix4((rows.0 + t.rows.0) / 2, (rows.1 + t.rows.1) / 2, (rows.2 + t.rows.2) / 2, (rows.3 + t.rows.3) / 2)
     }
 
     /// The inverse by Gauss-Jordan elimination with partial pivoting; nil when singular.
-    var inverse: SmallMatrix? {
-        var a = self, result = SmallMatrix.identity(n)
-        for column in 0..<n {
-            guard let pivot = (column..<n).max(by: { abs(a[$0, column]) < abs(a[$1, column]) }), abs(a[pivot, column]) > 1e-300 else {
-                return nil
-            }
+    var inverse: Matrix4? {
+        var a = self, result = Matrix4.identity
+        for column in 0..<4 {
+            var pivot = column
+            for row in (column + 1)..<4 where abs(a[row][column]) > abs(a[pivot][column]) { pivot = row }
+            guard abs(a[pivot][column]) > 1e-300 else { return nil }
             if pivot != column {
-                for j in 0..<n {
-                    a.values.swapAt(pivot * n + j, column * n + j)
-                    result.values.swapAt(pivot * n + j, column * n + j)
-                }
+                (a[pivot], a[column]) = (a[column], a[pivot])
+                (result[pivot], result[column]) = (result[column], result[pivot])
             }
-            let scale = 1 / a[column, column]
-            for j in 0..<n { a[column, j] *= scale; result[column, j] *= scale }
-            for row in 0..<n where row != column {
-                let factor = a[row, column]
+            let scale = 1 / a[column][column]
+            a[column] *= scale
+            result[column] *= scale
+            for row in 0..<4 where row != column {
+                let factor = a[row][column]
                 guard factor != 0 else { continue }
-                for j in 0..<n { a[row, j] -= factor * a[column, j]; result[row, j] -= factor * result[column, j] }
+                a[row] -= factor * a[column]
+                result[row] -= factor * result[column]
             }
         }
-        return result.values.allSatisfy(\.isFinite) ? result : nil
+        let finite = (0..<4).allSatisfy { row in (0..<4).allSatisfy { result[row][$0].isFinite } }
+        return finite ? result : nil
     }
 
-    static func + (l: SmallMatrix, r: SmallMatrix) -> SmallMatrix { SmallMatrix(n: l.n, values: zip(l.values, r.values).map { $0 + $1 }) }
-    static func - (l: SmallMatrix, r: SmallMatrix) -> SmallMatrix { SmallMatrix(n: l.n, values: zip(l.values, r.values).map { $0 - $1 }) }
-    static func * (l: SmallMatrix, s: Double) -> SmallMatrix { SmallMatrix(n: l.n, values: l.values.map { $0 * s }) }
-    static func * (l: SmallMatrix, r: SmallMatrix) -> SmallMatrix {
-        var m = SmallMatrix(n: l.n, values: [Double](repeating: 0, count: l.n * l.n))
-        for i in 0..<l.n {
-            for k in 0..<l.n {
-                let a = l[i, k]
-                guard a != 0 else { continue }
-                for j in 0..<l.n { m.values[i * l.n + j] += a * r[k, j] }
-            }
-        }
-        return m
+    static func + (l: Matrix4, r: Matrix4) -> Matrix4 { Matrix4(l.rows.0 + r.rows.0, l.rows.1 + r.rows.1, l.rows.2 + r.rows.2, l.rows.3 + r.rows.3) }
+    static func - (l: Matrix4, r: Matrix4) -> Matrix4 { Matrix4(l.rows.0 - r.rows.0, l.rows.1 - r.rows.1, l.rows.2 - r.rows.2, l.rows.3 - r.rows.3) }
+    static func * (l: Matrix4, r: Matrix4) -> Matrix4 {
+        func row(_ a: SIMD4<Double>) -> SIMD4<Double> { a[0] * r.rows.0 + a[1] * r.rows.1 + a[2] * r.rows.2 + a[3] * r.rows.3 }
+        return Matrix4(row(l.rows.0), row(l.rows.1), row(l.rows.2), row(l.rows.3))
     }
-    static func * (l: SmallMatrix, v: [Double]) -> [Double] {
-        (0..<l.n).map { i in (0..<l.n).reduce(0) { $0 + l[i, $1] * v[$1] } }
+    static func * (l: Matrix4, v: SIMD4<Double>) -> SIMD4<Double> {
+        SIMD4((l.rows.0 * v).sum(), (l.rows.1 * v).sum(), (l.rows.2 * v).sum(), (l.rows.3 * v).sum())
     }
 }
