@@ -16,6 +16,9 @@ struct RepDetector: AsyncParsableCommand {
             set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign
             {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm},
             set.load {load_kg}, set.end.
+            A laser unit that sends its accelerometer (acc_g) and hangs from the bar has each rep
+            measured from both (Kalman smoother); a unit without one, or standing on the floor, is
+            measured from the laser alone.
             Sets of 3 or more reps are learned as patterns of how the athlete lifts (kept in --patterns);
             a live rep that matches one (dynamic time warping) gets relaxed thresholds.
             --takeover replaces a running detector without losing or repeating a rep: the running
