@@ -147,27 +147,29 @@ struct GroundTruthTests {
         return (errors, countsMatch, detail)
     }
 
+    /// Every rep of the script counted, each within `bound` m/s of its truth.
+    func expectEveryRep(_ result: (errors: [Double], countsMatch: Bool, detail: String), within bound: Double,
+                        sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.countsMatch, "\(result.detail)", sourceLocation: sourceLocation)
+        #expect(!result.errors.isEmpty && result.errors.allSatisfy { $0 < bound }, "worst rep \(result.errors.max() ?? 0) m/s", sourceLocation: sourceLocation)
+    }
+
     @Test("laser unit at 50 Hz with its accelerometer: every rep counted, no ghost reps from un-racking or re-racking, every rep within 0.02 m/s")
     func distance() {
-        let (errors, countsMatch, detail) = velocityErrors(imu: false, cases: Self.cases)
-        #expect(countsMatch, "\(detail)")
-        #expect(errors.count == 105)
-        #expect(errors.allSatisfy { $0 < 0.02 }, "worst rep \(errors.max() ?? 0) m/s")
+        let result = velocityErrors(imu: false, cases: Self.cases)
+        #expect(result.errors.count == 105)
+        expectEveryRep(result, within: 0.02)
     }
 
     @Test("laser unit, seeds not used in development, 3.5 mm noise, readings up to 20 % of a period early or late: every rep counted, within 0.02 m/s")
     func distanceRobust() {
         let unseen = Self.cases.map { ($0.exercise, $0.load, $0.oneRM, $0.seed + 500) }
-        let (errors, countsMatch, detail) = velocityErrors(imu: false, noiseMm: 3.5, jitter: 0.2, cases: unseen)
-        #expect(countsMatch, "\(detail)")
-        #expect(errors.allSatisfy { $0 < 0.02 }, "worst rep \(errors.max() ?? 0) m/s")
+        expectEveryRep(velocityErrors(imu: false, noiseMm: 3.5, jitter: 0.2, cases: unseen), within: 0.02)
     }
 
     @Test("laser unit whose accelerometer reports m/s^2 or raw counts (16384 per g): the same reps, within 0.02 m/s", arguments: [9.80665, 16384])
     func accelerometerUnits(units: Double) {
-        let (errors, countsMatch, detail) = velocityErrors(imu: false, accelerometerUnits: units, cases: Self.cases)
-        #expect(countsMatch, "\(detail)")
-        #expect(errors.allSatisfy { $0 < 0.02 }, "worst rep \(errors.max() ?? 0) m/s")
+        expectEveryRep(velocityErrors(imu: false, accelerometerUnits: units, cases: Self.cases), within: 0.02)
     }
 
     @Test("a laser unit standing on the floor: its accelerometer is recognised as not riding the bar and ignored")
@@ -201,9 +203,7 @@ struct GroundTruthTests {
 
     @Test("bar IMU at 100 and 200 Hz: every rep counted, mean velocity within 0.05 m/s", arguments: [100.0, 200.0])
     func imu(rate: Double) {
-        let (errors, countsMatch, detail) = velocityErrors(imu: true, rate: rate, cases: Self.cases)
-        #expect(countsMatch, "\(detail)")
-        #expect(errors.allSatisfy { $0 < 0.05 }, "worst rep \(errors.max() ?? 0) m/s")
+        expectEveryRep(velocityErrors(imu: true, rate: rate, cases: Self.cases), within: 0.05)
     }
 }
 
