@@ -70,6 +70,10 @@ public struct SimulationConfig: Sendable {
     public var laserAccelerometer = true
     /// Standard deviation of each axis of that accelerometer, g.
     public var laserAccelerometerNoiseG = 0.01
+    /// How much earlier than the distance the accelerometer is read, seconds
+    /// (negative: later). The VL53L0X ranges over most of a period while the
+    /// accelerometer is read at once, so the two are rarely exactly in step.
+    public var laserAccelerometerLeadS = 0.0
     /// Whether the laser unit rides the bar (false: it stands on the floor
     /// looking up, and its accelerometer feels gravity only).
     public var laserUnitOnBar = true
@@ -229,7 +233,7 @@ public struct SimulatedSensors: Sendable {
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
         let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
         return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase,
-                     accG: config.laserAccelerometer ? boardAcceleration(at: t) : nil)
+                     accG: config.laserAccelerometer ? boardAcceleration(at: t - config.laserAccelerometerLeadS) : nil)
     }
 
     /// The laser unit's accelerometer at `t`, in g: the bar's mean acceleration

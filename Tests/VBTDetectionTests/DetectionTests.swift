@@ -128,7 +128,7 @@ struct GroundTruthTests {
     enum Board { case onBar, none, onFloor }
 
     func velocityErrors(imu: Bool, rate: Double = 100, noiseMm: Double = 2, jitter: Double = 0, board: Board = .onBar,
-                        accelerometerUnits: Double = 1, cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]) -> (errors: [Double], countsMatch: Bool, detail: String) {
+                        accelerometerUnits: Double = 1, accelerometerLeadS: Double = 0, cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]) -> (errors: [Double], countsMatch: Bool, detail: String) {
         var errors: [Double] = []
         var countsMatch = true
         var detail = ""
@@ -137,6 +137,7 @@ struct GroundTruthTests {
             simulation.distanceNoiseMm = noiseMm
             simulation.laserAccelerometer = board != .none
             simulation.laserUnitOnBar = board == .onBar
+            simulation.laserAccelerometerLeadS = accelerometerLeadS
             let (found, truth, _) = detect(simulation, imuOnly: imu, jitter: jitter, accelerometerUnits: accelerometerUnits)
             if found.count != truth.count {
                 countsMatch = false
@@ -170,6 +171,11 @@ struct GroundTruthTests {
     @Test("laser unit whose accelerometer reports m/s^2 or raw counts (16384 per g): the same reps, within 0.02 m/s", arguments: [9.80665, 16384])
     func accelerometerUnits(units: Double) {
         expectEveryRep(velocityErrors(imu: false, accelerometerUnits: units, cases: Self.cases), within: 0.02)
+    }
+
+    @Test("laser unit whose accelerometer is read half a period before or after the distance: within 0.02 m/s", arguments: [0.01, -0.01])
+    func accelerometerOutOfStep(leadS: Double) {
+        expectEveryRep(velocityErrors(imu: false, accelerometerLeadS: leadS, cases: Self.cases), within: 0.02)
     }
 
     @Test("a laser unit standing on the floor: its accelerometer is recognised as not riding the bar and ignored")
