@@ -423,7 +423,7 @@ struct DistanceTracker: Sendable, Codable {
     private func fusedTrace(from: Double, to: Double) -> [KinematicSample]? {
         let window = points.filter { $0.t >= from && $0.t <= to }
         guard window.allSatisfy({ $0.acc != nil }), let gravity = BoardGravity(points.compactMap(\.acc)) else { return nil }
-        let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, magnitude: gravity.vertical($0.acc!)) }
+        let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, vertical: gravity.vertical($0.acc!)) }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
 }
