@@ -124,13 +124,17 @@ public struct RateEstimator: Sendable {
 /// Makes host timestamps strictly increasing: readings that arrive together
 /// (one BLE connection event, one serial read) would otherwise share a time.
 public struct MonotonicStamper: Sendable {
-    private var last = 0.0
+    /// In whole microseconds: the wire carries `t` to 6 decimals, and near
+    /// 1.8e9 s adding 1e-6 to a Double moves it by 4 or 5 ulps (0.95-1.19 µs),
+    /// so two stamps could print as the same microsecond.
+    private var lastUs: Int64 = .min
     /// Creates a stamper.
     public init() {}
-    /// A time no earlier than `t` and 1 µs after the previous one at least.
+    /// A time no earlier than `t` (to the microsecond) and 1 µs after the previous one at least.
     public mutating func stamp(_ t: Double) -> Double {
-        last = max(t, last + 1e-6)
-        return last
+        let us = (t * 1e6).rounded()
+        lastUs = max(us.isFinite && abs(us) < 9e15 ? Int64(us) : 0, lastUs == .min ? .min : lastUs + 1)
+        return Double(lastUs) / 1e6
     }
 }
 

@@ -170,3 +170,18 @@ struct LineDecoderTests {
     }
 }
 
+
+@Suite("Reading times")
+struct StamperTests {
+    @Test("many readings of one serial chunk get distinct, increasing times as the wire prints them (6 decimals)")
+    func distinctOnTheWire() {
+        var stamper = MonotonicStamper()
+        let now = 1_763_812_345.123_456_7
+        let printed = (0..<2_000).map { _ -> Int64 in Int64((stamper.stamp(now) * 1e6).rounded()) }
+        #expect(printed.first == 1_763_812_345_123_457)
+        #expect(zip(printed, printed.dropFirst()).allSatisfy { $1 == $0 + 1 }, "one microsecond apart")
+        // A later clock reading that is already behind the stamps keeps counting on.
+        #expect(Int64((stamper.stamp(now + 0.001) * 1e6).rounded()) == printed.last! + 1)
+        #expect(Int64((stamper.stamp(now + 0.01) * 1e6).rounded()) == 1_763_812_345_133_457)
+    }
+}
