@@ -121,8 +121,14 @@ func velocityZero(_ trace: [KinematicSample], edge: Int, rising: Bool) -> (t: Do
     let bound = trace.indices.contains(inner + outward) ? inner + outward : inner
     let (a, b) = (trace[inner], trace[bound])
     var t = a.velocityMps > b.velocityMps ? a.t + a.velocityMps / (a.velocityMps - b.velocityMps) * (b.t - a.t) : b.t
-    // Each sample's acceleration drives the interval that ends at it.
-    let moving = rising ? trace.indices.contains(edge + 1) ? trace[edge + 1].accelerationMps2 : 0 : -trace[edge].accelerationMps2
+    // Each sample's acceleration drives the interval that ends at it: the
+    // interval after `edge` when rising, the one before it when falling.
+    let moving: Double
+    if rising {
+        moving = trace.indices.contains(edge + 1) ? trace[edge + 1].accelerationMps2 : 0
+    } else {
+        moving = -trace[edge].accelerationMps2
+    }
     if moving > 0 {
         let extrapolated = trace[edge].t + Double(outward) * trace[edge].velocityMps / moving
         t = min(max(extrapolated, min(trace[edge].t, b.t)), max(trace[edge].t, b.t))

@@ -133,7 +133,7 @@ public struct MonotonicStamper: Sendable {
     /// A time no earlier than `t` (to the microsecond) and 1 µs after the previous one at least.
     public mutating func stamp(_ t: Double) -> Double {
         let us = (t * 1e6).rounded()
-        lastUs = max(us.isFinite && abs(us) < 9e15 ? Int64(us) : 0, lastUs == .min ? .min : lastUs + 1)
+        lastUs = max(us.isFinite && abs(us) < 9e15 ? Int64(us) : 0, lastUs + 1)
         return Double(lastUs) / 1e6
     }
 }
