@@ -180,10 +180,11 @@ public struct SampleMessage: BusPayload, Equatable {
         public var t: Double
         public var accG: Vector3
         public var gyroDps: Vector3
-        /// Roll, pitch, yaw.
-        public var angleDeg: Vector3
+        /// Roll, pitch, yaw, when the sensor computes them (a WitMotion does; a
+        /// phone-grade IMU often sends acceleration and gyro only).
+        public var angleDeg: Vector3?
         /// Creates a reading.
-        public init(t: Double, accG: Vector3, gyroDps: Vector3, angleDeg: Vector3) {
+        public init(t: Double, accG: Vector3, gyroDps: Vector3, angleDeg: Vector3? = nil) {
             (self.t, self.accG, self.gyroDps, self.angleDeg) = (t, accG, gyroDps, angleDeg)
         }
     }
@@ -257,7 +258,7 @@ public struct SampleMessage: BusPayload, Equatable {
             for item in items {
                 list.append(IMUReading(
                     t: try item.number("t"), accG: try item.vector("acc_g"),
-                    gyroDps: try item.vector("gyro_dps"), angleDeg: try item.vector("angle_deg")))
+                    gyroDps: try item.vector("gyro_dps"), angleDeg: try item.optionalVector("angle_deg")))
             }
             readings = .imu(list)
         case "distance":
@@ -294,7 +295,7 @@ public struct SampleMessage: BusPayload, Equatable {
                 writer.key("t"); writer.fixed(r.t, decimals: 6)
                 writer.field("acc_g", r.accG)
                 writer.field("gyro_dps", r.gyroDps)
-                writer.field("angle_deg", r.angleDeg)
+                writer.optionalField("angle_deg", r.angleDeg)
                 writer.endObject()
             }
         case .distance(let list):

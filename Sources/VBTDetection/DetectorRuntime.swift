@@ -189,18 +189,7 @@ public final class DetectorRuntime {
                     }
                     return true
                 }
-                switch sample.readings {
-                case .distance(let readings):
-                    for r in readings where sane(r.t) {
-                        outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.accG.map { ($0.x, $0.y, $0.z) })
-                    }
-                case .imu(let readings):
-                    for r in readings where sane(r.t) {
-                        outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), angleDeg: (r.angleDeg.x, r.angleDeg.y))
-                    }
-                case .posture:
-                    break
-                }
+                outputs = detector.feed(sample.readings, usable: sane)
             } catch {
                 logger.warning("sample not usable", metadata: ["station": "\(station)", "error": "\(error)"])
             }
@@ -252,28 +241,12 @@ public final class DetectorRuntime {
     }
 
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
-        let args = command.args
-        switch command.command {
-        case "athlete.assign":
-            var assignment = Assignment()
-            assignment.athlete = try? args.optionalString("athlete")
-            if let exercise = try? args.optionalString("exercise") { assignment.exercise = exercise }
-            assignment.loadKg = try? args.optionalNumber("load_kg")
-            if let threshold = try? args.optionalNumber("vl_threshold_pct") { assignment.velocityLossThresholdPct = threshold }
-            if let reference = try? args.optionalChoice("vl_reference", VelocityLossReference.self) { assignment.velocityLossReference = reference }
-            assignment.targetZone = try? args.optionalString("target_zone")
-            assignment.romMm = try? args.optionalNumber("rom_mm")
-            detector.assignment = assignment
+        let outputs = detector.apply(command)
+        if command.command == "athlete.assign" {
+            let assignment = detector.assignment
             logger.info("station assigned", metadata: ["station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)", "correlation_id": "\(command.id)"])
-            return []
-        case "set.load":
-            if let load = try? args.optionalNumber("load_kg") { detector.assignment.loadKg = load }
-            return []
-        case "set.end":
-            return detector.endSet(reason: .command, at: detector.lastReadingT)
-        default:
-            return []
         }
+        return outputs
     }
 
     private func publish(_ output: DetectorOutput, athlete: String?) throws {

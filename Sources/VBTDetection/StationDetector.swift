@@ -241,12 +241,15 @@ public struct StationDetector: Sendable, Codable {
         return out
     }
 
-    /// Feeds one IMU reading (used only while no laser speaks at the station).
-    public mutating func feedIMU(t: Double, accG: (Double, Double, Double), angleDeg: (Double, Double)) -> [DetectorOutput] {
+    /// Feeds one IMU reading (used only while no laser speaks at the station):
+    /// acceleration in any units, the gyro in degrees per second when sent,
+    /// roll and pitch when the sensor computes them.
+    public mutating func feedIMU(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)? = nil,
+                                 angleDeg: (Double, Double)? = nil) -> [DetectorOutput] {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         guard t - lastDistanceT > 2 else { return out }
-        for (candidate, trace) in imu.feed(t: t, accG: accG, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) {
+        for (candidate, trace) in imu.feed(t: t, accG: accG, rollDeg: angleDeg?.0 ?? 0, pitchDeg: angleDeg?.1 ?? 0) {
             out += judge(candidate, trace: trace, endpoints: .fittedPositions, sensor: "imu")
         }
         return out

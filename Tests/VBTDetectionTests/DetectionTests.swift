@@ -86,7 +86,7 @@ struct GroundTruthTests {
             var t = 0.0
             while t <= duration {
                 let r = sensors.imu(at: t, wallOrigin: origin)
-                outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), angleDeg: (r.angleDeg.x, r.angleDeg.y))
+                outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z), angleDeg: r.angleDeg.map { ($0.x, $0.y) })
                 t += step
             }
         } else {

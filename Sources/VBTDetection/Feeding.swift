@@ -1,0 +1,55 @@
+import VBTBus
+
+// What the live rep-detector and `vbt eval` share: how a bus message's
+// readings and commands reach a station's detector. One path, so an offline
+// evaluation measures exactly what runs in the gym.
+
+extension StationDetector {
+    /// Feeds every reading of a `sample` message for which `usable` holds
+    /// (the runtime skips readings whose time is implausible). Posture
+    /// readings are not the detector's.
+    public mutating func feed(_ readings: SampleMessage.Readings, usable: (Double) -> Bool = { _ in true }) -> [DetectorOutput] {
+        var outputs: [DetectorOutput] = []
+        switch readings {
+        case .distance(let list):
+            for r in list where usable(r.t) {
+                outputs += feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.accG.map { ($0.x, $0.y, $0.z) })
+            }
+        case .imu(let list):
+            for r in list where usable(r.t) {
+                outputs += feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
+                                   angleDeg: r.angleDeg.map { ($0.x, $0.y) })
+            }
+        case .posture:
+            break
+        }
+        return outputs
+    }
+
+    /// Carries out a command addressed to the rep-detector (`athlete.assign`,
+    /// `set.load`, `set.end`); other commands change nothing. Returns what it
+    /// produced (a set ended by command).
+    public mutating func apply(_ command: CommandMessage) -> [DetectorOutput] {
+        let args = command.args
+        switch command.command {
+        case "athlete.assign":
+            var assignment = Assignment()
+            assignment.athlete = try? args.optionalString("athlete")
+            if let exercise = try? args.optionalString("exercise") { assignment.exercise = exercise }
+            assignment.loadKg = try? args.optionalNumber("load_kg")
+            if let threshold = try? args.optionalNumber("vl_threshold_pct") { assignment.velocityLossThresholdPct = threshold }
+            if let reference = try? args.optionalChoice("vl_reference", VelocityLossReference.self) { assignment.velocityLossReference = reference }
+            assignment.targetZone = try? args.optionalString("target_zone")
+            assignment.romMm = try? args.optionalNumber("rom_mm")
+            self.assignment = assignment
+            return []
+        case "set.load":
+            if let load = try? args.optionalNumber("load_kg") { assignment.loadKg = load }
+            return []
+        case "set.end":
+            return endSet(reason: .command, at: lastReadingT)
+        default:
+            return []
+        }
+    }
+}
