@@ -310,7 +310,7 @@ func sessionReadings(_ sensor: DetectorSensor, heavyDeadlift: Bool = false) -> [
     while t <= sensors.timeline.duration {
         if sensor == .imu {
             let r = sensors.imu(at: t, wallOrigin: 1_763_812_345)
-            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), angles: (r.angleDeg.x, r.angleDeg.y)))
+            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), angles: r.angleDeg.map { ($0.x, $0.y) } ?? (0, 0)))
         } else {
             let r = sensors.distance(at: t, wallOrigin: 1_763_812_345)
             readings.append(BenchReading(t: r.t, distanceMm: r.distanceMm, acc: r.accG.map { ($0.x, $0.y, $0.z) }))
