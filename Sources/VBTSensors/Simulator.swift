@@ -39,12 +39,27 @@ public struct SimExercise: Sendable, Equatable {
     public var mvtMps: Double
     /// Distance from the laser to the bar at the bottom of the rep.
     public var bottomDistanceMm: Double
+    /// Whether a rep starts at the bottom (press from the shoulders, deadlift
+    /// from the floor: lift, then lower) rather than at the top (squat,
+    /// bench: lower, then lift).
+    public var startsAtBottom = false
+    /// How far below the rep's bottom the bar waits between sets, to be
+    /// picked up before each set (a press: from hip height to the shoulders
+    /// in a quarter second, a rise as big as a rep that is not one). 0: none.
+    public var pickupMm = 0.0
 
     public static let squat = SimExercise(name: "squat", romMm: 600, mvtMps: 0.30, bottomDistanceMm: 300)
     public static let bench = SimExercise(name: "bench", romMm: 420, mvtMps: 0.17, bottomDistanceMm: 130)
     public static let deadlift = SimExercise(name: "deadlift", romMm: 550, mvtMps: 0.15, bottomDistanceMm: 250)
+    /// A deadlift as lifted: from the floor, lowered back to it after each rep.
+    public static let deadliftFromFloor = SimExercise(name: "deadlift", romMm: 550, mvtMps: 0.15, bottomDistanceMm: 250, startsAtBottom: true)
+    /// A standing shoulder press, the bar picked up to the shoulders before
+    /// every set (heights of a bar-mounted lidar: 526 mm at the hips, 944 at
+    /// the shoulders). MVT about 0.19 m/s (Balsalobre-Fernandez et al. 2018,
+    /// J Strength Cond Res 32(5), on the standing military press).
+    public static let press = SimExercise(name: "press", romMm: 550, mvtMps: 0.19, bottomDistanceMm: 944, startsAtBottom: true, pickupMm: 418)
     /// Every exercise the simulator knows, by name.
-    public static let all: [String: SimExercise] = ["squat": squat, "bench": bench, "deadlift": deadlift]
+    public static let all: [String: SimExercise] = ["squat": squat, "bench": bench, "deadlift": deadlift, "press": press]
 }
 
 /// What the simulated athlete does.
@@ -84,6 +99,8 @@ public struct SimulationConfig: Sendable {
     public var postureRateHz = 0.0
     /// Share of reps done touch-and-go (no pause at the bottom).
     public var touchAndGoShare = 0.3
+    /// What real sensors do that tidy ones don't (none by default; `.realWorld` for all of it).
+    public var faults = SensorFaults()
     /// Time factor: 1 real time, 0 as fast as possible.
     public var speed = 1.0
     /// Repeat the whole session forever (`make run`).
@@ -118,6 +135,8 @@ public struct BarTimeline: Sendable {
     private var segments: [Segment] = []
     /// Every rep, in order.
     public private(set) var reps: [SimulatedRep] = []
+    /// When the bar was picked up before a set (seconds from the start): rises that are no rep.
+    public private(set) var pickups: [ClosedRange<Double>] = []
     /// Total length in seconds.
     public private(set) var duration = 0.0
 
@@ -130,6 +149,10 @@ public struct BarTimeline: Sendable {
         let intensity = min(1, max(0.2, config.loadKg / config.oneRepMaxKg))
         // Near-linear load-velocity relation: 1.6 m/s unloaded down to MVT at 1RM.
         let firstVelocity = config.exercise.mvtMps + (1.6 - config.exercise.mvtMps) * (1 - intensity)
+        if config.exercise.startsAtBottom {
+            buildBottomStart(config, random: &random, firstVelocity: firstVelocity)
+            return
+        }
         for set in 1...max(1, config.sets) {
             // Un-rack: lift off the hooks, walk out (small wobble), settle at the top.
             move(rackHeight, rackHeight + 35, 0.5)
@@ -146,13 +169,7 @@ public struct BarTimeline: Sendable {
                 if !touchAndGo { hold(rom - depth, 0.2 + 0.5 * Double.random(in: 0...1, using: &random)) }
                 let velocity = max(config.exercise.mvtMps * 0.8,
                                    firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
-                let concentricS = depth / 1000 / velocity
-                let start = duration
-                move(rom - depth, rom, concentricS)
-                reps.append(SimulatedRep(
-                    set: set, index: index, concentricStartS: start, concentricEndS: duration,
-                    meanVelocityMps: depth / 1000 / concentricS, peakVelocityMps: depth / 1000 / concentricS * .pi / 2,
-                    romMm: depth, touchAndGo: touchAndGo))
+                lift(from: rom - depth, to: rom, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
                 // Touch-and-go is at the bottom; at the top the lifter still breathes between reps.
                 hold(rom, 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
             }
@@ -161,6 +178,52 @@ public struct BarTimeline: Sendable {
             move(rackHeight + 35, rackHeight, 0.4)
             hold(rackHeight, set < config.sets ? config.restS : 3.0)
         }
+    }
+
+    /// Sets of reps that start at the bottom (a press, a deadlift from the
+    /// floor): lift, a moment at the top, lower; before each set the bar may
+    /// be picked up from below (`pickupMm`) and after it put back there.
+    private mutating func buildBottomStart(_ config: SimulationConfig, random: inout SeededGenerator, firstVelocity: Double) {
+        let rom = config.exercise.romMm, pickup = config.exercise.pickupMm
+        let rest = -pickup  // where the bar waits between sets
+        hold(rest, 2.0)
+        for set in 1...max(1, config.sets) {
+            if pickup > 0 {
+                // A quick pick-up (a clean to the shoulders), then settle.
+                let start = duration
+                move(rest, 0, 0.25 + 0.15 * Double.random(in: 0...1, using: &random))
+                pickups.append(start...duration)
+                hold(0, 1.0 + 0.5 * Double.random(in: 0...1, using: &random))
+            } else {
+                hold(0, 0.5)
+            }
+            let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
+            for index in 1...max(1, config.repsPerSet) {
+                let height = rom * (1 + random.normal(sd: 0.01))
+                let velocity = max(config.exercise.mvtMps * 0.8,
+                                   firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
+                let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
+                if index > 1, !touchAndGo { hold(0, 0.3 + 0.6 * Double.random(in: 0...1, using: &random)) }
+                lift(from: 0, to: height, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
+                hold(height, 0.3 + 0.7 * Double.random(in: 0...1, using: &random))
+                move(height, 0, 1.0 + 0.4 * Double.random(in: 0...1, using: &random))
+            }
+            hold(0, 0.5)
+            if pickup > 0 { move(0, rest, 0.8) }
+            hold(rest, set < config.sets ? config.restS : 3.0)
+        }
+    }
+
+    /// A concentric phase at `velocity` (mean), recorded as a rep.
+    private mutating func lift(from: Double, to: Double, velocity: Double, set: Int, index: Int, touchAndGo: Bool) {
+        let rom = to - from
+        let concentricS = rom / 1000 / velocity
+        let start = duration
+        move(from, to, concentricS)
+        reps.append(SimulatedRep(
+            set: set, index: index, concentricStartS: start, concentricEndS: duration,
+            meanVelocityMps: rom / 1000 / concentricS, peakVelocityMps: rom / 1000 / concentricS * .pi / 2,
+            romMm: rom, touchAndGo: touchAndGo))
     }
 
     private mutating func hold(_ position: Double, _ seconds: Double) {
@@ -212,7 +275,7 @@ public func worldToSensor(_ v: Vector3, rollDeg: Double, pitchDeg: Double, yawDe
 public struct SimulatedSensors: Sendable {
     public let config: SimulationConfig
     public let timeline: BarTimeline
-    private var random: SeededGenerator
+    var random: SeededGenerator
     /// The laser unit's accelerometer draws from its own generator, so the
     /// laser's noise is the same with or without it.
     private var boardRandom: SeededGenerator
@@ -255,6 +318,7 @@ public struct SimulatedSensors: Sendable {
     /// The bar IMU reading at session time `t`: gravity plus bar acceleration,
     /// seen through a small tilt; gyro is the tilt's rate; all with noise.
     public mutating func imu(at t: Double, wallOrigin: Double) -> SampleMessage.IMUReading {
+        if config.faults.phoneGradeIMU { return phoneGradeIMU(at: t, wallOrigin: wallOrigin) }
         let state = timeline.state(at: t)
         let roll = 2.0 + 1.5 * sin(0.7 * t), pitch = -1.5 + 1.0 * sin(0.45 * t + 1), yaw = 30 + 0.2 * t
         let rollRate = 1.5 * 0.7 * cos(0.7 * t), pitchRate = 1.0 * 0.45 * cos(0.45 * t + 1), yawRate = 0.2
@@ -297,10 +361,15 @@ extension SimulatedSensors {
 /// The simulator as a bridge source.
 public struct SimulatorSource: SensorSource {
     public let config: SimulationConfig
+    /// Where the ground truth of every simulated rep goes, when asked for.
+    public let truth: TruthWriter?
     public var name: String { "simulator:\(config.station)" }
 
     /// Creates the source.
-    public init(config: SimulationConfig) { self.config = config }
+    public init(config: SimulationConfig, truth: TruthWriter? = nil) {
+        self.config = config
+        self.truth = truth
+    }
 
     public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         var pass = 0
@@ -324,42 +393,48 @@ public struct SimulatorSource: SensorSource {
                 "station": "\(config.station)", "exercise": "\(config.exercise.name)", "load_kg": "\(config.loadKg)",
                 "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
             ])
+            do {
+                try truth?.append(station: config.station, reps: sensors.timeline.reps, origin: origin)
+            } catch {
+                logger.error("ground truth not written", metadata: ["error": "\(error.message)"])
+            }
             let startedAt = monotonicSeconds()
 
-            var nextStatus = 5.0  // session seconds: a streaming report every 5 s, as real sources send
-            let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
-            let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
-            let postureStep = config.postureRateHz > 0 ? 1 / config.postureRateHz : .infinity
-            // A sensor at rate 0 is absent: its first reading is never due.
-            var nextDistance = distanceStep.isFinite ? 0.0 : .infinity
-            var nextIMU = imuStep.isFinite ? 0.0 : .infinity
-            var nextPosture = postureStep.isFinite ? 0.0 : .infinity
-            while !stop.isSet {
-                let t = min(nextDistance, nextIMU, nextPosture)
-                if t > duration { break }
+            // Every reading of the pass, in delivery order, paced by sensor time
+            // (a late or repeated reading goes out when its neighbours do).
+            enum Due { case distance(SampleMessage.DistanceReading), imu(SampleMessage.IMUReading), posture(SampleMessage.PostureReading), status }
+            var due: [(at: Double, what: Due)] = []
+            var paceAt = 0.0
+            for r in sensors.distanceStream(wallOrigin: origin) { paceAt = max(paceAt, r.t - origin); due.append((paceAt, .distance(r))) }
+            paceAt = 0
+            for r in sensors.imuStream(wallOrigin: origin) { paceAt = max(paceAt, r.t - origin); due.append((paceAt, .imu(r))) }
+            if config.postureRateHz > 0 {
+                var t = 0.0
+                while t <= duration { due.append((t, .posture(sensors.posture(at: t, wallOrigin: origin)))); t += 1 / config.postureRateHz }
+            }
+            // A streaming report every 5 s, as real sources send.
+            var report = 5.0
+            while report <= duration { due.append((report, .status)); report += 5 }
+            due = due.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+            for (at, what) in due {
+                if stop.isSet { break }
                 if config.speed > 0 {
-                    let wait = startedAt + t / config.speed - monotonicSeconds()
+                    let wait = startedAt + at / config.speed - monotonicSeconds()
                     if wait > 0, !stop.sleep(wait) { break }
                 }
-                if nextDistance <= t {
-                    queue.push(.readings(station: config.station, device: device, .distance([sensors.distance(at: t, wallOrigin: origin)])))
-                    nextDistance += distanceStep
-                }
-                if nextIMU <= t {
-                    queue.push(.readings(station: config.station, device: device, .imu([sensors.imu(at: t, wallOrigin: origin)])))
-                    nextIMU += imuStep
-                }
-                if nextPosture <= t {
-                    queue.push(.readings(station: config.station, device: device, .posture([sensors.posture(at: t, wallOrigin: origin)])))
-                    nextPosture += postureStep
-                }
-                if t >= nextStatus {
-                    nextStatus += 5
+                switch what {
+                case .distance(let r): queue.push(.readings(station: config.station, device: device, .distance([r])))
+                case .imu(let r): queue.push(.readings(station: config.station, device: device, .imu([r])))
+                case .posture(let r): queue.push(.readings(station: config.station, device: device, .posture([r])))
+                case .status:
                     for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz), ("posture", config.postureRateHz)] where rate > 0 {
                         queue.push(.status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
                     }
                 }
             }
+            let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
+            let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
+            let postureStep = config.postureRateHz > 0 ? 1 / config.postureRateHz : .infinity
             origin += duration + min(distanceStep, imuStep, postureStep)
             pass += 1
         } while config.forever && !stop.isSet

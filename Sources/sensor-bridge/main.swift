@@ -66,7 +66,7 @@ struct SensorBridge: AsyncParsableCommand {
     @Flag(help: "Simulate an athlete at --station (no hardware needed).")
     var simulate = false
 
-    @Option(help: "Simulated exercise: squat, bench or deadlift.")
+    @Option(help: "Simulated exercise: squat, bench, deadlift or press (a shoulder press, the bar picked up to the shoulders before each set).")
     var exercise: String = "squat"
 
     @Option(help: "Simulated load in kg.")
@@ -95,6 +95,12 @@ struct SensorBridge: AsyncParsableCommand {
 
     @Option(help: "Simulated posture wearable readings per second (0: none); sits well 20 s, then slouches 8 s in every 40.")
     var postureRate: Double = 0
+
+    @Flag(help: "Simulate real sensors' faults: uneven timing (+-60 %), gaps up to 100 ms, repeated and out-of-order readings, distance spikes and readings with no return, a phone-grade IMU (gain and offsets off, no angles).")
+    var realSensors = false
+
+    @Option(help: "Simulation: write the ground truth of every rep to FILE as reference labels (CSV: station,t_top,mean_velocity_mps,peak_velocity_mps; proto/labels.md), for `vbt eval`.")
+    var truth: String?
 
     @Option(help: "Simulated athlete name for the envelope's athlete field.")
     var athlete: String?
@@ -139,6 +145,9 @@ struct SensorBridge: AsyncParsableCommand {
         guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
         guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
         guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
+        if !simulate, realSensors || truth != nil {
+            throw ValidationError("--real-sensors and --truth describe a simulation: add --simulate")
+        }
         if simulate {
             guard SimExercise.all[exercise] != nil else {
                 throw ValidationError("--exercise must be one of \(SimExercise.all.keys.sorted().joined(separator: ", "))")
@@ -196,7 +205,17 @@ struct SensorBridge: AsyncParsableCommand {
             sim.postureRateHz = postureRate
             sim.speed = speed
             sim.forever = loop
-            sources.append(SimulatorSource(config: sim))
+            if realSensors { sim.faults = .realWorld }
+            var truthFile: TruthWriter?
+            if let truth {
+                do {
+                    truthFile = try TruthWriter(path: truth)
+                } catch {
+                    reportProblem("sensor-bridge: \(error.message)")
+                    throw ExitCode.failure
+                }
+            }
+            sources.append(SimulatorSource(config: sim, truth: truthFile))
             finite = loop ? 0 : 1
         } else if let station {
             if let serial, let serialProtocol, let proto = SerialProtocol(rawValue: serialProtocol) {
