@@ -27,7 +27,7 @@ public struct RepMeasurement: Sendable, Equatable, Codable {
 }
 
 /// How the start and end of a concentric phase are found in a trace.
-public enum ConcentricEndpoints: Sendable {
+public enum ConcentricEndpoints: Sendable, Codable {
     /// Fit the bar's positions around each turning point (`refineTurningPoint`):
     /// for traces whose velocity is a noisy derivative (the laser alone, an
     /// integrated IMU).
@@ -155,6 +155,17 @@ public struct ConcentricCandidate: Sendable, Equatable, Codable {
     public var riseM: Double
     /// Time of the sample that confirmed the top (a drop, or a pause).
     public var completedT: Double
+    /// How far the bar came down just before the rise (from the highest point
+    /// since the previous rise's top, at most 8 s back): a rep that starts at
+    /// the top (squat, bench) was lowered first. Set by the sensor's tracker.
+    public var descentBeforeM = 0.0
+    /// The bar's height at the top, in the tracker's frame.
+    public var peakM = 0.0
+
+    /// Creates a candidate.
+    public init(valleyT: Double, peakT: Double, riseM: Double, completedT: Double) {
+        (self.valleyT, self.peakT, self.riseM, self.completedT) = (valleyT, peakT, riseM, completedT)
+    }
 }
 
 /// Finds rises between turning points with hysteresis: a valley is confirmed

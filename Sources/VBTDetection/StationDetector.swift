@@ -197,6 +197,8 @@ public struct StationDetector: Sendable, Codable {
     /// Reading time of the last distance reading: while the laser speaks, the IMU is not used.
     private var lastDistanceT = -Double.infinity
     private var openSet: OpenSet?
+    /// A rise waiting for what follows it (see `returnShare`).
+    private var pending: Pending?
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
     private var lastRepEndT = -Double.infinity
@@ -236,8 +238,9 @@ public struct StationDetector: Sendable, Codable {
         lastReadingT = max(lastReadingT, t)
         lastDistanceT = t
         for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
-            out += judge(candidate, trace: trace, endpoints: endpoints, sensor: "distance")
+            out += consider(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
+        if let waiting = pending, let low = distance.lowest(after: waiting.candidate.peakT) { out += resolvePending(lowest: low, at: t) }
         return out
     }
 
@@ -249,10 +252,63 @@ public struct StationDetector: Sendable, Codable {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         guard t - lastDistanceT > 2 else { return out }
-        for (candidate, trace) in imu.feed(t: t, accG: accG, rollDeg: angleDeg?.0 ?? 0, pitchDeg: angleDeg?.1 ?? 0) {
-            out += judge(candidate, trace: trace, endpoints: .fittedPositions, sensor: "imu")
+        for (candidate, trace) in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
+            out += judge(Pending(candidate: candidate, trace: trace, endpoints: .fittedPositions, sensor: "imu"))
         }
         return out
+    }
+
+    // MARK: Rep or another movement
+
+    /// A rise waiting to be told from another movement by what follows it.
+    struct Pending: Sendable, Codable {
+        var candidate: ConcentricCandidate
+        var trace: [KinematicSample]
+        var endpoints: ConcentricEndpoints
+        var sensor: String
+    }
+
+    /// A rep's rise and the lowering that goes with it are about the same
+    /// size: a rep that starts at the top (squat, bench) was lowered into by
+    /// at least this share of its rise; one that starts at the bottom (press,
+    /// deadlift) is lowered again by as much. A rise with neither, such as
+    /// picking the bar up to the shoulders before a press (it stays there and
+    /// is pressed on from there), is not a rep, however big.
+    static let returnShare = 0.6
+    /// A rise not lowered from within this long is no rep.
+    static let pendingLimitS = 20.0
+
+    /// Judges a rise at once when it was lowered into; otherwise waits for what follows.
+    private mutating func consider(_ rise: Pending) -> [DetectorOutput] {
+        var out: [DetectorOutput] = []
+        if let waiting = pending {
+            pending = nil
+            // Lowered from before this rise began: the waiting rise was a rep that starts at the bottom.
+            if rise.candidate.descentBeforeM >= Self.returnShare * waiting.candidate.riseM {
+                var decided = waiting
+                decided.candidate.completedT = rise.candidate.valleyT
+                out += judge(decided)
+            }
+        }
+        if rise.candidate.descentBeforeM >= Self.returnShare * rise.candidate.riseM {
+            out += judge(rise)
+        } else {
+            pending = rise
+        }
+        return out
+    }
+
+    /// Judges the waiting rise once the bar has come down from it (`lowest`
+    /// since its top), as of the reading at `t`, which completes it.
+    private mutating func resolvePending(lowest: Double, at t: Double) -> [DetectorOutput] {
+        guard var waiting = pending else { return [] }
+        if lowest <= waiting.candidate.peakM - Self.returnShare * waiting.candidate.riseM {
+            pending = nil
+            waiting.candidate.completedT = t
+            return judge(waiting)
+        }
+        if t - waiting.candidate.completedT > Self.pendingLimitS { pending = nil }
+        return []
     }
 
     /// Ends an open set because of a command.
@@ -291,8 +347,8 @@ public struct StationDetector: Sendable, Codable {
         ExerciseProfile.catalogue[assignment.exercise] ?? ExerciseProfile.catalogue[ExerciseProfile.defaultExercise]!
     }
 
-    private mutating func judge(_ candidate: ConcentricCandidate, trace: [KinematicSample], endpoints: ConcentricEndpoints,
-                                sensor: String) -> [DetectorOutput] {
+    private mutating func judge(_ rise: Pending) -> [DetectorOutput] {
+        let (candidate, trace, endpoints, sensor) = (rise.candidate, rise.trace, rise.endpoints, rise.sensor)
         let expected = assignment.romMm ?? learnedRomMm[exercise.name] ?? exercise.romMm
         // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
         // (0.8 of the share first: a pattern match may relax it below.)
@@ -389,6 +445,9 @@ struct DistanceTracker: Sendable, Codable {
     private var points: [Point] = []
     private var ema: Double?
     private var turning: TurningPoints
+    private var gate = SpikeGate()
+    /// The top of the latest rise: the descent into the next one is looked for after it.
+    private var lastPeakT = -Double.infinity
     private static let fusion = FusionSettings()
 
     /// A reading: time, height in metres, the accelerometer when sent.
@@ -402,21 +461,50 @@ struct DistanceTracker: Sendable, Codable {
     private let alpha: Double
 
     mutating func feed(t: Double, distanceMm: Double, accG: (Double, Double, Double)?) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+        var found: [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] = []
+        for reading in gate.feed(t: t, m: distanceMm / 1000, acc: accG.map { BoardAcceleration(x: $0.0, y: $0.1, z: $0.2) }) {
+            found += feedAccepted(reading)
+        }
+        return found
+    }
+
+    /// Readings the spike gate dropped (no return, or part of a spike).
+    var dropped: Int { gate.dropped }
+
+    /// The lowest the bar has been after `t` (nil: no reading since).
+    func lowest(after t: Double) -> Double? {
+        var low: Double?
+        for point in points.reversed() {
+            guard point.t > t else { break }
+            low = min(low ?? point.m, point.m)
+        }
+        return low
+    }
+
+    private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+        let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
-        let m = distanceMm / 1000
-        points.append(Point(t: t, m: m, acc: accG.map { BoardAcceleration(x: $0.0, y: $0.1, z: $0.2) }))
+        points.append(Point(t: t, m: m, acc: reading.acc))
         // Keep what a rep can span: 20 s of readings.
         if let first = points.first, t - first.t > 25 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
-        // The EMA lags: widen the window so the true valley and peak are inside.
-        let window = points.filter { $0.t >= candidate.valleyT - 0.5 && $0.t <= candidate.completedT }
+        // The EMA lags: widen the window so the true valley and peak are inside
+        // (but not back into the previous rise, which may have ended lower).
+        let window = points.filter { $0.t >= max(candidate.valleyT - 0.5, lastPeakT) && $0.t <= candidate.completedT }
         let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2)
         var refined = candidate
         // Locate the valley and peak on the unlagged trace.
         if let low = trace.filter({ $0.t <= candidate.peakT }).min(by: { $0.positionM < $1.positionM }) { refined.valleyT = low.t }
         if let high = trace.filter({ $0.t >= refined.valleyT }).max(by: { $0.positionM < $1.positionM }) { refined.peakT = high.t }
+        // What came before the rise: how far the bar was lowered into it.
+        let valleyM = window.filter { $0.t >= refined.valleyT - 0.1 && $0.t <= refined.peakT }.map(\.m).min() ?? m
+        let since = max(refined.valleyT - 8, lastPeakT)
+        let before = points.filter { $0.t >= since && $0.t <= refined.valleyT }.map(\.m).max() ?? valleyM
+        refined.descentBeforeM = max(0, before - valleyM)
+        refined.peakM = window.filter { $0.t >= refined.valleyT }.map(\.m).max() ?? m
+        lastPeakT = refined.peakT
         if let fused = fusedTrace(from: refined.valleyT - 1.0, to: candidate.completedT) { return [(refined, fused, .velocityZeros)] }
         return [(refined, trace, .fittedPositions)]
     }
@@ -459,11 +547,23 @@ struct IMUTracker: Sendable, Codable {
     private let stillTrendGPerS = 0.025
 
     struct Raw: Sendable, Codable { var t: Double; var aG: Double }
+    private var estimator = VerticalEstimator()
+    private var lastT = -Double.infinity
 
     init(settings: DetectorSettings) { self.settings = settings }
 
-    mutating func feed(t: Double, accG: (Double, Double, Double), rollDeg: Double, pitchDeg: Double) -> [(ConcentricCandidate, [KinematicSample])] {
-        let vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: rollDeg, pitchDeg: pitchDeg) - 1
+    mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
+                       angleDeg: (Double, Double)?) -> [(ConcentricCandidate, [KinematicSample])] {
+        guard t > lastT else { return [] }  // a repeated or out-of-order reading
+        let vertical: Double
+        if let angleDeg {
+            vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) - 1
+        } else {
+            // No angles: orientation and gravity estimated from the readings (Robust.swift).
+            guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps, angleDeg: nil) else { return [] }
+            vertical = estimated
+        }
+        lastT = t
         recent.append(Raw(t: t, aG: vertical - biasG))
         if let first = recent.first, t - first.t > stillWindowS {
             recent.removeFirst(recent.firstIndex { t - $0.t <= stillWindowS } ?? 0)
@@ -488,6 +588,7 @@ struct IMUTracker: Sendable, Codable {
         if isStill {
             if quiet {
                 biasG += 0.02 * (vertical - biasG)  // at rest the vertical acceleration is zero: learn the offset
+                estimator.learnRest(meanVerticalG: 0.1 * (vertical - biasG))
                 return []
             }
             isStill = false

@@ -145,7 +145,6 @@ public struct BarTimeline: Sendable {
         var random = SeededGenerator(seed: config.seed)
         let rom = config.exercise.romMm
         let rackHeight = rom + 40  // the bar sits in the hooks a little above the top of the rep
-        hold(rackHeight, 2.0)
         let intensity = min(1, max(0.2, config.loadKg / config.oneRepMaxKg))
         // Near-linear load-velocity relation: 1.6 m/s unloaded down to MVT at 1RM.
         let firstVelocity = config.exercise.mvtMps + (1.6 - config.exercise.mvtMps) * (1 - intensity)
@@ -153,6 +152,7 @@ public struct BarTimeline: Sendable {
             buildBottomStart(config, random: &random, firstVelocity: firstVelocity)
             return
         }
+        hold(rackHeight, 2.0)
         for set in 1...max(1, config.sets) {
             // Un-rack: lift off the hooks, walk out (small wobble), settle at the top.
             move(rackHeight, rackHeight + 35, 0.5)
