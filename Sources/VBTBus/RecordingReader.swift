@@ -9,6 +9,9 @@ public struct RecordedLine: Sendable {
     public var t: Double
     /// The recorded message.
     public var message: BusMessage
+
+    /// Creates a line.
+    public init(number: Int, t: Double, message: BusMessage) { (self.number, self.t, self.message) = (number, t, message) }
 }
 
 /// A recording line that is not a usable message, and why.
@@ -18,6 +21,9 @@ public struct UnreadableLine: Sendable, Equatable, CustomStringConvertible {
     /// What was wrong.
     public var reason: String
     public var description: String { "line \(number): \(reason)" }
+
+    /// Creates a report.
+    public init(number: Int, reason: String) { (self.number, self.reason) = (number, reason) }
 }
 
 /// Reads recordings (CONTRACTS.md section 4) written by `RecordingWriter`.
