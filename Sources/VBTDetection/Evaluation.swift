@@ -171,12 +171,11 @@ public enum ReferenceLabels {
     }
 
     /// Parses CSV text: the exact header, then one row per rep with four
-    /// fields; no quoting. Blank lines are skipped; a trailing CR is allowed.
+    /// fields; no quoting. Blank lines are skipped; LF or CRLF line ends.
     /// `source` names the file in error messages.
     public static func parse(_ text: String, source: String = "labels") throws(LabelsError) -> [ReferenceLabel] {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
-            line.hasSuffix("\r") ? line.dropLast() : line
-        }
+        // "\r\n" is one Character in Swift, a newline like "\n".
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         if lines.last?.isEmpty == true { lines.removeLast() }
         func fail(_ number: Int, _ what: String) -> LabelsError {
             LabelsError(line: number, message: "\(source) line \(number): \(what)")
