@@ -108,7 +108,7 @@ extension Evaluation {
         var out = "recording \(recording): \(run.messages) messages"
         if !run.unreadable.isEmpty {
             let shown = run.unreadable.prefix(5).map(\.description).joined(separator: "; ")
-            out += ", \(run.unreadable.count) unreadable lines skipped (\(shown)\(run.unreadable.count > 5 ? "; ..." : ""))"
+            out += ", \(run.unreadable.count) unreadable line\(run.unreadable.count == 1 ? "" : "s") skipped (\(shown)\(run.unreadable.count > 5 ? "; ..." : ""))"
         }
         if run.skippedReadings > 0 { out += ", \(run.skippedReadings) readings with implausible times skipped" }
         out += "\n\n"
