@@ -8,15 +8,17 @@ struct Eval: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run rep detection offline over a recording and compare it with reference labels.",
         discussion: """
-            Reads RECORDING (JSON Lines from `vbt record`, CONTRACTS.md section 4) and feeds every
-            sample and rep-detector command, in file order, to the same per-station detectors the
-            rep-detector runs; no bus or other process is needed. Without --labels it lists what was
-            detected. With --labels (CSV `station,t_top,mean_velocity_mps,peak_velocity_mps`,
-            proto/labels.md) each detected rep is matched one-to-one to a label whose t_top is within
-            --tolerance seconds of the rep's top (closest pairs first), and it reports true and false
-            positives, false negatives, precision, recall, F1, and for mean and peak velocity the bias,
-            mean absolute error, SD and 95 % limits of agreement (Bland & Altman 1986).
-            --json prints one JSON object instead (proto/eval.md).
+            Reads RECORDING (JSON Lines from `vbt record`, CONTRACTS.md section 4) and feeds every \
+            sample and rep-detector command, in file order, to the same per-station detectors the \
+            rep-detector runs; no bus or other process is needed. Without --labels it lists what was \
+            detected.
+
+            With --labels (CSV station,t_top,mean_velocity_mps,peak_velocity_mps, proto/labels.md) \
+            each detected rep is matched one-to-one to a label whose t_top is within --tolerance \
+            seconds of the rep's top (closest pairs first). It reports true and false positives, false \
+            negatives, precision, recall and F1, and for mean and peak velocity the bias, mean absolute \
+            error, SD and 95 % limits of agreement (Bland & Altman, The Lancet 1986). --json prints \
+            one JSON object instead (proto/eval.md).
 
             Example:
               vbt eval session.jsonl --labels session-labels.csv --plot agreement.svg
