@@ -15,7 +15,7 @@ public struct RecordedLine: Sendable {
 }
 
 /// A recording line that is not a usable message, and why.
-public struct UnreadableLine: Sendable, Equatable, CustomStringConvertible {
+public struct UnreadableLine: Error, Sendable, Equatable, CustomStringConvertible {
     /// 1-based line number in the file.
     public var number: Int
     /// What was wrong.
@@ -49,25 +49,50 @@ public enum RecordingReader {
     /// Reads every line of `path` in file order; blank lines are skipped,
     /// unusable ones are returned with their line numbers (never thrown).
     public static func read(path: String) throws(RecordingError) -> (lines: [RecordedLine], unreadable: [UnreadableLine]) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw RecordingError("cannot read recording \(path): check the path (make one with `vbt record --out FILE`)")
+        var lines: [RecordedLine] = []
+        var unreadable: [UnreadableLine] = []
+        try forEachLine(path: path) { line in
+            switch line {
+            case .success(let line): lines.append(line)
+            case .failure(let bad): unreadable.append(bad)
+            }
         }
-        return read(bytes: Array(data))
+        return (lines, unreadable)
     }
 
     /// Reads the lines of a recording held in memory.
     public static func read(bytes: [UInt8]) -> (lines: [RecordedLine], unreadable: [UnreadableLine]) {
         var lines: [RecordedLine] = []
         var unreadable: [UnreadableLine] = []
+        forEachLine(bytes: bytes) { line in
+            switch line {
+            case .success(let line): lines.append(line)
+            case .failure(let bad): unreadable.append(bad)
+            }
+        }
+        return (lines, unreadable)
+    }
+
+    /// Hands each non-blank line of `path` to `body` in file order, parsed or
+    /// with why not, without keeping the parsed messages (a long recording
+    /// is held once, as bytes).
+    public static func forEachLine(path: String, _ body: (Result<RecordedLine, UnreadableLine>) -> Void) throws(RecordingError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw RecordingError("cannot read recording \(path): check the path (make one with `vbt record --out FILE`)")
+        }
+        forEachLine(bytes: Array(data), body)
+    }
+
+    /// Hands each non-blank line of a recording held in memory to `body`.
+    public static func forEachLine(bytes: [UInt8], _ body: (Result<RecordedLine, UnreadableLine>) -> Void) {
         for (index, line) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { continue }
             do {
                 let (t, message) = try parse(line: Array(line))
-                lines.append(RecordedLine(number: index + 1, t: t, message: message))
+                body(.success(RecordedLine(number: index + 1, t: t, message: message)))
             } catch {
-                unreadable.append(UnreadableLine(number: index + 1, reason: error.description))
+                body(.failure(UnreadableLine(number: index + 1, reason: error.description)))
             }
         }
-        return (lines, unreadable)
     }
 }

@@ -45,10 +45,16 @@ public struct OfflineRun: Sendable {
 
 /// Runs the live detectors over a recording, without bus or processes.
 public enum OfflineRunner {
-    /// Reads `path` and runs it (see `run(lines:unreadable:settings:)`).
+    /// Reads `path` and runs it line by line (see `run(lines:unreadable:settings:)`).
     public static func run(path: String, settings: DetectorSettings = DetectorSettings()) throws(RecordingError) -> OfflineRun {
-        let read = try RecordingReader.read(path: path)
-        return run(lines: read.lines, unreadable: read.unreadable, settings: settings)
+        var state = State(settings: settings)
+        try RecordingReader.forEachLine(path: path) { line in
+            switch line {
+            case .success(let line): state.consume(line)
+            case .failure(let bad): state.result.unreadable.append(bad)
+            }
+        }
+        return state.finish()
     }
 
     /// Feeds, in file order, every `sample` message to its station's detector
@@ -59,11 +65,61 @@ public enum OfflineRunner {
     /// unreadable line and skipped.
     public static func run(lines: [RecordedLine], unreadable: [UnreadableLine] = [],
                            settings: DetectorSettings = DetectorSettings()) -> OfflineRun {
+        var state = State(settings: settings)
+        state.result.unreadable = unreadable
+        for line in lines { state.consume(line) }
+        return state.finish()
+    }
+
+    /// The detectors and what they produced so far.
+    struct State {
+        let settings: DetectorSettings
         var result = OfflineRun()
-        result.unreadable = unreadable
         var detectors: [String: StationDetector] = [:]
+        /// Stations in the order they first appeared.
         var order: [String] = []
-        func collect(_ outputs: [DetectorOutput], station: String) {
+
+        init(settings: DetectorSettings) { self.settings = settings }
+
+        mutating func consume(_ line: RecordedLine) {
+            result.messages += 1
+            let message = line.message
+            let station = message.envelope.station
+            var detector = detectors[station] ?? StationDetector(station: station, settings: settings)
+            let outputs: [DetectorOutput]
+            switch message.envelope.type {
+            case SampleMessage.type:
+                let sample: SampleMessage
+                do { sample = try message.payload(as: SampleMessage.self) } catch {
+                    result.unreadable.append(UnreadableLine(number: line.number, reason: error.description))
+                    return
+                }
+                // The live runtime's rule (DetectorRuntime.process): a reading far from its message's send time is skipped.
+                let ts = message.envelope.ts
+                var skipped = 0
+                outputs = detector.feed(sample.readings) { t in
+                    let usable = abs(t - ts) <= DetectorRuntime.maxReadingSkewS
+                    if !usable { skipped += 1 }
+                    return usable
+                }
+                result.skippedReadings += skipped
+            case CommandMessage.type:
+                let command: CommandMessage
+                do { command = try message.payload(as: CommandMessage.self) } catch {
+                    result.unreadable.append(UnreadableLine(number: line.number, reason: error.description))
+                    return
+                }
+                guard command.target == "*" || command.target == "rep-detector" else { return }
+                outputs = detector.apply(command)
+            default:
+                return
+            }
+            if detectors[station] == nil { order.append(station) }
+            detectors[station] = detector
+            collect(outputs, station: station)
+        }
+
+        mutating func collect(_ outputs: [DetectorOutput], station: String) {
             for output in outputs {
                 switch output {
                 case .rep(let rep):
@@ -77,53 +133,18 @@ public enum OfflineRunner {
                 }
             }
         }
-        for line in lines {
-            result.messages += 1
-            let message = line.message
-            let station = message.envelope.station
-            let outputs: [DetectorOutput]
-            switch message.envelope.type {
-            case SampleMessage.type:
-                let sample: SampleMessage
-                do { sample = try message.payload(as: SampleMessage.self) } catch {
-                    result.unreadable.append(UnreadableLine(number: line.number, reason: error.description))
-                    continue
-                }
-                var detector = detectors[station] ?? StationDetector(station: station, settings: settings)
-                // The live runtime's rule (DetectorRuntime.process): a reading far from its message's send time is skipped.
-                let ts = message.envelope.ts
-                var skipped = 0
-                outputs = detector.feed(sample.readings) { t in
-                    let usable = abs(t - ts) <= DetectorRuntime.maxReadingSkewS
-                    if !usable { skipped += 1 }
-                    return usable
-                }
-                result.skippedReadings += skipped
-                if detectors[station] == nil { order.append(station) }
+
+        mutating func finish() -> OfflineRun {
+            for station in order {
+                guard var detector = detectors[station] else { continue }
+                let outputs = detector.closeIdleSet(at: detector.lastReadingT + 3_600)
                 detectors[station] = detector
-            case CommandMessage.type:
-                let command: CommandMessage
-                do { command = try message.payload(as: CommandMessage.self) } catch {
-                    result.unreadable.append(UnreadableLine(number: line.number, reason: error.description))
-                    continue
-                }
-                guard command.target == "*" || command.target == "rep-detector" else { continue }
-                var detector = detectors[station] ?? StationDetector(station: station, settings: settings)
-                outputs = detector.apply(command)
-                if detectors[station] == nil { order.append(station) }
-                detectors[station] = detector
-            default:
-                continue
+                collect(outputs, station: station)
             }
-            collect(outputs, station: station)
+            result.stations = order.sorted()
+            result.unreadable.sort { $0.number < $1.number }
+            return result
         }
-        for station in order {
-            guard var detector = detectors[station] else { continue }
-            collect(detector.closeIdleSet(at: detector.lastReadingT + 3_600), station: station)
-        }
-        result.stations = order.sorted()
-        result.unreadable.sort { $0.number < $1.number }
-        return result
     }
 }
 
