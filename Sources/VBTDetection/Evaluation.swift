@@ -3,9 +3,9 @@ import VBTBus
 
 // `vbt eval`: the detector run offline over a recording and compared with
 // reference labels (CONTRACTS.md section 8, proto/labels.md, proto/eval.md).
-// Everything here is pure: the recording is read once, the detectors are the
-// live ones fed through the same path (Feeding.swift), and matching and
-// statistics are plain functions of numbers.
+// Reading the recording and the labels file is the only I/O; the detectors
+// are the live ones fed through the same path (Feeding.swift), and matching
+// and statistics are plain functions of numbers.
 
 // MARK: - Offline run
 
