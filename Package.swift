@@ -178,6 +178,7 @@ let package = Package(
             dependencies: [
                 "VBTBus",
                 "VBTCommandLine",
+                "VBTDetection",  // `vbt eval` runs the detectors offline
                 "VBTStore",
                 "VBTNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import VBTBus
+import VBTDetection
+
+/// `vbt eval`: the live detectors run offline over a recording, compared with reference labels.
+struct Eval: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run rep detection offline over a recording and compare it with reference labels.",
+        discussion: """
+            Reads RECORDING (JSON Lines from `vbt record`, CONTRACTS.md section 4) and feeds every \
+            sample and rep-detector command, in file order, to the same per-station detectors the \
+            rep-detector runs; no bus or other process is needed. Without --labels it lists what was \
+            detected.
+
+            With --labels (CSV station,t_top,mean_velocity_mps,peak_velocity_mps, proto/labels.md) \
+            each detected rep is matched one-to-one to a label whose t_top is within --tolerance \
+            seconds of the rep's top (closest pairs first). It reports true and false positives, false \
+            negatives, precision, recall and F1, and for mean and peak velocity the bias, mean absolute \
+            error, SD and 95 % limits of agreement (Bland & Altman, The Lancet 1986). --json prints \
+            one JSON object instead (proto/eval.md).
+
+            Example:
+              vbt eval session.jsonl --labels session-labels.csv --plot agreement.svg
+            """)
+
+    @Argument(help: "The recording (JSON Lines, as `vbt record --out FILE` writes).")
+    var recording: String
+
+    @Option(help: "Reference labels, CSV with the header station,t_top,mean_velocity_mps,peak_velocity_mps.")
+    var labels: String?
+
+    @Flag(help: "Print one JSON object (proto/eval.md) instead of tables.")
+    var json = false
+
+    @Option(help: "Also write a Bland-Altman plot of mean velocity to this SVG file (needs --labels).")
+    var plot: String?
+
+    @Option(help: "Seconds a rep's top may be from a label's t_top to match it.")
+    var tolerance: Double = RepMatching.defaultToleranceS
+
+    func validate() throws {
+        guard tolerance.isFinite, tolerance >= 0, tolerance <= 60 else { throw ValidationError("--tolerance must be between 0 and 60 seconds") }
+        if plot != nil, labels == nil { throw ValidationError("--plot needs --labels: the plot compares detected with reference velocities") }
+    }
+
+    func run() throws {
+        let references: [ReferenceLabel]?
+        do {
+            references = try labels.map { path throws(LabelsError) in try ReferenceLabels.load(path: path) }
+        } catch {
+            reportProblem("vbt: \(error)")
+            throw ExitCode.failure
+        }
+        let offline: OfflineRun
+        do {
+            offline = try OfflineRunner.run(path: recording)
+        } catch {
+            reportProblem("vbt: \(error)")
+            throw ExitCode.failure
+        }
+        if offline.messages == 0 {
+            let why = offline.unreadable.first.map { " (\($0))" } ?? ""
+            reportProblem("vbt: \(recording) holds no readable messages\(why); record one with `vbt record --out FILE sample. cmd.`")
+            throw ExitCode.failure
+        }
+        let evaluation = Evaluation(run: offline, labels: references, toleranceS: tolerance)
+        if let plot {
+            let svg = evaluation.blandAltmanSVG(title: "Mean velocity: vbt vs reference (\(URL(fileURLWithPath: recording).lastPathComponent))")
+            do { try Data(svg.utf8).write(to: URL(fileURLWithPath: plot), options: .atomic) } catch {
+                reportProblem("vbt: cannot write the plot to \(plot): \(error.localizedDescription)")
+                throw ExitCode.failure
+            }
+        }
+        if json {
+            print(evaluation.json(recording: recording))
+        } else {
+            print(evaluation.table(recording: recording), terminator: "")
+            if let plot { print("\nplot: \(plot)") }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import Testing
+import VBTBus
+@testable import VBTDetection
+import VBTSensors
+
+/// Whether `value` is present and within `tolerance` of `expected`.
+func near(_ value: Double?, _ expected: Double, _ tolerance: Double) -> Bool {
+    value.map { abs($0 - expected) < tolerance } ?? false
+}
+
+@Suite("vbt eval: matching")
+struct MatchingTests {
+    func pairs(_ detected: [Double], _ labels: [Double], _ toleranceS: Double = 0.5) -> [[Int]] {
+        RepMatching.match(detected: detected, labels: labels, toleranceS: toleranceS).map { [$0.detected, $0.label] }
+    }
+
+    @Test("the closest pair is chosen first, not the first rep in time")
+    func greedyByTime() {
+        // Rep 0 is 0.45 s from the label, rep 1 only 0.05 s: rep 1 takes it.
+        #expect(pairs([1.0, 1.5], [1.45]) == [[1, 0]])
+        // Labels given out of order are matched by time, and indices refer to the input order.
+        #expect(pairs([10.0, 20.0, 30.0], [30.1, 9.8, 20.3]) == [[0, 1], [1, 2], [2, 0]])
+    }
+
+    @Test("greedy, not the largest matching: a pair taken first can leave another rep unmatched")
+    func greedyNotMaximum() {
+        // |1.0 - 1.4| = 0.4, |1.5 - 1.4| = 0.1, |1.5 - 1.9| = 0.4, |1.0 - 1.9| = 0.9 > 0.5.
+        // Greedy takes (1.5, 1.4) first; 1.0 has no free label left within 0.5 s.
+        #expect(pairs([1.0, 1.5], [1.4, 1.9]) == [[1, 0]])
+    }
+
+    @Test("the tolerance is inclusive: exactly at it matches, beyond it does not")
+    func toleranceEdge() {
+        #expect(pairs([100.0], [100.5], 0.5) == [[0, 0]])
+        #expect(pairs([100.5], [100.0], 0.5) == [[0, 0]])
+        #expect(pairs([100.0], [100.75], 0.5).isEmpty)
+        #expect(pairs([100.0], [100.5], 0.25).isEmpty)
+        #expect(pairs([100.0], [100.0], 0) == [[0, 0]])
+    }
+
+    @Test("one-to-one: two reps near one label give one pair, two labels near one rep give one pair")
+    func oneToOne() {
+        #expect(pairs([5.0, 5.2], [5.1 + 0.01]) == [[1, 0]])
+        #expect(pairs([5.0], [4.9, 5.05]) == [[0, 1]])
+        #expect(pairs([], [1, 2]).isEmpty)
+        #expect(pairs([1, 2], []).isEmpty)
+    }
+}
+
+@Suite("vbt eval: statistics")
+struct StatisticsTests {
+    @Test("precision, recall and F1 from counts; undefined without reps or labels")
+    func counts() throws {
+        let c = DetectionCounts(truePositives: 8, falsePositives: 2, falseNegatives: 1)
+        #expect(c.precision == 0.8)
+        #expect(near(c.recall, 8.0 / 9.0, 1e-15))
+        // 2 P R / (P + R) = 2 x 0.8 x 0.8889 / 1.6889 = 16 / 19.
+        #expect(near(c.f1, 16.0 / 19.0, 1e-15))
+        let none = DetectionCounts(truePositives: 0, falsePositives: 0, falseNegatives: 3)
+        #expect(none.precision == nil && none.recall == 0 && none.f1 == 0)
+        #expect(DetectionCounts(truePositives: 0, falsePositives: 0, falseNegatives: 0).f1 == nil)
+    }
+
+    @Test("Bland-Altman figures against hand-computed numbers")
+    func agreement() throws {
+        // d = 0.1, -0.1, 0.2, 0: bias 0.05; MAE 0.1; deviations 0.05, -0.15, 0.15, -0.05,
+        // squares sum 0.05, / (n - 1) = 0.0166..., SD 0.1290994; LoA 0.05 -+ 0.2530349.
+        let a = Agreement(differences: [0.1, -0.1, 0.2, 0.0])
+        #expect(a.n == 4)
+        #expect(near(a.biasMps, 0.05, 1e-12))
+        #expect(near(a.meanAbsoluteErrorMps, 0.1, 1e-12))
+        #expect(near(a.sdMps, 0.1290994449, 1e-9))
+        #expect(near(a.lowerLimitMps, -0.2030349120, 1e-9))
+        #expect(near(a.upperLimitMps, 0.3030349120, 1e-9))
+        let one = Agreement(differences: [-0.03])
+        #expect(one.biasMps == -0.03 && one.meanAbsoluteErrorMps == 0.03 && one.sdMps == nil && one.upperLimitMps == nil)
+        #expect(Agreement(differences: []).biasMps == nil)
+    }
+
+    @Test("an evaluation per station and overall, skipping empty reference velocities")
+    func evaluation() throws {
+        var run = OfflineRun()
+        run.stations = ["a", "b"]
+        run.reps = [
+            EvaluatedRep(station: "a", tTop: 10.0, meanVelocityMps: 0.50, peakVelocityMps: 0.90),
+            EvaluatedRep(station: "a", tTop: 20.0, meanVelocityMps: 0.40, peakVelocityMps: 0.70),
+            EvaluatedRep(station: "a", tTop: 30.0, meanVelocityMps: 0.30, peakVelocityMps: 0.60),  // no label: FP
+            EvaluatedRep(station: "b", tTop: 10.0, meanVelocityMps: 0.80, peakVelocityMps: 1.20),
+        ]
+        let labels = [
+            ReferenceLabel(station: "a", tTop: 10.25, meanVelocityMps: 0.45, peakVelocityMps: nil, line: 2),
+            ReferenceLabel(station: "a", tTop: 19.75, meanVelocityMps: 0.50, peakVelocityMps: 0.75, line: 3),
+            ReferenceLabel(station: "a", tTop: 40.0, meanVelocityMps: 0.30, peakVelocityMps: 0.50, line: 4),  // FN
+            ReferenceLabel(station: "b", tTop: 10.0, meanVelocityMps: 0.75, peakVelocityMps: 1.25, line: 5),
+            ReferenceLabel(station: "c", tTop: 10.0, meanVelocityMps: nil, peakVelocityMps: nil, line: 6),  // FN at a silent station
+        ]
+        let e = Evaluation(run: run, labels: labels, toleranceS: 0.5)
+        #expect(e.stations.map(\.station) == ["a", "b", "c"])
+        let a = e.stations[0]
+        #expect(a.counts == DetectionCounts(truePositives: 2, falsePositives: 1, falseNegatives: 1))
+        // Mean velocity differences at a: 0.05, -0.10; peak: only the second label has one, -0.05.
+        #expect(a.meanVelocity?.n == 2 && near(a.meanVelocity?.biasMps, -0.025, 1e-12))
+        #expect(a.peakVelocity?.n == 1 && near(a.peakVelocity?.biasMps, -0.05, 1e-12))
+        #expect(e.stations[2].counts == DetectionCounts(truePositives: 0, falsePositives: 0, falseNegatives: 1))
+        #expect(e.overall.counts == DetectionCounts(truePositives: 3, falsePositives: 1, falseNegatives: 2))
+        // Overall pools the pairs: mean differences 0.05, -0.10, 0.05.
+        #expect(e.overall.meanVelocity?.n == 3 && near(e.overall.meanVelocity?.biasMps, 0.0, 1e-12))
+        #expect(e.reps.map { $0.label?.line } == [2, 3, nil, 5])
+        #expect(e.unmatchedLabels.map(\.line) == [4, 6])
+        #expect(e.meanVelocityPoints.count == 3)
+        let json = e.json(recording: "r.jsonl")
+        guard case .object(let object) = try JSONParser.parse(Array(json.utf8)), case .array(let reps)? = object["reps"] else {
+            Issue.record("not a JSON object with reps: \(json)")
+            return
+        }
+        #expect(reps.count == 4)
+        #expect(e.table(recording: "r.jsonl").contains("F1"))
+        let svg = e.blandAltmanSVG(title: "t")
+        #expect(svg.contains("id=\"bias\"") && svg.contains("id=\"loa-upper\"") && svg.components(separatedBy: "<circle").count == 4)
+    }
+}
+
+@Suite("vbt eval: labels")
+struct LabelsTests {
+    let header = ReferenceLabels.header
+
+    @Test("a good file: empty velocities are nil, CRLF and blank lines are fine, line numbers kept")
+    func good() throws {
+        let labels = try ReferenceLabels.parse("\(header)\r\nrack-01,1763812345.25,0.61,\r\n\r\nrack-02,1763812346,,1.2e0\r\n")
+        #expect(labels == [
+            ReferenceLabel(station: "rack-01", tTop: 1_763_812_345.25, meanVelocityMps: 0.61, peakVelocityMps: nil, line: 2),
+            ReferenceLabel(station: "rack-02", tTop: 1_763_812_346, meanVelocityMps: nil, peakVelocityMps: 1.2, line: 4),
+        ])
+        #expect(try ReferenceLabels.parse("\(header)\n").isEmpty)
+    }
+
+    func failure(_ text: String) -> LabelsError? {
+        do { _ = try ReferenceLabels.parse(text, source: "l.csv"); return nil } catch { return error }
+    }
+
+    @Test("errors name the line and what is wrong, on one line")
+    func errors() {
+        let cases: [(text: String, line: Int, says: String)] = [
+            ("", 1, "header"),
+            ("station,t,mean,peak\nrack-01,1,0.5,0.6\n", 1, "header"),
+            ("\(header)\nrack-01,1,0.5\n", 2, "4 comma-separated fields"),
+            ("\(header)\nrack-01,1,0.5,0.6,7\n", 2, "found 5"),
+            ("\(header)\nrack-01,1,0.5,0.6\nrack-01,abc,0.5,0.6\n", 3, "t_top `abc`"),
+            ("\(header)\nrack-01,inf,0.5,0.6\n", 2, "t_top"),
+            ("\(header)\nrack-01,1,fast,0.6\n", 2, "mean_velocity_mps `fast`"),
+            ("\(header)\nrack-01,1,0.5,-0.6\n", 2, "peak_velocity_mps"),
+            ("\(header)\n,1,0.5,0.6\n", 2, "station"),
+            ("\(header)\nrack 01,1,0.5,0.6\n", 2, "station"),
+        ]
+        for c in cases {
+            let error = failure(c.text)
+            #expect(error?.line == c.line, "\(c.text)")
+            #expect(error?.message.contains("l.csv line \(c.line):") == true, "\(String(describing: error))")
+            #expect(error?.message.contains(c.says) == true, "\(String(describing: error))")
+            #expect(error?.message.contains("\n") == false)
+        }
+    }
+}
+
+@Suite("vbt eval: the offline runner")
+struct OfflineRunnerTests {
+    /// A recording of the simulator's laser readings, as the bridge would send them (10 a message),
+    /// after an `athlete.assign` that lets every scripted rep count, plus two lines to skip.
+    func writeRecording(_ config: SimulationConfig, origin: Double, to path: String) throws -> SimulatedSensors {
+        var sensors = SimulatedSensors(config)
+        let writer = try RecordingWriter(path: path)
+        var stamper = EnvelopeStamper(program: "sensor-bridge")
+        func append(_ frames: (topic: [UInt8], body: [UInt8]), at t: Double) throws {
+            try writer.append(try decodeMessage(topic: frames.topic, body: frames.body), receivedAt: t)
+        }
+        let assign = CommandMessage(id: "c1", command: "athlete.assign", target: "rep-detector", args: JSONObject([
+            ("athlete", .string("ana")), ("exercise", .string(config.exercise.name)), ("load_kg", .number(config.loadKg)),
+            ("vl_threshold_pct", .number(100)),
+        ]))
+        try append(try stamper.encode(assign, station: config.station, ts: origin), at: origin)
+        // A command for someone else changes nothing.
+        let other = CommandMessage(id: "c2", command: "athlete.assign", target: "notifier",
+                                   args: JSONObject([("exercise", .string("bench")), ("vl_threshold_pct", .number(5))]))
+        try append(try stamper.encode(other, station: config.station, ts: origin), at: origin)
+        let step = 1 / config.distanceRateHz
+        var batch: [SampleMessage.DistanceReading] = []
+        var k = 0.0
+        while k * step <= sensors.timeline.duration {
+            var reading = sensors.distance(at: k * step, wallOrigin: origin)
+            reading.accG = nil
+            batch.append(reading)
+            if batch.count == 10 {
+                let ts = reading.t + 0.002
+                try append(try stamper.encode(SampleMessage(.distance(batch), device: "sim"), station: config.station, ts: ts), at: ts)
+                batch = []
+            }
+            k += 1
+        }
+        writer.close()
+        // A line that is not JSON and a sample without readings: reported, skipped.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data("{not json\n".utf8))
+        handle.write(Data(#"{"t":1,"topic":"sample.rack-01","msg":{"v":1,"type":"sample","station":"rack-01","src":"x/sample.rack-01","seq":1,"ts":1763812345,"sensor":"distance"}}"#.utf8 + [0x0A]))
+        handle.closeFile()
+        return sensors
+    }
+
+    @Test("the simulator's session gives the simulator's reps, tops near the truth; bad lines are reported")
+    func simulatedSession() throws {
+        var config = SimulationConfig()
+        config.seed = 41
+        config.sets = 2
+        config.repsPerSet = 5
+        config.restS = 15
+        config.loadKg = 90
+        let origin = 1_763_812_345.0
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-eval-\(UInt32.random(in: 0 ... .max)).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let sensors = try writeRecording(config, origin: origin, to: path)
+        let run = try OfflineRunner.run(path: path)
+        let truth = sensors.timeline.reps
+        #expect(truth.count == 10)
+        #expect(run.reps.count == truth.count)
+        #expect(run.stations == [config.station])
+        #expect(run.unreadable.count == 2)
+        #expect(run.unreadable.allSatisfy { $0.number > 2 })
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count
+        #expect(run.unreadable.map(\.number) == [lines - 1, lines])
+        for (rep, real) in zip(run.reps, truth) {
+            #expect(abs(rep.tTop - (origin + real.concentricEndS)) < 0.25, "rep \(rep.index) of \(rep.setId)")
+            #expect(abs(rep.meanVelocityMps - real.meanVelocityMps) < 0.1 * real.meanVelocityMps)
+        }
+        // Labels made from the truth: every rep matches.
+        let labels = truth.map { ReferenceLabel(station: config.station, tTop: origin + $0.concentricEndS, meanVelocityMps: $0.meanVelocityMps) }
+        let evaluation = Evaluation(run: run, labels: labels)
+        #expect(evaluation.overall.counts == DetectionCounts(truePositives: 10, falsePositives: 0, falseNegatives: 0))
+    }
+}
