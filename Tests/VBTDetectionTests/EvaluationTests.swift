@@ -238,3 +238,31 @@ struct OfflineRunnerTests {
         #expect(evaluation.overall.counts == DetectionCounts(truePositives: 10, falsePositives: 0, falseNegatives: 0))
     }
 }
+
+@Suite("Ground truth as reference labels (sensor-bridge --truth)")
+struct TruthLabelsTests {
+    @Test("the simulator's truth, written by TruthWriter, reads back as labels: every rep, its top and velocities to the printed precision")
+    func roundTrip() throws {
+        var config = SimulationConfig()
+        config.exercise = .press
+        config.loadKg = 40
+        config.oneRepMaxKg = 60
+        config.seed = 77
+        let sensors = SimulatedSensors(config)
+        let origin = 1_763_812_345.0
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-truth-\(UInt32.random(in: 0 ... .max)).csv").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let writer = try TruthWriter(path: path)
+            try writer.append(station: "rack-07", reps: sensors.timeline.reps, origin: origin)
+        }
+        let labels = try ReferenceLabels.load(path: path)
+        #expect(labels.count == sensors.timeline.reps.count && labels.count == 18)
+        for (label, rep) in zip(labels, sensors.timeline.reps) {
+            #expect(label.station == "rack-07")
+            #expect(abs(label.tTop - (origin + rep.concentricEndS)) <= 0.5e-6 + 1e-9)
+            #expect(abs((label.meanVelocityMps ?? 0) - rep.meanVelocityMps) <= 0.5e-4 + 1e-12)
+            #expect(abs((label.peakVelocityMps ?? 0) - rep.peakVelocityMps) <= 0.5e-4 + 1e-12)
+        }
+    }
+}
