@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Where the bus is and how much it may queue. Defaults are CONTRACTS.md section 2.
+/// Where the bus is and how much it may queue. Defaults are the bus endpoints of proto/README.md ("Wire format").
 public struct BusConfig: Sendable, Equatable {
     /// Publishers connect here (the bus's XSUB side). Env `VBT_PUB_ENDPOINT`.
     public var pubEndpoint = "tcp://127.0.0.1:7701"

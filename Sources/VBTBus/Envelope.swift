@@ -1,4 +1,4 @@
-// The envelope of CONTRACTS.md section 3: two frames, `<type>.<station>` and
+// The envelope of proto/README.md ("Envelope"): two frames, `<type>.<station>` and
 // one JSON object carrying v, type, station, src, seq, ts (and optionally
 // athlete) beside the type's own fields. proto/envelope.schema.json is the
 // wire's source of truth; this file is its Swift reading.

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Writes a recording (CONTRACTS.md section 4): JSON Lines, one bus message a
+/// Writes a recording (proto/README.md, "Recordings"): JSON Lines, one bus message a
 /// line, `{"t": <seconds since the first line>, "topic": ..., "msg": {...}}`.
 /// The JSON frame is stored verbatim as received.
 public final class RecordingWriter {

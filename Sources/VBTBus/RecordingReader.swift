@@ -26,7 +26,7 @@ public struct UnreadableLine: Error, Sendable, Equatable, CustomStringConvertibl
     public init(number: Int, reason: String) { (self.number, self.reason) = (number, reason) }
 }
 
-/// Reads recordings (CONTRACTS.md section 4) written by `RecordingWriter`.
+/// Reads recordings (proto/README.md, "Recordings") written by `RecordingWriter`.
 public enum RecordingReader {
     /// Parses one recording line `{"t": ..., "topic": ..., "msg": {...}}`; the
     /// message goes through `decodeMessage`, so a line a live subscriber would

@@ -2,7 +2,7 @@ import ArgumentParser
 import Logging
 import VBTBus
 
-/// The bus endpoint options every program takes (CONTRACTS.md section 2).
+/// The bus endpoint options every program takes (proto/README.md, "Wire format").
 public struct BusOptions: ParsableArguments {
     @Option(help: "Endpoint publishers connect to, or the bus binds (overrides VBT_PUB_ENDPOINT).")
     public var pubEndpoint: String?

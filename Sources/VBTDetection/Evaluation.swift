@@ -2,7 +2,7 @@ import Foundation
 import VBTBus
 
 // `vbt eval`: the detector run offline over a recording and compared with
-// reference labels (CONTRACTS.md section 8, proto/labels.md, proto/eval.md).
+// reference labels (proto/labels.md, proto/eval.md).
 // Reading the recording and the labels file is the only I/O; the detectors
 // are the live ones fed through the same path (Feeding.swift), and matching
 // and statistics are plain functions of numbers.
@@ -175,7 +175,7 @@ public struct LabelsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Parses reference labels (CONTRACTS.md section 8, proto/labels.md).
+/// Parses reference labels (proto/labels.md).
 public enum ReferenceLabels {
     /// The one accepted header.
     public static let header = "station,t_top,mean_velocity_mps,peak_velocity_mps"

@@ -4,7 +4,7 @@ import Foundation
 // candidate concentric phases; each candidate is refined and measured, then
 // validated against the exercise (ROM, minimum duration, refractory period).
 
-/// The metrics of one concentric phase (research/vbt.md section 3).
+/// The metrics of one concentric phase (Sánchez-Medina & González-Badillo 2011, Med Sci Sports Exerc 43(9): mean, peak and mean propulsive velocity).
 public struct RepMeasurement: Sendable, Equatable, Codable {
     /// Start of the concentric phase (velocity extrapolated to zero), Unix s.
     public var concentricStartT: Double

@@ -111,10 +111,10 @@ struct SpikeGate: Sendable, Codable, Equatable {
     }
 }
 
-/// The bar IMU's vertical acceleration, in g, from readings in any units,
-/// with or without the sensor's own angles.
+/// The vertical acceleration, in g, of a bar IMU that sends no angles, from
+/// readings in any units.
 ///
-/// Without angles, "up" in the sensor's frame is tracked by a complementary
+/// "Up" in the sensor's frame is tracked by a complementary
 /// filter: rotated by the gyro between readings, pulled towards the measured
 /// acceleration with a time constant of `upTimeConstantS`. A barbell's
 /// acceleration is vertical, so the measured vector points along "up" (or
@@ -133,36 +133,30 @@ struct VerticalEstimator: Sendable, Codable, Equatable {
     private(set) var oneG: Double?
 
     /// The vertical acceleration of the bar, in g (0 at rest).
-    mutating func vertical(t: Double, acc: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
-                           angleDeg: (Double, Double)?) -> Double? {
+    mutating func vertical(t: Double, acc: (Double, Double, Double), gyroDps: (Double, Double, Double)?) -> Double? {
         let a = BoardAcceleration(x: acc.0, y: acc.1, z: acc.2)
         let length = a.length
         guard length.isFinite, length > 0 else { return nil }
         let dt = lastT.map { min(0.2, max(0, t - $0)) } ?? 0
         lastT = t
-        let along: Double
-        if let angleDeg {
-            along = worldVertical(x: a.x, y: a.y, z: a.z, rollDeg: angleDeg.0, pitchDeg: angleDeg.1)
-        } else {
-            var u = up ?? BoardAcceleration(x: a.x / length, y: a.y / length, z: a.z / length)
-            if let g = gyroDps, dt > 0 {
-                // A vector fixed in the world turns by -omega in the sensor's frame: u' = u - (omega x u) dt.
-                let w = (g.0 * .pi / 180, g.1 * .pi / 180, g.2 * .pi / 180)
-                u = BoardAcceleration(x: u.x - (w.1 * u.z - w.2 * u.y) * dt, y: u.y - (w.2 * u.x - w.0 * u.z) * dt,
-                                      z: u.z - (w.0 * u.y - w.1 * u.x) * dt)
-            }
-            // Pull towards the measured direction (signed: a bar slowing faster than gravity reads "down").
-            let dot = a.x * u.x + a.y * u.y + a.z * u.z
-            let sign: Double = dot < 0 ? -1 : 1
-            let k = up == nil ? 1 : min(1, dt / upTimeConstantS)
-            u = BoardAcceleration(x: u.x + k * (sign * a.x / length - u.x), y: u.y + k * (sign * a.y / length - u.y),
-                                  z: u.z + k * (sign * a.z / length - u.z))
-            let n = u.length
-            guard n > 0 else { return nil }
-            u = BoardAcceleration(x: u.x / n, y: u.y / n, z: u.z / n)
-            up = u
-            along = a.x * u.x + a.y * u.y + a.z * u.z
+        var u = up ?? BoardAcceleration(x: a.x / length, y: a.y / length, z: a.z / length)
+        if let g = gyroDps, dt > 0 {
+            // A vector fixed in the world turns by -omega in the sensor's frame: u' = u - (omega x u) dt.
+            let w = (g.0 * .pi / 180, g.1 * .pi / 180, g.2 * .pi / 180)
+            u = BoardAcceleration(x: u.x - (w.1 * u.z - w.2 * u.y) * dt, y: u.y - (w.2 * u.x - w.0 * u.z) * dt,
+                                  z: u.z - (w.0 * u.y - w.1 * u.x) * dt)
         }
+        // Pull towards the measured direction (signed: a bar slowing faster than gravity reads "down").
+        let dot = a.x * u.x + a.y * u.y + a.z * u.z
+        let sign: Double = dot < 0 ? -1 : 1
+        let k = up == nil ? 1 : min(1, dt / upTimeConstantS)
+        u = BoardAcceleration(x: u.x + k * (sign * a.x / length - u.x), y: u.y + k * (sign * a.y / length - u.y),
+                              z: u.z + k * (sign * a.z / length - u.z))
+        let n = u.length
+        guard n > 0 else { return nil }
+        u = BoardAcceleration(x: u.x / n, y: u.y / n, z: u.z / n)
+        up = u
+        let along = a.x * u.x + a.y * u.y + a.z * u.z
         let g = oneG ?? length
         oneG = g
         return along / g - 1

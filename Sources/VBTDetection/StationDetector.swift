@@ -13,7 +13,7 @@ public struct ExerciseProfile: Sendable, Codable, Equatable {
     /// Mean velocity at 1RM (minimal velocity threshold), for e1RM.
     public var mvtMps: Double
 
-    /// The built-in catalogue (research/vbt.md 3.4; ROMs typical of an adult).
+    /// The built-in catalogue (MVTs: González-Badillo & Sánchez-Medina 2010, Int J Sports Med 31(5), bench 0.17; Sánchez-Medina et al. 2017, Int J Sports Med 38(3), squat 0.30; ROMs typical of an adult).
     public static let catalogue: [String: ExerciseProfile] = [
         "squat": .init(name: "squat", romMm: 600, mvtMps: 0.30),
         "bench": .init(name: "bench", romMm: 450, mvtMps: 0.17),
@@ -67,7 +67,7 @@ public struct Assignment: Sendable, Codable, Equatable {
 /// Which rep velocity loss is measured against.
 public enum VelocityLossReference: String, Sendable, Codable { case fastest, first }
 
-/// Tunables with their defaults (CONTRACTS.md section 5 and DOMAIN.md).
+/// Tunables with their defaults (README, "rep-detector").
 public struct DetectorSettings: Sendable, Codable, Equatable {
     /// A set ends after this long without a rep (reading time).
     public var idleTimeoutS = 10.0
@@ -468,9 +468,6 @@ struct DistanceTracker: Sendable, Codable {
         return found
     }
 
-    /// Readings the spike gate dropped (no return, or part of a spike).
-    var dropped: Int { gate.dropped }
-
     /// The lowest the bar has been after `t` (nil: no reading since).
     func lowest(after t: Double) -> Double? {
         var low: Double?
@@ -560,7 +557,7 @@ struct IMUTracker: Sendable, Codable {
             vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) - 1
         } else {
             // No angles: orientation and gravity estimated from the readings (Robust.swift).
-            guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps, angleDeg: nil) else { return [] }
+            guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps) else { return [] }
             vertical = estimated
         }
         lastT = t

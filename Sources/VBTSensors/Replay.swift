@@ -16,7 +16,7 @@ public struct RecordedMessage: Sendable {
     public var fields: JSONObject
 }
 
-/// A recording loaded for replay (CONTRACTS.md section 4).
+/// A recording loaded for replay (proto/README.md, "Recordings").
 public struct Recording: Sendable {
     /// The messages in file order.
     public var messages: [RecordedMessage]

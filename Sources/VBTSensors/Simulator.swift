@@ -30,7 +30,7 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     }
 }
 
-/// An exercise as the simulator needs it (the catalogue's figures: research/vbt.md).
+/// An exercise as the simulator needs it (the detector catalogue's figures: ExerciseProfile.catalogue).
 public struct SimExercise: Sendable, Equatable {
     public var name: String
     /// Bar travel of a full rep.

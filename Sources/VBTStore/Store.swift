@@ -3,7 +3,7 @@ import GRDB
 
 /// Where the database is and how it behaves. Every default is documented.
 public struct StoreSettings: Sendable, Equatable {
-    /// The SQLite file. Env `VBT_DB`, default `data/vbt.sqlite` (CONTRACTS.md section 2).
+    /// The SQLite file. Env `VBT_DB`, default `data/vbt.sqlite` (proto/README.md, "Wire format").
     public var path = "data/vbt.sqlite"
     /// Raw readings older than this many days are deleted; 0 keeps no raw readings at all.
     public var sampleRetentionDays = 7.0

@@ -172,7 +172,7 @@ public struct RecordedLine: Sendable {
     public var msg: JSONObject
 }
 
-/// Reads a recording (CONTRACTS.md section 4) line by line.
+/// Reads a recording (proto/README.md, "Recordings") line by line.
 public func readRecording(_ path: String) throws -> [RecordedLine] {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
     var lines: [RecordedLine] = []

@@ -8,7 +8,7 @@ struct Eval: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run rep detection offline over a recording and compare it with reference labels.",
         discussion: """
-            Reads RECORDING (JSON Lines from `vbt record`, CONTRACTS.md section 4) and feeds every \
+            Reads RECORDING (JSON Lines from `vbt record`, proto/README.md, "Recordings") and feeds every \
             sample and rep-detector command, in file order, to the same per-station detectors the \
             rep-detector runs; no bus or other process is needed. Without --labels it lists what was \
             detected.

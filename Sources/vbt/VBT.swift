@@ -10,7 +10,7 @@ struct VBT: AsyncParsableCommand {
         commandName: "vbt",
         abstract: "Operator tools: watch, measure, record and publish bus messages; athletes, plans, stations, history, progress, statistics, exports.",
         discussion: """
-            Endpoints come from VBT_PUB_ENDPOINT and VBT_SUB_ENDPOINT (CONTRACTS.md section 2)
+            Endpoints come from VBT_PUB_ENDPOINT and VBT_SUB_ENDPOINT (proto/README.md, "Wire format")
             unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
             `sample.rack-01` selects what to receive (none: everything).
             """,
@@ -174,7 +174,7 @@ enum HzReport {
 
 struct Record: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Record bus messages to a JSON Lines file (CONTRACTS.md section 4).",
+        abstract: "Record bus messages to a JSON Lines file (proto/README.md, Recordings).",
         discussion: """
             Each line is {"t": seconds since the first line, "topic": ..., "msg": the JSON frame}.
             Malformed messages are not recorded; they are counted in the stats. Stops on SIGINT,

@@ -120,3 +120,39 @@ struct RealSensorTests {
         }
     }
 }
+
+@Suite("Spike gate")
+struct SpikeGateTests {
+    /// A bar rising at 0.5 m/s, read at 20 Hz with 2 mm of noise, from 1.0 m.
+    func readings(_ count: Int) -> [(t: Double, m: Double)] {
+        var random = SeededGenerator(seed: 5)
+        var list: [(t: Double, m: Double)] = []
+        for k in 0..<count {
+            let t = Double(k) * 0.05
+            list.append((t, 1.0 + 0.5 * t + random.normal(sd: 0.002)))
+        }
+        return list
+    }
+
+    @Test("a 0.2 s jump of 150 mm and back, in mid-movement, is dropped and counted; no-return readings too; the rest pass in order")
+    func spikeDropped() {
+        var gate = SpikeGate()
+        var passed: [Double] = []
+        for (k, r) in readings(40).enumerated() {
+            let m = (20..<24).contains(k) ? r.m + 0.15 : k == 30 ? 0 : r.m
+            passed += gate.feed(t: r.t, m: m).map(\.t)
+        }
+        #expect(gate.dropped == 5)
+        #expect(passed == readings(40).enumerated().filter { !(20..<24).contains($0.offset) && $0.offset != 30 }.map(\.element.t))
+    }
+
+    @Test("a jump that stays (the sensor moved) is passed on whole after 0.35 s; nothing dropped")
+    func realJumpKept() {
+        var gate = SpikeGate()
+        var passed: [SpikeGate.Reading] = []
+        for (k, r) in readings(40).enumerated() { passed += gate.feed(t: r.t, m: k >= 20 ? r.m + 0.15 : r.m) }
+        #expect(gate.dropped == 0)
+        #expect(passed.count == 40)
+        #expect(passed.map(\.t) == readings(40).map(\.t))
+    }
+}
