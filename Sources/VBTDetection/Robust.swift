@@ -162,10 +162,11 @@ struct VerticalEstimator: Sendable, Codable, Equatable {
         return along / g - 1
     }
 
-    /// At rest the vertical reading is 1 g: learn it (`meanVerticalG` is the
-    /// rest's mean in g, as this estimator reported it).
-    mutating func learnRest(meanVerticalG: Double) {
+    /// At rest the vertical reading is 1 g: learn it from a rest reading
+    /// (`verticalG`, as this estimator reported it, less any offset already
+    /// removed), a little at a time so the noise averages out.
+    mutating func learnRest(verticalG: Double) {
         guard let g = oneG else { return }
-        oneG = g * (1 + 0.2 * meanVerticalG)
+        oneG = g * (1 + 0.02 * verticalG)
     }
 }

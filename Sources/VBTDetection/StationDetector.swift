@@ -252,9 +252,10 @@ public struct StationDetector: Sendable, Codable {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         guard t - lastDistanceT > 2 else { return out }
-        for (candidate, trace) in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
-            out += judge(Pending(candidate: candidate, trace: trace, endpoints: .fittedPositions, sensor: "imu"))
+        for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
+            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"))
         }
+        if let waiting = pending, let low = imu.lowest(after: waiting.candidate.peakT) { out += resolvePending(lowest: low, at: t) }
         return out
     }
 
@@ -513,132 +514,5 @@ struct DistanceTracker: Sendable, Codable {
         guard window.allSatisfy({ $0.acc != nil }), let gravity = BoardGravity(points.compactMap(\.acc)) else { return nil }
         let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, vertical: gravity.vertical($0.acc!)) }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
-    }
-}
-
-/// The bar IMU: gravity removed through the sensor's angles, velocity
-/// integrated between still periods with zero-velocity updates and linear
-/// drift removal, then the same turning points as the laser.
-struct IMUTracker: Sendable, Codable {
-    private var recent: [Raw] = []  // the last stillWindowS of |a| readings, for stillness
-    private var biasG = 0.0
-    private var moving: [Raw] = []
-    private var isStill = true
-    /// Velocity integrated since the last rest: a bar gliding at constant speed
-    /// has quiet acceleration too, but not zero velocity.
-    private var velocitySinceRest = 0.0
-    private let settings: DetectorSettings
-    /// Above this integrated speed a quiet stretch is a glide, not a rest.
-    private let restMaxVelocityMps = 0.1
-    /// Quiet this long (on top of the window) is rest even when the integral has drifted.
-    private let restAfterQuietS = 0.8
-    private var quietSince: Double?
-    /// The rest was taken on duration alone (the integral disagreed): learn no bias from it.
-    private var quietSinceLong = false
-    /// Acceleration cannot tell rest from constant velocity, and lifts pass
-    /// through moments of near-zero acceleration at speed; no lift moves at a
-    /// constant velocity for this long, so this much quiet means rest.
-    private let stillWindowS = 0.4
-    private let stillMeanG = 0.02
-    private let stillMaxG = 0.06
-    private let stillTrendGPerS = 0.025
-
-    struct Raw: Sendable, Codable { var t: Double; var aG: Double }
-    private var estimator = VerticalEstimator()
-    private var lastT = -Double.infinity
-
-    init(settings: DetectorSettings) { self.settings = settings }
-
-    mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
-                       angleDeg: (Double, Double)?) -> [(ConcentricCandidate, [KinematicSample])] {
-        guard t > lastT else { return [] }  // a repeated or out-of-order reading
-        let vertical: Double
-        if let angleDeg {
-            vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) - 1
-        } else {
-            // No angles: orientation and gravity estimated from the readings (Robust.swift).
-            guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps) else { return [] }
-            vertical = estimated
-        }
-        lastT = t
-        recent.append(Raw(t: t, aG: vertical - biasG))
-        if let first = recent.first, t - first.t > stillWindowS {
-            recent.removeFirst(recent.firstIndex { t - $0.t <= stillWindowS } ?? 0)
-        }
-        let magnitudes = recent.map { abs($0.aG) }
-        // A slow lift (a heavy deadlift) can stay below any acceleration threshold
-        // for most of a second, but its acceleration still drifts steadily;
-        // at rest it is flat noise. So rest also needs a flat trend.
-        let trend = regressionSlope(recent.map(\.t)[...], recent.map(\.aG)[...])
-        let quietWindow = (recent.first.map { t - $0.t >= stillWindowS * 0.95 } ?? false)
-            && magnitudes.reduce(0, +) / Double(magnitudes.count) < stillMeanG && (magnitudes.max() ?? 1) < stillMaxG
-            && abs(trend) < stillTrendGPerS
-        if !isStill, let previous = moving.last {
-            velocitySinceRest += (previous.aG + (vertical - biasG)) / 2 * standardGravity * (t - previous.t)
-        }
-        // Drift can leave the integral off zero at a real rest: quiet for long
-        // enough (longer than any glide through a lift) is rest whatever it says.
-        if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
-        let longQuiet = quietSince.map { t - $0 >= restAfterQuietS } ?? false
-        let quiet = quietWindow && (isStill || abs(velocitySinceRest) < restMaxVelocityMps || longQuiet)
-        quietSinceLong = longQuiet && abs(velocitySinceRest) >= restMaxVelocityMps
-        if isStill {
-            if quiet {
-                biasG += 0.02 * (vertical - biasG)  // at rest the vertical acceleration is zero: learn the offset
-                estimator.learnRest(meanVerticalG: 0.1 * (vertical - biasG))
-                return []
-            }
-            isStill = false
-            moving = recent  // the movement began within the window
-            velocitySinceRest = 0
-            for (a, b) in zip(recent, recent.dropFirst()) { velocitySinceRest += (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t) }
-        } else {
-            moving.append(Raw(t: t, aG: vertical - biasG))
-        }
-        if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
-        guard quiet else { return [] }
-        // Still again: the movement between two rests is complete.
-        isStill = true
-        let restStart = recent.first?.t ?? t
-        // The velocity left over at a rest is drift: an acceleration offset
-        // over the movement. Learn half of it, so the next integral drifts less.
-        if let first = moving.first, restStart - first.t > 0.5, !quietSinceLong {
-            biasG += 0.5 * velocitySinceRest / (restStart - first.t) / standardGravity
-        }
-        return segment(upTo: restStart, completedT: t)
-    }
-
-    private func segment(upTo restStart: Double, completedT: Double) -> [(ConcentricCandidate, [KinematicSample])] {
-        let raw = moving.filter { $0.t <= restStart }  // the still window itself is rest
-        guard raw.count >= 5, let first = raw.first, let last = raw.last, last.t > first.t else { return [] }
-        var velocity = [0.0]
-        for (a, b) in zip(raw, raw.dropFirst()) {
-            velocity.append(velocity.last! + (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t))
-        }
-        // Zero-velocity update: the bar is at rest at both ends; remove the drift linearly.
-        let drift = velocity.last!
-        let span = last.t - first.t
-        var samples: [KinematicSample] = []
-        var position = 0.0
-        for (index, point) in raw.enumerated() {
-            let v = velocity[index] - drift * (point.t - first.t) / span
-            if index > 0 { position += (v + samples[index - 1].velocityMps) / 2 * (point.t - raw[raw.startIndex + index - 1].t) }
-            samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
-        }
-        var turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
-        var found: [(ConcentricCandidate, [KinematicSample])] = []
-        for sample in samples {
-            if var candidate = turning.feed(t: sample.t, positionM: sample.positionM) {
-                candidate.completedT = completedT
-                found.append((candidate, samples))
-            }
-        }
-        // A rise still open at the end of the movement ends at the rest that follows.
-        if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) {
-            var candidate = end
-            candidate.completedT = completedT
-            found.append((candidate, samples))
-        }
-        return found
     }
 }

@@ -1,0 +1,258 @@
+import Foundation
+
+// The bar IMU's path. Vertical acceleration comes through the sensor's angles,
+// or is estimated when it sends none (VerticalEstimator, Robust.swift). Rests
+// are found against the sensor's own learned noise, in windows of time (not
+// of readings) that tolerate uneven timing and gaps. Velocity is integrated
+// between rests with zero-velocity updates and linear drift removal, and the
+// bar's height is carried across rests, so that a rise can be told from
+// another movement by what comes before and after it, as with the laser.
+
+/// The acceleration noise of a sensor at rest, learned from the data: a low
+/// quantile of the acceleration's spread over short windows, sampled every
+/// quarter second over the last minute. A gym's bar rests for far more than a
+/// tenth of any minute, and those are the quietest windows; so a phone-grade
+/// part (0.02 g) and a WitMotion (under 0.01 g) each set their own level.
+/// (The idea is "minimum statistics", from noise estimation in speech:
+/// R. Martin 2001, IEEE Trans. Speech and Audio Processing 9(5).)
+struct NoiseFloor: Sendable, Codable, Equatable {
+    static let everyS = 0.25
+    static let keepS = 60.0
+    static let quantile = 0.1
+    private var samples: [Double] = []
+    private var lastT = -Double.infinity
+    /// The noise's standard deviation, once a second of windows has been seen.
+    private(set) var sd: Double?
+
+    /// Adds the spread of the window ending at `t`.
+    mutating func add(t: Double, windowSD: Double) {
+        guard t - lastT >= Self.everyS else { return }
+        lastT = t
+        samples.append(windowSD)
+        let keep = Int(Self.keepS / Self.everyS)
+        if samples.count > keep { samples.removeFirst(samples.count - keep) }
+        guard samples.count >= 4 else { return }
+        let sorted = samples.sorted()
+        sd = sorted[Int(Double(sorted.count - 1) * Self.quantile)]
+    }
+}
+
+/// A rise found by the IMU, with the movement's trace.
+struct IMURise: Sendable {
+    var candidate: ConcentricCandidate
+    var trace: [KinematicSample]
+}
+
+/// The bar IMU: rests, movements between them, rises within them.
+struct IMUTracker: Sendable, Codable {
+    struct Raw: Sendable, Codable { var t: Double; var aG: Double }
+    struct Height: Sendable, Codable { var t: Double; var m: Double }
+
+    /// Rest is a window this long whose acceleration is flat noise. (No lift
+    /// moves at a constant velocity for this long, and lifts pass through
+    /// moments of near-zero acceleration at speed.)
+    static let windowS = 0.4
+    /// Quiet this long (on top of the window) is rest even when the velocity
+    /// integral has drifted away from zero.
+    static let restAfterQuietS = 0.8
+    /// Above this integrated speed (plus what the noise can make of it) a
+    /// quiet window is a glide, not a rest.
+    static let restMaxVelocityMps = 0.1
+    /// A window's spread at rest: this many noise levels, plus a margin, and
+    /// never less than `minimumQuietG` (a bar held on the back sways a little).
+    static let quietNoiseFactor = 1.7
+    static let minimumQuietG = 0.012
+    /// The noise assumed until the sensor's own is known.
+    static let initialNoiseG = 0.015
+    /// How far from zero a rest's mean acceleration may be once the offset
+    /// has been learned at a rest, and before.
+    static let offsetUncertaintyG = 0.008
+    static let initialOffsetUncertaintyG = 0.05
+    /// A longer silence than this loses what the bar did meanwhile: start over.
+    static let maxGapS = 0.5
+
+    private let settings: DetectorSettings
+    /// The last `windowS` of readings and the one before them, so that a
+    /// reading missing at the window's start still leaves it covered.
+    private var recent: [Raw] = []
+    private var noise = NoiseFloor()
+    private var biasG = 0.0
+    /// Whether a rest has taught the offset.
+    private var offsetKnown = false
+    private var lastLearnedT = -Double.infinity
+    private var moving: [Raw] = []
+    private var isStill = true
+    /// Velocity integrated since the last rest: a bar gliding at constant speed
+    /// has quiet acceleration too, but not zero velocity.
+    private var velocitySinceRest = 0.0
+    private var quietSince: Double?
+    /// The rest was taken on duration alone (the integral disagreed): learn no bias from it.
+    private var quietSinceLong = false
+    private var estimator = VerticalEstimator()
+    private var lastT = -Double.infinity
+    /// The bar's height at the latest rest, in the tracker's own frame.
+    private var heightM = 0.0
+    /// Heights through the recent movements (rests are flat between them).
+    private var heights: [Height] = []
+    /// The top of the latest rise: the descent into the next one is looked for after it.
+    private var lastPeakT = -Double.infinity
+
+    init(settings: DetectorSettings) { self.settings = settings }
+
+    /// The lowest the bar has been after `t` (nil: it has not moved since).
+    func lowest(after t: Double) -> Double? {
+        var low: Double?
+        for point in heights.reversed() {
+            guard point.t > t else { break }
+            low = min(low ?? point.m, point.m)
+        }
+        return low
+    }
+
+    mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
+                       angleDeg: (Double, Double)?) -> [IMURise] {
+        guard t > lastT else { return [] }  // a repeated or out-of-order reading
+        let vertical: Double
+        if let angleDeg {
+            vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) - 1
+        } else {
+            guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps) else { return [] }
+            vertical = estimated
+        }
+        if t - lastT > Self.maxGapS { startOver() }
+        lastT = t
+        let a = vertical - biasG
+        recent.append(Raw(t: t, aG: a))
+        if let inside = recent.firstIndex(where: { t - $0.t < Self.windowS }), inside > 1 { recent.removeFirst(inside - 1) }
+        let quietWindow = isQuiet(at: t)
+        if !isStill, let previous = moving.last {
+            velocitySinceRest += (previous.aG + a) / 2 * standardGravity * (t - previous.t)
+        }
+        // Drift can leave the integral off zero at a real rest: quiet for long
+        // enough (longer than any glide through a lift) is rest whatever it says.
+        if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
+        let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
+        let stopped = abs(velocitySinceRest) < Self.restMaxVelocityMps + 2 * velocityNoise(over: moving.first.map { t - $0.t } ?? 0)
+        let quiet = quietWindow && (isStill || stopped || longQuiet)
+        quietSinceLong = longQuiet && !stopped
+        if isStill {
+            if quiet {
+                // At rest the vertical acceleration is zero: learn the offset (or,
+                // without angles, gravity's size) from the window's oldest reading,
+                // which a whole quiet window has followed, never from the
+                // newest, which may be the first of a movement.
+                if let settled = recent.first, settled.t > lastLearnedT {
+                    lastLearnedT = settled.t
+                    if angleDeg == nil { estimator.learnRest(verticalG: settled.aG) } else { biasG += 0.02 * settled.aG }
+                    offsetKnown = true
+                }
+                return []
+            }
+            isStill = false
+            moving = recent  // the movement began within the window
+            velocitySinceRest = 0
+            for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
+        } else {
+            moving.append(Raw(t: t, aG: a))
+        }
+        if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
+        guard quiet else { return [] }
+        // Still again: the movement between two rests is complete.
+        isStill = true
+        let restStart = recent.first?.t ?? t
+        // The velocity left over at a rest is drift: an acceleration offset
+        // over the movement. Learn half of it, so the next integral drifts less.
+        if let first = moving.first, restStart - first.t > 0.5, !quietSinceLong {
+            biasG += 0.5 * velocitySinceRest / (restStart - first.t) / standardGravity
+        }
+        return segment(upTo: restStart, completedT: t)
+    }
+
+    /// Whether the window ending at `t` is flat noise: spread within the
+    /// sensor's noise, and no trend beyond what noise makes.
+    private mutating func isQuiet(at t: Double) -> Bool {
+        guard recent.count >= 5, let first = recent.first, t - first.t >= Self.windowS else { return false }
+        let n = Double(recent.count)
+        let meanT = recent.reduce(0) { $0 + $1.t } / n, meanA = recent.reduce(0) { $0 + $1.aG } / n
+        var sxx = 0.0, sxy = 0.0, syy = 0.0
+        for r in recent {
+            sxx += (r.t - meanT) * (r.t - meanT)
+            sxy += (r.t - meanT) * (r.aG - meanA)
+            syy += (r.aG - meanA) * (r.aG - meanA)
+        }
+        let sd = (syy / n).squareRoot()
+        noise.add(t: t, windowSD: sd)
+        let floor = noise.sd ?? Self.initialNoiseG
+        guard sd <= max(Self.minimumQuietG, Self.quietNoiseFactor * floor + 0.003), sxx > 0 else { return false }
+        // A slow lift (a heavy deadlift) can stay quiet for most of a second,
+        // but its acceleration drifts steadily; at rest it is flat noise.
+        let slope = sxy / sxx
+        guard abs(slope) <= 3 * floor / sxx.squareRoot() + 0.01 else { return false }
+        // A steady acceleration or braking is flat too, but not at zero. (Until
+        // the first rest has taught the offset, zero is only roughly known.)
+        return abs(meanA) <= 3 * floor / n.squareRoot() + (offsetKnown ? Self.offsetUncertaintyG : Self.initialOffsetUncertaintyG)
+    }
+
+    /// What the sensor's noise alone makes of a velocity integrated over `duration`.
+    private func velocityNoise(over duration: Double) -> Double {
+        let floor = noise.sd ?? Self.initialNoiseG
+        let period = recent.count > 1 ? (recent.last!.t - recent.first!.t) / Double(recent.count - 1) : 0.01
+        return floor * standardGravity * (period * max(0, duration)).squareRoot()
+    }
+
+    /// After a silence: what the bar did is unknown, so wait for a rest.
+    private mutating func startOver() {
+        recent.removeAll()
+        moving.removeAll()
+        isStill = true
+        quietSince = nil
+        velocitySinceRest = 0
+    }
+
+    /// The movement since the last rest, integrated, its heights carried on
+    /// from that rest's, and the rises in it.
+    private mutating func segment(upTo restStart: Double, completedT: Double) -> [IMURise] {
+        let raw = moving.filter { $0.t <= restStart }  // the quiet window itself is rest
+        guard raw.count >= 5, let first = raw.first, let last = raw.last, last.t > first.t else { return [] }
+        var velocity = [0.0]
+        for (a, b) in zip(raw, raw.dropFirst()) {
+            velocity.append(velocity.last! + (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t))
+        }
+        // Zero-velocity update: the bar is at rest at both ends; remove the drift linearly.
+        let drift = velocity.last!
+        let span = last.t - first.t
+        var samples: [KinematicSample] = []
+        var position = heightM
+        for (index, point) in raw.enumerated() {
+            let v = velocity[index] - drift * (point.t - first.t) / span
+            if index > 0 { position += (v + samples[index - 1].velocityMps) / 2 * (point.t - raw[index - 1].t) }
+            samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
+        }
+        heightM = position
+        heights += samples.map { Height(t: $0.t, m: $0.positionM) }
+        if let newest = heights.last, let oldest = heights.first, newest.t - oldest.t > 25 {
+            heights.removeFirst(heights.firstIndex { newest.t - $0.t <= 20 } ?? 0)
+        }
+        var turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
+        var found: [ConcentricCandidate] = []
+        for sample in samples {
+            if let candidate = turning.feed(t: sample.t, positionM: sample.positionM) { found.append(candidate) }
+        }
+        // A rise still open at the end of the movement ends at the rest that follows.
+        if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) { found.append(end) }
+        return found.map { candidate in
+            var rise = candidate
+            rise.completedT = completedT
+            rise.peakT = min(rise.peakT, last.t)
+            let valleyM = samples.last { $0.t <= rise.valleyT }?.positionM ?? samples[0].positionM
+            rise.peakM = samples.last { $0.t <= rise.peakT }?.positionM ?? position
+            // How far the bar came down into the rise, from the highest point since the previous top (at most 8 s back).
+            let since = max(rise.valleyT - 8, lastPeakT)
+            let before = heights.filter { $0.t >= since && $0.t <= rise.valleyT }.map(\.m).max() ?? valleyM
+            rise.descentBeforeM = max(0, before - valleyM)
+            lastPeakT = rise.peakT
+            return IMURise(candidate: rise, trace: samples)
+        }
+    }
+}
+
