@@ -45,7 +45,10 @@ struct IMURise: Sendable {
 
 /// The bar IMU: rests, movements between them, rises within them.
 struct IMUTracker: Sendable, Codable {
-    struct Raw: Sendable, Codable { var t: Double; var aG: Double }
+    /// A reading: its time, its vertical acceleration in g less the offset
+    /// (0 at rest), and what the sensor read along the vertical, in its own
+    /// units (what the offset and gravity's size are learned from).
+    struct Raw: Sendable, Codable { var t: Double; var aG: Double; var along = 0.0 }
     struct Height: Sendable, Codable { var t: Double; var m: Double }
 
     /// Rest is a window this long whose acceleration is flat noise. (No lift
@@ -58,6 +61,9 @@ struct IMUTracker: Sendable, Codable {
     /// Above this integrated speed (plus what the noise can make of it) a
     /// quiet window is a glide, not a rest.
     static let restMaxVelocityMps = 0.1
+    /// What is left of the offset once learned (g): the velocity integral may
+    /// drift by this much per second and still mean a rest.
+    static let residualOffsetG = 0.003
     /// A window's spread at rest: this many noise levels, plus a margin, and
     /// never less than `minimumQuietG` (a bar held on the back sways a little).
     static let quietNoiseFactor = 1.7
@@ -80,6 +86,8 @@ struct IMUTracker: Sendable, Codable {
     /// Whether a rest has taught the offset.
     private var offsetKnown = false
     private var lastLearnedT = -Double.infinity
+    /// Readings learned from at rest.
+    private var restReadings = 0
     private var moving: [Raw] = []
     private var isStill = true
     /// Velocity integrated since the last rest: a bar gliding at constant speed
@@ -112,17 +120,19 @@ struct IMUTracker: Sendable, Codable {
     mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
                        angleDeg: (Double, Double)?) -> [IMURise] {
         guard t > lastT else { return [] }  // a repeated or out-of-order reading
-        let vertical: Double
+        let vertical: Double, along: Double
         if let angleDeg {
-            vertical = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1) - 1
+            along = worldVertical(x: accG.0, y: accG.1, z: accG.2, rollDeg: angleDeg.0, pitchDeg: angleDeg.1)
+            vertical = along - 1
         } else {
             guard let estimated = estimator.vertical(t: t, acc: accG, gyroDps: gyroDps) else { return [] }
             vertical = estimated
+            along = estimator.lastAlong
         }
         if t - lastT > Self.maxGapS { startOver() }
         lastT = t
         let a = vertical - biasG
-        recent.append(Raw(t: t, aG: a))
+        recent.append(Raw(t: t, aG: a, along: along))
         if let inside = recent.firstIndex(where: { t - $0.t < Self.windowS }), inside > 1 { recent.removeFirst(inside - 1) }
         let quietWindow = isQuiet(at: t)
         if !isStill, let previous = moving.last {
@@ -132,7 +142,10 @@ struct IMUTracker: Sendable, Codable {
         // enough (longer than any glide through a lift) is rest whatever it says.
         if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
         let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
-        let stopped = abs(velocitySinceRest) < Self.restMaxVelocityMps + 2 * velocityNoise(over: moving.first.map { t - $0.t } ?? 0)
+        // Stopped: the integral within what noise and a residual offset make of it.
+        let sinceRest = moving.first.map { t - $0.t } ?? 0
+        let stopped = abs(velocitySinceRest) < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest)
+            + Self.residualOffsetG * standardGravity * sinceRest
         let quiet = quietWindow && (isStill || stopped || longQuiet)
         quietSinceLong = longQuiet && !stopped
         if isStill {
@@ -143,7 +156,12 @@ struct IMUTracker: Sendable, Codable {
                 // newest, which may be the first of a movement.
                 if let settled = recent.first, settled.t > lastLearnedT {
                     lastLearnedT = settled.t
-                    if angleDeg == nil { estimator.learnRest(verticalG: settled.aG) } else { biasG += 0.02 * settled.aG }
+                    // A running mean at first, then a slow average (some 7 s at 60 Hz).
+                    restReadings += 1
+                    let rate = max(1 / Double(restReadings), 0.0025)
+                    // Without angles gravity's size is learned (the offset then tends to zero).
+                    if angleDeg == nil { estimator.learnRest(along: settled.along, rate: rate) }
+                    biasG += rate * (settled.along / (estimator.oneG ?? 1) - 1 - biasG)
                     offsetKnown = true
                 }
                 return []
@@ -153,7 +171,7 @@ struct IMUTracker: Sendable, Codable {
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
         } else {
-            moving.append(Raw(t: t, aG: a))
+            moving.append(Raw(t: t, aG: a, along: along))
         }
         if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
         guard quiet else { return [] }
@@ -198,6 +216,12 @@ struct IMUTracker: Sendable, Codable {
         let floor = noise.sd ?? Self.initialNoiseG
         let period = recent.count > 1 ? (recent.last!.t - recent.first!.t) / Double(recent.count - 1) : 0.01
         return floor * standardGravity * (period * max(0, duration)).squareRoot()
+    }
+
+    /// What the sensor's noise alone makes of a distance integrated twice
+    /// over `duration` (a random walk's: sigma sqrt(dt) T^1.5 / sqrt 3).
+    private func positionNoise(over duration: Double) -> Double {
+        velocityNoise(over: duration) * max(0, duration) / 3.0.squareRoot()
     }
 
     /// After a silence: what the bar did is unknown, so wait for a rest.
@@ -250,6 +274,7 @@ struct IMUTracker: Sendable, Codable {
             let since = max(rise.valleyT - 8, lastPeakT)
             let before = heights.filter { $0.t >= since && $0.t <= rise.valleyT }.map(\.m).max() ?? valleyM
             rise.descentBeforeM = max(0, before - valleyM)
+            rise.riseUncertaintyM = positionNoise(over: rise.peakT - rise.valleyT)
             lastPeakT = rise.peakT
             return IMURise(candidate: rise, trace: samples)
         }

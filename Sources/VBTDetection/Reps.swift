@@ -161,6 +161,11 @@ public struct ConcentricCandidate: Sendable, Equatable, Codable {
     public var descentBeforeM = 0.0
     /// The bar's height at the top, in the tracker's frame.
     public var peakM = 0.0
+    /// How far the sensor's own noise can move the measured rise (one
+    /// standard deviation, metres): an IMU's heights come from integrating
+    /// twice, so its ROM is far less certain than a laser's. The ROM test
+    /// widens by three of these.
+    public var riseUncertaintyM = 0.0
 
     /// Creates a candidate.
     public init(valleyT: Double, peakT: Double, riseM: Double, completedT: Double) {

@@ -131,6 +131,8 @@ struct VerticalEstimator: Sendable, Codable, Equatable {
     private var lastT: Double?
     /// The reading at rest (1 g in the sensor's units).
     private(set) var oneG: Double?
+    /// The latest reading's component along "up", in the sensor's units.
+    private(set) var lastAlong = 0.0
 
     /// The vertical acceleration of the bar, in g (0 at rest).
     mutating func vertical(t: Double, acc: (Double, Double, Double), gyroDps: (Double, Double, Double)?) -> Double? {
@@ -159,14 +161,14 @@ struct VerticalEstimator: Sendable, Codable, Equatable {
         let along = a.x * u.x + a.y * u.y + a.z * u.z
         let g = oneG ?? length
         oneG = g
+        lastAlong = along
         return along / g - 1
     }
 
-    /// At rest the vertical reading is 1 g: learn it from a rest reading
-    /// (`verticalG`, as this estimator reported it, less any offset already
-    /// removed), a little at a time so the noise averages out.
-    mutating func learnRest(verticalG: Double) {
+    /// At rest the reading along "up" is 1 g: learn it from a rest reading's
+    /// `along` (as `vertical` last saw it), by `rate` of the difference.
+    mutating func learnRest(along: Double, rate: Double) {
         guard let g = oneG else { return }
-        oneG = g * (1 + 0.02 * verticalG)
+        oneG = g + rate * (along - g)
     }
 }

@@ -371,8 +371,9 @@ public struct StationDetector: Sendable, Codable {
         }
         // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
         let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
-        let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude
-        let high = known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5
+        let noise = 3 * candidate.riseUncertaintyM * 1000
+        let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude - noise
+        let high = (known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5) + noise
         if measurement.romMm < low {
             return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
         }
