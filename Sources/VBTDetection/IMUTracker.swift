@@ -48,7 +48,8 @@ struct IMUTracker: Sendable, Codable {
     /// A reading: its time, its vertical acceleration in g less the offset
     /// (0 at rest), and what the sensor read along the vertical, in its own
     /// units (what the offset and gravity's size are learned from).
-    struct Raw: Sendable, Codable { var t: Double; var aG: Double; var along = 0.0 }
+    /// `v` is the velocity integrated since the last rest, while moving.
+    struct Raw: Sendable, Codable { var t: Double; var aG: Double; var along = 0.0; var v = 0.0 }
     struct Height: Sendable, Codable { var t: Double; var m: Double }
 
     /// Rest is a window this long whose acceleration is flat noise. (No lift
@@ -58,12 +59,21 @@ struct IMUTracker: Sendable, Codable {
     /// Quiet this long (on top of the window) is rest even when the velocity
     /// integral has drifted away from zero.
     static let restAfterQuietS = 0.8
+    static let loudResetS = 0.1
     /// Above this integrated speed (plus what the noise can make of it) a
     /// quiet window is a glide, not a rest.
     static let restMaxVelocityMps = 0.1
-    /// What is left of the offset once learned (g): the velocity integral may
-    /// drift by this much per second and still mean a rest.
+    /// What is left of the offset once well learned (g): the velocity
+    /// integral may drift by this much per second and still mean a rest.
     static let residualOffsetG = 0.003
+    /// A leftover velocity above this share of the fastest in the last
+    /// moments of the movement is a glide, not drift: a rep's rise peaks
+    /// within a second and a half of its top.
+    static let glideShare = 0.4
+    static let glideLookBackS = 1.5
+    /// Movements slower than this (lifting the bar off its hooks) are told
+    /// from drift by the integral's limit alone.
+    static let slowestGlideMps = 0.2
     /// A window's spread at rest: this many noise levels, plus a margin, and
     /// never less than `minimumQuietG` (a bar held on the back sways a little).
     static let quietNoiseFactor = 1.7
@@ -94,6 +104,7 @@ struct IMUTracker: Sendable, Codable {
     /// has quiet acceleration too, but not zero velocity.
     private var velocitySinceRest = 0.0
     private var quietSince: Double?
+    private var loudSince: Double?
     /// The rest was taken on duration alone (the integral disagreed): learn no bias from it.
     private var quietSinceLong = false
     private var estimator = VerticalEstimator()
@@ -140,12 +151,26 @@ struct IMUTracker: Sendable, Codable {
         }
         // Drift can leave the integral off zero at a real rest: quiet for long
         // enough (longer than any glide through a lift) is rest whatever it says.
-        if quietWindow { quietSince = quietSince ?? t } else { quietSince = nil }
+        // (A lone loud window among quiet ones is noise: the quiet lasts until
+        // the loud ones do for a tenth of a second.)
+        if quietWindow {
+            quietSince = quietSince ?? t
+            loudSince = nil
+        } else {
+            loudSince = loudSince ?? t
+            if let loud = loudSince, t - loud >= Self.loudResetS { quietSince = nil }
+        }
         let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
         // Stopped: the integral within what noise and a residual offset make of it.
         let sinceRest = moving.first.map { t - $0.t } ?? 0
-        let stopped = abs(velocitySinceRest) < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest)
-            + Self.residualOffsetG * standardGravity * sinceRest
+        // Beyond the bare limit, a leftover is drift only if it is small beside
+        // the movement's own speed: a heavy pull's glide keeps most of it.
+        let residual = abs(velocitySinceRest)
+        let windowStart = recent.first?.t ?? t
+        let recentPeak = moving.reversed().prefix { $0.t >= windowStart - Self.glideLookBackS }.map { abs($0.v) }.max() ?? 0
+        let stopped = residual < Self.restMaxVelocityMps
+            || (residual < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
+                && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps))
         let quiet = quietWindow && (isStill || stopped || longQuiet)
         quietSinceLong = longQuiet && !stopped
         if isStill {
@@ -170,8 +195,9 @@ struct IMUTracker: Sendable, Codable {
             moving = recent  // the movement began within the window
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
+
         } else {
-            moving.append(Raw(t: t, aG: a, along: along))
+            moving.append(Raw(t: t, aG: a, along: along, v: velocitySinceRest))
         }
         if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
         guard quiet else { return [] }
@@ -211,6 +237,12 @@ struct IMUTracker: Sendable, Codable {
         return abs(meanA) <= 3 * floor / n.squareRoot() + (offsetKnown ? Self.offsetUncertaintyG : Self.initialOffsetUncertaintyG)
     }
 
+    /// How far the learned offset may still be off, in g: three standard
+    /// errors of the rest readings' mean, never under `residualOffsetG`.
+    private var offsetUncertaintyG: Double {
+        max(Self.residualOffsetG, 3 * (noise.sd ?? Self.initialNoiseG) / Double(max(1, restReadings)).squareRoot())
+    }
+
     /// What the sensor's noise alone makes of a velocity integrated over `duration`.
     private func velocityNoise(over duration: Double) -> Double {
         let floor = noise.sd ?? Self.initialNoiseG
@@ -230,6 +262,7 @@ struct IMUTracker: Sendable, Codable {
         moving.removeAll()
         isStill = true
         quietSince = nil
+        loudSince = nil
         velocitySinceRest = 0
     }
 

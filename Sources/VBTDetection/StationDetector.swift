@@ -201,6 +201,8 @@ public struct StationDetector: Sendable, Codable {
     private var pending: Pending?
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
+    /// ROMs of the attempts since the last rep that fell outside the learned ROM, per exercise.
+    private var romMisses: [String: [Double]] = [:]
     private var lastRepEndT = -Double.infinity
     /// Learned patterns (all exercises), kept current by the runtime from the pattern library.
     public var patterns: [RepPattern] = []
@@ -371,14 +373,22 @@ public struct StationDetector: Sendable, Codable {
         }
         // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
         let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
-        let noise = 3 * candidate.riseUncertaintyM * 1000
+        // A sensor whose heights are uncertain widens the band (within reason).
+        let noise = min(3 * candidate.riseUncertaintyM * 1000, Self.noiseShareLimit * expected)
         let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude - noise
         let high = (known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5) + noise
-        if measurement.romMm < low {
-            return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
+        if measurement.romMm < low || measurement.romMm > high {
+            // Consistent attempts outside a learned ROM mean the ROM is wrong
+            // (learned from a bad first rep, or the athlete changed stance).
+            if !relearnRom(measurement.romMm) {
+                if measurement.romMm < low {
+                    return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
+                }
+                return reject("rom-too-long", String(format: "ROM %.0f mm above %.0f mm", measurement.romMm, high))
+            }
         }
-        if measurement.romMm > high {
-            return reject("rom-too-long", String(format: "ROM %.0f mm above %.0f mm", measurement.romMm, high))
+        if measurement.meanVelocityMps < Self.slowestShareOfMVT * exercise.mvtMps {
+            return reject("too-slow", String(format: "mean velocity %.2f m/s, under half the %.2f m/s of a 1RM", measurement.meanVelocityMps, exercise.mvtMps))
         }
         let minimum = (assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
             ?? settings.defaultMinConcentricS) * duration
@@ -391,8 +401,33 @@ public struct StationDetector: Sendable, Codable {
         return accept(measurement, curve: curve, completedT: candidate.completedT, sensor: sensor)
     }
 
+    /// A sensor's noise widens the ROM band by at most this share of the ROM.
+    static let noiseShareLimit = 0.25
+    /// Slower than this share of the exercise's 1RM velocity is no lift (a
+    /// walk-out, an adjustment): nobody completes a rep that slowly.
+    static let slowestShareOfMVT = 0.5
+    /// Attempts outside the learned ROM that agree with each other this
+    /// closely, this many in a row, replace it.
+    static let relearnAfter = 3
+
+    /// Records an attempt whose ROM fell outside the learned one; true when
+    /// it and the ones before it agree, so the learned ROM is replaced by
+    /// theirs and the attempt counts. A ROM the coach assigned is never replaced.
+    private mutating func relearnRom(_ romMm: Double) -> Bool {
+        guard assignment.romMm == nil, learnedRomMm[exercise.name] != nil else { return false }
+        var misses = (romMisses[exercise.name] ?? []) + [romMm]
+        misses = Array(misses.suffix(Self.relearnAfter))
+        romMisses[exercise.name] = misses
+        guard misses.count == Self.relearnAfter else { return false }
+        let median = misses.sorted()[misses.count / 2]
+        guard misses.allSatisfy({ abs($0 - median) <= settings.romTolerance * median + 10 }) else { return false }
+        learnedRomMm[exercise.name] = median
+        return true
+    }
+
     private mutating func accept(_ measurement: RepMeasurement, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
+        romMisses[exercise.name] = nil
         lastRepEndT = measurement.concentricEndT
         learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
         if openSet == nil {
