@@ -71,6 +71,9 @@ struct IMUTracker: Sendable, Codable {
     /// within a second and a half of its top.
     static let glideShare = 0.4
     static let glideLookBackS = 1.5
+    /// Sampling a fast, jerky movement at 60 Hz with uneven gaps leaves up
+    /// to this share of its speed in the integral.
+    static let samplingShare = 0.2
     /// Movements slower than this (lifting the bar off its hooks) are told
     /// from drift by the integral's limit alone.
     static let slowestGlideMps = 0.2
@@ -105,8 +108,6 @@ struct IMUTracker: Sendable, Codable {
     private var velocitySinceRest = 0.0
     private var quietSince: Double?
     private var loudSince: Double?
-    /// The rest was taken on duration alone (the integral disagreed): learn no bias from it.
-    private var quietSinceLong = false
     private var estimator = VerticalEstimator()
     private var lastT = -Double.infinity
     /// The bar's height at the latest rest, in the tracker's own frame.
@@ -170,9 +171,9 @@ struct IMUTracker: Sendable, Codable {
         let recentPeak = moving.reversed().prefix { $0.t >= windowStart - Self.glideLookBackS }.map { abs($0.v) }.max() ?? 0
         let stopped = residual < Self.restMaxVelocityMps
             || (residual < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
+                    + Self.samplingShare * recentPeak
                 && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps))
         let quiet = quietWindow && (isStill || stopped || longQuiet)
-        quietSinceLong = longQuiet && !stopped
         if isStill {
             if quiet {
                 // At rest the vertical acceleration is zero: learn the offset (or,
@@ -204,11 +205,6 @@ struct IMUTracker: Sendable, Codable {
         // Still again: the movement between two rests is complete.
         isStill = true
         let restStart = recent.first?.t ?? t
-        // The velocity left over at a rest is drift: an acceleration offset
-        // over the movement. Learn half of it, so the next integral drifts less.
-        if let first = moving.first, restStart - first.t > 0.5, !quietSinceLong {
-            biasG += 0.5 * velocitySinceRest / (restStart - first.t) / standardGravity
-        }
         return segment(upTo: restStart, completedT: t)
     }
 
