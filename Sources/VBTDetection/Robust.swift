@@ -10,7 +10,9 @@
 // `maxSpikeS` makes the held readings a spike: they are dropped. Otherwise the
 // jump was real (the bar did move that fast, or the sensor was moved) and the
 // held readings are passed on, late but complete. So a false alarm costs at
-// most `maxSpikeS` of delay, never a reading.
+// most `maxSpikeS` of delay, never a reading. A reading only a little odd
+// (past a softer gate) waits for the next one alone: if that one steps back,
+// it was a lone spike; if not, both pass on at once.
 
 /// Spike and dropout rejection for one distance stream (metres, seconds).
 struct SpikeGate: Sendable, Codable, Equatable {
@@ -19,6 +21,10 @@ struct SpikeGate: Sendable, Codable, Equatable {
 
     /// The hardest acceleration a barbell sees, m/s^2 (light jumps reach about 20 at their peak, briefly).
     var maxAccelerationMps2 = 15.0
+    /// A track slower than this is at rest, and held to `restMissSdM` and
+    /// `startAccelerationMps2`.
+    var stillMps = 0.05
+    var startAccelerationMps2 = 5.0
     /// A jump that has not come back within this long was real.
     var maxSpikeS = 0.35
     /// A track older than this is forgotten (after a gap anything may follow).
@@ -29,8 +35,12 @@ struct SpikeGate: Sendable, Codable, Equatable {
     private var track: [Reading] = []
     private var held: [Reading] = []
     private var jumpM = 0.0
+    /// The held reading only passed the softer gate: the next one decides.
+    private var suspect = false
     /// Typical size of a prediction's miss on accepted readings (an EMA of |miss| / 0.8, the Gaussian ratio).
     private var missSdM = 0.003
+    /// The same, learned only while the bar is at rest.
+    private var restMissSdM = 0.003
     /// Readings dropped: no return, or part of a spike.
     private(set) var dropped = 0
 
@@ -48,23 +58,32 @@ struct SpikeGate: Sendable, Codable, Equatable {
         }
         let miss = m - prediction
         let dt = t - track.last!.t
-        let gate = max(0.012, 6 * missSdM) + 0.5 * maxAccelerationMps2 * dt * dt
+        // A bar at rest is held to its own noise at rest (a spike at the top of
+        // a rep must stand out from the pause, not from the rise before it);
+        // one starting off fast is only delayed (see above).
+        let still = abs(Self.velocity(track, over: 0.3) ?? 0) < stillMps
+        func gate(_ dt: Double, soft: Bool) -> Double {
+            let (spread, acceleration) = still ? (restMissSdM, startAccelerationMps2) : (missSdM, maxAccelerationMps2)
+            // A softer gate flags a lone odd reading for one reading's look-ahead.
+            return soft ? max(0.012, 3.5 * spread) + 0.25 * acceleration * dt * dt : max(0.012, 6 * spread) + 0.5 * acceleration * dt * dt
+        }
         if held.isEmpty {
-            guard abs(miss) > gate else {
+            guard abs(miss) > gate(dt, soft: true) else {
                 missSdM += 0.02 * (abs(miss) / 0.8 - missSdM)
+                if still { restMissSdM += 0.05 * (abs(miss) / 0.8 - restMissSdM) }
                 accept(reading)
                 return [reading]
             }
             jumpM = miss
             held = [reading]
+            suspect = abs(miss) <= gate(dt, soft: false)
             return []
         }
         // Held readings ride the jump and move as the bar does: a step back
         // by about the jump, seen from the held readings' own track, ends a spike.
         let heldMiss = m - predictHeld(at: t)
         let heldDt = t - held.last!.t
-        let heldGate = max(0.012, 6 * missSdM) + 0.5 * maxAccelerationMps2 * heldDt * heldDt
-        if abs(heldMiss) > heldGate, abs(heldMiss + jumpM) < abs(heldMiss) {
+        if abs(heldMiss) > gate(heldDt, soft: suspect), abs(heldMiss + jumpM) < abs(heldMiss) {
             dropped += held.count
             // The track goes on from the held readings with the jump taken off
             // (the bar's motion during the spike), then this reading.
@@ -72,6 +91,13 @@ struct SpikeGate: Sendable, Codable, Equatable {
             held.removeAll()
             accept(reading)
             return [reading]
+        }
+        if suspect {
+            // The odd reading was followed, not undone: it was the bar.
+            let real = held + [reading]
+            held.removeAll()
+            for r in real { accept(r) }
+            return real
         }
         held.append(reading)
         guard t - held[0].t >= maxSpikeS else { return [] }
@@ -83,10 +109,10 @@ struct SpikeGate: Sendable, Codable, Equatable {
         return real
     }
 
-    /// The velocity of `readings` over their last 0.1 s, when two or more span it.
-    private static func velocity(_ readings: [Reading]) -> Double? {
+    /// The velocity of `readings` over their last `span` seconds, when two or more span it.
+    private static func velocity(_ readings: [Reading], over span: Double = 0.1) -> Double? {
         guard let last = readings.last else { return nil }
-        let recent = readings.filter { last.t - $0.t <= 0.1 }
+        let recent = readings.filter { last.t - $0.t <= span }
         guard recent.count >= 2, let first = recent.first, last.t > first.t else { return nil }
         return regressionSlope(recent.map(\.t)[...], recent.map(\.m)[...])
     }
