@@ -77,16 +77,27 @@ struct IMUTracker: Sendable, Codable {
     /// Movements slower than this (lifting the bar off its hooks) are told
     /// from drift by the integral's limit alone.
     static let slowestGlideMps = 0.2
+    /// A glide is told by where it happens: partway through a range of at
+    /// least this much, over the last few seconds.
+    static let midwayRangeM = 0.2
+    static let midwayLookBackS = 6.0
+    /// A movement longer than this is no single rep (see `stopped`).
+    static let longestMovementS = 5.0
     /// A window's spread at rest: this many noise levels, plus a margin, and
     /// never less than `minimumQuietG` (a bar held on the back sways a little).
     static let quietNoiseFactor = 1.7
     static let minimumQuietG = 0.012
     /// The noise assumed until the sensor's own is known.
     static let initialNoiseG = 0.015
-    /// How far from zero a rest's mean acceleration may be once the offset
-    /// has been learned at a rest, and before.
-    static let offsetUncertaintyG = 0.008
+    /// How far from zero a rest's mean acceleration may be beyond its noise:
+    /// at least this, more while the offset is still uncertain, and at most
+    /// `initialOffsetUncertaintyG` (before any rest).
+    static let restMeanMarginG = 0.008
     static let initialOffsetUncertaintyG = 0.05
+    /// Flat (spread and trend within noise, whatever the mean) for this long
+    /// is rest: no bar accelerates steadily for seconds. It lets the tracker
+    /// recover whatever it has learned wrong.
+    static let flatRestS = 2.0
     /// A longer silence than this loses what the bar did meanwhile: start over.
     static let maxGapS = 0.5
 
@@ -96,8 +107,8 @@ struct IMUTracker: Sendable, Codable {
     private var recent: [Raw] = []
     private var noise = NoiseFloor()
     private var biasG = 0.0
-    /// Whether a rest has taught the offset.
-    private var offsetKnown = false
+    /// Since when the windows have been flat, mean aside.
+    private var flatSince: Double?
     private var lastLearnedT = -Double.infinity
     /// Readings learned from at rest.
     private var restReadings = 0
@@ -172,7 +183,11 @@ struct IMUTracker: Sendable, Codable {
         let stopped = residual < Self.restMaxVelocityMps
             || (residual < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
                     + Self.samplingShare * recentPeak
-                && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps))
+                && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps)
+                && !(quietWindow && isMidway(at: t)))
+            // No rep takes this long: the integral has lost its way (a violent
+            // pick-up, a knock), so a quiet bar at the end of its range is at rest.
+            || (sinceRest >= Self.longestMovementS && quietWindow && !isMidway(at: t))
         let quiet = quietWindow && (isStill || stopped || longQuiet)
         if isStill {
             if quiet {
@@ -185,10 +200,12 @@ struct IMUTracker: Sendable, Codable {
                     // A running mean at first, then a slow average (some 7 s at 60 Hz).
                     restReadings += 1
                     let rate = max(1 / Double(restReadings), 0.0025)
-                    // Without angles gravity's size is learned (the offset then tends to zero).
-                    if angleDeg == nil { estimator.learnRest(along: settled.along, rate: rate) }
-                    biasG += rate * (settled.along / (estimator.oneG ?? 1) - 1 - biasG)
-                    offsetKnown = true
+                    // Without angles gravity's size is learned; with them, the offset.
+                    if angleDeg == nil {
+                        estimator.learnRest(along: settled.along, rate: rate)
+                    } else {
+                        biasG += rate * (settled.along - 1 - biasG)
+                    }
                 }
                 return []
             }
@@ -223,14 +240,41 @@ struct IMUTracker: Sendable, Codable {
         let sd = (syy / n).squareRoot()
         noise.add(t: t, windowSD: sd)
         let floor = noise.sd ?? Self.initialNoiseG
-        guard sd <= max(Self.minimumQuietG, Self.quietNoiseFactor * floor + 0.003), sxx > 0 else { return false }
         // A slow lift (a heavy deadlift) can stay quiet for most of a second,
         // but its acceleration drifts steadily; at rest it is flat noise.
-        let slope = sxy / sxx
-        guard abs(slope) <= 3 * floor / sxx.squareRoot() + 0.01 else { return false }
+        guard sd <= max(Self.minimumQuietG, Self.quietNoiseFactor * floor + 0.003), sxx > 0,
+              abs(sxy / sxx) <= 3 * floor / sxx.squareRoot() + 0.01 else {
+            flatSince = nil
+            return false
+        }
+        flatSince = flatSince ?? t
+        if let since = flatSince, t - since >= Self.flatRestS { return true }
         // A steady acceleration or braking is flat too, but not at zero. (Until
-        // the first rest has taught the offset, zero is only roughly known.)
-        return abs(meanA) <= 3 * floor / n.squareRoot() + (offsetKnown ? Self.offsetUncertaintyG : Self.initialOffsetUncertaintyG)
+        // rests have taught the offset, zero is only roughly known.)
+        let margin = restReadings == 0 ? Self.initialOffsetUncertaintyG
+            : min(Self.initialOffsetUncertaintyG, max(Self.restMeanMarginG, offsetUncertaintyG))
+        return abs(meanA) <= 3 * floor / n.squareRoot() + margin
+    }
+
+    /// Whether the bar is partway between the lowest and highest it has been
+    /// lately: where a heavy pull glides, not where a bar comes to rest (the
+    /// top, the floor, the chest, the rack). Heights of this movement are
+    /// its integral so far, drift and all: good enough for a half-metre range.
+    private func isMidway(at t: Double) -> Bool {
+        var p = heightM, low = heightM, high = heightM
+        for (a, b) in zip(moving, moving.dropFirst()) {
+            p += (a.v + b.v) / 2 * (b.t - a.t)
+            low = min(low, p)
+            high = max(high, p)
+        }
+        for h in heights.reversed() {
+            guard t - h.t <= Self.midwayLookBackS else { break }
+            low = min(low, h.m)
+            high = max(high, h.m)
+        }
+        guard high - low >= Self.midwayRangeM else { return false }
+        let share = (p - low) / (high - low)
+        return share > 0.2 && share < 0.8
     }
 
     /// How far the learned offset may still be off, in g: three standard
@@ -259,6 +303,7 @@ struct IMUTracker: Sendable, Codable {
         isStill = true
         quietSince = nil
         loudSince = nil
+        flatSince = nil
         velocitySinceRest = 0
     }
 

@@ -201,6 +201,8 @@ public struct StationDetector: Sendable, Codable {
     private var pending: Pending?
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
+    /// How uncertain each learned ROM is (the sensor's, one standard deviation, mm).
+    private var learnedRomSdMm: [String: Double] = [:]
     /// ROMs of the attempts since the last rep that fell outside the learned ROM, per exercise.
     private var romMisses: [String: [Double]] = [:]
     private var lastRepEndT = -Double.infinity
@@ -374,13 +376,16 @@ public struct StationDetector: Sendable, Codable {
         // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
         let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
         // A sensor whose heights are uncertain widens the band (within reason).
-        let noise = min(3 * candidate.riseUncertaintyM * 1000, Self.noiseShareLimit * expected)
+        // (A ROM learned from such a sensor is as uncertain as its reps were.)
+        let learnedSd = assignment.romMm == nil ? learnedRomSdMm[exercise.name] ?? 0 : 0
+        let riseSd = candidate.riseUncertaintyM * 1000
+        let noise = min(3 * (riseSd * riseSd + learnedSd * learnedSd).squareRoot(), Self.noiseShareLimit * expected)
         let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude - noise
         let high = (known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5) + noise
         if measurement.romMm < low || measurement.romMm > high {
             // Consistent attempts outside a learned ROM mean the ROM is wrong
             // (learned from a bad first rep, or the athlete changed stance).
-            if !relearnRom(measurement.romMm) {
+            if !relearnRom(measurement.romMm, sdMm: riseSd) {
                 if measurement.romMm < low {
                     return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
                 }
@@ -398,7 +403,7 @@ public struct StationDetector: Sendable, Codable {
         if measurement.concentricStartT - lastRepEndT < settings.refractoryS {
             return reject("refractory", String(format: "started %.2f s after the previous rep", measurement.concentricStartT - lastRepEndT))
         }
-        return accept(measurement, curve: curve, completedT: candidate.completedT, sensor: sensor)
+        return accept(measurement, romSdMm: riseSd, curve: curve, completedT: candidate.completedT, sensor: sensor)
     }
 
     /// A sensor's noise widens the ROM band by at most this share of the ROM.
@@ -413,7 +418,7 @@ public struct StationDetector: Sendable, Codable {
     /// Records an attempt whose ROM fell outside the learned one; true when
     /// it and the ones before it agree, so the learned ROM is replaced by
     /// theirs and the attempt counts. A ROM the coach assigned is never replaced.
-    private mutating func relearnRom(_ romMm: Double) -> Bool {
+    private mutating func relearnRom(_ romMm: Double, sdMm: Double) -> Bool {
         guard assignment.romMm == nil, learnedRomMm[exercise.name] != nil else { return false }
         var misses = (romMisses[exercise.name] ?? []) + [romMm]
         misses = Array(misses.suffix(Self.relearnAfter))
@@ -422,14 +427,16 @@ public struct StationDetector: Sendable, Codable {
         let median = misses.sorted()[misses.count / 2]
         guard misses.allSatisfy({ abs($0 - median) <= settings.romTolerance * median + 10 }) else { return false }
         learnedRomMm[exercise.name] = median
+        learnedRomSdMm[exercise.name] = sdMm
         return true
     }
 
-    private mutating func accept(_ measurement: RepMeasurement, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
+    private mutating func accept(_ measurement: RepMeasurement, romSdMm: Double, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         romMisses[exercise.name] = nil
         lastRepEndT = measurement.concentricEndT
         learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
+        learnedRomSdMm[exercise.name] = learnedRomSdMm[exercise.name].map { 0.7 * $0 + 0.3 * romSdMm } ?? romSdMm
         if openSet == nil {
             let set = OpenSet(setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
             openSet = set

@@ -148,15 +148,19 @@ extension SimulatedSensors {
     /// A phone-grade IMU's reading: mounted 25 degrees rolled and 12 pitched
     /// on a bar that turns slowly in the hands, gain 1.024 with offsets of
     /// about 0.01 g (so 1.021-1.027 g at rest), 0.02 g noise per axis, gyro
-    /// with a bias of about 1 dps and 0.5 dps noise, and no angles.
+    /// with a bias of about 1 dps and 0.5 dps noise, and no angles; its
+    /// acceleration filtered to the output rate (the mean over a period).
     mutating func phoneGradeIMU(at t: Double, wallOrigin: Double) -> SampleMessage.IMUReading {
-        let state = timeline.state(at: t)
+        // A MEMS part filters to its output rate: each reading is the mean
+        // acceleration over the period before it, not an instant's.
+        let period = 1 / max(1, config.imuRateHz)
+        let meanAcceleration = (timeline.state(at: t).velocityMps - timeline.state(at: t - period).velocityMps) / period
         let d = Double.pi / 180
         // Euler angles (roll about x, pitch about y, yaw about z) and their rates.
         let roll = 25 + 8 * sin(0.3 * 2 * .pi * t), rollRate = 8 * 0.3 * 2 * .pi * cos(0.3 * 2 * .pi * t)
         let pitch = -12 + 3 * sin(0.17 * 2 * .pi * t + 1), pitchRate = 3 * 0.17 * 2 * .pi * cos(0.17 * 2 * .pi * t + 1)
         let yaw = 60 + 5 * t, yawRate = 5.0
-        let world = Vector3(0, 0, 1 + state.accelerationMps2 / 9.80665)
+        let world = Vector3(0, 0, 1 + meanAcceleration / 9.80665)
         var acc = worldToSensor(world, rollDeg: roll, pitchDeg: pitch, yawDeg: yaw)
         let gain = 1.024, offset = Vector3(0.01, -0.008, 0.012), noise = 0.02
         acc = Vector3(gain * acc.x + offset.x + random.normal(sd: noise), gain * acc.y + offset.y + random.normal(sd: noise),
