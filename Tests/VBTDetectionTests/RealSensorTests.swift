@@ -101,23 +101,86 @@ struct RealSensorTests {
         #expect(score.pickupReps == 0, sourceLocation: sourceLocation)
     }
 
-    @Test("laser at 50 Hz with spikes, no-return readings, uneven timing, gaps, repeats: rep F1 >= 0.99, MAE <= 0.02 m/s, no rep for a pick-up to the shoulders")
-    func laser() {
-        Self.check(Self.score(.laser50, seeds: [901, 902]), maxMAE: 0.02)
+    // Seeds 951-954 were drawn after the detector's last change and not used
+    // in developing it (901-944 were). Figures on them, from
+    // `swift test --filter RealSensorTests` (printed):
+    // laser 50 Hz F1 1.000, MAE 0.008; lidar 20 Hz F1 0.992, MAE 0.020;
+    // phone-grade IMU 60 Hz F1 0.998, MAE 0.015 m/s.
+    static let unseenSeeds: [UInt64] = [951, 952, 953, 954]
+
+    @Test("real-sensor faults (spikes, no-return readings, uneven timing, gaps, repeats, a phone-grade IMU without angles), every exercise, unseen seeds: rep F1 >= 0.99, mean-velocity MAE within the sensor's bound, no rep for a pick-up to the shoulders",
+          arguments: [(Sensor.laser50, 0.02), (Sensor.lidar20, 0.03), (Sensor.imu60, 0.05)])
+    func realSensors(sensor: Sensor, maxMAE: Double) {
+        let score = Self.score(sensor, seeds: Self.unseenSeeds)
+        print("real \(sensor): F1 \(score.f1) TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) MAE \(score.mae)")
+        Self.check(score, maxMAE: maxMAE)
+    }
+}
+
+@Suite("ROM learning and slow movements")
+struct RomLearningTests {
+    /// `count` squats of `romMm` from a 1000 mm top, paused at the top and bottom.
+    func squats(_ roms: [Double]) -> [(mm: Double, seconds: Double)] {
+        var path: [(mm: Double, seconds: Double)] = [(1000, 0), (1000, 1)]
+        for rom in roms { path += [(1000 - rom, 1.0), (1000 - rom, 0.3), (1000, 0.8), (1000, 1.2)] }
+        return path
     }
 
-    // Not there yet (issue 14 stays open): at 20 Hz a spike or a gap next to a
-    // turning point still costs a rep now and then (F1 0.987 on these seeds,
-    // MAE 0.022); a phone-grade IMU without angles is found 1 rep in 5. The
-    // figures are printed so each change shows where it stands.
-    @Test("lidar at 20 Hz and a phone-grade IMU at 60 Hz without angles: F1 >= 0.99 and MAE <= 0.03 / 0.05 m/s (known to fall short)",
-          arguments: [(Sensor.lidar20, 0.03), (Sensor.imu60, 0.05)])
-    func notYet(sensor: Sensor, maxMAE: Double) {
-        let score = Self.score(sensor, seeds: [901, 902])
-        print("real \(sensor): F1 \(score.f1) TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) MAE \(score.mae)")
-        withKnownIssue("issue 14: not yet at the target for \(sensor)", isIntermittent: true) {
-            Self.check(score, maxMAE: maxMAE)
+    @Test("a ROM learned from a bad first rep is replaced when three attempts in a row agree outside it; the third counts")
+    func relearned() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        let out = run(distancePath(squats([800, 600, 610, 595, 605])), assignment: assignment)
+        let roms = reps(out).map(\.measurement.romMm)
+        #expect(roms.count == 3)
+        #expect(zip(roms, [800.0, 595, 605]).allSatisfy { abs($0 - $1) < 15 }, "\(roms)")
+        #expect(rejections(out).map(\.reason) == ["partial", "partial"])
+    }
+
+    @Test("attempts that disagree with each other never replace the learned ROM; a coach's ROM is never replaced")
+    func notRelearned() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        let scattered = run(distancePath(squats([600, 420, 800, 430, 810])), assignment: assignment)
+        #expect(reps(scattered).count == 1)
+        #expect(rejections(scattered).count == 4)
+        assignment.romMm = 800
+        let coached = run(distancePath(squats([600, 600, 600, 600])), assignment: assignment)
+        #expect(reps(coached).isEmpty)
+        #expect(rejections(coached).map(\.reason) == ["partial", "partial", "partial", "partial"])
+    }
+
+    @Test("a rise slower than half the exercise's 1RM velocity is rejected as too slow, with its reason")
+    func tooSlow() {
+        var assignment = Assignment()
+        assignment.exercise = "bench"
+        // 450 mm in 6 s: 0.075 m/s mean, under half of bench's 0.17.
+        let out = run(distancePath([(1000, 0), (1000, 1), (550, 1.5), (550, 0.5), (1000, 6), (1000, 1.5)]), assignment: assignment)
+        #expect(reps(out).isEmpty)
+        #expect(rejections(out).map(\.reason) == ["too-slow"])
+    }
+}
+
+@Suite("IMU noise floor")
+struct NoiseFloorTests {
+    @Test("the learned noise is the quiet windows' level, not the movement's, with a quarter of the minute moving")
+    func quietLevel() {
+        var floor = NoiseFloor()
+        #expect(floor.sd == nil)
+        for k in 0..<240 {
+            let t = Double(k) * 0.25
+            floor.add(t: t, windowSD: k % 4 == 0 ? 0.3 : 0.02 + 0.001 * Double(k % 3))
         }
+        #expect(floor.sd.map { $0 >= 0.02 && $0 <= 0.022 } == true)
+    }
+
+    @Test("windows closer than a quarter second count once: 0.7 s of windows every 10 ms are three samples, too few for an estimate")
+    func spacing() {
+        var floor = NoiseFloor()
+        for k in 0..<70 { floor.add(t: Double(k) * 0.01, windowSD: 0.05) }
+        #expect(floor.sd == nil)
+        for k in 70..<150 { floor.add(t: Double(k) * 0.01, windowSD: 0.05) }
+        #expect(floor.sd == 0.05)
     }
 }
 
