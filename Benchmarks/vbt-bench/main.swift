@@ -279,17 +279,22 @@ final class ResultBox: @unchecked Sendable {
 
 /// Which sensor a detector benchmark feeds.
 enum DetectorSensor: CaseIterable {
-    /// The laser unit with its accelerometer (fused), the laser alone, the bar IMU.
-    case laserFused, laserAlone, imu
+    /// The laser unit with its accelerometer (fused), the laser alone, the bar IMU;
+    /// and the simulator's real-sensor modes (SensorFaults.realWorld): a 20 Hz
+    /// lidar with spikes and dropouts, a phone-grade 60 Hz IMU without angles.
+    case laserFused, laserAlone, imu, lidarReal, phoneIMU
+
+    var isIMU: Bool { self == .imu || self == .phoneIMU }
 }
 
 /// One reading of a simulated session: the laser's distance and the unit's
-/// accelerometer, or the IMU's acceleration and angles.
+/// accelerometer, or the IMU's acceleration, gyro and angles (when sent).
 struct BenchReading {
     var t: Double
     var distanceMm = 0.0
     var acc: (Double, Double, Double)? = nil
-    var angles = (0.0, 0.0)
+    var gyro: (Double, Double, Double)? = nil
+    var angles: (Double, Double)? = nil
 }
 
 /// Readings of a simulated session (3 sets of 6 squats) for the detector benchmark.
@@ -303,6 +308,21 @@ func sessionReadings(_ sensor: DetectorSensor, heavyDeadlift: Bool = false) -> [
         config.loadKg = 170
         config.oneRepMaxKg = 180
     }
+    if sensor == .lidarReal || sensor == .phoneIMU {
+        config.faults = .realWorld
+        config.laserAccelerometer = false
+        config.distanceRateHz = sensor == .lidarReal ? 20 : 0
+        config.distanceNoiseMm = 4
+        config.imuRateHz = sensor == .phoneIMU ? 60 : 0
+        var sensors = SimulatedSensors(config)
+        let origin = 1_763_812_345.0
+        if sensor == .phoneIMU {
+            return sensors.imuStream(wallOrigin: origin).map {
+                BenchReading(t: $0.t, acc: ($0.accG.x, $0.accG.y, $0.accG.z), gyro: ($0.gyroDps.x, $0.gyroDps.y, $0.gyroDps.z))
+            }
+        }
+        return sensors.distanceStream(wallOrigin: origin).map { BenchReading(t: $0.t, distanceMm: $0.distanceMm) }
+    }
     var sensors = SimulatedSensors(config)
     var readings: [BenchReading] = []
     let step = sensor == .imu ? 1 / config.imuRateHz : 1 / config.distanceRateHz
@@ -310,7 +330,8 @@ func sessionReadings(_ sensor: DetectorSensor, heavyDeadlift: Bool = false) -> [
     while t <= sensors.timeline.duration {
         if sensor == .imu {
             let r = sensors.imu(at: t, wallOrigin: 1_763_812_345)
-            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), angles: r.angleDeg.map { ($0.x, $0.y) } ?? (0, 0)))
+            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), gyro: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
+                                         angles: r.angleDeg.map { ($0.x, $0.y) }))
         } else {
             let r = sensors.distance(at: t, wallOrigin: 1_763_812_345)
             readings.append(BenchReading(t: r.t, distanceMm: r.distanceMm, acc: r.accG.map { ($0.x, $0.y, $0.z) }))
@@ -328,7 +349,8 @@ func detectorRun(_ readings: [BenchReading], _ sensor: DetectorSensor) -> (rate:
     let start = monotonicSeconds()
     for r in readings {
         let before = monotonicSeconds()
-        let outputs = sensor == .imu ? detector.feedIMU(t: r.t, accG: r.acc!, angleDeg: r.angles) : detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.acc)
+        let outputs = sensor.isIMU ? detector.feedIMU(t: r.t, accG: r.acc!, gyroDps: r.gyro, angleDeg: r.angles)
+            : detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.acc)
         let found = outputs.filter { if case .rep = $0 { true } else { false } }.count
         if found > 0 {
             completion.append((monotonicSeconds() - before) * 1e6)
@@ -340,11 +362,13 @@ func detectorRun(_ readings: [BenchReading], _ sensor: DetectorSensor) -> (rate:
 
 func detectorReport() {
     print("")
-    print("rep detection, one station, one core (simulated sessions of 3 x 6: squats at 70 % 1RM; deadlifts at 95 %)")
+    print("rep detection, one station, one core (simulated sessions of 3 x 6: squats at 70 % 1RM; deadlifts at 95 %;")
+    print("  real-sensor modes: spikes, no-return readings, uneven timing, gaps, repeats, an IMU without angles)")
     let cases: [(DetectorSensor, Bool, String)] = [
         (.laserFused, false, "laser + unit's accelerometer, 50 Hz"), (.laserAlone, false, "laser alone, 50 Hz               "),
         (.imu, false, "bar IMU, 100 Hz                  "), (.laserFused, true, "laser + acc., deadlift 95 % 1RM  "),
         (.laserAlone, true, "laser alone, deadlift 95 % 1RM   "),
+        (.lidarReal, false, "lidar 20 Hz, real-sensor faults  "), (.phoneIMU, false, "phone IMU 60 Hz, no angles, faults"),
     ]
     for (sensor, heavy, label) in cases {
         let readings = sessionReadings(sensor, heavyDeadlift: heavy)
