@@ -134,7 +134,7 @@ public struct SetMessage: BusPayload, Equatable {
 /// `rejected`: a rep attempt that did not count, with the reason.
 public struct RejectedMessage: BusPayload, Equatable {
     public static let type = "rejected"
-    /// `partial`, `rom-too-long`, `too-fast` or `refractory`.
+    /// `partial`, `rom-too-long`, `too-fast`, `too-slow` or `refractory`.
     public var reason: String
     /// Human-readable detail, with the numbers.
     public var detail: String

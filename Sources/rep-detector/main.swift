@@ -10,18 +10,26 @@ struct RepDetector: AsyncParsableCommand {
         commandName: "rep-detector",
         abstract: "Turns sample messages into rep, set and rejected messages (reps, velocity loss, automatic stop).",
         discussion: """
-            Subscribes to sample.* and cmd.*; publishes rep.<station>, set.<station> and
-            rejected.<station>. A set starts at a station's first valid rep and ends after
-            --idle-timeout seconds without a rep (reading time), on a velocity-loss stop, or on a
-            set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign
-            {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm},
+            Subscribes to sample.* and cmd.*; publishes rep.<station>, set.<station> and \
+            rejected.<station>. A set starts at a station's first valid rep and ends after \
+            --idle-timeout seconds without a rep (reading time), on a velocity-loss stop, or on a \
+            set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign \
+            {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm}, \
             set.load {load_kg}, set.end.
-            A laser unit that sends its accelerometer (acc_g) and hangs from the bar has each rep
-            measured from both (Kalman smoother); a unit without one, or standing on the floor, is
-            measured from the laser alone.
-            Sets of 3 or more reps are learned as patterns of how the athlete lifts (kept in --patterns);
+
+            A laser unit that sends its accelerometer (acc_g) and hangs from the bar has each rep \
+            measured from both (Kalman smoother); a unit without one, or standing on the floor, is \
+            measured from the laser alone. Distance spikes and readings with no return are dropped.
+
+            A bar IMU needs acc_g; gyro_dps and angle_deg are used when sent (without angles, \
+            "up" and 1 g are learned from the readings; rests are judged against the sensor's own \
+            noise). Rejected attempts carry a reason: partial, rom-too-long, too-fast, too-slow or \
+            refractory.
+
+            Sets of 3 or more reps are learned as patterns of how the athlete lifts (kept in --patterns); \
             a live rep that matches one (dynamic time warping) gets relaxed thresholds.
-            --takeover replaces a running detector without losing or repeating a rep: the running
+
+            --takeover replaces a running detector without losing or repeating a rep: the running \
             one hands its state over and exits 0.
             """)
 
