@@ -50,7 +50,7 @@ struct IMUTracker: Sendable, Codable {
     /// units (what the offset and gravity's size are learned from).
     /// `v` is the velocity integrated since the last rest, while moving.
     struct Raw: Sendable, Codable { var t: Double; var aG: Double; var along = 0.0; var v = 0.0 }
-    struct Height: Sendable, Codable { var t: Double; var m: Double }
+    struct Height: Sendable, Codable, TimedHeight { var t: Double; var m: Double }
 
     /// Rest is a window this long whose acceleration is flat noise. (No lift
     /// moves at a constant velocity for this long, and lifts pass through
@@ -131,14 +131,7 @@ struct IMUTracker: Sendable, Codable {
     init(settings: DetectorSettings) { self.settings = settings }
 
     /// The lowest the bar has been after `t` (nil: it has not moved since).
-    func lowest(after t: Double) -> Double? {
-        var low: Double?
-        for point in heights.reversed() {
-            guard point.t > t else { break }
-            low = min(low ?? point.m, point.m)
-        }
-        return low
-    }
+    func lowest(after t: Double) -> Double? { lowestHeight(after: t, in: heights) }
 
     mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
                        angleDeg: (Double, Double)?) -> [IMURise] {

@@ -65,3 +65,19 @@ public func worldVertical(x: Double, y: Double, z: Double, rollDeg: Double, pitc
     let roll = rollDeg * .pi / 180, pitch = pitchDeg * .pi / 180
     return -sin(pitch) * x + cos(pitch) * sin(roll) * y + cos(pitch) * cos(roll) * z
 }
+
+/// A bar height (metres) at a reading time, as a sensor's tracker keeps them.
+protocol TimedHeight {
+    var t: Double { get }
+    var m: Double { get }
+}
+
+/// The lowest of `points` (in time order) after `t`; nil when none is.
+func lowestHeight<Points: BidirectionalCollection>(after t: Double, in points: Points) -> Double? where Points.Element: TimedHeight {
+    var low: Double?
+    for point in points.reversed() {
+        guard point.t > t else { break }
+        low = min(low ?? point.m, point.m)
+    }
+    return low
+}

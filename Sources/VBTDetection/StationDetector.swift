@@ -495,7 +495,7 @@ struct DistanceTracker: Sendable, Codable {
     private static let fusion = FusionSettings()
 
     /// A reading: time, height in metres, the accelerometer when sent.
-    struct Point: Sendable, Codable { var t: Double; var m: Double; var acc: BoardAcceleration? }
+    struct Point: Sendable, Codable, TimedHeight { var t: Double; var m: Double; var acc: BoardAcceleration? }
 
     init(settings: DetectorSettings) {
         turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
@@ -513,14 +513,7 @@ struct DistanceTracker: Sendable, Codable {
     }
 
     /// The lowest the bar has been after `t` (nil: no reading since).
-    func lowest(after t: Double) -> Double? {
-        var low: Double?
-        for point in points.reversed() {
-            guard point.t > t else { break }
-            low = min(low ?? point.m, point.m)
-        }
-        return low
-    }
+    func lowest(after t: Double) -> Double? { lowestHeight(after: t, in: points) }
 
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m
