@@ -24,7 +24,11 @@ public final class QueryClient {
 
     /// Sends `query` with `args` and decodes the result as `R`.
     public func ask<A: Encodable, R: Decodable>(_ query: String, _ args: A, as type: R.Type) throws -> R {
-        let data = try askRaw(query, args)
+        try Self.decode(try askRaw(query, args), of: query, as: type)
+    }
+
+    /// A reply's result as `R`, or the recorder's refusal as a `QueryError`.
+    public static func decode<R: Decodable>(_ data: Data, of query: String, as type: R.Type) throws -> R {
         let decoded: QueryReply<R>
         do { decoded = try JSONDecoder().decode(QueryReply<R>.self, from: data) } catch {
             throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) did not fit: \(describeDecodingError(error))")
@@ -44,6 +48,29 @@ public final class QueryClient {
         guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query, args: args)),
               (try? socket.send([], more: true, dontWait: true)) == true else { return false }
         return (try? socket.send(Array(body), dontWait: true)) == true
+    }
+
+    /// Sends a request without waiting; its reply comes from `nextReply`.
+    /// Returns the request's id. For a program whose loop must never wait on
+    /// another process (the rep-detector, the posture evaluator).
+    public func request<A: Encodable>(_ query: String, _ args: A) throws -> String {
+        counter += 1
+        let id = "\(prefix)-\(counter)"
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query, args: args))
+        guard try socket.send([], more: true, dontWait: true), try socket.send(Array(body), dontWait: true) else {
+            throw QueryError(kind: "busy", message: "could not queue \(query) for the session-recorder at \(endpoint)")
+        }
+        return id
+    }
+
+    /// A reply that has arrived, with the id of its request; nil when none
+    /// has (never waits). Replies without an id are skipped.
+    public func nextReply() throws -> (id: String, data: Data)? {
+        while let reply = try socket.receive(dontWait: true, maxFrames: 3), let frame = reply.frames.last {
+            let data = Data(frame)
+            if let head = try? JSONDecoder().decode(ReplyHead.self, from: data), let id = head.id { return (id, data) }
+        }
+        return nil
     }
 
     /// Sends one request and returns the reply's bytes.

@@ -19,6 +19,9 @@ public struct DetectorOptions: Sendable {
     public var patternsPath: String? = "data/patterns.json"
     /// Share learned patterns with the session-recorder (and start from its patterns when the file has none).
     public var askRecorder = true
+    /// How long an unanswered question to the recorder is remembered. The
+    /// loop never waits for the answer: it detects on, and uses it when it comes.
+    public var recorderTimeoutS = 10.0
     /// Creates the defaults.
     public init() {}
 }
@@ -52,6 +55,8 @@ public final class DetectorRuntime {
     private var library = PatternLibrary()
     /// The session-recorder keeps every detector's patterns: a new machine or a lost file starts from them.
     private let recorder: QueryClient?
+    /// The question for the recorder's patterns, while unanswered: its id and when to give up.
+    private var patternsRequest: (id: String, deadline: Double)?
     /// Readings skipped for a time far from their message's `ts`.
     private var badTimes = 0
     /// How far a reading's time may be from its message's send time.
@@ -83,8 +88,8 @@ public final class DetectorRuntime {
                 logger.warning("pattern library unreadable; starting without patterns", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
-        recorder = options.askRecorder ? try? QueryClient(context: context, config: config, timeoutS: 0.5) : nil
-        if library.patterns.isEmpty { fetchPatterns() }
+        recorder = options.askRecorder ? try? QueryClient(context: context, config: config, timeoutS: options.recorderTimeoutS) : nil
+        if library.patterns.isEmpty { requestPatterns() }
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -107,6 +112,7 @@ public final class DetectorRuntime {
         while !stop.isSet {
             if case .finished = mode { return }
             if let message = try subscriber.next(timeoutMs: 100) { try handle(message) }
+            collectReplies()
             try progressTakeover()
             try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
             let now = monotonicSeconds()
@@ -206,18 +212,50 @@ public final class DetectorRuntime {
         return detector
     }
 
-    /// Starts from the patterns the recorder holds (once, at start, when this detector has none).
-    private func fetchPatterns() {
-        struct Stored: Decodable { var json: String }
+    /// Asks the recorder for the patterns it holds (once, at start, when this
+    /// detector has none). The answer is taken by `collectReplies` whenever it
+    /// comes: the loop never waits for it.
+    private func requestPatterns() {
         guard let recorder else { return }
         do {
-            let stored = try recorder.ask("pattern.list", [String: String](), as: [Stored].self)
-            for item in stored {
-                if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) { library.add(pattern) }
-            }
-            if !stored.isEmpty { logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"]) }
+            patternsRequest = (try recorder.request("pattern.list", [String: String]()), monotonicSeconds() + options.recorderTimeoutS)
         } catch {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
+        }
+    }
+
+    /// Takes whatever the recorder has answered (never waits); forgets a
+    /// question unanswered for `recorderTimeoutS`.
+    private func collectReplies() {
+        guard let recorder, let request = patternsRequest else { return }
+        struct Stored: Decodable { var json: String }
+        do {
+            while let reply = try recorder.nextReply() {
+                guard reply.id == request.id else { continue }  // a pattern.put's confirmation
+                patternsRequest = nil
+                let stored = try QueryClient.decode(reply.data, of: "pattern.list", as: [Stored].self)
+                var added = 0
+                for item in stored {
+                    if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {
+                        library.add(pattern)
+                        added += 1
+                    }
+                }
+                if added > 0 {
+                    let all = library.patterns.values.flatMap { $0 }
+                    for station in detectors.keys { detectors[station]?.patterns = all }
+                }
+                logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"])
+                return
+            }
+        } catch {
+            patternsRequest = nil
+            logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
+            return
+        }
+        if monotonicSeconds() > request.deadline {
+            patternsRequest = nil
+            logger.info("no patterns from the session-recorder", metadata: ["reason": "no answer within \(options.recorderTimeoutS) s; detecting without them"])
         }
     }
 

@@ -165,6 +165,10 @@ public final class PostureRuntime {
     private var heartbeat = HeartbeatSchedule(role: "posture-evaluator", name: "posture-evaluator")
     /// Asks the session-recorder for calibrations this evaluator has not seen (made elsewhere, or before a reinstall).
     private let recorder: QueryClient?
+    /// Questions to the recorder not yet answered, by id.
+    private var calibrationRequests: [String: (station: String, athlete: String, deadline: Double)] = [:]
+    /// How long an unanswered question is remembered.
+    static let recorderTimeoutS = 10.0
 
     /// Connects to the bus and loads the stored calibrations.
     public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
@@ -173,7 +177,7 @@ public final class PostureRuntime {
         self.settings = settings
         self.storePath = storePath
         self.logger = logger
-        recorder = try? QueryClient(context: context, config: config, timeoutS: 0.3)
+        recorder = try? QueryClient(context: context, config: config, timeoutS: Self.recorderTimeoutS)
         if let storePath {
             do { store = try CalibrationStore.load(path: storePath) } catch {
                 logger.warning("calibration store unreadable; starting empty", metadata: ["path": "\(storePath)", "error": "\(error)"])
@@ -196,26 +200,59 @@ public final class PostureRuntime {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
         while !stop.isSet {
             try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+            collectReplies()
             guard let message = try subscriber.next(timeoutMs: 200) else { continue }
             try handle(message)
         }
     }
 
-    /// The athlete's latest calibration as the recorder stored it (kept locally from then on), if it answers in time.
-    private func fromRecorder(athlete: String) -> PostureCalibration? {
+    /// Asks the recorder for `athlete`'s latest calibration, for `station`.
+    /// The loop never waits: `collectReplies` applies it when it comes.
+    private func requestCalibration(athlete: String, station: String) {
         struct Args: Encodable { var athlete: String }
-        struct Stored: Decodable { var json: String }
-        guard let recorder else { return nil }
+        guard let recorder else { return }
         do {
-            guard let stored = try recorder.ask("calibration.get", Args(athlete: athlete), as: Stored?.self) else { return nil }
-            let calibration = try JSONDecoder().decode(PostureCalibration.self, from: Data(stored.json.utf8))
-            store.byAthlete[athlete] = calibration
-            if let storePath { try? store.save(path: storePath) }
-            logger.info("posture calibration fetched from the session-recorder", metadata: ["athlete": "\(athlete)"])
-            return calibration
+            let id = try recorder.request("calibration.get", Args(athlete: athlete))
+            calibrationRequests[id] = (station, athlete, monotonicSeconds() + Self.recorderTimeoutS)
         } catch {
             logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(athlete)", "reason": "\(error)"])
-            return nil
+        }
+    }
+
+    /// Applies the calibrations the recorder has sent (never waits): kept
+    /// locally from then on, and used at the station if the same athlete is
+    /// still there with none. Questions unanswered for long are forgotten.
+    private func collectReplies() {
+        struct Stored: Decodable { var json: String }
+        guard let recorder, !calibrationRequests.isEmpty else { return }
+        while let reply = try? recorder.nextReply() {
+            guard let request = calibrationRequests.removeValue(forKey: reply.id) else { continue }
+            do {
+                guard let stored = try QueryClient.decode(reply.data, of: "calibration.get", as: Stored?.self) else {
+                    logger.info("no calibration at the session-recorder either", metadata: ["athlete": "\(request.athlete)"])
+                    continue
+                }
+                let calibration = try JSONDecoder().decode(PostureCalibration.self, from: Data(stored.json.utf8))
+                // One made here meanwhile is newer.
+                if store.byAthlete[request.athlete] == nil {
+                    store.byAthlete[request.athlete] = calibration
+                    if let storePath { try? store.save(path: storePath) }
+                }
+                logger.info("posture calibration fetched from the session-recorder", metadata: ["athlete": "\(request.athlete)"])
+                var state = tracker(request.station)
+                if state.athlete == request.athlete, state.calibration == nil, let current = store.byAthlete[request.athlete] {
+                    state.apply(current)
+                    trackers[request.station] = state
+                    logger.info("posture calibration loaded", metadata: ["station": "\(request.station)", "athlete": "\(request.athlete)"])
+                }
+            } catch {
+                logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(request.athlete)", "reason": "\(error)"])
+            }
+        }
+        let now = monotonicSeconds()
+        for (id, request) in calibrationRequests where now > request.deadline {
+            calibrationRequests[id] = nil
+            logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(request.athlete)", "reason": "no answer within \(Self.recorderTimeoutS) s"])
         }
     }
 
@@ -237,13 +274,15 @@ public final class PostureRuntime {
                 logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
             case "athlete.assign":
                 guard let athlete = (try? command.args.optionalString("athlete")).flatMap({ $0 }) else { break }
-                if let stored = store.byAthlete[athlete] ?? fromRecorder(athlete: athlete) {
+                if let stored = store.byAthlete[athlete] {
                     state.apply(stored)
                     logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 } else {
-                    // Never judge one athlete with another's model.
+                    // Never judge one athlete with another's model; the recorder may know theirs.
                     state.clearCalibration(athlete: athlete)
-                    logger.info("no posture calibration for this athlete; calibrate with vbt posture calibrate", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
+                    requestCalibration(athlete: athlete, station: station)
+                    logger.info("no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
+                                metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 }
             default:
                 break

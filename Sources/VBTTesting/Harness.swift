@@ -47,13 +47,15 @@ public func freeBusConfig() -> BusConfig {
     var config = BusConfig()
     config.pubEndpoint = "tcp://127.0.0.1:\(freeLoopbackPort())"
     config.subEndpoint = "tcp://127.0.0.1:\(freeLoopbackPort())"
+    // Its own query endpoint too: a test's programs never ask another test's recorder.
+    config.queryEndpoint = "tcp://127.0.0.1:\(freeLoopbackPort())"
     return config
 }
 
 extension BusConfig {
     /// The environment that points programs at this bus.
     public var environmentVariables: [String: String] {
-        ["VBT_PUB_ENDPOINT": pubEndpoint, "VBT_SUB_ENDPOINT": subEndpoint]
+        ["VBT_PUB_ENDPOINT": pubEndpoint, "VBT_SUB_ENDPOINT": subEndpoint, "VBT_QUERY_ENDPOINT": queryEndpoint]
     }
 }
 

@@ -45,11 +45,15 @@ struct RepDetector: AsyncParsableCommand {
     @Option(help: "The learned-pattern library (JSON); patterns survive restarts and hand-overs.")
     var patterns: String = "data/patterns.json"
 
+    @Option(help: "Seconds to remember a question to the session-recorder (its patterns, when the library is empty). Detection never waits for the answer.")
+    var recorderTimeout: Double = 10
+
     @OptionGroup var bus: BusOptions
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be more than 0 seconds") }
         guard !stations.isEmpty else { throw ValidationError("--stations needs a glob, e.g. '*' or 'rack-*'") }
+        guard recorderTimeout > 0 else { throw ValidationError("--recorder-timeout must be more than 0 seconds") }
     }
 
     func run() async throws {
@@ -60,6 +64,7 @@ struct RepDetector: AsyncParsableCommand {
         options.takeover = takeover
         options.settings.idleTimeoutS = idleTimeout
         options.patternsPath = patterns
+        options.recorderTimeoutS = recorderTimeout
         let settings = options, busConfig = config
         let stop = StopFlag()
         try await runProgram("rep-detector", logger: logger, onShutdown: { stop.set() }) { context in

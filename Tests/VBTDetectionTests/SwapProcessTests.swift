@@ -165,5 +165,56 @@ struct StationSplitTests {
         #expect(detectorOf("rack-01") == detectorOf("rack-02"))
         #expect(detectorOf("rack-01") != detectorOf("bench-01"))
         #expect(racks.terminate() == 0 && benches.terminate() == 0)
+    }}
+
+/// A detector's loop never waits on another process.
+@Suite("rep-detector and a silent recorder")
+struct SilentRecorderTests {
+    @Test("a session-recorder that holds the detector's question unanswered stalls nothing: every rep comes while it waits, and its late answer is taken")
+    func silentRecorder() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let env = config.environmentVariables
+        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
+        defer { _ = bus.terminate() }
+        let context = ZMQContext()
+        // The recorder's query endpoint, held by the test: it reads the question and answers only when told.
+        let recorder = try ZMQSocket(context, .router, lingerMs: 0)
+        try recorder.bind(config.queryEndpoint)
+        let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
+        // An empty library: the detector asks for the recorder's patterns, and
+        // would wait two minutes for them if it waited at all.
+        let detector = try ManagedProcess("rep-detector", ["--patterns", dir.path("patterns.json"), "--recorder-timeout", "120"],
+                                          environment: env, workDirectory: dir.url)
+        defer { _ = detector.terminate() }
+        var question: ReceivedMessage?
+        #expect(waitUntil(timeoutS: 20) {
+            question = try? recorder.receive(dontWait: true, maxFrames: 3)
+            return question != nil
+        }, "the detector never asked the recorder: \(detector.stderrText)")
+        let frames = try #require(question?.frames)
+        struct Head: Decodable { var id: String; var query: String }
+        let head = try JSONDecoder().decode(Head.self, from: Data(try #require(frames.last)))
+        #expect(head.query == "pattern.list")
+        #expect(detector.waitForStderr("rep detector running", timeoutS: 20))
+        let publisher = try Publisher(context: context, config: config, program: "silent-recorder-test")
+        #expect(try publisher.waitForSubscriber(topic: "sample.swap-1", timeoutS: 20))
+        let (session, expected) = SwapProcessTests.session()
+        for message in session { try publisher.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message)) }
+        var reps = 0
+        func drain() throws -> Bool {
+            while let message = try subscriber.next(timeoutMs: 20) {
+                if message.envelope.type == "rep" { reps += 1 }
+            }
+            return reps >= expected
+        }
+        let allReps = try waitUntil(timeoutS: 30, intervalS: 0, drain)
+        #expect(allReps, "\(reps) reps of \(expected) while the recorder held the question")
+        // Still unanswered (nothing was sent back); now it answers, late.
+        #expect(!detector.stderrText.contains("patterns fetched"))
+        let reply = Array(#"{"id":"\#(head.id)","ok":true,"result":[]}"#.utf8)
+        try recorder.send(frames: Array(frames.dropLast()) + [reply])
+        #expect(detector.waitForStderr("patterns fetched from the session-recorder", timeoutS: 20), "\(detector.stderrText)")
+        #expect(detector.terminate() == 0)
     }
 }
