@@ -94,6 +94,7 @@ let package = Package(
         .target(
             name: "VBTWebhook",
             dependencies: [
+                "VBTBus",
                 "VBTNotify",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -181,6 +182,7 @@ let package = Package(
                 "VBTDetection",  // `vbt eval` runs the detectors offline
                 "VBTStore",
                 "VBTNotify",
+                "VBTPosture",  // `vbt wire` speaks every message type
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

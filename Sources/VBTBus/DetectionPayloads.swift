@@ -18,8 +18,10 @@ public struct RepMessage: BusPayload, Equatable {
     public var tEnd: Double
     /// The detector instance that published it.
     public var detector: String
-    public var concentricStartT: Double
-    public var concentricEndT: Double
+    /// Reading times of the concentric phase's start and end (absent from
+    /// older detectors; never invented when absent).
+    public var concentricStartT: Double?
+    public var concentricEndT: Double?
     public var exercise: String?
     public var loadKg: Double?
     public var zone: String?
@@ -30,7 +32,7 @@ public struct RepMessage: BusPayload, Equatable {
     /// Creates a rep message.
     public init(setId: String, repId: String, index: Int, meanVelocityMps: Double, peakVelocityMps: Double,
                 meanPropulsiveVelocityMps: Double, romMm: Double, concentricS: Double, timeToPeakS: Double,
-                velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double, concentricEndT: Double,
+                velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double?, concentricEndT: Double?,
                 exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil, meanPowerW: Double? = nil, sensor: String? = nil) {
         (self.setId, self.repId, self.index, self.meanVelocityMps, self.peakVelocityMps) = (setId, repId, index, meanVelocityMps, peakVelocityMps)
         (self.meanPropulsiveVelocityMps, self.romMm, self.concentricS, self.timeToPeakS) = (meanPropulsiveVelocityMps, romMm, concentricS, timeToPeakS)
@@ -51,8 +53,8 @@ public struct RepMessage: BusPayload, Equatable {
         velocityLossPct = try fields.number("velocity_loss_pct")
         tEnd = try fields.number("t_end")
         detector = try fields.string("detector")
-        concentricStartT = try fields.optionalNumber("concentric_start_t") ?? 0
-        concentricEndT = try fields.optionalNumber("concentric_end_t") ?? tEnd
+        concentricStartT = try fields.optionalNumber("concentric_start_t")
+        concentricEndT = try fields.optionalNumber("concentric_end_t")
         exercise = try fields.optionalString("exercise")
         loadKg = try fields.optionalNumber("load_kg")
         zone = try fields.optionalString("zone")
@@ -73,8 +75,8 @@ public struct RepMessage: BusPayload, Equatable {
         writer.field("velocity_loss_pct", velocityLossPct)
         writer.key("t_end"); writer.fixed(tEnd, decimals: 6)
         writer.field("detector", detector)
-        writer.field("concentric_start_t", concentricStartT)
-        writer.field("concentric_end_t", concentricEndT)
+        writer.optionalField("concentric_start_t", concentricStartT)
+        writer.optionalField("concentric_end_t", concentricEndT)
         writer.optionalField("exercise", exercise)
         writer.optionalField("load_kg", loadKg)
         writer.optionalField("zone", zone)

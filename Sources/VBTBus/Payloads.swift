@@ -379,6 +379,22 @@ public struct InputCounters: Sendable, Equatable, Codable {
     public init() {}
 }
 
+/// A sink's counters, published in the notifier's heartbeat (`webhook`).
+public struct SinkCounters: Sendable, Equatable, Codable {
+    /// Handed over and queued.
+    public var queued = 0
+    /// Delivered (a 2xx answer).
+    public var delivered = 0
+    /// Given up on after every retry, or refused for good (4xx).
+    public var failed = 0
+    /// Not queued: the queue was full.
+    public var dropped = 0
+    /// Attempts repeated after a timeout, a refused connection or a 5xx/408/429 answer.
+    public var retries = 0
+    /// Creates zeroed counters.
+    public init() {}
+}
+
 /// `heartbeat`: a process says it is alive and how its traffic looks.
 public struct HeartbeatMessage: BusPayload, Equatable {
     public static let type = "heartbeat"
@@ -402,6 +418,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
     public var intervalS: Double
     public var bus: BusCounters?
     public var inputs: InputCounters?
+    /// The notifier's webhook sink, when it has one.
+    public var webhook: SinkCounters?
 
     /// Creates a heartbeat.
     public init(role: String, uptimeS: Double, intervalS: Double, bus: BusCounters? = nil, inputs: InputCounters? = nil) {
@@ -431,6 +449,15 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.malformed = try object.integer("malformed")
             inputs = counters
         }
+        if let object = try fields.optionalObject("webhook") {
+            var counters = SinkCounters()
+            counters.queued = try object.integer("queued")
+            counters.delivered = try object.integer("delivered")
+            counters.failed = try object.integer("failed")
+            counters.dropped = try object.integer("dropped")
+            counters.retries = try object.integer("retries")
+            webhook = counters
+        }
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -456,6 +483,16 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("missing", inputs.missing)
             writer.field("duplicates", inputs.duplicates)
             writer.field("malformed", inputs.malformed)
+            writer.endObject()
+        }
+        if let webhook {
+            writer.key("webhook")
+            writer.beginObject()
+            writer.field("queued", webhook.queued)
+            writer.field("delivered", webhook.delivered)
+            writer.field("failed", webhook.failed)
+            writer.field("dropped", webhook.dropped)
+            writer.field("retries", webhook.retries)
             writer.endObject()
         }
     }

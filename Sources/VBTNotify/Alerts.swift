@@ -1,5 +1,6 @@
 // Threshold alerts: which conditions are open, their rate-limited repeats,
 // their clears, and the one-off notices. Pure, on an injected wall clock.
+import VBTBus
 
 /// The open alerts and what was already noticed; decides what gets published.
 public struct AlertBook: Sendable, Codable, Equatable {

@@ -11,48 +11,6 @@ public protocol AlertSink: Sendable {
     var counters: SinkCounters { get }
 }
 
-/// A sink's counters, published in the notifier's heartbeat.
-public struct SinkCounters: Sendable, Equatable, Codable {
-    /// Handed over and queued.
-    public var queued = 0
-    /// Delivered (a 2xx answer).
-    public var delivered = 0
-    /// Given up on after every retry, or refused for good (4xx).
-    public var failed = 0
-    /// Not queued: the queue was full.
-    public var dropped = 0
-    /// Attempts repeated after a timeout, a refused connection or a 5xx/408/429 answer.
-    public var retries = 0
-    /// Creates zeroed counters.
-    public init() {}
-}
-
-/// The notifier's heartbeat: the usual fields plus the webhook's counters.
-struct NotifierHeartbeat: BusPayload {
-    static let type = HeartbeatMessage.type
-    var base: HeartbeatMessage
-    var webhook: SinkCounters?
-
-    init(base: HeartbeatMessage, webhook: SinkCounters?) { (self.base, self.webhook) = (base, webhook) }
-
-    init(fields: JSONObject) throws(PayloadError) {
-        base = try HeartbeatMessage(fields: fields)
-    }
-
-    func write(to writer: inout JSONWriter) {
-        base.write(to: &writer)
-        guard let webhook else { return }
-        writer.key("webhook")
-        writer.beginObject()
-        writer.field("queued", webhook.queued)
-        writer.field("delivered", webhook.delivered)
-        writer.field("failed", webhook.failed)
-        writer.field("dropped", webhook.dropped)
-        writer.field("retries", webhook.retries)
-        writer.endObject()
-    }
-}
-
 /// The notifier process's loop: one thread owns both sockets; the clock is injected.
 public final class NotifierRuntime {
     private let subscriber: Subscriber
@@ -110,7 +68,9 @@ public final class NotifierRuntime {
         guard now >= nextHeartbeat else { return }
         nextHeartbeat = now + heartbeatIntervalS
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
-        try publisher.publish(NotifierHeartbeat(base: base, webhook: sink?.counters), station: "notifier")
+        var heartbeat = base
+        heartbeat.webhook = sink?.counters
+        try publisher.publish(heartbeat, station: "notifier")
     }
 
     private func save() {

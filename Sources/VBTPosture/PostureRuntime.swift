@@ -385,6 +385,8 @@ public struct CalibrationMessage: BusPayload, Equatable {
             writer.endObject()
         }
         // The whole calibration as JSON text, for consumers that store and reload it.
-        if let data = try? JSONEncoder().encode(calibration) { writer.field("json", String(decoding: data, as: UTF8.self)) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]  // the same calibration, the same text
+        if let data = try? encoder.encode(calibration) { writer.field("json", String(decoding: data, as: UTF8.self)) }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import Synchronization
+import VBTBus
 import VBTNotify
 
 /// Where and how the webhook posts alerts. Every field has its default here.

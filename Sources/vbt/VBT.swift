@@ -15,7 +15,7 @@ struct VBT: AsyncParsableCommand {
             `sample.rack-01` selects what to receive (none: everything).
             """,
         subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
-                      Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self])
+                      Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self])
 }
 
 struct Posture: AsyncParsableCommand {

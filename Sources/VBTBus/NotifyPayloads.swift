@@ -1,6 +1,5 @@
 // The notifier's messages (proto/timer, alert, workout). Each mirrors its
 // schema; units are in the field names.
-import VBTBus
 
 /// `timer`: a station's rest timer, every second while it runs or is paused, and on every change.
 public struct TimerMessage: BusPayload, Equatable, Codable {
