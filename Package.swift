@@ -85,7 +85,6 @@ let package = Package(
             name: "VBTNotify",
             dependencies: [
                 "VBTBus",
-                "VBTPosture",  // the posture message's reading
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -182,7 +181,6 @@ let package = Package(
                 "VBTDetection",  // `vbt eval` runs the detectors offline
                 "VBTStore",
                 "VBTNotify",
-                "VBTPosture",  // `vbt wire` speaks every message type
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -2,7 +2,6 @@
 // messages to publish out. No I/O; the clock is the `now` each call passes
 // (wall-clock Unix seconds, so saved timers resume right after a restart).
 import VBTBus
-import VBTPosture
 
 /// How the notifier behaves. Every field has its default here.
 public struct NotifierSettings: Sendable, Codable, Equatable {
@@ -88,7 +87,7 @@ public struct Notifier: Sendable {
             return handle(rep, station: station, athlete: message.envelope.athlete, now: now)
         case PostureMessage.type:
             guard let posture = try? message.payload(as: PostureMessage.self) else { return [] }
-            return handle(posture.report, station: station, athlete: message.envelope.athlete, now: now)
+            return handle(posture, station: station, athlete: message.envelope.athlete, now: now)
         case StatusMessage.type:
             guard let status = try? message.payload(as: StatusMessage.self) else { return [] }
             return handle(status, station: station, now: now)
@@ -303,7 +302,7 @@ public struct Notifier: Sendable {
 
     // MARK: Posture, sensors, heartbeats
 
-    mutating func handle(_ report: PostureReport, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+    mutating func handle(_ report: PostureMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
         let id = "\(station)/posture"
         let who = athlete ?? self.athlete(at: station)
         if report.correct {

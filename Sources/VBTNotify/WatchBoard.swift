@@ -1,6 +1,5 @@
 import Foundation
 import VBTBus
-import VBTPosture
 
 /// What `vbt watch` shows: every station's athlete, exercise, set, last rep,
 /// velocity loss, posture, rest timer and sensors, and the alerts. A pure value:
@@ -62,8 +61,8 @@ public struct WatchBoard: Sendable {
         case PostureMessage.type:
             guard let posture = try? message.payload(as: PostureMessage.self) else { return }
             update {
-                $0.postureCorrect = posture.report.correct
-                $0.badForS = posture.report.badForS
+                $0.postureCorrect = posture.correct
+                $0.badForS = posture.badForS
             }
         case TimerMessage.type:
             guard let timer = try? message.payload(as: TimerMessage.self) else { return }

@@ -320,73 +320,32 @@ public final class PostureRuntime {
     }
 }
 
-/// `posture`: a station's evaluated posture.
-public struct PostureMessage: BusPayload, Equatable {
-    public static let type = "posture"
-    public var report: PostureReport
-
-    /// Wraps a report.
-    public init(_ report: PostureReport) { self.report = report }
-
-    public init(fields: JSONObject) throws(PayloadError) {
-        func flag(_ key: String) throws(PayloadError) -> Bool {
-            guard case .bool(let value)? = fields[key] else { throw PayloadError("\(key) must be a boolean") }
-            return value
-        }
-        report = PostureReport(
-            station: "", athlete: nil, correct: try flag("correct"), changed: try flag("changed"),
-            accDensity: try fields.number("acc_density"), magDensity: try fields.number("mag_density"),
-            accThreshold: try fields.number("acc_threshold"), magThreshold: try fields.number("mag_threshold"),
-            badForS: try fields.number("bad_for_s"), sustainedBad: try flag("sustained_bad"), t: try fields.number("t"))
-    }
-
-    public func write(to writer: inout JSONWriter) {
-        writer.key("correct"); writer.bool(report.correct)
-        writer.key("changed"); writer.bool(report.changed)
-        writer.field("acc_density", report.accDensity)
-        writer.field("mag_density", report.magDensity)
-        writer.field("acc_threshold", report.accThreshold)
-        writer.field("mag_threshold", report.magThreshold)
-        writer.key("bad_for_s"); writer.fixed(report.badForS, decimals: 3)
-        writer.key("sustained_bad"); writer.bool(report.sustainedBad)
-        writer.key("t"); writer.fixed(report.t, decimals: 6)
+extension PostureMessage {
+    /// The message of a report (the station and athlete travel in the envelope).
+    public init(_ report: PostureReport) {
+        self.init(correct: report.correct, changed: report.changed, accDensity: report.accDensity, magDensity: report.magDensity,
+                  accThreshold: report.accThreshold, magThreshold: report.magThreshold, badForS: report.badForS,
+                  sustainedBad: report.sustainedBad, t: report.t)
     }
 }
 
-/// `calibration`: an athlete's posture calibration.
-public struct CalibrationMessage: BusPayload, Equatable {
-    public static let type = "calibration"
-    public var calibration: PostureCalibration
-
-    /// Wraps a calibration.
-    public init(_ calibration: PostureCalibration) { self.calibration = calibration }
-
-    public init(fields: JSONObject) throws(PayloadError) {
-        guard case .string(let text)? = fields["json"],
-              let decoded = try? JSONDecoder().decode(PostureCalibration.self, from: Data(text.utf8))
-        else { throw PayloadError("json must hold the calibration") }
-        calibration = decoded
+extension CalibrationMessage {
+    /// The message of a calibration: both fits, and the whole model as JSON text
+    /// with sorted keys (the same calibration, the same text).
+    public init(_ calibration: PostureCalibration) {
+        func fit(_ sensor: SensorCalibration) -> Fit {
+            Fit(mean: sensor.mean, covariance: sensor.covariance, determinant: sensor.determinant, inverse: sensor.inverse,
+                eigenvalues: sensor.eigenvalues, sigma: sensor.sigma, threshold: sensor.threshold, fromData: sensor.fromData,
+                reason: sensor.reason, samples: sensor.samples)
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let json = (try? encoder.encode(calibration)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        self.init(acc: fit(calibration.acc), mag: fit(calibration.mag), json: json)
     }
 
-    public func write(to writer: inout JSONWriter) {
-        for (key, fit) in [("acc", calibration.acc), ("mag", calibration.mag)] {
-            writer.key(key)
-            writer.beginObject()
-            writer.key("mean"); writer.numbers(fit.mean)
-            writer.key("covariance"); writer.beginArray(); fit.covariance.forEach { writer.numbers($0) }; writer.endArray()
-            writer.field("determinant", fit.determinant)
-            writer.key("inverse"); writer.beginArray(); fit.inverse.forEach { writer.numbers($0) }; writer.endArray()
-            writer.key("eigenvalues"); writer.numbers(fit.eigenvalues)
-            writer.key("sigma"); writer.numbers(fit.sigma)
-            writer.field("threshold", fit.threshold)
-            writer.key("from_data"); writer.bool(fit.fromData)
-            writer.optionalField("reason", fit.reason)
-            writer.field("samples", fit.samples)
-            writer.endObject()
-        }
-        // The whole calibration as JSON text, for consumers that store and reload it.
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]  // the same calibration, the same text
-        if let data = try? encoder.encode(calibration) { writer.field("json", String(decoding: data, as: UTF8.self)) }
+    /// The model it carries, if its JSON text is one this build reads.
+    public var calibration: PostureCalibration? {
+        try? JSONDecoder().decode(PostureCalibration.self, from: Data(json.utf8))
     }
 }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import VBTBus
-import VBTNotify
-import VBTPosture
 
 /// `vbt wire`: every message type this build speaks, checked the way a
 /// program receiving it would, and written back the way a program sending it
