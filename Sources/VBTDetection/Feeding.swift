@@ -32,21 +32,23 @@ extension StationDetector {
     public mutating func apply(_ command: CommandMessage) -> [DetectorOutput] {
         let args = command.args
         switch command.command {
-        case "athlete.assign":
+        case CommandName.athleteAssign:
+            // A malformed one changes nothing (the runtime says why).
+            guard let assign = try? AthleteAssign(args: args) else { return [] }
             var assignment = Assignment()
-            assignment.athlete = try? args.optionalString("athlete")
-            if let exercise = try? args.optionalString("exercise") { assignment.exercise = exercise }
-            assignment.loadKg = try? args.optionalNumber("load_kg")
-            if let threshold = try? args.optionalNumber("vl_threshold_pct") { assignment.velocityLossThresholdPct = threshold }
-            if let reference = try? args.optionalChoice("vl_reference", VelocityLossReference.self) { assignment.velocityLossReference = reference }
-            assignment.targetZone = try? args.optionalString("target_zone")
-            assignment.romMm = try? args.optionalNumber("rom_mm")
+            assignment.athlete = assign.athlete
+            if let exercise = assign.exercise { assignment.exercise = exercise }
+            assignment.loadKg = assign.loadKg
+            if let threshold = assign.vlThresholdPct { assignment.velocityLossThresholdPct = threshold }
+            if let reference = assign.vlReference.flatMap(VelocityLossReference.init(rawValue:)) { assignment.velocityLossReference = reference }
+            assignment.targetZone = assign.targetZone
+            assignment.romMm = assign.romMm
             self.assignment = assignment
             return []
-        case "set.load":
+        case CommandName.setLoad:
             if let load = try? args.optionalNumber("load_kg") { assignment.loadKg = load }
             return []
-        case "set.end":
+        case CommandName.setEnd:
             return endSet(reason: .command, at: lastReadingT)
         default:
             return []

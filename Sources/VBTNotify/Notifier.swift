@@ -113,15 +113,19 @@ public struct Notifier: Sendable {
         let forUs = command.target == "*" || command.target == "notifier"
         guard forUs else { return [] }
         switch command.command {
-        case "athlete.assign": return assignAthlete(command, station: station, now: now)
-        case "plan.assign": return assignPlan(command, station: station, now: now)
+        case CommandName.athleteAssign: return assignAthlete(command, station: station, now: now)
+        case CommandName.planAssign: return assignPlan(command, station: station, now: now)
         case "rest.pause", "rest.resume", "rest.skip", "rest.extend": return restCommand(command, station: station, now: now)
         default: return []
         }
     }
 
     private mutating func assignAthlete(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
-        guard let athlete = (try? command.args.optionalString("athlete")) ?? nil else {
+        let assign: AthleteAssign
+        do { assign = try AthleteAssign(args: command.args) } catch {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "athlete.assign: \(error)")]
+        }
+        guard let athlete = assign.athlete else {
             return [.rejected(station: station, command: command.command, id: command.id, reason: "athlete.assign needs args.athlete")]
         }
         var out: [NotifierOutput] = []
@@ -133,10 +137,10 @@ public struct Notifier: Sendable {
             ws.athlete = athlete
         }
         if let plan = ws.plan, plan.athlete != athlete { ws.plan = nil }
-        ws.exercise = ((try? command.args.optionalString("exercise")) ?? nil) ?? ws.exercise
-        if let load = (try? command.args.optionalNumber("load_kg")) ?? nil, load >= 0, load <= 1_000 { ws.loadKg = load }
-        if let rest = (try? command.args.optionalNumber("rest_s")) ?? nil, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
-        if let threshold = (try? command.args.optionalNumber("vl_threshold_pct")) ?? nil, threshold > 0, threshold < 100 {
+        ws.exercise = assign.exercise ?? ws.exercise
+        if let load = assign.loadKg, load >= 0, load <= 1_000 { ws.loadKg = load }
+        if let rest = assign.restS, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
+        if let threshold = assign.vlThresholdPct, threshold > 0, threshold < 100 {
             ws.vlThresholdPct = threshold
         }
         state.stations[station] = ws
@@ -170,14 +174,11 @@ public struct Notifier: Sendable {
     /// `athlete.assign` for the station's current exercise, so the rep detector follows the plan.
     private mutating func assignCommand(_ ws: StationWorkout, now: Double) -> NotifierOutput {
         commandCounter += 1
-        var args: [(key: String, value: JSONValue)] = [("athlete", .string(ws.athlete ?? ws.station))]
-        if let exercise = ws.exercise { args.append(("exercise", .string(exercise))) }
-        if let load = ws.loadKg { args.append(("load_kg", .number(load))) }
-        if let rest = ws.planned?.restS { args.append(("rest_s", .number(rest))) }
-        args.append(("vl_threshold_pct", .number(ws.vlThresholdPct)))
+        let assign = AthleteAssign(athlete: ws.athlete ?? ws.station, exercise: ws.exercise, loadKg: ws.loadKg, restS: ws.planned?.restS,
+                                   vlThresholdPct: ws.vlThresholdPct)
         let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
         return .command(station: ws.station, athlete: ws.athlete,
-                        CommandMessage(id: id, command: "athlete.assign", target: "*", args: JSONObject(args)))
+                        CommandMessage(id: id, command: CommandName.athleteAssign, target: "*", args: assign.args))
     }
 
     private mutating func restCommand(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {

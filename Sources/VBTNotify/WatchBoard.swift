@@ -100,12 +100,12 @@ public struct WatchBoard: Sendable {
                 remember(alert, now: now)
             }
         case CommandMessage.type:
-            guard let command = try? message.payload(as: CommandMessage.self), command.command == "athlete.assign",
-                  let assigned = (try? command.args.optionalString("athlete")) ?? nil else { return }
+            guard let command = try? message.payload(as: CommandMessage.self), command.command == CommandName.athleteAssign,
+                  let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete else { return }
             update {
                 $0.athlete = assigned
-                $0.exercise = ((try? command.args.optionalString("exercise")) ?? nil) ?? $0.exercise
-                $0.loadKg = ((try? command.args.optionalNumber("load_kg")) ?? nil) ?? $0.loadKg
+                $0.exercise = assign.exercise ?? $0.exercise
+                $0.loadKg = assign.loadKg ?? $0.loadKg
             }
         default:
             return

@@ -267,13 +267,13 @@ public final class PostureRuntime {
                   command.target == "*" || command.target == "posture-evaluator" else { return }
             var state = tracker(station)
             switch command.command {
-            case "posture.calibrate":
+            case CommandName.postureCalibrate:
                 let athlete = (try? command.args.optionalString("athlete")).flatMap { $0 } ?? state.athlete ?? station
                 let seconds = (try? command.args.optionalNumber("seconds")).flatMap { $0 } ?? 10
                 state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))
                 logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
-            case "athlete.assign":
-                guard let athlete = (try? command.args.optionalString("athlete")).flatMap({ $0 }) else { break }
+            case CommandName.athleteAssign:
+                guard let athlete = (try? AthleteAssign(args: command.args))?.athlete else { break }
                 if let stored = store.byAthlete[athlete] {
                     state.apply(stored)
                     logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])

@@ -326,11 +326,21 @@ public final class Ingestor {
                                  profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg])
         case "cmd":
             let command = try message.payload(as: CommandMessage.self)
-            guard command.command == "athlete.assign" || command.command == "plan.assign" else { return false }
-            let args = command.args
+            let athlete: String?, exercise: String?, loadKg: Double?, plan: String?
+            switch command.command {
+            case CommandName.athleteAssign:
+                let assign = try AthleteAssign(args: command.args)
+                (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
+            case CommandName.planAssign:
+                // The plan itself is the notifier's; the recorder keeps who and which plan.
+                let args = command.args
+                (athlete, exercise, loadKg, plan) = (try args.optionalString("athlete"), try args.optionalString("exercise"),
+                                                     try args.optionalNumber("load_kg"), try args.optionalString("plan"))
+            default:
+                return false
+            }
             try db.execute(sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [station, try args.optionalString("athlete") ?? envelope.athlete, try args.optionalString("exercise"),
-                                       try args.optionalNumber("load_kg"), try args.optionalString("plan"), envelope.ts, command.id])
+                           arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
         case "calibration":
             guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
             try db.execute(sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",

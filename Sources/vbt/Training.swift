@@ -278,7 +278,7 @@ struct PlanCommand: ParsableCommand {
                 let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
                 let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
                                                 romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
-                let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [("plan.assign", planArgs), ("athlete.assign", assignArgs)])
+                let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])
                 try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
                 recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
             }
@@ -324,7 +324,7 @@ struct Station: ParsableCommand {
                 let entry = try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
                 let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
                                           vlThresholdPct: vlThreshold)
-                let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [("athlete.assign", args)])
+                let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
                 let stored = try client.waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
                 recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
             }
@@ -339,13 +339,9 @@ func validateStation(_ station: String) throws {
 }
 
 func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, romMm: Double?, vlThresholdPct: Double?) -> JSONObject {
-    var fields: [(key: String, value: JSONValue)] = [("athlete", .string(athlete)), ("exercise", .string(exercise))]
-    if let loadKg { fields.append(("load_kg", .number(loadKg))) }
-    if let restS { fields.append(("rest_s", .number(restS))) }
     // The detector knows a few lifts; for the others it takes the catalogue's ROM.
-    if let romMm, !["squat", "bench", "deadlift"].contains(exercise) { fields.append(("rom_mm", .number(romMm))) }
-    if let vlThresholdPct { fields.append(("vl_threshold_pct", .number(vlThresholdPct))) }
-    return JSONObject(fields)
+    let rom = ["squat", "bench", "deadlift"].contains(exercise) ? nil : romMm
+    return AthleteAssign(athlete: athlete, exercise: exercise, loadKg: loadKg, restS: restS, vlThresholdPct: vlThresholdPct, romMm: rom).args
 }
 
 /// Publishes commands to every program serving `station` (on this command's bus options);

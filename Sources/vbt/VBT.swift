@@ -50,7 +50,7 @@ struct Posture: AsyncParsableCommand {
                 let publisher = try Publisher(context: context, config: config, program: "vbt")
                 let args = JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])
                 let id = try sendCommands(publisher, station: station, athlete: athlete, target: "posture-evaluator",
-                                          [("posture.calibrate", args)], whoListens: "posture-evaluator")[0]
+                                          [(CommandName.postureCalibrate, args)], whoListens: "posture-evaluator")[0]
                 print("calibration \(id) started at \(station) for \(athlete): \(Int(seconds)) s; watch with `vbt echo calibration.\(station)`")
             }
         }
