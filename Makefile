@@ -4,7 +4,7 @@ SWIFT   ?= swift
 PYTHON  ?= python3
 BIN_DIR  = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: deps build test test-swift test-python run bench clean
+.PHONY: deps build test test-fast test-swift test-python run bench clean
 
 deps:
 	@bash scripts/deps.sh
@@ -16,6 +16,15 @@ test: build
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python
+
+# The quick loop on every change (warm: `make deps` has run once): the pure
+# Swift suites and the Python checks that start no long-lived process. The
+# process suites and the end-to-end Python tests run in `make test`.
+PROCESS_SUITES = BusProcessTests|SwapProcessTests|StationSplitTests|SilentRecorderTests|BridgeProcessTests
+test-fast:
+	$(SWIFT) build --build-tests
+	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'
+	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python/test_posture_math.py tests/python/test_wire_roundtrip.py
 
 run: build
 	@bash scripts/run.sh $(BIN_DIR)
