@@ -162,7 +162,7 @@ public struct AlertMessage: BusPayload, Equatable, Codable {
     }
 }
 
-/// `workout`: where a station's live workout stands (seed 002): athlete, plan, exercise,
+/// `workout`: where a station's live workout stands: athlete, plan, exercise,
 /// set n of N, target reps and load, and whether the athlete rests, is ready, or is done.
 public struct WorkoutMessage: BusPayload, Equatable, Codable {
     public static let type = "workout"

@@ -22,9 +22,9 @@ import Foundation
 // is checked per rep: the accelerometer must agree with the laser's own
 // (noisy) acceleration, or the rep is measured from the laser alone.
 
-/// Noise figures of the fusion (the defaults suit the Arduino unit of DOMAIN.md).
+/// Noise figures of the fusion (the defaults suit an Arduino laser unit with about 2 mm of noise).
 struct FusionSettings: Sendable, Equatable {
-    /// Standard deviation of a laser reading (DOMAIN.md: about 2 mm).
+    /// Standard deviation of a laser reading (about 2 mm for a time-of-flight laser at lifting distances).
     var laserNoiseM = 0.002
     /// Standard deviation of one accelerometer reading's vertical acceleration
     /// (0.01 g: a hobby MEMS part at 50 Hz, with room for a swinging board).

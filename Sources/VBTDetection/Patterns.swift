@@ -1,7 +1,7 @@
 import Foundation
 import VBTBus
 
-// Pattern learning (seed 000): a finished set becomes a pattern of the
+// Pattern learning (README, "rep-detector"): a finished set becomes a pattern of the
 // athlete's concentric velocity curve for the exercise; a live candidate is
 // matched against the stored patterns by dynamic time warping, and on a good
 // match the rep thresholds relax for it (minimum concentric duration x 0.7,

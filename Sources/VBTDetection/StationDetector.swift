@@ -24,7 +24,7 @@ public struct ExerciseProfile: Sendable, Codable, Equatable {
     public static let defaultExercise = "generic"
 }
 
-/// A velocity zone (seed 000's defaults; configurable).
+/// A velocity zone (the README's defaults; configurable).
 public struct VelocityZone: Sendable, Codable, Equatable {
     public var name: String
     /// Lower bound of mean velocity, m/s (inclusive).
@@ -84,7 +84,7 @@ public struct DetectorSettings: Sendable, Codable, Equatable {
     public var attemptShare = 0.3
     /// The minimum concentric duration without a target zone.
     public var defaultMinConcentricS = 0.15
-    /// EMA factor for the distance sensor's state machine (DOMAIN.md: 0.3).
+    /// EMA factor for the distance sensor's state machine (0.3).
     public var emaAlpha = 0.3
     public var zones = VelocityZone.defaults
     /// Creates the defaults.

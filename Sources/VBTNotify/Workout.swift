@@ -1,6 +1,6 @@
 import VBTBus
 
-// Rest timers and the live workout (seed 002): pure values on an injected
+// Rest timers and the live workout (README, "notifier"): pure values on an injected
 // wall clock (`now`, Unix seconds), so they persist across restarts and are
 // tested without sleeping.
 

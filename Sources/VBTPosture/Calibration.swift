@@ -1,7 +1,7 @@
 import Foundation
 import VBTBus
 
-// Posture calibration and evaluation (seed 004, DOMAIN.md "Posture"): each of
+// Posture calibration and evaluation (README, "posture-evaluator"): each of
 // the wearable's two sensors (accelerometer, magnetometer) is modelled as a
 // 3-D normal distribution fitted to the athlete sitting or standing well; a
 // reading is "correct" for a sensor when its density under that model reaches

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 // A BLE central over BlueZ's libbluetooth and kernel sockets, without D-Bus
-// or bluetoothd (research/ble.md section 3): LE scanning on a raw HCI socket
+// or bluetoothd (BlueZ's raw HCI socket interface, lib/hci.h): LE scanning on a raw HCI socket
 // (legacy and extended advertising reports), an L2CAP socket on the ATT
 // fixed channel, and the handful of ATT requests a sensor needs.
 

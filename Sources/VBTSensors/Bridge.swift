@@ -84,7 +84,7 @@ public struct ReconnectPolicy: Sendable, Equatable {
     /// The longest wait between tries.
     public var maxDelayS = 30.0
 
-    /// The defaults of DOMAIN.md: 3 tries 2 s apart, then doubling up to 30 s.
+    /// The defaults: 3 tries 2 s apart, then doubling up to 30 s.
     public init() {}
 
     /// Seconds to wait after `failures` consecutive failed tries (1-based).

@@ -1,6 +1,6 @@
 import VBTBus
 
-// WitMotion WT901BLE / WT9011DCL protocol (research/ble.md section 1).
+// WitMotion WT901BLE / WT9011DCL protocol (as WitMotion's published protocol manual for the WT901 series describes it).
 // BLE notifications and the BLE 5.0 units' USB serial both carry 20-byte
 // `55 61` packets (9 x int16 LE, no checksum) and `55 71` register replies;
 // the older serial units send 11-byte `55 5x` frames with a checksum. One

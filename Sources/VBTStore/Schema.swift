@@ -240,8 +240,10 @@ public struct ExerciseRecord: Codable, Sendable, Equatable {
         case defaultRestS = "default_rest_s"
     }
 
-    /// The common lifts. MVTs from research/vbt.md 3.4 (bench 0.17, squat 0.30,
-    /// deadlift 0.15 m/s; others from the same sources' ranges); rests are the
+    /// The common lifts. MVTs: bench 0.17 (González-Badillo & Sánchez-Medina
+    /// 2010, Int J Sports Med 31(5)), squat 0.30 (Sánchez-Medina et al. 2017,
+    /// Int J Sports Med 38(3)), deadlift 0.15 m/s; others from the ranges the
+    /// VBT literature reports for similar lifts; rests are the
     /// usual strength-training defaults (3 min for the big lifts, 2 min otherwise).
     public static let catalogue: [ExerciseRecord] = [
         .init(id: "squat", name: "Back squat", description: "Bar on the upper back; squat to depth and stand up.", expectedRomMm: 600, mvtMps: 0.30, defaultRestS: 180),

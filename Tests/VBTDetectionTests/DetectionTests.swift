@@ -38,7 +38,7 @@ func rejections(_ outputs: [DetectorOutput]) -> [RejectedRep] {
     outputs.compactMap { if case .rejected(let rejected) = $0 { rejected } else { nil } }
 }
 
-@Suite("Seed scenarios (DOMAIN.md)")
+@Suite("Seed scenarios")
 struct SeedScenarioTests {
     @Test("one rep 523 -> 135 -> 520 mm, then 0.5 s idle, at 50 Hz: exactly 1 rep with ROM > 300 mm")
     func oneRep() {

@@ -2,7 +2,7 @@ import Testing
 import VBTBus
 @testable import VBTSensors
 
-/// Builds device byte vectors from the protocol facts (research/ble.md section 1).
+/// Builds device byte vectors from the protocol facts (WitMotion's published protocol for the WT901 series).
 enum Bytes {
     static func le(_ value: Int16) -> [UInt8] {
         let bits = UInt16(bitPattern: value)
