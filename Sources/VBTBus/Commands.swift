@@ -67,3 +67,66 @@ public struct AthleteAssign: Sendable, Equatable {
         return JSONObject(fields)
     }
 }
+
+/// `plan.assign`'s arguments: a training plan for a station, its exercises
+/// in order (the notifier walks the athlete through them).
+public struct PlanAssign: Sendable, Codable, Equatable {
+    /// One exercise of the plan.
+    public struct Exercise: Sendable, Codable, Equatable {
+        public var exercise: String
+        public var sets: Int
+        public var reps: Int
+        public var restS: Double?
+        public var loadKg: Double?
+
+        /// Creates an exercise entry.
+        public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
+            (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
+        }
+    }
+
+    /// The plan's id or name (`plan`).
+    public var name: String?
+    public var athlete: String
+    public var exercises: [Exercise]
+
+    /// Creates a plan.
+    public init(name: String?, athlete: String, exercises: [Exercise]) {
+        (self.name, self.athlete, self.exercises) = (name, athlete, exercises)
+    }
+
+    /// Reads the arguments, saying what is wrong in words an operator can act on.
+    public init(args: JSONObject) throws(PayloadError) {
+        athlete = try args.string("athlete")
+        name = try args.optionalString("plan")
+        guard case .array(let items)? = args["exercises"], !items.isEmpty else {
+            throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg}")
+        }
+        var list: [Exercise] = []
+        for (index, item) in items.enumerated() {
+            guard case .object(let entry) = item else { throw PayloadError("exercises[\(index)] must be an object") }
+            let exercise = try entry.string("exercise")
+            let sets = try entry.integer("sets"), reps = try entry.integer("reps")
+            let rest = try entry.optionalNumber("rest_s"), load = try entry.optionalNumber("load_kg")
+            guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
+            if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
+            if let load, !(load >= 0 && load <= 1_000) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 to 1000") }
+            list.append(Exercise(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
+        }
+        exercises = list
+    }
+
+    /// The arguments as a command carries them.
+    public var args: JSONObject {
+        var fields: [(key: String, value: JSONValue)] = [("athlete", .string(athlete))]
+        if let name { fields.append(("plan", .string(name))) }
+        fields.append(("exercises", .array(exercises.map { item in
+            var entry: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
+                                                            ("reps", .number(Double(item.reps)))]
+            if let rest = item.restS { entry.append(("rest_s", .number(rest))) }
+            if let load = item.loadKg { entry.append(("load_kg", .number(load))) }
+            return .object(JSONObject(entry))
+        })))
+        return JSONObject(fields)
+    }
+}

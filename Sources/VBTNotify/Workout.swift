@@ -70,52 +70,10 @@ public struct RestTimer: Sendable, Codable, Equatable {
     }
 }
 
-/// One exercise of a plan (the lead's `vbt plan assign` args).
-public struct PlanExercise: Sendable, Codable, Equatable {
-    public var exercise: String
-    public var sets: Int
-    public var reps: Int
-    public var restS: Double?
-    public var loadKg: Double?
-
-    /// Creates an exercise entry.
-    public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
-        (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
-    }
-}
-
-/// A training plan assigned to a station: ordered exercises.
-public struct Plan: Sendable, Codable, Equatable {
-    public var name: String?
-    public var athlete: String
-    public var exercises: [PlanExercise]
-
-    /// Creates a plan.
-    public init(name: String?, athlete: String, exercises: [PlanExercise]) {
-        (self.name, self.athlete, self.exercises) = (name, athlete, exercises)
-    }
-
-    /// Reads `plan.assign`'s args, saying what is wrong in words an operator can act on.
-    public init(args: JSONObject) throws(PayloadError) {
-        athlete = try args.string("athlete")
-        name = try args.optionalString("plan")
-        guard case .array(let items)? = args["exercises"], !items.isEmpty else {
-            throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg}")
-        }
-        var list: [PlanExercise] = []
-        for (index, item) in items.enumerated() {
-            guard case .object(let entry) = item else { throw PayloadError("exercises[\(index)] must be an object") }
-            let exercise = try entry.string("exercise")
-            let sets = try entry.integer("sets"), reps = try entry.integer("reps")
-            let rest = try entry.optionalNumber("rest_s"), load = try entry.optionalNumber("load_kg")
-            guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
-            if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
-            if let load, !(load >= 0 && load <= 1_000) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 to 1000") }
-            list.append(PlanExercise(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
-        }
-        exercises = list
-    }
-}
+/// A training plan assigned to a station (the wire's `plan.assign`, VBTBus).
+public typealias Plan = PlanAssign
+/// One exercise of a plan.
+public typealias PlanExercise = PlanAssign.Exercise
 
 /// One station's live workout: who, what, which set, resting or not.
 public struct StationWorkout: Sendable, Codable, Equatable {

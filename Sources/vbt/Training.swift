@@ -269,13 +269,9 @@ struct PlanCommand: ParsableCommand {
                 let catalogue = try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self)
                 guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(plan.id) has no athlete: give --athlete") }
                 let first = plan.items[0]
-                let exercises = JSONValue.array(plan.items.map { item in
-                    var fields: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
-                                                                     ("reps", .number(Double(item.reps))), ("rest_s", .number(item.restS))]
-                    if let load = item.loadKg { fields.append(("load_kg", .number(load))) }
-                    return .object(JSONObject(fields))
-                })
-                let planArgs = JSONObject([("athlete", .string(who)), ("plan", .string(plan.id)), ("exercises", exercises)])
+                let planArgs = PlanAssign(name: plan.id, athlete: who, exercises: plan.items.map {
+                    PlanAssign.Exercise(exercise: $0.exercise, sets: $0.sets, reps: $0.reps, restS: $0.restS, loadKg: $0.loadKg)
+                }).args
                 let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
                                                 romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
                 let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])

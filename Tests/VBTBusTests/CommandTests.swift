@@ -23,4 +23,21 @@ struct CommandTests {
             #expect("\(error)".contains("load_kg"))
         }
     }
+
+    @Test("plan.assign's arguments read back as written; a plan without exercises, or with 0 sets, is an error saying what to fix")
+    func plan() throws {
+        let plan = PlanAssign(name: "strength-a", athlete: "ana", exercises: [
+            .init(exercise: "squat", sets: 3, reps: 5, restS: 180, loadKg: 100), .init(exercise: "bench", sets: 3, reps: 8),
+        ])
+        #expect(try PlanAssign(args: plan.args) == plan)
+        #expect(throws: PayloadError.self) { try PlanAssign(args: JSONObject([("athlete", .string("ana")), ("exercises", .array([]))])) }
+        var zero = plan
+        zero.exercises[1].sets = 0
+        do {
+            _ = try PlanAssign(args: zero.args)
+            Issue.record("a plan with 0 sets was accepted")
+        } catch {
+            #expect("\(error)".contains("exercises[1] (bench)"))
+        }
+    }
 }
