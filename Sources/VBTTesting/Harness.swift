@@ -249,3 +249,28 @@ public func connectedSubscriber(context: ZMQContext, config: BusConfig, prefixes
     }
     return connected ? subscriber : nil
 }
+
+/// A bus of its own for one process test: a folder, free endpoints (the
+/// query endpoint too) and a running `vbt-bus`, stopped when released.
+public final class TestBus: @unchecked Sendable {
+    public let dir: TemporaryDirectory
+    public let config: BusConfig
+    public let context = ZMQContext()
+    public let process: ManagedProcess
+    /// The environment that points programs at this bus.
+    public var environment: [String: String] { config.environmentVariables }
+
+    /// Starts the bus.
+    public init() throws {
+        dir = try TemporaryDirectory()
+        config = freeBusConfig()
+        process = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: config.environmentVariables, workDirectory: dir.url)
+    }
+
+    /// Starts `program` on this bus, in its folder.
+    public func start(_ program: String, _ arguments: [String]) throws -> ManagedProcess {
+        try ManagedProcess(program, arguments, environment: environment, workDirectory: dir.url)
+    }
+
+    deinit { _ = process.terminate() }
+}

@@ -135,15 +135,11 @@ struct SwapProcessTests {
 struct StationSplitTests {
     @Test("--stations GLOB: two detectors split the gym, each rep published once")
     func split() throws {
-        let dir = try TemporaryDirectory()
-        let config = freeBusConfig()
-        let env = config.environmentVariables
-        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
-        defer { _ = bus.terminate() }
-        let context = ZMQContext()
+        let bus = try TestBus()
+        let (config, context) = (bus.config, bus.context)
         let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
-        let racks = try ManagedProcess("rep-detector", ["--stations", "rack-*", "--patterns", dir.path("p1.json")], environment: env, workDirectory: dir.url)
-        let benches = try ManagedProcess("rep-detector", ["--stations", "bench-*", "--patterns", dir.path("p2.json")], environment: env, workDirectory: dir.url)
+        let racks = try bus.start("rep-detector", ["--stations", "rack-*", "--patterns", bus.dir.path("p1.json")])
+        let benches = try bus.start("rep-detector", ["--stations", "bench-*", "--patterns", bus.dir.path("p2.json")])
         #expect(racks.waitForStderr("bus connected", timeoutS: 20) && benches.waitForStderr("bus connected", timeoutS: 20))
         let publisher = try Publisher(context: context, config: config, program: "split-test")
         #expect(try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 20))
@@ -172,20 +168,15 @@ struct StationSplitTests {
 struct SilentRecorderTests {
     @Test("a session-recorder that holds the detector's question unanswered stalls nothing: every rep comes while it waits, and its late answer is taken")
     func silentRecorder() throws {
-        let dir = try TemporaryDirectory()
-        let config = freeBusConfig()
-        let env = config.environmentVariables
-        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: env, workDirectory: dir.url)
-        defer { _ = bus.terminate() }
-        let context = ZMQContext()
+        let bus = try TestBus()
+        let (config, context) = (bus.config, bus.context)
         // The recorder's query endpoint, held by the test: it reads the question and answers only when told.
         let recorder = try ZMQSocket(context, .router, lingerMs: 0)
         try recorder.bind(config.queryEndpoint)
         let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
         // An empty library: the detector asks for the recorder's patterns, and
         // would wait two minutes for them if it waited at all.
-        let detector = try ManagedProcess("rep-detector", ["--patterns", dir.path("patterns.json"), "--recorder-timeout", "120"],
-                                          environment: env, workDirectory: dir.url)
+        let detector = try bus.start("rep-detector", ["--patterns", bus.dir.path("patterns.json"), "--recorder-timeout", "120"])
         defer { _ = detector.terminate() }
         var question: ReceivedMessage?
         #expect(waitUntil(timeoutS: 20) {
