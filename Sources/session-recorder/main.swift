@@ -50,29 +50,23 @@ struct SessionRecorder: AsyncParsableCommand {
         if let db { storeSettings.path = db }
         storeSettings.sampleRetentionDays = sampleRetentionDays
         storeSettings.sessionGapS = sessionGap
-        let store: TrainingStore
-        do { store = try TrainingStore(settings: storeSettings, openLater: true) } catch {
-            reportProblem("session-recorder: \(error.message)")
-            throw ExitCode.failure
-        }
-        if let trouble = store.openError {
-            // Passing trouble (a read-only or full disk, a lock): run anyway, keep what arrives, retry.
-            logger.error("database not open yet; messages are kept and retried", metadata: ["error": "\(trouble.message)"])
-        }
-        let busConfig = config
-        let box = StoreBox(store)
+        let busConfig = config, settings = storeSettings
         let stop = StopFlag()
         try await runProgram("session-recorder", logger: logger,
                              hint: "check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT, that vbt-bus is running, and that no other recorder holds VBT_QUERY_ENDPOINT",
                              onShutdown: { stop.set() }) { context in
-            let runtime = try RecorderRuntime(context: context, config: busConfig, store: box.store, settings: RecorderSettings(), logger: logger)
+            // Opened on the socket thread, which alone uses it from then on.
+            let store: TrainingStore
+            do { store = try TrainingStore(settings: settings, openLater: true) } catch {
+                reportProblem("session-recorder: \((error as? StoreError)?.message ?? "\(error)")")
+                throw ExitCode.failure
+            }
+            if let trouble = store.openError {
+                // Passing trouble (a read-only or full disk, a lock): run anyway, keep what arrives, retry.
+                logger.error("database not open yet; messages are kept and retried", metadata: ["error": "\(trouble.message)"])
+            }
+            let runtime = try RecorderRuntime(context: context, config: busConfig, store: store, settings: RecorderSettings(), logger: logger)
             try runtime.run(stop: stop)
         }
     }
-}
-
-/// Hands the store to the socket thread that alone uses it from then on.
-final class StoreBox: @unchecked Sendable {
-    let store: TrainingStore
-    init(_ store: TrainingStore) { self.store = store }
 }
