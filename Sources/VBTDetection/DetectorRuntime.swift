@@ -279,16 +279,12 @@ public final class DetectorRuntime {
     }
 
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
-        if command.command == CommandName.athleteAssign {
-            do {
-                _ = try AthleteAssign(args: command.args)
-            } catch {
-                logger.warning("command not carried out", metadata: ["station": "\(detector.station)", "command": "\(command.command)",
-                                                                     "correlation_id": "\(command.id)", "reason": "\(error)"])
-                return []
-            }
+        let outputs: [DetectorOutput]
+        do { outputs = try detector.apply(command) } catch {
+            logger.warning("command not carried out", metadata: ["station": "\(detector.station)", "command": "\(command.command)",
+                                                                 "correlation_id": "\(command.id)", "reason": "\(error)"])
+            return []
         }
-        let outputs = detector.apply(command)
         if command.command == CommandName.athleteAssign {
             let assignment = detector.assignment
             logger.info("station assigned", metadata: ["station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)", "correlation_id": "\(command.id)"])

@@ -110,7 +110,10 @@ public enum OfflineRunner {
                     return
                 }
                 guard command.target == "*" || command.target == "rep-detector" else { return }
-                outputs = detector.apply(command)
+                do { outputs = try detector.apply(command) } catch {
+                    result.unreadable.append(UnreadableLine(number: line.number, reason: "\(command.command): \(error)"))
+                    return
+                }
             default:
                 return
             }

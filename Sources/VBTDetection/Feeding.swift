@@ -28,13 +28,13 @@ extension StationDetector {
 
     /// Carries out a command addressed to the rep-detector (`athlete.assign`,
     /// `set.load`, `set.end`); other commands change nothing. Returns what it
-    /// produced (a set ended by command).
-    public mutating func apply(_ command: CommandMessage) -> [DetectorOutput] {
+    /// produced (a set ended by command). A malformed `athlete.assign`
+    /// changes nothing and is thrown back, naming what is wrong.
+    public mutating func apply(_ command: CommandMessage) throws(PayloadError) -> [DetectorOutput] {
         let args = command.args
         switch command.command {
         case CommandName.athleteAssign:
-            // A malformed one changes nothing (the runtime says why).
-            guard let assign = try? AthleteAssign(args: args) else { return [] }
+            let assign = try AthleteAssign(args: args)
             var assignment = Assignment()
             assignment.athlete = assign.athlete
             if let exercise = assign.exercise { assignment.exercise = exercise }

@@ -166,22 +166,7 @@ struct IMUTracker: Sendable, Codable {
             if let loud = loudSince, t - loud >= Self.loudResetS { quietSince = nil }
         }
         let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
-        // Stopped: the integral within what noise and a residual offset make of it.
-        let sinceRest = moving.first.map { t - $0.t } ?? 0
-        // Beyond the bare limit, a leftover is drift only if it is small beside
-        // the movement's own speed: a heavy pull's glide keeps most of it.
-        let residual = abs(velocitySinceRest)
-        let windowStart = recent.first?.t ?? t
-        let recentPeak = moving.reversed().prefix { $0.t >= windowStart - Self.glideLookBackS }.map { abs($0.v) }.max() ?? 0
-        let stopped = residual < Self.restMaxVelocityMps
-            || (residual < Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
-                    + Self.samplingShare * recentPeak
-                && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps)
-                && !(quietWindow && isMidway(at: t)))
-            // No rep takes this long: the integral has lost its way (a violent
-            // pick-up, a knock), so a quiet bar at the end of its range is at rest.
-            || (sinceRest >= Self.longestMovementS && quietWindow && !isMidway(at: t))
-        let quiet = quietWindow && (isStill || stopped || longQuiet)
+        let quiet = quietWindow && (isStill || longQuiet || hasStopped(at: t))
         if isStill {
             if quiet {
                 // At rest the vertical acceleration is zero: learn the offset (or,
@@ -222,21 +207,15 @@ struct IMUTracker: Sendable, Codable {
     /// sensor's noise, and no trend beyond what noise makes.
     private mutating func isQuiet(at t: Double) -> Bool {
         guard recent.count >= 5, let first = recent.first, t - first.t >= Self.windowS else { return false }
-        let n = Double(recent.count)
-        let meanT = recent.reduce(0) { $0 + $1.t } / n, meanA = recent.reduce(0) { $0 + $1.aG } / n
-        var sxx = 0.0, sxy = 0.0, syy = 0.0
-        for r in recent {
-            sxx += (r.t - meanT) * (r.t - meanT)
-            sxy += (r.t - meanT) * (r.aG - meanA)
-            syy += (r.aG - meanA) * (r.aG - meanA)
-        }
-        let sd = (syy / n).squareRoot()
+        let fit = LineFit(recent.lazy.map { ($0.t, $0.aG) })
+        let (n, sxx) = (fit.count, fit.sxx)
+        let sd = (fit.syy / n).squareRoot()
         noise.add(t: t, windowSD: sd)
         let floor = noise.sd ?? Self.initialNoiseG
         // A slow lift (a heavy deadlift) can stay quiet for most of a second,
         // but its acceleration drifts steadily; at rest it is flat noise.
         guard sd <= max(Self.minimumQuietG, Self.quietNoiseFactor * floor + 0.003), sxx > 0,
-              abs(sxy / sxx) <= 3 * floor / sxx.squareRoot() + 0.01 else {
+              abs(fit.slope) <= 3 * floor / sxx.squareRoot() + 0.01 else {
             flatSince = nil
             return false
         }
@@ -246,7 +225,28 @@ struct IMUTracker: Sendable, Codable {
         // rests have taught the offset, zero is only roughly known.)
         let margin = restReadings == 0 ? Self.initialOffsetUncertaintyG
             : min(Self.initialOffsetUncertaintyG, max(Self.restMeanMarginG, offsetUncertaintyG))
-        return abs(meanA) <= 3 * floor / n.squareRoot() + margin
+        return abs(fit.meanY) <= 3 * floor / n.squareRoot() + margin
+    }
+
+    /// Whether a moving bar whose window is quiet has come to rest, by what
+    /// its velocity integral says (asked only then: it looks back over the movement).
+    private func hasStopped(at t: Double) -> Bool {
+        let residual = abs(velocitySinceRest)
+        if residual < Self.restMaxVelocityMps { return true }
+        let sinceRest = moving.first.map { t - $0.t } ?? 0
+        let midway = isMidway(at: t)
+        // No rep takes this long: the integral has lost its way (a violent
+        // pick-up, a knock), so a quiet bar at the end of its range is at rest.
+        if sinceRest >= Self.longestMovementS, !midway { return true }
+        // Beyond the bare limit, a leftover is drift only if it is within what
+        // noise, the offset's uncertainty and sampling make of it, and small
+        // beside the movement's own speed (a heavy pull's glide keeps most of
+        // it), and the bar is not partway through its range.
+        let windowStart = recent.first?.t ?? t
+        let recentPeak = moving.reversed().prefix { $0.t >= windowStart - Self.glideLookBackS }.map { abs($0.v) }.max() ?? 0
+        let allowance = Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
+            + Self.samplingShare * recentPeak
+        return residual < allowance && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps) && !midway
     }
 
     /// Whether the bar is partway between the lowest and highest it has been

@@ -24,17 +24,38 @@ public struct KinematicSample: Sendable, Equatable, Codable {
     }
 }
 
+/// The sums of a least-squares line through points (x, y): the means and the
+/// centred sums of squares and products.
+struct LineFit {
+    var count = 0.0, meanX = 0.0, meanY = 0.0
+    var sxx = 0.0, sxy = 0.0, syy = 0.0
+
+    /// Fits `points`, (x, y) pairs read twice (the line of no points is all
+    /// zeros). Allocates nothing: it runs for every reading on some paths.
+    init<Points: Sequence>(_ points: Points) where Points.Element == (Double, Double) {
+        var sumX = 0.0, sumY = 0.0
+        for (x, y) in points {
+            count += 1
+            sumX += x
+            sumY += y
+        }
+        guard count > 0 else { return }
+        (meanX, meanY) = (sumX / count, sumY / count)
+        for (x, y) in points {
+            sxx += (x - meanX) * (x - meanX)
+            sxy += (x - meanX) * (y - meanY)
+            syy += (y - meanY) * (y - meanY)
+        }
+    }
+
+    /// The slope (0 when the x's do not vary).
+    var slope: Double { sxx > 0 ? sxy / sxx : 0 }
+}
+
 /// Slope of the least-squares line through (t, y): a derivative that tolerates noise.
 func regressionSlope(_ t: ArraySlice<Double>, _ y: ArraySlice<Double>) -> Double {
-    let n = Double(t.count)
-    guard n >= 2 else { return 0 }
-    let meanT = t.reduce(0, +) / n, meanY = y.reduce(0, +) / n
-    var numerator = 0.0, denominator = 0.0
-    for (ti, yi) in zip(t, y) {
-        numerator += (ti - meanT) * (yi - meanY)
-        denominator += (ti - meanT) * (ti - meanT)
-    }
-    return denominator > 0 ? numerator / denominator : 0
+    guard t.count >= 2 else { return 0 }
+    return LineFit(zip(t, y)).slope
 }
 
 /// Velocity and acceleration of a position series by centred local regression

@@ -160,15 +160,9 @@ public struct LoadVelocityProfile: Sendable, Codable, Equatable {
     /// Fits `points` (at least two different loads); nil otherwise.
     public static func fit(station: String, athlete: String?, exercise: ExerciseProfile, points: [Point]) -> LoadVelocityProfile? {
         guard Set(points.map(\.loadKg)).count >= 2 else { return nil }
-        let n = Double(points.count)
-        let meanX = points.reduce(0) { $0 + $1.loadKg } / n, meanY = points.reduce(0) { $0 + $1.meanVelocityMps } / n
-        var sxy = 0.0, sxx = 0.0, syy = 0.0
-        for p in points {
-            sxy += (p.loadKg - meanX) * (p.meanVelocityMps - meanY)
-            sxx += (p.loadKg - meanX) * (p.loadKg - meanX)
-            syy += (p.meanVelocityMps - meanY) * (p.meanVelocityMps - meanY)
-        }
-        let slope = sxy / sxx, intercept = meanY - slope * meanX
+        let line = LineFit(points.lazy.map { ($0.loadKg, $0.meanVelocityMps) })
+        let (sxx, sxy, syy) = (line.sxx, line.sxy, line.syy)
+        let slope = sxy / sxx, intercept = line.meanY - slope * line.meanX
         let r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1
         let e1rm = slope < 0 ? (exercise.mvtMps - intercept) / slope : nil
         return LoadVelocityProfile(station: station, athlete: athlete, exercise: exercise.name, points: points, interceptMps: intercept,
