@@ -1,8 +1,11 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Layers, bottom to top: C system libraries -> VBTBus (sockets, envelope,
-// publish/subscribe, counters) -> programs. Nothing imports anything above it.
+// Layers, bottom to top: VBTWire (the wire: JSON codec, envelope, every
+// payload, topics and commands; no Foundation, no sockets) -> C system
+// libraries and VBTBus (sockets, publish/subscribe, counters) -> VBTQuery (the
+// recorder's query protocol and its values, no SQLite) -> the domain modules ->
+// programs. Nothing imports anything above it.
 let package = Package(
     name: "vbt",
     platforms: [.macOS(.v15)],
@@ -14,6 +17,7 @@ let package = Package(
         .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
         .executable(name: "session-recorder", targets: ["session-recorder"]),
         .executable(name: "notifier", targets: ["notifier"]),
+        .library(name: "VBTWire", targets: ["VBTWire"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
     dependencies: [
@@ -37,9 +41,13 @@ let package = Package(
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
+        // The wire alone: what any program (or another language's port) needs to
+        // read and write bus messages. Foundation-free on purpose.
+        .target(name: "VBTWire"),
         .target(
             name: "VBTBus",
             dependencies: [
+                "VBTWire",
                 "CZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -49,7 +57,7 @@ let package = Package(
         .target(
             name: "VBTSensors",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "CBlueZ",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -58,7 +66,7 @@ let package = Package(
         .target(
             name: "VBTDetection",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -66,7 +74,7 @@ let package = Package(
         .target(
             name: "VBTPosture",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -74,7 +82,7 @@ let package = Package(
         .target(
             name: "VBTStore",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -84,7 +92,7 @@ let package = Package(
         .target(
             name: "VBTNotify",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -93,7 +101,7 @@ let package = Package(
         .target(
             name: "VBTWebhook",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTNotify",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -103,7 +111,7 @@ let package = Package(
         .target(
             name: "VBTCommandLine",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -115,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "vbt-bus",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -125,7 +133,7 @@ let package = Package(
         .executableTarget(
             name: "sensor-bridge",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTSensors",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -135,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "rep-detector",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTDetection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -145,7 +153,7 @@ let package = Package(
         .executableTarget(
             name: "posture-evaluator",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTPosture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -155,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "session-recorder",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -165,7 +173,7 @@ let package = Package(
         .executableTarget(
             name: "notifier",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTNotify",
                 "VBTWebhook",
@@ -176,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "vbt",
             dependencies: [
-                "VBTBus",
+                "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTDetection",  // `vbt eval` runs the detectors offline
                 "VBTStore",
@@ -189,22 +197,22 @@ let package = Package(
         .executableTarget(
             name: "vbt-bench",
             dependencies: [
-                "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTStore", "CZeroMQ",
+                "VBTWire", "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTStore", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(
             name: "VBTBusTests",
-            dependencies: ["VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
+            dependencies: ["VBTWire", "VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
         ),
         .testTarget(
             name: "VBTDetectionTests",
-            dependencies: ["VBTDetection", "VBTSensors", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTDetection", "VBTSensors", "VBTWire", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTPostureTests",
-            dependencies: ["VBTPosture", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTPosture", "VBTWire", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTStoreTests",
@@ -212,11 +220,11 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTNotifyTests",
-            dependencies: ["VBTNotify", "VBTPosture", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTNotify", "VBTPosture", "VBTWire", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",
-            dependencies: ["VBTSensors", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTSensors", "VBTWire", "VBTBus", "VBTTesting"]
         ),
     ]
 )

@@ -14,6 +14,7 @@ import GRDB
 import GRDBSQLite
 import Logging
 import VBTBus
+import VBTWire
 import VBTStore
 
 struct StoreBenchOptions {
@@ -204,10 +205,10 @@ private func rawSampleRate(_ rows: [[RawRow]], expectedRows: Int, batch: Int, fo
             for message in rows[index..<end] {
                 for row in message {
                     // SQLITE_STATIC (nil): the bytes outlive the step.
-                    row.station.withUnsafeBufferPointer { sqlite3_bind_text(statement, 1, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
-                    row.sensor.withUnsafeBufferPointer { sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
+                    _ = row.station.withUnsafeBufferPointer { sqlite3_bind_text(statement, 1, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
+                    _ = row.sensor.withUnsafeBufferPointer { sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
                     sqlite3_bind_double(statement, 3, row.t)
-                    row.data.withUnsafeBufferPointer { sqlite3_bind_text(statement, 4, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
+                    _ = row.data.withUnsafeBufferPointer { sqlite3_bind_text(statement, 4, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
                     check(sqlite3_step(statement), "step")
                     sqlite3_reset(statement)
                 }

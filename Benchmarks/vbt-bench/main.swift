@@ -15,6 +15,7 @@ import Dispatch
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 import VBTDetection
 import VBTPosture
 import VBTSensors

@@ -1,4 +1,5 @@
 import CZeroMQ
+import VBTWire
 import Logging
 
 /// The bus: an XSUB/XPUB forwarder that counts what it moves and publishes

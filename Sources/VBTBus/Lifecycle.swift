@@ -1,4 +1,5 @@
 import Foundation
+import VBTWire
 import Logging
 import ServiceLifecycle
 import Synchronization

@@ -1,4 +1,5 @@
 import CZeroMQ
+import VBTWire
 
 /// Publishes typed messages onto the bus. Owned by one thread (not `Sendable`).
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import VBTWire
 
 // The client side of the session-recorder's query endpoint (proto/query.md),
 // here so any program can ask without depending on the store.

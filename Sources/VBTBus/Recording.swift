@@ -65,6 +65,7 @@ public struct RecordingError: Error, Sendable, CustomStringConvertible {
 }
 
 import Foundation
+import VBTWire
 
 /// A value kept in a JSON file (stats, pattern libraries, calibration stores):
 /// saved atomically, so a reader never sees half a file, and loaded as the

@@ -1,4 +1,5 @@
 import Foundation
+import VBTWire
 
 /// One line of a recording read back: when it was received and the message,
 /// checked against the envelope rules exactly as a subscriber checks it.

@@ -1,4 +1,5 @@
 import CZeroMQ
+import VBTWire
 import Logging
 
 /// What one consumer saw of one publishing stream (`src`).
@@ -112,7 +113,7 @@ public final class Subscriber {
     public var forgetAfterS = 3_600.0
 
     /// The topic of the bus's own heartbeat.
-    public static let busHeartbeatTopic = "heartbeat.bus"
+    public static let busHeartbeatTopic = HeartbeatMessage.topic(station: "bus")
 
     /// Connects to `config.subEndpoint` and subscribes to each prefix ("" is everything).
     public init(context: ZMQContext, config: BusConfig, prefixes: [String], logger: Logger) throws(ZMQError) {

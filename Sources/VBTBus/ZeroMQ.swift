@@ -1,4 +1,5 @@
 import CZeroMQ
+import VBTWire
 import Synchronization
 
 // The ZeroMQ layer over the C API.
@@ -315,4 +316,12 @@ public struct ZMQPoller {
 extension ZMQSocket {
     /// The raw libzmq handle, for the benchmark's raw-libzmq baseline only.
     public var handleForBenchmark: UnsafeMutableRawPointer { handle }
+}
+
+/// Decodes and checks one received message against the envelope rules.
+public func decodeMessage(_ received: ReceivedMessage) throws(MalformedMessage) -> BusMessage {
+    guard received.frameCount == 2, received.frames.count == 2 else {
+        throw MalformedMessage(.frameCount, "expected 2 frames (topic, JSON), got \(received.frameCount)")
+    }
+    return try decodeMessage(topic: received.frames[0], body: received.frames[1])
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTWire
 
 /// The bus endpoint options every program takes (proto/README.md, "Wire format").
 public struct BusOptions: ParsableArguments {

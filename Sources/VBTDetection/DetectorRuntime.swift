@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc
@@ -77,7 +78,7 @@ public final class DetectorRuntime {
     public init(context: ZMQContext, config: BusConfig, options: DetectorOptions, logger: Logger) throws(ZMQError) {
         self.options = options
         self.logger = logger
-        subscriber = try Subscriber(context: context, config: config, prefixes: ["sample.", "cmd.", "takeover.", "handoff."], logger: logger)
+        subscriber = try Subscriber(context: context, config: config, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self), logger: logger)
         publisher = try Publisher(context: context, config: config, program: "rep-detector")
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
@@ -127,7 +128,7 @@ public final class DetectorRuntime {
 
     private func handle(_ message: BusMessage) throws {
         switch message.envelope.type {
-        case "sample", "cmd":
+        case SampleMessage.type, CommandMessage.type:
             guard matches(message.envelope.station) else { return }
             if case .takingOver(var buffer, let requested, let deadline, let states) = mode {
                 buffer.append(message)
@@ -137,7 +138,7 @@ public final class DetectorRuntime {
             if case .active = mode {} else if case .handingOver = mode {} else { return }
             try process(message)
             try finishHandoverIfReady()
-        case "takeover":
+        case TakeoverMessage.type:
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
             guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance,
@@ -147,7 +148,7 @@ public final class DetectorRuntime {
                 mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: monotonicSeconds() + 5)
                 try finishHandoverIfReady()
             }
-        case "handoff":
+        case HandoffMessage.type:
             guard let handoff = try? message.payload(as: HandoffMessage.self), handoff.to == instance,
                   case .takingOver(let buffer, let requested, let deadline, var states) = mode
             else { return }
@@ -176,7 +177,7 @@ public final class DetectorRuntime {
         lastArrival[station] = monotonicSeconds()
         var detector = detectors[station] ?? newDetector(station)
         var outputs: [DetectorOutput] = []
-        if message.envelope.type == "cmd" {
+        if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else { return }
             outputs = apply(command, to: &detector)
         } else {
@@ -382,7 +383,7 @@ public final class DetectorRuntime {
                 if lastStart == nil { lastStart = monotonicSeconds() }
                 return
             }
-            guard try publisher.waitForSubscriber(topic: "takeover.detector", timeoutS: 0.05) else { return }
+            guard try publisher.waitForSubscriber(topic: TakeoverMessage.topic(station: "detector"), timeoutS: 0.05) else { return }
             var first: [String: Int] = [:]
             for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
             try publisher.publish(TakeoverMessage(instance: instance, stations: options.stationsGlob, firstSeq: first), station: "detector")

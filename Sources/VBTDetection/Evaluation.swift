@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // `vbt eval`: the detector run offline over a recording and compared with
 // reference labels (proto/labels.md, proto/eval.md).

@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // What `vbt eval` prints: a table for people, one JSON object for programs
 // (proto/eval.md), and a Bland-Altman plot of mean velocity as a standalone

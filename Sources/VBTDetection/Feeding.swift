@@ -1,4 +1,5 @@
 import VBTBus
+import VBTWire
 
 // What the live rep-detector and `vbt eval` share: how a bus message's
 // readings and commands reach a station's detector. One path, so an offline

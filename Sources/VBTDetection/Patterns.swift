@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // Pattern learning (README, "rep-detector"): a finished set becomes a pattern of the
 // athlete's concentric velocity curve for the exercise; a live candidate is

@@ -1,6 +1,7 @@
 // Threshold alerts: which conditions are open, their rate-limited repeats,
 // their clears, and the one-off notices. Pure, on an injected wall clock.
 import VBTBus
+import VBTWire
 
 /// The open alerts and what was already noticed; decides what gets published.
 public struct AlertBook: Sendable, Codable, Equatable {

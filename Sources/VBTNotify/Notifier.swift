@@ -2,6 +2,7 @@
 // messages to publish out. No I/O; the clock is the `now` each call passes
 // (wall-clock Unix seconds, so saved timers resume right after a restart).
 import VBTBus
+import VBTWire
 
 /// How the notifier behaves. Every field has its default here.
 public struct NotifierSettings: Sendable, Codable, Equatable {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 /// Where alerts go besides the bus (the webhook). `deliver` must never block:
 /// the bus loop calls it.
@@ -28,7 +29,7 @@ public final class NotifierRuntime {
     public init(context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: AlertSink?,
                 logger: Logger, clock: @escaping @Sendable () -> Double = { wallClockSeconds() }) throws(ZMQError) {
         subscriber = try Subscriber(context: context, config: config,
-                                    prefixes: ["cmd.", "set.", "rep.", "posture.", "status.", "heartbeat."], logger: logger)
+                                    prefixes: MessageTypes.prefixes(CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
         publisher = try Publisher(context: context, config: config, program: "notifier")
         self.statePath = statePath
         self.sink = sink

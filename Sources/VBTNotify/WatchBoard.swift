@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 /// What `vbt watch` shows: every station's athlete, exercise, set, last rep,
 /// velocity loss, posture, rest timer and sensors, and the alerts. A pure value:

@@ -1,4 +1,5 @@
 import VBTBus
+import VBTWire
 
 // Rest timers and the live workout (README, "notifier"): pure values on an injected
 // wall clock (`now`, Unix seconds), so they persist across restarts and are

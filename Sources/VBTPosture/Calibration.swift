@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // Posture calibration and evaluation (README, "posture-evaluator"): each of
 // the wearable's two sensors (accelerometer, magnetometer) is modelled as a

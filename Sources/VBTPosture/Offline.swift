@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 /// `posture-evaluator --compute FILE`: a calibration fitted offline, printed as
 /// JSON with the densities of given points (how the maths is checked against

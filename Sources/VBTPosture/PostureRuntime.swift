@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 /// How the posture evaluator behaves.
 public struct PostureSettings: Sendable, Codable, Equatable {
@@ -172,7 +173,7 @@ public final class PostureRuntime {
 
     /// Connects to the bus and loads the stored calibrations.
     public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(context: context, config: config, prefixes: ["sample.", "cmd."], logger: logger)
+        subscriber = try Subscriber(context: context, config: config, prefixes: [SampleMessage.topicPrefix, CommandMessage.topicPrefix], logger: logger)
         publisher = try Publisher(context: context, config: config, program: "posture-evaluator")
         self.settings = settings
         self.storePath = storePath
@@ -262,7 +263,7 @@ public final class PostureRuntime {
 
     private func handle(_ message: BusMessage) throws {
         let station = message.envelope.station
-        if message.envelope.type == "cmd" {
+        if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self),
                   command.target == "*" || command.target == "posture-evaluator" else { return }
             var state = tracker(station)
@@ -290,7 +291,7 @@ public final class PostureRuntime {
             trackers[station] = state
             return
         }
-        guard message.envelope.type == "sample", let sample = try? message.payload(as: SampleMessage.self),
+        guard message.envelope.type == SampleMessage.type, let sample = try? message.payload(as: SampleMessage.self),
               case .posture(let readings) = sample.readings else { return }
         var state = tracker(station)
         var outputs: [PostureTracker.Output] = []

@@ -2,6 +2,7 @@ import CBlueZ
 import Logging
 import Synchronization
 import VBTBus
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import VBTBus
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import VBTBus
+import VBTWire
 
 /// Splits a byte stream into lines (LF or CRLF), bounding line length so a
 /// stream without newlines cannot grow memory.

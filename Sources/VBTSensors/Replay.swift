@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 /// One message of a recording, ready to publish again.
 public struct RecordedMessage: Sendable {

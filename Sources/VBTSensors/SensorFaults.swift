@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // What real sensors do that the simulator's tidy ones don't, so the detector
 // can be held to it with ground truth. Each fault is one that recordings of

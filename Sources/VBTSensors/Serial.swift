@@ -1,5 +1,6 @@
 import Logging
 import VBTBus
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 // A deterministic synthetic athlete: sets of an exercise at a load, with
 // realistic bar paths, fatigue (velocity loss across reps), pauses and

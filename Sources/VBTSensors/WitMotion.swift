@@ -1,4 +1,5 @@
 import VBTBus
+import VBTWire
 
 // WitMotion WT901BLE / WT9011DCL protocol (as WitMotion's published protocol manual for the WT901 series describes it).
 // BLE notifications and the BLE 5.0 units' USB serial both carry 20-byte

@@ -3,6 +3,7 @@ import GRDB
 import GRDBSQLite
 import Logging
 import VBTBus
+import VBTWire
 
 /// What the ingestor did, for the recorder's heartbeat and logs.
 public struct IngestCounters: Sendable, Equatable, Codable {
@@ -56,7 +57,9 @@ public final class Ingestor {
     public var maxPending = 200_000
 
     /// Types kept in the database.
-    public static let keptTypes: Set<String> = ["sample", "rep", "set", "rejected", "profile", "cmd", "calibration", "posture", "alert"]
+    public static let keptTypes = Set(([SampleMessage.self, RepMessage.self, SetMessage.self, RejectedMessage.self, ProfileMessage.self,
+                                           CommandMessage.self, CalibrationMessage.self, PostureMessage.self, AlertMessage.self]
+                                          as [any BusPayload.Type]).map { $0.type })
 
     /// Creates an ingestor writing to `store`.
     public init(store: TrainingStore, logger: Logger) {
@@ -74,7 +77,7 @@ public final class Ingestor {
             counters.ignored += 1
             return
         }
-        if type == "posture", message.fields["changed"] != .bool(true) {
+        if type == PostureMessage.type, message.fields["changed"] != .bool(true) {
             counters.ignored += 1  // only changes of posture are history; the live stream is not
             return
         }
@@ -88,7 +91,7 @@ public final class Ingestor {
         let excess = pending.count - maxPending
         var dropped = 0
         pending.removeAll { message in
-            guard dropped < max(excess, maxPending / 10), message.envelope.type == "sample" else { return false }
+            guard dropped < max(excess, maxPending / 10), message.envelope.type == SampleMessage.type else { return false }
             dropped += 1
             return true
         }
@@ -186,7 +189,7 @@ public final class Ingestor {
             }
             var stored = true
             var refused = false
-            if envelope.type == "sample" {
+            if envelope.type == SampleMessage.type {
                 if let rows = try insertSamples(message, db: db) {
                     result.sampleRows += rows
                 } else {
@@ -213,7 +216,7 @@ public final class Ingestor {
                     logger.error("message fields unusable; skipped", metadata: ["zmq.topic": "\(message.topic)", "error": "\(error)"])
                 }
             }
-            if stored { result.stored[envelope.type, default: 0] += 1 } else if !refused, envelope.type == "rep" { result.duplicates += 1 }
+            if stored { result.stored[envelope.type, default: 0] += 1 } else if !refused, envelope.type == RepMessage.type { result.duplicates += 1 }
             var progress = result.progress[envelope.src] ?? Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
             if let known, envelope.seq > known + 1 {
                 progress.gaps += 1
@@ -281,7 +284,7 @@ public final class Ingestor {
         let envelope = message.envelope
         let station = envelope.station
         switch envelope.type {
-        case "rep":
+        case RepMessage.type:
             let rep = try message.payload(as: RepMessage.self)
             try ensureSet(id: rep.setId, station: station, athlete: envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg, ts: envelope.ts, db: db)
             try db.execute(sql: """
@@ -298,7 +301,7 @@ public final class Ingestor {
                 ])
             guard db.changesCount > 0 else { return false }
             try db.execute(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?", arguments: [rep.index, rep.setId])
-        case "set":
+        case SetMessage.type:
             let set = try message.payload(as: SetMessage.self)
             try ensureSet(id: set.setId, station: station, athlete: envelope.athlete, exercise: set.exercise, loadKg: set.loadKg, ts: envelope.ts, db: db)
             if set.event == .end {
@@ -310,21 +313,21 @@ public final class Ingestor {
                                      set.exercise, set.loadKg, set.setId])
                 try touchSession(ofSet: set.setId, ts: envelope.ts, db: db)
             }
-        case "rejected":
+        case RejectedMessage.type:
             let rejected = try message.payload(as: RejectedMessage.self)
             try db.execute(sql: """
                 INSERT INTO rejected (src, seq, station, athlete, reason, detail, rom_mm, concentric_s, mean_velocity_mps, t_end, detector)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                 """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, rejected.reason, rejected.detail,
                                  rejected.romMm, rejected.concentricS, rejected.meanVelocityMps, rejected.tEnd, rejected.detector])
-        case "profile":
+        case ProfileMessage.type:
             let profile = try message.payload(as: ProfileMessage.self)
             try db.execute(sql: """
                 INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                 """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, profile.exercise, envelope.ts,
                                  profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg])
-        case "cmd":
+        case CommandMessage.type:
             let command = try message.payload(as: CommandMessage.self)
             let athlete: String?, exercise: String?, loadKg: Double?, plan: String?
             switch command.command {
@@ -341,16 +344,16 @@ public final class Ingestor {
             }
             try db.execute(sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
-        case "calibration":
+        case CalibrationMessage.type:
             guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
             try db.execute(sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                            arguments: [envelope.athlete ?? station, envelope.ts, station, json])
-        case "posture":
+        case PostureMessage.type:
             guard case .bool(let correct)? = message.fields["correct"] else { throw PayloadError("posture without correct") }
             try db.execute(sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                            arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, try message.fields.number("t"), correct,
                                        try message.fields.optionalNumber("bad_for_s") ?? 0])
-        case "alert":
+        case AlertMessage.type:
             try db.execute(sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                            arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, envelope.ts, String(decoding: message.body, as: UTF8.self)])
         default:

@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // The request/reply protocol of the recorder's query endpoint (proto/query.md):
 // a request is one JSON object {"id", "query", "args"}; the reply is

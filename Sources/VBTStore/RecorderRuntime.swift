@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 /// How the recorder paces its writes.
 public struct RecorderSettings: Sendable, Equatable {

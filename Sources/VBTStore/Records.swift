@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTWire
 
 // The values queries take and return. They travel as JSON on the query
 // endpoint (proto/query.md), with the same snake_case names and units in the

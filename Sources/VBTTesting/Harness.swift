@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc
@@ -87,8 +88,8 @@ public final class ManagedProcess: @unchecked Sendable {
         name = program
         stdoutURL = workDirectory.appendingPathComponent("\(program)-\(UUID().uuidString.prefix(8)).out")
         stderrURL = workDirectory.appendingPathComponent("\(program)-\(UUID().uuidString.prefix(8)).err")
-        FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
-        FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
         process.executableURL = binDirectory().appendingPathComponent(program)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment

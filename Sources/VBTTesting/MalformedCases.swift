@@ -1,4 +1,5 @@
 import VBTBus
+import VBTWire
 
 /// One kind of bad input a consumer must count and survive.
 public struct MalformedCase: Sendable, CustomStringConvertible {

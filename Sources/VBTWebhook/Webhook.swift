@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import Synchronization
 import VBTBus
+import VBTWire
 import VBTNotify
 
 /// Where and how the webhook posts alerts. Every field has its default here.

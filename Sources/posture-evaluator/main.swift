@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 import VBTCommandLine
 import VBTPosture
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTWire
 import VBTCommandLine
 import VBTDetection
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import VBTBus
+import VBTWire
 import VBTCommandLine
 import VBTSensors
 
@@ -119,7 +120,7 @@ struct SensorBridge: AsyncParsableCommand {
             throw ValidationError("choose the sensors: --ble and/or --serial, or --replay FILE, or --simulate")
         }
         if replay == nil {
-            guard let station, (try? splitTopic(Array("sample.\(station)".utf8))) != nil else {
+            guard let station, (try? splitTopic(Array(SampleMessage.topic(station: station).utf8))) != nil else {
                 throw ValidationError("--station NAME is required (letters, digits, '-', e.g. rack-01)")
             }
         }
@@ -231,7 +232,7 @@ struct SensorBridge: AsyncParsableCommand {
         let queue = EventQueue()
         let stop = StopFlag()
         let wait = waitSubscribers
-        let publisherTopic = firstTopic ?? station.map { "sample.\($0)" }
+        let publisherTopic = firstTopic ?? station.map { SampleMessage.topic(station: $0) }
         let sourceList = sources
         let finiteSources = finite
         let busConfig = config, batchPolicy = policy

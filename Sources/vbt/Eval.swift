@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VBTBus
+import VBTWire
 import VBTDetection
 
 /// `vbt eval`: the live detectors run offline over a recording, compared with reference labels.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VBTBus
+import VBTWire
 import VBTCommandLine
 
 /// `vbt rest pause|resume|skip|extend STATION`: the notifier's rest timer at a station.
@@ -55,11 +56,11 @@ private func sendRestCommand(_ command: String, station: String, args: JSONObjec
     let config = bus.config
     try await runLoop("vbt.rest", logger: logger) { context in
         // Other programs listen to cmd.* too: only the notifier's own heartbeat says it is there.
-        let heartbeats = try Subscriber(context: context, config: config, prefixes: ["heartbeat.notifier"], logger: logger)
+        let heartbeats = try Subscriber(context: context, config: config, prefixes: [HeartbeatMessage.topic(station: "notifier")], logger: logger)
         let deadline = monotonicSeconds() + 5
         var alive = false
         while !alive, monotonicSeconds() < deadline {
-            alive = try heartbeats.next(timeoutMs: 200)?.topic == "heartbeat.notifier"
+            alive = try heartbeats.next(timeoutMs: 200)?.topic == HeartbeatMessage.topic(station: "notifier")
         }
         guard alive else {
             reportProblem("vbt: no heartbeat from the notifier within 5 s; start it (notifier) and check VBT_SUB_ENDPOINT")

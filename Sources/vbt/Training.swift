@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VBTBus
+import VBTWire
 import VBTCommandLine
 import VBTStore
 
@@ -329,7 +330,7 @@ struct Station: ParsableCommand {
 }
 
 func validateStation(_ station: String) throws {
-    guard (try? splitTopic(Array("cmd.\(station)".utf8))) != nil, !station.contains(".") else {
+    guard (try? splitTopic(Array(CommandMessage.topic(station: station).utf8))) != nil, !station.contains(".") else {
         throw ValidationError("the station must be a name such as rack-01 (printable, no spaces or dots)")
     }
 }
@@ -361,7 +362,7 @@ func publishCommands(station: String, athlete: String, config: BusConfig, _ comm
 /// (else one line naming `whoListens`, and `ProgramExit`); returns their correlation ids.
 func sendCommands(_ publisher: Publisher, station: String, athlete: String? = nil, target: String,
                   _ commands: [(String, JSONObject)], whoListens: String) throws -> [String] {
-    let topic = "cmd.\(station)"
+    let topic = CommandMessage.topic(station: station)
     guard try publisher.waitForSubscriber(topic: topic, timeoutS: 5) else {
         reportProblem("vbt: nobody listens to \(topic); is \(whoListens) running?")
         throw ProgramExit()

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
+import VBTWire
 import VBTCommandLine
 import VBTNotify
 
@@ -35,7 +36,7 @@ struct Watch: AsyncParsableCommand {
             let terminal = TerminalScreen()
             defer { terminal.restore() }
             let subscriber = try Subscriber(context: context, config: config,
-                                            prefixes: ["rep.", "set.", "posture.", "timer.", "workout.", "status.", "alert.", "cmd."], logger: quietLogger)
+                                            prefixes: MessageTypes.prefixes(RepMessage.self, SetMessage.self, PostureMessage.self, TimerMessage.self, WorkoutMessage.self, StatusMessage.self, AlertMessage.self, CommandMessage.self), logger: quietLogger)
             var board = WatchBoard()
             var nextDraw = 0.0
             while true {

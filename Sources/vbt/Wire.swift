@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VBTBus
+import VBTWire
 
 /// `vbt wire`: every message type this build speaks, checked the way a
 /// program receiving it would, and written back the way a program sending it
@@ -79,11 +80,7 @@ enum WireTypes {
                                           ts: message.envelope.ts).body
             }
         }
-        add(SampleMessage.self); add(StatusMessage.self); add(HeartbeatMessage.self); add(CommandMessage.self)
-        add(RepMessage.self); add(SetMessage.self); add(RejectedMessage.self); add(ProfileMessage.self)
-        add(TakeoverMessage.self); add(HandoffMessage.self)
-        add(PostureMessage.self); add(CalibrationMessage.self)
-        add(TimerMessage.self); add(AlertMessage.self); add(WorkoutMessage.self)
+        for type in MessageTypes.all { add(type) }
         return table
     }()
 

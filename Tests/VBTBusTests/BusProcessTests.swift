@@ -3,6 +3,7 @@ import Logging
 import Testing
 import VBTTesting
 @testable import VBTBus
+@testable import VBTWire
 
 /// End-to-end tests over the real `vbt-bus` and `vbt` processes on TCP loopback.
 /// Serialized: each starts several processes and the machine has two cores.

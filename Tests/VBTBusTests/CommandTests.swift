@@ -1,5 +1,6 @@
 import Testing
 @testable import VBTBus
+@testable import VBTWire
 
 @Suite("Commands: typed arguments")
 struct CommandTests {

@@ -1,6 +1,7 @@
 import Testing
 import VBTTesting
 @testable import VBTBus
+@testable import VBTWire
 
 @Suite("Envelope and payloads")
 struct EnvelopeTests {

@@ -1,6 +1,7 @@
 import CBlueZ
 import Testing
 import VBTBus
+import VBTWire
 
 @Suite("System libraries")
 struct SystemLibraryTests {
@@ -18,6 +19,6 @@ struct SystemLibraryTests {
         #expect(address.b.0 == 0x56 && address.b.5 == 0xC0)
         var text = [CChar](repeating: 0, count: 18)
         #expect(ba2str(&address, &text) == 17)
-        #expect(String(cString: text) == "C0:FF:EE:12:34:56")
+        #expect(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) == "C0:FF:EE:12:34:56")
     }
 }

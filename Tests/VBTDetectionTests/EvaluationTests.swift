@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VBTBus
+import VBTWire
 @testable import VBTDetection
 import VBTSensors
 

@@ -3,6 +3,7 @@ import Logging
 import Testing
 import VBTTesting
 @testable import VBTBus
+@testable import VBTWire
 @testable import VBTDetection
 @testable import VBTSensors
 

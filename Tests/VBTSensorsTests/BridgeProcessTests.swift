@@ -3,6 +3,7 @@ import Logging
 import Testing
 import VBTTesting
 @testable import VBTBus
+@testable import VBTWire
 @testable import VBTSensors
 
 /// End-to-end tests of the real `sensor-bridge` process on the real bus.

@@ -1,5 +1,6 @@
 import Testing
 import VBTBus
+import VBTWire
 @testable import VBTSensors
 
 /// Builds device byte vectors from the protocol facts (WitMotion's published protocol for the WT901 series).

@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import Testing
 import VBTBus
+import VBTWire
 @testable import VBTStore
 
 /// A fresh folder per test, removed afterwards.
@@ -407,7 +408,7 @@ struct ExportTests {
         try FileManager.default.createSymbolicLink(atPath: folder.file("out/sets.csv"), withDestinationPath: outside.file("victim.csv"))
         #expect(throws: StoreError.self) { try export.write("sets.csv", Data("x".utf8)) }
         #expect(!FileManager.default.fileExists(atPath: outside.file("victim.csv")), "nothing written through the link")
-        FileManager.default.createFile(atPath: folder.file("afile"), contents: Data())
+        _ = FileManager.default.createFile(atPath: folder.file("afile"), contents: Data())
         #expect(throws: StoreError.self) { try ExportFolder(folder.file("afile")) }
     }
 

@@ -106,14 +106,6 @@ public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: Stri
     return (String(decoding: topic[..<dot], as: UTF8.self), String(decoding: topic[(dot + 1)...], as: UTF8.self))
 }
 
-/// Decodes and checks one received message against the envelope rules.
-public func decodeMessage(_ received: ReceivedMessage) throws(MalformedMessage) -> BusMessage {
-    guard received.frameCount == 2, received.frames.count == 2 else {
-        throw MalformedMessage(.frameCount, "expected 2 frames (topic, JSON), got \(received.frameCount)")
-    }
-    return try decodeMessage(topic: received.frames[0], body: received.frames[1])
-}
-
 /// Decodes and checks a topic frame and a JSON frame.
 public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(MalformedMessage) -> BusMessage {
     guard body.count <= BusLimits.maxMessageBytes else {
