@@ -24,7 +24,7 @@ PROCESS_SUITES = BusProcessTests|SwapProcessTests|StationSplitTests|SilentRecord
 test-fast:
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'
-	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python/test_posture_math.py tests/python/test_wire_roundtrip.py
+	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python/test_posture_math.py tests/python/test_wire_roundtrip.py tests/python/test_layers.py
 
 run: build
 	@bash scripts/run.sh $(BIN_DIR)

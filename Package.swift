@@ -53,6 +53,13 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The recorder's query protocol: query names, arguments, the values
+        // replies carry, the client, charts and export files. No SQLite: only
+        // the session-recorder links the store.
+        .target(
+            name: "VBTQuery",
+            dependencies: ["VBTWire", "VBTBus"]
+        ),
         // Device decoders, BLE central, serial, replay, simulator, the bridge runtime.
         .target(
             name: "VBTSensors",
@@ -67,6 +74,7 @@ let package = Package(
             name: "VBTDetection",
             dependencies: [
                 "VBTWire", "VBTBus",
+                "VBTQuery",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -75,14 +83,16 @@ let package = Package(
             name: "VBTPosture",
             dependencies: [
                 "VBTWire", "VBTBus",
+                "VBTQuery",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The gym's history in SQLite (GRDB): migrations, ingest, queries, exports, charts.
+        // The gym's history in SQLite (GRDB): migrations, ingest, queries, the query service.
         .target(
             name: "VBTStore",
             dependencies: [
                 "VBTWire", "VBTBus",
+                "VBTQuery",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -165,6 +175,7 @@ let package = Package(
             dependencies: [
                 "VBTWire", "VBTBus",
                 "VBTCommandLine",
+                "VBTQuery",
                 "VBTStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -187,7 +198,7 @@ let package = Package(
                 "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTDetection",  // `vbt eval` runs the detectors offline
-                "VBTStore",
+                "VBTQuery",
                 "VBTNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -197,7 +208,7 @@ let package = Package(
         .executableTarget(
             name: "vbt-bench",
             dependencies: [
-                "VBTWire", "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTStore", "CZeroMQ",
+                "VBTWire", "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTQuery", "VBTStore", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/vbt-bench"
@@ -216,7 +227,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTStoreTests",
-            dependencies: ["VBTStore", "VBTBus", "VBTTesting", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["VBTStore", "VBTQuery", "VBTWire", "VBTBus", "VBTTesting", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "VBTNotifyTests",

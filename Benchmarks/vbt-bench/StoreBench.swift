@@ -11,6 +11,7 @@
 
 import Foundation
 import GRDB
+import VBTQuery
 import GRDBSQLite
 import Logging
 import VBTBus

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTWire
+import VBTQuery
 
 #if canImport(Glibc)
 import Glibc
@@ -219,7 +220,7 @@ public final class DetectorRuntime {
     private func requestPatterns() {
         guard let recorder else { return }
         do {
-            patternsRequest = (try recorder.request("pattern.list", [String: String]()), monotonicSeconds() + options.recorderTimeoutS)
+            patternsRequest = (try recorder.request(.patternList, ExerciseFilterArgs()), monotonicSeconds() + options.recorderTimeoutS)
         } catch {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
         }
@@ -229,12 +230,11 @@ public final class DetectorRuntime {
     /// question unanswered for `recorderTimeoutS`.
     private func collectReplies() {
         guard let recorder, let request = patternsRequest else { return }
-        struct Stored: Decodable { var json: String }
         do {
             while let reply = try recorder.nextReply() {
                 guard reply.id == request.id else { continue }  // a pattern.put's confirmation
                 patternsRequest = nil
-                let stored = try QueryClient.decode(reply.data, of: "pattern.list", as: [Stored].self)
+                let stored = try QueryClient.decode(reply.data, of: .patternList, as: [StoredPattern].self)
                 var added = 0
                 for item in stored {
                     if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {
@@ -264,9 +264,8 @@ public final class DetectorRuntime {
     private func learn(_ pattern: RepPattern) {
         library.add(pattern)
         if let recorder, let json = try? encoder.encode(pattern) {
-            struct Put: Encodable { var exercise: String; var name: String; var ts: Double; var json: String }
             // Not waited for: the detector's loop never blocks on the recorder.
-            recorder.post("pattern.put", Put(exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
+            recorder.post(.patternPut, StoredPattern(exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
                                             ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
         }
         let all = library.patterns.values.flatMap { $0 }

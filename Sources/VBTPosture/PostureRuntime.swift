@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTWire
+import VBTQuery
 
 /// How the posture evaluator behaves.
 public struct PostureSettings: Sendable, Codable, Equatable {
@@ -210,10 +211,9 @@ public final class PostureRuntime {
     /// Asks the recorder for `athlete`'s latest calibration, for `station`.
     /// The loop never waits: `collectReplies` applies it when it comes.
     private func requestCalibration(athlete: String, station: String) {
-        struct Args: Encodable { var athlete: String }
         guard let recorder else { return }
         do {
-            let id = try recorder.request("calibration.get", Args(athlete: athlete))
+            let id = try recorder.request(.calibrationGet, AthleteArgs(athlete: athlete))
             calibrationRequests[id] = (station, athlete, monotonicSeconds() + Self.recorderTimeoutS)
         } catch {
             logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(athlete)", "reason": "\(error)"])
@@ -224,12 +224,11 @@ public final class PostureRuntime {
     /// locally from then on, and used at the station if the same athlete is
     /// still there with none. Questions unanswered for long are forgotten.
     private func collectReplies() {
-        struct Stored: Decodable { var json: String }
         guard let recorder, !calibrationRequests.isEmpty else { return }
         while let reply = try? recorder.nextReply() {
             guard let request = calibrationRequests.removeValue(forKey: reply.id) else { continue }
             do {
-                guard let stored = try QueryClient.decode(reply.data, of: "calibration.get", as: Stored?.self) else {
+                guard let stored = try QueryClient.decode(reply.data, of: .calibrationGet, as: StoredCalibration?.self) else {
                     logger.info("no calibration at the session-recorder either", metadata: ["athlete": "\(request.athlete)"])
                     continue
                 }

@@ -1,40 +1,10 @@
 import Foundation
 import GRDB
+import VBTQuery
 import GRDBSQLite
 import Logging
 import VBTBus
 import VBTWire
-
-/// What the ingestor did, for the recorder's heartbeat and logs.
-public struct IngestCounters: Sendable, Equatable, Codable {
-    /// Messages stored, by type.
-    public var stored: [String: Int] = [:]
-    /// Raw readings stored (one row each).
-    public var sampleRows = 0
-    /// Messages already in the database (same `src` and `seq`, or the same `rep_id`): not stored again.
-    public var duplicates = 0
-    /// Messages the schema refused (a constraint): logged and skipped, the rest of the batch is stored.
-    public var refused = 0
-    /// Messages of types the recorder does not keep (heartbeats, hand-overs, timers).
-    public var ignored = 0
-    /// Raw-sample messages dropped because the database was unavailable for too long.
-    public var droppedSamples = 0
-    /// Other messages dropped for the same reason (only after every raw sample was dropped first).
-    public var droppedOther = 0
-    /// Batches that failed and were kept to retry.
-    public var failedWrites = 0
-
-    /// Empty counters.
-    public init() {}
-
-    enum CodingKeys: String, CodingKey {
-        case stored, duplicates, refused, ignored
-        case sampleRows = "sample_rows"
-        case droppedSamples = "dropped_samples"
-        case droppedOther = "dropped_other"
-        case failedWrites = "failed_writes"
-    }
-}
 
 /// Turns bus messages into rows. Messages are queued and written in batches,
 /// one transaction each; a batch that fails for a passing reason (disk full,

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VBTQuery
 
 // What the store answers: athletes, catalogue, plans, history, progress,
 // weekly statistics, exports. Every error a caller can fix is `.invalid` and
@@ -303,30 +304,12 @@ extension TrainingStore {
     }
 
     /// `YYYY-MM-DD` of a Unix time shifted by a UTC offset.
-    static func day(_ ts: Double, offset: Double) -> String {
-        // Times come from the bus and from callers: anything outside years 1970-5138 is not a day.
-        guard ts + offset >= 0, ts + offset < 1e11 else { return "-" }
-        let days = Int(floor((ts + offset) / 86_400))
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        return String(format: "%04d-%02d-%02d", y, m, d)
-    }
+    static func day(_ ts: Double, offset: Double) -> String { DayStats.day(ts, offset: offset) }
 
     // MARK: Export
 
     /// The tables an export may read, and whether they have an athlete column.
-    public static let exportTables: [String: Bool] = [
-        "athletes": false, "weigh_ins": true, "sessions": true, "sets": true, "reps": true, "rejected": true,
-        "profiles": true, "posture_changes": true, "alerts": true, "assignments": true, "plans": true, "plan_items": false,
-    ]
+    public static let exportTables = TablePage.tables
 
     /// One page of a table in storage order, optionally one athlete's rows.
     public func page(table: String, athlete: String?, after: Int64?, limit: Int) throws(StoreError) -> TablePage {

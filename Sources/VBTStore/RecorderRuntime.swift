@@ -1,4 +1,5 @@
 import Foundation
+import VBTQuery
 import Logging
 import VBTBus
 import VBTWire

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VBTQuery
 
 /// Where the database is and how it behaves. Every default is documented.
 public struct StoreSettings: Sendable, Equatable {
@@ -19,39 +20,7 @@ public struct StoreSettings: Sendable, Equatable {
     }
 }
 
-/// Why the store could not do something, in words that say what to do.
-public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What kind of trouble: decides whether retrying can help.
-    public enum Kind: String, Sendable {
-        /// The disk is full: free space; the recorder keeps what it has not written and retries.
-        case diskFull = "disk-full"
-        /// The file or its folder cannot be written.
-        case readOnly = "read-only"
-        /// Another process holds the database's write lock.
-        case locked
-        /// The file cannot be opened (missing folder, permissions).
-        case cannotOpen = "cannot-open"
-        /// The database file is damaged or not a database.
-        case corrupt
-        /// A row broke a rule of the schema (this row only).
-        case constraint
-        /// A request was wrong (unknown athlete, bad plan): the caller must change it.
-        case invalid
-        /// Something else from SQLite.
-        case other
-    }
-
-    public var kind: Kind
-    public var message: String
-
-    /// Creates an error.
-    public init(_ kind: Kind, _ message: String) { (self.kind, self.message) = (kind, message) }
-
-    /// Whether the same write may succeed later without anyone changing the data.
-    public var isTransient: Bool { [.diskFull, .readOnly, .locked, .cannotOpen, .other].contains(kind) }
-
-    public var description: String { message }
-
+extension StoreError {
     /// Classifies a GRDB error, naming the file and what to do.
     public static func from(_ error: any Error, path: String) -> StoreError {
         if let error = error as? StoreError { return error }

@@ -5,6 +5,7 @@ import VBTBus
 import VBTWire
 import VBTCommandLine
 import VBTStore
+import VBTQuery
 
 @main
 struct SessionRecorder: AsyncParsableCommand {

@@ -3,7 +3,7 @@ import Foundation
 import VBTBus
 import VBTWire
 import VBTCommandLine
-import VBTStore
+import VBTQuery
 
 // The training-data commands: they ask the session-recorder over its query
 // endpoint (proto/query.md), print a table for people or JSON for scripts
@@ -102,7 +102,7 @@ struct Athlete: ParsableCommand {
 
         func run() throws {
             let input = AthleteInput(id: id, name: name, sex: sex, birthYear: born, heightCm: heightCm, goalWeightKg: goalKg, weightKg: weightKg)
-            let athlete = try recorder.withClient { try $0.ask("athlete.add", input, as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteAdd, input, as: AthleteProfile.self) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -112,7 +112,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athletes = try recorder.withClient { try $0.ask("athlete.list", NoArgs(), as: [AthleteProfile].self) }
+            let athletes = try recorder.withClient { try $0.ask(.athleteList, NoArgs(), as: [AthleteProfile].self) }
             recorder.output(athletes) {
                 renderTable(["id", "name", "sex", "born", "height cm", "weight kg", "BMI", "goal kg", "sessions", "sets", "reps"], athletes.map {
                     [$0.id, $0.name, $0.sex ?? "-", $0.birthYear.map(String.init) ?? "-", show($0.heightCm, 0), show($0.weightKg, 1),
@@ -128,7 +128,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athlete = try recorder.withClient { try $0.ask("athlete.show", IdArgs(id: id), as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteShow, IdArgs(id: id), as: AthleteProfile.self) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -140,7 +140,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athlete = try recorder.withClient { try $0.ask("athlete.weigh_in", WeighInArgs(id: id, weightKg: kg), as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteWeighIn, WeighInArgs(id: id, weightKg: kg), as: AthleteProfile.self) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -170,7 +170,7 @@ struct Exercise: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let exercises = try recorder.withClient { try $0.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self) }
+            let exercises = try recorder.withClient { try $0.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self) }
             recorder.output(exercises) {
                 renderTable(["id", "name", "ROM mm", "MVT m/s", "rest s"], exercises.map {
                     [$0.id, $0.name, show($0.expectedRomMm, 0), show($0.mvtMps), show($0.defaultRestS, 0)]
@@ -185,7 +185,7 @@ struct Exercise: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let e = try recorder.withClient { try $0.ask("exercise.show", IdArgs(id: id), as: ExerciseRecord.self) }
+            let e = try recorder.withClient { try $0.ask(.exerciseShow, IdArgs(id: id), as: ExerciseRecord.self) }
             recorder.output(e) {
                 "\(e.id): \(e.name)\n  \(e.description)\n  expected ROM \(show(e.expectedRomMm, 0)) mm, MVT \(show(e.mvtMps)) m/s, default rest \(show(e.defaultRestS, 0)) s\n"
             }
@@ -211,7 +211,7 @@ struct PlanCommand: ParsableCommand {
 
         func run() throws {
             let plan = try recorder.withClient { client -> Plan in
-                let catalogue = try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self)
+                let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
                 var items: [PlanItem] = []
                 for (index, text) in item.enumerated() {
                     do {
@@ -220,7 +220,7 @@ struct PlanCommand: ParsableCommand {
                         throw StoreError(.invalid, "item \(index + 1) \(error.message)")
                     }
                 }
-                return try client.ask("plan.create", Plan(id: id, athlete: athlete, items: items), as: Plan.self)
+                return try client.ask(.planCreate, Plan(id: id, athlete: athlete, items: items), as: Plan.self)
             }
             recorder.output(plan) { describe(plan) }
         }
@@ -232,7 +232,7 @@ struct PlanCommand: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let plan = try recorder.withClient { try $0.ask("plan.show", IdArgs(id: id), as: Plan.self) }
+            let plan = try recorder.withClient { try $0.ask(.planShow, IdArgs(id: id), as: Plan.self) }
             recorder.output(plan) { describe(plan) }
         }
     }
@@ -242,7 +242,7 @@ struct PlanCommand: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let plans = try recorder.withClient { try $0.ask("plan.list", NoArgs(), as: [Plan].self) }
+            let plans = try recorder.withClient { try $0.ask(.planList, NoArgs(), as: [Plan].self) }
             recorder.output(plans) {
                 renderTable(["id", "athlete", "exercises"], plans.map { [$0.id, $0.athlete ?? "-", $0.items.map(\.exercise).joined(separator: ", ")] })
             }
@@ -266,8 +266,8 @@ struct PlanCommand: ParsableCommand {
 
         func run() throws {
             try recorder.withClient { client in
-                let plan = try client.ask("plan.show", IdArgs(id: id), as: Plan.self)
-                let catalogue = try client.ask("exercise.list", NoArgs(), as: [ExerciseRecord].self)
+                let plan = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
+                let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
                 guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(plan.id) has no athlete: give --athlete") }
                 let first = plan.items[0]
                 let planArgs = PlanAssign(name: plan.id, athlete: who, exercises: plan.items.map {
@@ -317,8 +317,8 @@ struct Station: ParsableCommand {
 
         func run() throws {
             try recorder.withClient { client in
-                _ = try client.ask("athlete.show", IdArgs(id: athlete), as: AthleteProfile.self)
-                let entry = try client.ask("exercise.show", IdArgs(id: exercise), as: ExerciseRecord.self)
+                _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
+                let entry = try client.ask(.exerciseShow, IdArgs(id: exercise), as: ExerciseRecord.self)
                 let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
                                           vlThresholdPct: vlThreshold)
                 let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
@@ -381,7 +381,7 @@ extension QueryClient {
     func waitStored(station: String, commandId: String, timeoutS: Double) throws -> AssignmentRecord {
         let deadline = monotonicSeconds() + timeoutS
         while true {
-            if let stored = try ask("assignment.get", StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
+            if let stored = try ask(.assignmentGet, StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
                 return stored
             }
             guard monotonicSeconds() < deadline else {
@@ -404,7 +404,7 @@ struct History: ParsableCommand {
 
     func run() throws {
         let sets = try recorder.withClient {
-            try $0.ask("history", HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit), as: [SetSummary].self)
+            try $0.ask(.history, HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit), as: [SetSummary].self)
         }
         recorder.output(sets) {
             renderTable(["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by"], sets.map {
@@ -426,7 +426,7 @@ struct Progress: ParsableCommand {
     func run() throws {
         let offset = localUTCOffset
         let report = try recorder.withClient {
-            try $0.ask("progress", ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
+            try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
         }
         if let chart { try writeChart(SVGChart.progress(report, utcOffsetS: offset), to: chart) }
         recorder.output(report) {
@@ -456,7 +456,7 @@ struct Stats: ParsableCommand {
 
         func run() throws {
             let stats = try recorder.withClient {
-                try $0.ask("stats.week", WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
+                try $0.ask(.statsWeek, WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
             }
             if let chart { try writeChart(SVGChart.week(stats), to: chart) }
             recorder.output(stats) {
@@ -493,8 +493,8 @@ struct Export: ParsableCommand {
 
     func validate() throws {
         guard ExportFormat(rawValue: format) != nil else { throw ValidationError("--format must be json or csv") }
-        for table in tables.split(separator: ",") where TrainingStore.exportTables[String(table)] == nil {
-            throw ValidationError("no table '\(table)'; choose from \(TrainingStore.exportTables.keys.sorted().joined(separator: ", "))")
+        for table in tables.split(separator: ",") where TablePage.tables[String(table)] == nil {
+            throw ValidationError("no table '\(table)'; choose from \(TablePage.tables.keys.sorted().joined(separator: ", "))")
         }
     }
 
@@ -510,7 +510,7 @@ struct Export: ParsableCommand {
                 var rows: [[Cell]] = []
                 var after: Int64?
                 repeat {
-                    let page = try client.ask("export.page", PageArgs(table: table, athlete: athlete, after: after, limit: 5_000), as: TablePage.self)
+                    let page = try client.ask(.exportPage, PageArgs(table: table, athlete: athlete, after: after, limit: 5_000), as: TablePage.self)
                     columns = page.columns
                     rows += page.rows
                     after = page.next

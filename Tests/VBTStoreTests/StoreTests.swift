@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VBTQuery
 import Logging
 import Testing
 import VBTBus

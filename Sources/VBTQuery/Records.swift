@@ -1,5 +1,4 @@
 import Foundation
-import VBTBus
 import VBTWire
 
 // The values queries take and return. They travel as JSON on the query
@@ -36,6 +35,12 @@ public struct WeighIn: Codable, Sendable, Equatable {
     public var ts: Double
     public var weightKg: Double
     enum CodingKeys: String, CodingKey { case ts; case weightKg = "weight_kg" }
+
+    /// Creates a value.
+    public init(ts: Double, weightKg: Double) {
+        self.ts = ts
+        self.weightKg = weightKg
+    }
 }
 
 /// An athlete with what is known about them.
@@ -69,6 +74,22 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
         guard let weightKg, let heightCm, heightCm > 0 else { return nil }
         let metres = heightCm / 100
         return weightKg / (metres * metres)
+    }
+
+    /// Creates a value.
+    public init(id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil, bmi: Double? = nil, weighIns: [WeighIn], sessions: Int, sets: Int, reps: Int) {
+        self.id = id
+        self.name = name
+        self.sex = sex
+        self.birthYear = birthYear
+        self.heightCm = heightCm
+        self.goalWeightKg = goalWeightKg
+        self.weightKg = weightKg
+        self.bmi = bmi
+        self.weighIns = weighIns
+        self.sessions = sessions
+        self.sets = sets
+        self.reps = reps
     }
 }
 
@@ -150,6 +171,17 @@ public struct AssignmentRecord: Codable, Sendable, Equatable {
         case loadKg = "load_kg"
         case cmdId = "cmd_id"
     }
+
+    /// Creates a value.
+    public init(station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, plan: String? = nil, ts: Double, cmdId: String? = nil) {
+        self.station = station
+        self.athlete = athlete
+        self.exercise = exercise
+        self.loadKg = loadKg
+        self.plan = plan
+        self.ts = ts
+        self.cmdId = cmdId
+    }
 }
 
 /// One set in the history.
@@ -175,6 +207,22 @@ public struct SetSummary: Codable, Sendable, Equatable {
         case bestMeanVelocityMps = "best_mean_velocity_mps"
         case velocityLossPct = "velocity_loss_pct"
     }
+
+    /// Creates a value.
+    public init(id: String, session: Int64, station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, startedTs: Double, endedTs: Double? = nil, reps: Int, reason: String? = nil, bestMeanVelocityMps: Double? = nil, velocityLossPct: Double? = nil) {
+        self.id = id
+        self.session = session
+        self.station = station
+        self.athlete = athlete
+        self.exercise = exercise
+        self.loadKg = loadKg
+        self.startedTs = startedTs
+        self.endedTs = endedTs
+        self.reps = reps
+        self.reason = reason
+        self.bestMeanVelocityMps = bestMeanVelocityMps
+        self.velocityLossPct = velocityLossPct
+    }
 }
 
 /// An athlete's progress in one exercise.
@@ -188,6 +236,13 @@ public struct ExerciseProgress: Codable, Sendable, Equatable {
             case reps
             case loadKg = "load_kg"
             case bestMeanVelocityMps = "best_mean_velocity_mps"
+        }
+
+        /// Creates a value.
+        public init(loadKg: Double, bestMeanVelocityMps: Double, reps: Int) {
+            self.loadKg = loadKg
+            self.bestMeanVelocityMps = bestMeanVelocityMps
+            self.reps = reps
         }
     }
 
@@ -203,6 +258,14 @@ public struct ExerciseProgress: Codable, Sendable, Equatable {
             case day, ts, r2
             case e1rmKg = "e1rm_kg"
         }
+
+        /// Creates a value.
+        public init(day: String, ts: Double, e1rmKg: Double, r2: Double) {
+            self.day = day
+            self.ts = ts
+            self.e1rmKg = e1rmKg
+            self.r2 = r2
+        }
     }
 
     public var exercise: String
@@ -212,6 +275,13 @@ public struct ExerciseProgress: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case exercise, e1rm
         case bestByLoad = "best_by_load"
+    }
+
+    /// Creates a value.
+    public init(exercise: String, bestByLoad: [BestAtLoad], e1rm: [E1RM]) {
+        self.exercise = exercise
+        self.bestByLoad = bestByLoad
+        self.e1rm = e1rm
     }
 }
 
@@ -225,10 +295,35 @@ public struct ProgressReport: Codable, Sendable, Equatable {
         case athlete, exercises
         case bodyWeight = "body_weight"
     }
+
+    /// Creates a value.
+    public init(athlete: String, exercises: [ExerciseProgress], bodyWeight: [WeighIn]) {
+        self.athlete = athlete
+        self.exercises = exercises
+        self.bodyWeight = bodyWeight
+    }
 }
 
 /// One day of the weekly statistics.
 public struct DayStats: Codable, Sendable, Equatable {
+    /// `YYYY-MM-DD` of a Unix time shifted by a UTC offset.
+    public static func day(_ ts: Double, offset: Double) -> String {
+        // Times come from the bus and from callers: anything outside years 1970-5138 is not a day.
+        guard ts + offset >= 0, ts + offset < 1e11 else { return "-" }
+        let days = Int(floor((ts + offset) / 86_400))
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        return String(format: "%04d-%02d-%02d", y, m, d)
+    }
+
     /// `YYYY-MM-DD` in the asker's time zone.
     public var day: String
     public var sets: Int
@@ -242,6 +337,15 @@ public struct DayStats: Codable, Sendable, Equatable {
         case day, sets, reps
         case volumeKg = "volume_kg"
         case timeUnderTensionS = "time_under_tension_s"
+    }
+
+    /// Creates a value.
+    public init(day: String, sets: Int, reps: Int, volumeKg: Double, timeUnderTensionS: Double) {
+        self.day = day
+        self.sets = sets
+        self.reps = reps
+        self.volumeKg = volumeKg
+        self.timeUnderTensionS = timeUnderTensionS
     }
 }
 
@@ -258,15 +362,37 @@ public struct WeekStats: Codable, Sendable, Equatable {
         case athlete, days, totals
         case mostTrainedExercise = "most_trained_exercise"
     }
+
+    /// Creates a value.
+    public init(athlete: String? = nil, days: [DayStats], totals: DayStats, mostTrainedExercise: String? = nil) {
+        self.athlete = athlete
+        self.days = days
+        self.totals = totals
+        self.mostTrainedExercise = mostTrainedExercise
+    }
 }
 
 /// A page of one table, for exports.
 public struct TablePage: Codable, Sendable, Equatable {
+    /// The tables `export.page` reads, each saying whether it has an `athlete` column.
+    public static let tables: [String: Bool] = [
+        "athletes": false, "weigh_ins": true, "sessions": true, "sets": true, "reps": true, "rejected": true,
+        "profiles": true, "posture_changes": true, "alerts": true, "assignments": true, "plans": true, "plan_items": false,
+    ]
+
     public var table: String
     public var columns: [String]
     public var rows: [[Cell]]
     /// Pass as `after` for the next page; nil on the last page.
     public var next: Int64?
+
+    /// Creates a value.
+    public init(table: String, columns: [String], rows: [[Cell]], next: Int64? = nil) {
+        self.table = table
+        self.columns = columns
+        self.rows = rows
+        self.next = next
+    }
 }
 
 /// One value of a row: null, integer, real or text.
@@ -313,6 +439,11 @@ public struct StoredCalibration: Codable, Sendable, Equatable {
     public var ts: Double
     public var station: String
     public var json: String
+
+    /// Creates a stored calibration.
+    public init(athlete: String, ts: Double, station: String, json: String) {
+        (self.athlete, self.ts, self.station, self.json) = (athlete, ts, station, json)
+    }
 }
 
 /// A stored detector pattern (the detector's JSON, verbatim).
@@ -321,6 +452,11 @@ public struct StoredPattern: Codable, Sendable, Equatable {
     public var name: String
     public var ts: Double
     public var json: String
+
+    /// Creates a stored pattern.
+    public init(exercise: String, name: String, ts: Double, json: String) {
+        (self.exercise, self.name, self.ts, self.json) = (exercise, name, ts, json)
+    }
 }
 
 /// The recorder's own state, for `vbt` and monitoring.
@@ -338,5 +474,47 @@ public struct RecorderStatus: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case database, schema, counters, inputs, pending, rows
         case lastError = "last_error"
+    }
+
+    /// Creates a value.
+    public init(database: String, schema: [String], counters: IngestCounters, inputs: InputCounters, pending: Int, lastError: String? = nil, rows: [String: Int]) {
+        self.database = database
+        self.schema = schema
+        self.counters = counters
+        self.inputs = inputs
+        self.pending = pending
+        self.lastError = lastError
+        self.rows = rows
+    }
+}
+
+/// What the ingestor did, for the recorder's heartbeat and logs.
+public struct IngestCounters: Sendable, Equatable, Codable {
+    /// Messages stored, by type.
+    public var stored: [String: Int] = [:]
+    /// Raw readings stored (one row each).
+    public var sampleRows = 0
+    /// Messages already in the database (same `src` and `seq`, or the same `rep_id`): not stored again.
+    public var duplicates = 0
+    /// Messages the schema refused (a constraint): logged and skipped, the rest of the batch is stored.
+    public var refused = 0
+    /// Messages of types the recorder does not keep (heartbeats, hand-overs, timers).
+    public var ignored = 0
+    /// Raw-sample messages dropped because the database was unavailable for too long.
+    public var droppedSamples = 0
+    /// Other messages dropped for the same reason (only after every raw sample was dropped first).
+    public var droppedOther = 0
+    /// Batches that failed and were kept to retry.
+    public var failedWrites = 0
+
+    /// Empty counters.
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case stored, duplicates, refused, ignored
+        case sampleRows = "sample_rows"
+        case droppedSamples = "dropped_samples"
+        case droppedOther = "dropped_other"
+        case failedWrites = "failed_writes"
     }
 }

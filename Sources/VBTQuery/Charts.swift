@@ -143,7 +143,7 @@ public enum SVGChart {
 
     /// The progress chart: e1RM per day per exercise, best velocity per load, body weight.
     public static func progress(_ report: ProgressReport, utcOffsetS: Int) -> String {
-        let dayLabel: @Sendable (Double) -> String = { TrainingStore.day($0, offset: Double(utcOffsetS)) }
+        let dayLabel: @Sendable (Double) -> String = { DayStats.day($0, offset: Double(utcOffsetS)) }
         let e1rm = report.exercises.filter { !$0.e1rm.isEmpty }.map {
             ChartPanel.Series(name: $0.exercise, points: $0.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
         }

@@ -1,8 +1,8 @@
 import Foundation
-import VBTWire
+import VBTBus
 
-// The client side of the session-recorder's query endpoint (proto/query.md),
-// here so any program can ask without depending on the store.
+// The client side of the session-recorder's query endpoint (proto/query.md):
+// any program can ask without linking the store.
 
 /// Asks the session-recorder over its query endpoint. Owned by one thread.
 ///
@@ -24,29 +24,29 @@ public final class QueryClient {
     }
 
     /// Sends `query` with `args` and decodes the result as `R`.
-    public func ask<A: Encodable, R: Decodable>(_ query: String, _ args: A, as type: R.Type) throws -> R {
+    public func ask<A: Encodable, R: Decodable>(_ query: QueryName, _ args: A, as type: R.Type) throws -> R {
         try Self.decode(try askRaw(query, args), of: query, as: type)
     }
 
     /// A reply's result as `R`, or the recorder's refusal as a `QueryError`.
-    public static func decode<R: Decodable>(_ data: Data, of query: String, as type: R.Type) throws -> R {
+    public static func decode<R: Decodable>(_ data: Data, of query: QueryName, as type: R.Type) throws -> R {
         let decoded: QueryReply<R>
         do { decoded = try JSONDecoder().decode(QueryReply<R>.self, from: data) } catch {
-            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) did not fit: \(describeDecodingError(error))")
+            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query.rawValue) did not fit: \(describeDecodingError(error))")
         }
         guard decoded.ok else {
-            throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query)")
+            throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query.rawValue)")
         }
         if let result = decoded.result { return result }
-        throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query) had no result")
+        throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query.rawValue) had no result")
     }
 
     /// Sends a request without waiting for the answer (a store the caller does not
     /// need confirmed); returns false when it could not even be queued.
     @discardableResult
-    public func post<A: Encodable>(_ query: String, _ args: A) -> Bool {
+    public func post<A: Encodable>(_ query: QueryName, _ args: A) -> Bool {
         counter += 1
-        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query, args: args)),
+        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.rawValue, args: args)),
               (try? socket.send([], more: true, dontWait: true)) == true else { return false }
         return (try? socket.send(Array(body), dontWait: true)) == true
     }
@@ -54,12 +54,12 @@ public final class QueryClient {
     /// Sends a request without waiting; its reply comes from `nextReply`.
     /// Returns the request's id. For a program whose loop must never wait on
     /// another process (the rep-detector, the posture evaluator).
-    public func request<A: Encodable>(_ query: String, _ args: A) throws -> String {
+    public func request<A: Encodable>(_ query: QueryName, _ args: A) throws -> String {
         counter += 1
         let id = "\(prefix)-\(counter)"
-        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query, args: args))
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
         guard try socket.send([], more: true, dontWait: true), try socket.send(Array(body), dontWait: true) else {
-            throw QueryError(kind: "busy", message: "could not queue \(query) for the session-recorder at \(endpoint)")
+            throw QueryError(kind: "busy", message: "could not queue \(query.rawValue) for the session-recorder at \(endpoint)")
         }
         return id
     }
@@ -75,10 +75,10 @@ public final class QueryClient {
     }
 
     /// Sends one request and returns the reply's bytes.
-    public func askRaw<A: Encodable>(_ query: String, _ args: A) throws -> Data {
+    public func askRaw<A: Encodable>(_ query: QueryName, _ args: A) throws -> Data {
         counter += 1
         let id = "\(prefix)-\(counter)"
-        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query, args: args))
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
         try socket.send(frames: [[], Array(body)])
         let deadline = monotonicSeconds() + timeoutS
         while true {

@@ -1,0 +1,117 @@
+import Foundation
+
+// The request/reply protocol of the recorder's query endpoint (proto/query.md):
+// a request is one JSON object {"id", "query", "args"}; the reply is
+// {"id", "ok": true, "result": ...} or {"id", "ok": false, "error": {"kind", "message"}}.
+
+/// The queries there are (proto/query.md), by the name a request carries.
+public enum QueryName: String, Sendable, CaseIterable {
+    case athleteAdd = "athlete.add"
+    case athleteList = "athlete.list"
+    case athleteShow = "athlete.show"
+    case athleteWeighIn = "athlete.weigh_in"
+    case exerciseList = "exercise.list"
+    case exerciseShow = "exercise.show"
+    case planCreate = "plan.create"
+    case planShow = "plan.show"
+    case planList = "plan.list"
+    case assignmentGet = "assignment.get"
+    case calibrationGet = "calibration.get"
+    case patternList = "pattern.list"
+    case patternPut = "pattern.put"
+    case history
+    case progress
+    case statsWeek = "stats.week"
+    case exportPage = "export.page"
+    case status
+}
+
+/// A query's name and correlation id, read before its arguments.
+package struct QueryHead: Decodable {
+    package var id: String?
+    package var query: String
+}
+
+/// A query's arguments, decoded into the type the query expects.
+package struct QueryArgs<A: Decodable>: Decodable {
+    package var args: A
+}
+
+/// Arguments that may be left out entirely, but are checked strictly when given.
+package struct OptionalQueryArgs<A: Decodable>: Decodable {
+    package var args: A?
+}
+
+/// No arguments.
+public struct NoArgs: Codable, Sendable { public init() {} }
+
+/// Arguments naming one thing by id.
+public struct IdArgs: Codable, Sendable {
+    public var id: String
+    public init(id: String) { self.id = id }
+}
+
+/// `athlete.weigh_in`.
+public struct WeighInArgs: Codable, Sendable {
+    public var id: String
+    public var weightKg: Double
+    public var ts: Double?
+    public init(id: String, weightKg: Double, ts: Double? = nil) { (self.id, self.weightKg, self.ts) = (id, weightKg, ts) }
+    enum CodingKeys: String, CodingKey { case id, ts; case weightKg = "weight_kg" }
+}
+
+/// `history`.
+public struct HistoryArgs: Codable, Sendable {
+    public var athlete: String?
+    public var station: String?
+    public var exercise: String?
+    public var limit: Int?
+    public init(athlete: String? = nil, station: String? = nil, exercise: String? = nil, limit: Int? = nil) {
+        (self.athlete, self.station, self.exercise, self.limit) = (athlete, station, exercise, limit)
+    }
+}
+
+/// `progress`.
+public struct ProgressArgs: Codable, Sendable {
+    public var athlete: String
+    public var exercise: String?
+    public var utcOffsetS: Int?
+    public init(athlete: String, exercise: String? = nil, utcOffsetS: Int? = nil) { (self.athlete, self.exercise, self.utcOffsetS) = (athlete, exercise, utcOffsetS) }
+    enum CodingKeys: String, CodingKey { case athlete, exercise; case utcOffsetS = "utc_offset_s" }
+}
+
+/// `stats.week`.
+public struct WeekArgs: Codable, Sendable {
+    public var athlete: String?
+    public var now: Double?
+    public var utcOffsetS: Int?
+    public init(athlete: String? = nil, now: Double? = nil, utcOffsetS: Int? = nil) { (self.athlete, self.now, self.utcOffsetS) = (athlete, now, utcOffsetS) }
+    enum CodingKeys: String, CodingKey { case athlete, now; case utcOffsetS = "utc_offset_s" }
+}
+
+/// `export.page`.
+public struct PageArgs: Codable, Sendable {
+    public var table: String
+    public var athlete: String?
+    public var after: Int64?
+    public var limit: Int?
+    public init(table: String, athlete: String? = nil, after: Int64? = nil, limit: Int? = nil) { (self.table, self.athlete, self.after, self.limit) = (table, athlete, after, limit) }
+}
+
+/// `assignment.get`.
+public struct StationArgs: Codable, Sendable {
+    public var station: String
+    public init(station: String) { self.station = station }
+}
+
+/// `calibration.get`.
+public struct AthleteArgs: Codable, Sendable {
+    public var athlete: String
+    public init(athlete: String) { self.athlete = athlete }
+}
+
+/// `pattern.list`.
+public struct ExerciseFilterArgs: Codable, Sendable {
+    public var exercise: String?
+    public init(exercise: String? = nil) { self.exercise = exercise }
+}
