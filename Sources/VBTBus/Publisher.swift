@@ -8,7 +8,9 @@ import VBTWire
 /// listens before it sends (the "slow joiner" problem), and report when
 /// nobody does.
 public final class Publisher {
-    private let socket: ZMQSocket
+    private let link: any FrameLink
+    /// The transport's clock: the `ts` of what is published.
+    public let clock: any BusClock
     /// Stamps `src`, `seq` and `ts`.
     public private(set) var stamper: EnvelopeStamper
     /// Messages handed to libzmq so far.
@@ -17,22 +19,28 @@ public final class Publisher {
 
     /// Connects to `config.pubEndpoint`. Closing waits at most `lingerMs` for
     /// queued messages to reach the bus.
-    public init(context: ZMQContext, config: BusConfig, program: String, lingerMs: Int32 = 5_000) throws(ZMQError) {
-        socket = try ZMQSocket(context, .xpub, lingerMs: lingerMs)
-        try socket.setHighWaterMark(config.highWaterMark)
-        try socket.connect(config.pubEndpoint)
+    public convenience init(context: ZMQContext, config: BusConfig, program: String, lingerMs: Int32 = 5_000) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), program: program, lingerMs: lingerMs)
+    }
+
+    /// Connects on `transport`; its clock stamps `ts`.
+    public init(transport: any BusTransport, program: String, lingerMs: Int32 = 5_000) throws(ZMQError) {
+        link = try transport.publisherLink(lingerMs: lingerMs)
+        clock = transport.clock
         stamper = EnvelopeStamper(program: program)
     }
 
     /// Stamps and sends a typed payload for `station`.
-    public func publish<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil, ts: Double = wallClockSeconds()) throws {
+    public func publish<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil, ts: Double? = nil) throws {
+        let ts = ts ?? clock.wallSeconds()
         let frames = try stamper.encode(payload, station: station, athlete: athlete, ts: ts)
         try send(topic: frames.topic, body: frames.body)
     }
 
     /// Stamps and sends a message given as loose fields (operator tools, tests).
     /// Envelope fields in `fields` are replaced by fresh ones.
-    public func publish(type: String, station: String, fields: JSONObject, athlete: String? = nil, ts: Double = wallClockSeconds()) throws {
+    public func publish(type: String, station: String, fields: JSONObject, athlete: String? = nil, ts: Double? = nil) throws {
+        let ts = ts ?? clock.wallSeconds()
         let envelopeKeys: Set<String> = ["v", "type", "station", "src", "seq", "ts", "athlete"]
         let frames = try stamper.encode(type: type, station: station, athlete: athlete, ts: ts) { writer in
             for field in fields.fields where !envelopeKeys.contains(field.key) {
@@ -45,15 +53,14 @@ public final class Publisher {
 
     /// Sends two already-encoded frames (the bus-level path; no stamping).
     public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
-        try socket.send(topic, more: true)
-        try socket.send(body)
+        try link.send([topic, body], dontWait: false)
         published += 1
         if published & 1023 == 0 { try drainSubscriptions() }
     }
 
     /// Reads the subscription changes the bus forwarded (never blocks).
     public func drainSubscriptions() throws(ZMQError) {
-        while let message = try socket.receive(dontWait: true, maxFrames: 1) {
+        while let message = try link.receive(timeoutMs: 0, maxFrames: 1) {
             guard let frame = message.frames.first, let flag = frame.first else { continue }
             let prefix = Array(frame.dropFirst())
             if flag == 1 {
@@ -73,12 +80,13 @@ public final class Publisher {
     /// Waits up to `timeoutS` until a subscription matching `topic` has
     /// reached this publisher. Returns whether one did.
     public func waitForSubscriber(topic: String, timeoutS: Double) throws(ZMQError) -> Bool {
-        let deadline = monotonicSeconds() + timeoutS
+        let deadline = clock.monotonicSeconds() + timeoutS
         while true {
             try drainSubscriptions()
             if hasSubscriber(for: topic) { return true }
-            let remaining = deadline - monotonicSeconds()
-            if remaining <= 0 { return false }
+            let remaining = deadline - clock.monotonicSeconds()
+            // Without a socket the subscriptions are all here already: nothing to wait for.
+            guard remaining > 0, let socket = link.socket else { return false }
             var poller = ZMQPoller()
             poller.addReadable(socket)
             _ = try poller.poll(timeoutMs: Int(min(remaining, 0.1) * 1000))
@@ -95,8 +103,8 @@ public struct HeartbeatSchedule {
     /// The heartbeat's station: the program's name on the bus.
     public let name: String
     public let intervalS: Double
-    private let started = monotonicSeconds()
-    private var next = monotonicSeconds()
+    private var started: Double?
+    private var next = -Double.infinity
 
     /// Creates a schedule; the first heartbeat is due at once.
     public init(role: String, name: String, intervalS: Double = 1) {
@@ -105,7 +113,9 @@ public struct HeartbeatSchedule {
 
     /// Publishes when due; `inputs` is only evaluated then.
     public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?) throws {
-        let now = monotonicSeconds()
+        let now = publisher.clock.monotonicSeconds()
+        let started = self.started ?? now
+        self.started = started
         guard now >= next else { return }
         next = now + intervalS
         try publisher.publish(HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs()), station: name)

@@ -101,13 +101,13 @@ extension SourceStats {
 public final class Subscriber {
     /// The counters so far.
     public private(set) var stats = SubscriberStats()
-    private let socket: ZMQSocket
+    private let link: any FrameLink
+    private let clock: any BusClock
     private let prefixes: [[UInt8]]
     private let logger: Logger
-    private var receiveTimeoutMs: Int32 = -1
     /// When each source was last heard (monotonic), to forget finished streams.
     private var lastHeard: [String: Double] = [:]
-    private var nextEviction = monotonicSeconds() + 60
+    private var nextEviction: Double
     /// Streams silent this long are forgotten (every process start and every
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
     public var forgetAfterS = 3_600.0
@@ -116,15 +116,18 @@ public final class Subscriber {
     public static let busHeartbeatTopic = HeartbeatMessage.topic(station: "bus")
 
     /// Connects to `config.subEndpoint` and subscribes to each prefix ("" is everything).
-    public init(context: ZMQContext, config: BusConfig, prefixes: [String], logger: Logger) throws(ZMQError) {
-        socket = try ZMQSocket(context, .sub, lingerMs: 0)
-        try socket.setOption(ZMQ_RCVHWM, config.highWaterMark)
+    public convenience init(context: ZMQContext, config: BusConfig, prefixes: [String], logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), prefixes: prefixes, logger: logger)
+    }
+
+    /// Subscribes on `transport` to each prefix ("" is everything), and to the bus's heartbeat.
+    public init(transport: any BusTransport, prefixes: [String], logger: Logger) throws(ZMQError) {
         let prefixes = prefixes.isEmpty ? [""] : prefixes
-        for prefix in prefixes { try socket.subscribe(prefix) }
-        if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) {
-            try socket.subscribe(Self.busHeartbeatTopic)
-        }
-        try socket.connect(config.subEndpoint)
+        var subscribed = prefixes
+        if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) { subscribed.append(Self.busHeartbeatTopic) }
+        link = try transport.subscriberLink(prefixes: subscribed)
+        clock = transport.clock
+        nextEviction = clock.monotonicSeconds() + 60
         self.prefixes = prefixes.map { Array($0.utf8) }
         self.logger = logger
     }
@@ -132,22 +135,18 @@ public final class Subscriber {
     /// The next good message, or nil when `timeoutMs` passes first (-1 waits forever).
     /// Throws `ZMQError` with `isTerminated` when the context shuts down.
     public func next(timeoutMs: Int32 = -1) throws(ZMQError) -> BusMessage? {
-        let deadline = timeoutMs < 0 ? Double.infinity : monotonicSeconds() + Double(timeoutMs) / 1000
+        let deadline = timeoutMs < 0 ? Double.infinity : clock.monotonicSeconds() + Double(timeoutMs) / 1000
         while true {
-            let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - monotonicSeconds()) * 1000))
-            if remaining != receiveTimeoutMs {
-                try socket.setReceiveTimeout(ms: remaining)
-                receiveTimeoutMs = remaining
-            }
-            guard let received = try socket.receive(maxFrames: 3) else { return nil }
+            let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - clock.monotonicSeconds()) * 1000))
+            guard let received = try link.receive(timeoutMs: remaining, maxFrames: 3) else { return nil }
             if let message = accept(received) { return message }
             if remaining == 0 { return nil }
         }
     }
 
-    /// Adds this subscriber's socket to `poller` (a loop that also serves other sockets); returns its index.
-    @discardableResult
-    public func register(in poller: inout ZMQPoller) -> Int { poller.addReadable(socket) }
+    /// The socket under this subscriber, for a loop that polls it beside
+    /// other sockets; nil on a transport without sockets.
+    public var socket: ZMQSocket? { link.socket }
 
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
@@ -159,7 +158,7 @@ public final class Subscriber {
             return nil
         }
         guard stats.account(message.envelope, topic: message.topic) else { return nil }
-        let now = monotonicSeconds()
+        let now = clock.monotonicSeconds()
         lastHeard[message.envelope.src] = now
         if now >= nextEviction { forgetSilentSources(now: now) }
         let forCaller = wanted(message.topic)

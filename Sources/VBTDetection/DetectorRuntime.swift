@@ -46,6 +46,7 @@ public final class DetectorRuntime {
     private let logger: Logger
     private let subscriber: Subscriber
     private let publisher: Publisher
+    private let clock: any BusClock
     private var detectors: [String: StationDetector] = [:]
     private var positions: [String: Int] = [:]
     /// When each input stream was last heard: streams silent for an hour are forgotten.
@@ -76,11 +77,17 @@ public final class DetectorRuntime {
     }
 
     /// Connects to the bus.
-    public init(context: ZMQContext, config: BusConfig, options: DetectorOptions, logger: Logger) throws(ZMQError) {
+    public convenience init(context: ZMQContext, config: BusConfig, options: DetectorOptions, logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), queryEndpoint: config.queryEndpoint, options: options, logger: logger)
+    }
+
+    /// Connects on `transport` (its clock is the detector's); the recorder is asked at `queryEndpoint`.
+    public init(transport: any BusTransport, queryEndpoint: String, options: DetectorOptions, logger: Logger) throws(ZMQError) {
         self.options = options
         self.logger = logger
-        subscriber = try Subscriber(context: context, config: config, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self), logger: logger)
-        publisher = try Publisher(context: context, config: config, program: "rep-detector")
+        clock = transport.clock
+        subscriber = try Subscriber(transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self), logger: logger)
+        publisher = try Publisher(transport: transport, program: "rep-detector")
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
         if let path = options.patternsPath {
@@ -90,7 +97,7 @@ public final class DetectorRuntime {
                 logger.warning("pattern library unreadable; starting without patterns", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
-        recorder = options.askRecorder ? try? QueryClient(context: context, config: config, timeoutS: options.recorderTimeoutS) : nil
+        recorder = options.askRecorder ? try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: options.recorderTimeoutS) : nil
         if library.patterns.isEmpty { requestPatterns() }
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -109,19 +116,39 @@ public final class DetectorRuntime {
 
     /// Runs until `stop` is set or, after handing over, until done.
     public func run(stop: StopFlag) throws {
-        var nextHousekeeping = monotonicSeconds() + 1
         logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
-        while !stop.isSet {
-            if case .finished = mode { return }
-            if let message = try subscriber.next(timeoutMs: 100) { try handle(message) }
-            collectReplies()
-            try progressTakeover()
-            try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
-            let now = monotonicSeconds()
-            if now >= nextHousekeeping {
-                nextHousekeeping = now + 1
-                try closeSilentStations()
-            }
+        while !stop.isSet, !isFinished { try step() }
+    }
+
+    /// Whether this detector has handed over and is done.
+    public var isFinished: Bool {
+        if case .finished = mode { return true }
+        return false
+    }
+
+    /// Whether this detector is detecting (not waiting for a hand-over, not handed over).
+    public var isActive: Bool {
+        if case .active = mode { return true }
+        return false
+    }
+
+    private var nextHousekeeping: Double?
+
+    /// One pass of the loop: at most one input message (waiting up to
+    /// `timeoutMs` for it on sockets), the recorder's replies, the hand-over,
+    /// the heartbeat, and once a second the silent stations.
+    public func step(timeoutMs: Int32 = 100) throws {
+        guard !isFinished else { return }
+        if let message = try subscriber.next(timeoutMs: timeoutMs) { try handle(message) }
+        collectReplies()
+        try progressTakeover()
+        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        let now = clock.monotonicSeconds()
+        if now >= nextHousekeeping ?? now + 1 {
+            nextHousekeeping = now + 1
+            try closeSilentStations()
+        } else if nextHousekeeping == nil {
+            nextHousekeeping = now + 1
         }
     }
 
@@ -146,7 +173,7 @@ public final class DetectorRuntime {
                   request.stations == options.stationsGlob else { return }
             if case .active = mode {
                 logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
-                mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: monotonicSeconds() + 5)
+                mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: clock.monotonicSeconds() + 5)
                 try finishHandoverIfReady()
             }
         case HandoffMessage.type:
@@ -174,8 +201,8 @@ public final class DetectorRuntime {
         // A stream position already processed (restored from a hand-over) is skipped.
         if let done = positions[message.envelope.src], seq <= done { return }
         positions[message.envelope.src] = seq
-        positionHeard[message.envelope.src] = monotonicSeconds()
-        lastArrival[station] = monotonicSeconds()
+        positionHeard[message.envelope.src] = clock.monotonicSeconds()
+        lastArrival[station] = clock.monotonicSeconds()
         var detector = detectors[station] ?? newDetector(station)
         var outputs: [DetectorOutput] = []
         if message.envelope.type == CommandMessage.type {
@@ -220,7 +247,7 @@ public final class DetectorRuntime {
     private func requestPatterns() {
         guard let recorder else { return }
         do {
-            patternsRequest = (try recorder.request(.patternList, ExerciseFilterArgs()), monotonicSeconds() + options.recorderTimeoutS)
+            patternsRequest = (try recorder.request(.patternList, ExerciseFilterArgs()), clock.monotonicSeconds() + options.recorderTimeoutS)
         } catch {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
         }
@@ -254,7 +281,7 @@ public final class DetectorRuntime {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
             return
         }
-        if monotonicSeconds() > request.deadline {
+        if clock.monotonicSeconds() > request.deadline {
             patternsRequest = nil
             logger.info("no patterns from the session-recorder", metadata: ["reason": "no answer within \(options.recorderTimeoutS) s; detecting without them"])
         }
@@ -330,7 +357,7 @@ public final class DetectorRuntime {
     /// input streams that ended long ago.
     private func closeSilentStations() throws {
         guard case .active = mode else { return }
-        let now = monotonicSeconds()
+        let now = clock.monotonicSeconds()
         for (src, heard) in positionHeard where now - heard > 3_600 {
             positionHeard[src] = nil
             positions[src] = nil
@@ -351,7 +378,7 @@ public final class DetectorRuntime {
     private func finishHandoverIfReady() throws {
         guard case .handingOver(let to, let targets, let deadline) = mode else { return }
         let ready = targets.allSatisfy { src, first in positions[src, default: 0] >= first - 1 }
-        guard ready || monotonicSeconds() >= deadline else { return }
+        guard ready || clock.monotonicSeconds() >= deadline else { return }
         if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
         // Encode everything first: a state that cannot go on the wire aborts the
         // hand-over and this detector keeps running (the new one says so after its timeout).
@@ -378,8 +405,8 @@ public final class DetectorRuntime {
     private func progressTakeover() throws {
         guard case .takingOver(let buffer, let requested, let deadline, let states) = mode else { return }
         if !requested {
-            guard subscriber.stats.busHeartbeats > 0, !buffer.isEmpty || monotonicSeconds() > 3 + (lastStart ?? monotonicSeconds()) else {
-                if lastStart == nil { lastStart = monotonicSeconds() }
+            guard subscriber.stats.busHeartbeats > 0, !buffer.isEmpty || clock.monotonicSeconds() > 3 + (lastStart ?? clock.monotonicSeconds()) else {
+                if lastStart == nil { lastStart = clock.monotonicSeconds() }
                 return
             }
             guard try publisher.waitForSubscriber(topic: TakeoverMessage.topic(station: "detector"), timeoutS: 0.05) else { return }
@@ -387,10 +414,10 @@ public final class DetectorRuntime {
             for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
             try publisher.publish(TakeoverMessage(instance: instance, stations: options.stationsGlob, firstSeq: first), station: "detector")
             logger.info("takeover requested", metadata: ["streams": "\(first.count)"])
-            mode = .takingOver(buffer: buffer, requested: true, deadline: monotonicSeconds() + options.takeoverTimeoutS, states: states)
+            mode = .takingOver(buffer: buffer, requested: true, deadline: clock.monotonicSeconds() + options.takeoverTimeoutS, states: states)
             return
         }
-        if monotonicSeconds() >= deadline {
+        if clock.monotonicSeconds() >= deadline {
             logger.warning("no running detector answered the takeover; starting fresh")
             try completeTakeover(states: [:], positions: [:], from: nil)
         }

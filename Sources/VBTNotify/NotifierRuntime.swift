@@ -19,22 +19,29 @@ public final class NotifierRuntime {
     private let logger: Logger
     private let statePath: String?
     private let sink: AlertSink?
-    private let clock: @Sendable () -> Double
+    private let clock: any BusClock
     private var notifier: Notifier
-    private let started = monotonicSeconds()
-    private var nextHeartbeat = monotonicSeconds()
+    private let started: Double
+    private var nextHeartbeat: Double
     private let heartbeatIntervalS = 1.0
 
     /// Connects to the bus and restores the state file (timers resume with the right remaining time).
-    public init(context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: AlertSink?,
-                logger: Logger, clock: @escaping @Sendable () -> Double = { wallClockSeconds() }) throws(ZMQError) {
-        subscriber = try Subscriber(context: context, config: config,
+    public convenience init(context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: AlertSink?,
+                            logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), settings: settings, statePath: statePath, sink: sink, logger: logger)
+    }
+
+    /// Connects on `transport`, whose clock drives every timer, and restores the state file.
+    public init(transport: any BusTransport, settings: NotifierSettings, statePath: String?, sink: AlertSink?, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(transport: transport,
                                     prefixes: MessageTypes.prefixes(CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
-        publisher = try Publisher(context: context, config: config, program: "notifier")
+        publisher = try Publisher(transport: transport, program: "notifier")
         self.statePath = statePath
         self.sink = sink
         self.logger = logger
-        self.clock = clock
+        clock = transport.clock
+        started = clock.monotonicSeconds()
+        nextHeartbeat = started
         var restored = NotifierState()
         if let statePath {
             do { restored = try NotifierState.load(path: statePath) } catch {
@@ -42,7 +49,7 @@ public final class NotifierRuntime {
                                metadata: ["path": "\(statePath)", "error": "\(error)"])
             }
         }
-        notifier = Notifier(settings: settings, state: restored, now: clock())
+        notifier = Notifier(settings: settings, state: restored, now: clock.wallSeconds())
         let timers = restored.stations.values.filter { $0.timer != nil }.count
         logger.info("notifier state restored", metadata: [
             "stations": "\(restored.stations.count)", "timers": "\(timers)", "open_alerts": "\(restored.alerts.open.count)",
@@ -53,19 +60,26 @@ public final class NotifierRuntime {
     public func run(stop: StopFlag) throws {
         logger.info("notifier running")
         defer { save() }
-        let own = publisher.stamper.instance + "/"
-        while !stop.isSet {
-            try heartbeat()
-            if let message = try subscriber.next(timeoutMs: 100), !message.envelope.src.hasPrefix(own) {
-                try emit(notifier.handle(message, now: clock()))
-            }
-            try emit(notifier.tick(now: clock()))
-            if notifier.needsSave { save() }
-        }
+        while !stop.isSet { try step() }
     }
 
+    /// One pass of the loop: the heartbeat, at most one input message
+    /// (waiting up to `timeoutMs` for it on sockets), the timers, and the
+    /// state file when it changed.
+    public func step(timeoutMs: Int32 = 100) throws {
+        try heartbeat()
+        if let message = try subscriber.next(timeoutMs: timeoutMs), !message.envelope.src.hasPrefix(publisher.stamper.instance + "/") {
+            try emit(notifier.handle(message, now: clock.wallSeconds()))
+        }
+        try emit(notifier.tick(now: clock.wallSeconds()))
+        if notifier.needsSave { save() }
+    }
+
+    /// Saves the state now (what `run` does on the way out).
+    public func saveState() { save() }
+
     private func heartbeat() throws {
-        let now = monotonicSeconds()
+        let now = clock.monotonicSeconds()
         guard now >= nextHeartbeat else { return }
         nextHeartbeat = now + heartbeatIntervalS
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
@@ -96,7 +110,7 @@ public final class NotifierRuntime {
             case .alert(let alert):
                 logger.info("alert", metadata: ["station": "\(alert.station)", "alert_id": "\(alert.alertId)", "state": "\(alert.state.rawValue)",
                                                "severity": "\(alert.severity.rawValue)", "message": "\(alert.message)"])
-                let ts = wallClockSeconds()
+                let ts = clock.wallSeconds()
                 try send(alert, station: alert.station, athlete: alert.athlete, ts: ts)
                 sink?.deliver(alert, ts: ts)
             case .workout(let station, let athlete, let workout):
@@ -117,7 +131,7 @@ public final class NotifierRuntime {
     }
 
     /// Publishes; a message that cannot be encoded is logged and dropped, never fatal.
-    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String?, ts: Double = wallClockSeconds()) throws {
+    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String?, ts: Double? = nil) throws {
         do {
             try publisher.publish(payload, station: station, athlete: athlete, ts: ts)
         } catch let error as EncodeError {

@@ -158,6 +158,7 @@ public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
 public final class PostureRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
+    private let clock: any BusClock
     private let logger: Logger
     private let settings: PostureSettings
     private let storePath: String?
@@ -173,13 +174,20 @@ public final class PostureRuntime {
     static let recorderTimeoutS = 10.0
 
     /// Connects to the bus and loads the stored calibrations.
-    public init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(context: context, config: config, prefixes: [SampleMessage.topicPrefix, CommandMessage.topicPrefix], logger: logger)
-        publisher = try Publisher(context: context, config: config, program: "posture-evaluator")
+    public convenience init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), queryEndpoint: config.queryEndpoint,
+                      settings: settings, storePath: storePath, logger: logger)
+    }
+
+    /// Connects on `transport` (its clock is the evaluator's); the recorder is asked at `queryEndpoint`.
+    public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(transport: transport, prefixes: [SampleMessage.topicPrefix, CommandMessage.topicPrefix], logger: logger)
+        publisher = try Publisher(transport: transport, program: "posture-evaluator")
+        clock = transport.clock
         self.settings = settings
         self.storePath = storePath
         self.logger = logger
-        recorder = try? QueryClient(context: context, config: config, timeoutS: Self.recorderTimeoutS)
+        recorder = try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: Self.recorderTimeoutS)
         if let storePath {
             do { store = try CalibrationStore.load(path: storePath) } catch {
                 logger.warning("calibration store unreadable; starting empty", metadata: ["path": "\(storePath)", "error": "\(error)"])
@@ -200,12 +208,16 @@ public final class PostureRuntime {
     /// Runs until `stop` is set.
     public func run(stop: StopFlag) throws {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
-        while !stop.isSet {
-            try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
-            collectReplies()
-            guard let message = try subscriber.next(timeoutMs: 200) else { continue }
-            try handle(message)
-        }
+        while !stop.isSet { try step() }
+    }
+
+    /// One pass of the loop: the heartbeat, the recorder's replies, and at
+    /// most one input message (waiting up to `timeoutMs` for it on sockets).
+    public func step(timeoutMs: Int32 = 200) throws {
+        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        collectReplies()
+        guard let message = try subscriber.next(timeoutMs: timeoutMs) else { return }
+        try handle(message)
     }
 
     /// Asks the recorder for `athlete`'s latest calibration, for `station`.
@@ -214,7 +226,7 @@ public final class PostureRuntime {
         guard let recorder else { return }
         do {
             let id = try recorder.request(.calibrationGet, AthleteArgs(athlete: athlete))
-            calibrationRequests[id] = (station, athlete, monotonicSeconds() + Self.recorderTimeoutS)
+            calibrationRequests[id] = (station, athlete, clock.monotonicSeconds() + Self.recorderTimeoutS)
         } catch {
             logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(athlete)", "reason": "\(error)"])
         }
@@ -249,7 +261,7 @@ public final class PostureRuntime {
                 logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(request.athlete)", "reason": "\(error)"])
             }
         }
-        let now = monotonicSeconds()
+        let now = clock.monotonicSeconds()
         for (id, request) in calibrationRequests where now > request.deadline {
             calibrationRequests[id] = nil
             logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(request.athlete)", "reason": "no answer within \(Self.recorderTimeoutS) s"])

@@ -9,17 +9,23 @@ import VBTBus
 /// A DEALER socket with a deadline per request: a recorder that is down or
 /// busy gives a clear error after `timeoutS`, never a hang.
 public final class QueryClient {
-    private let socket: ZMQSocket
+    private let link: any FrameLink
+    private let clock: any BusClock
     private let endpoint: String
     private let timeoutS: Double
     private var counter = 0
     private let prefix = "q-\(String(UInt32.random(in: .min ... .max), radix: 16))"
 
     /// Connects to `config.queryEndpoint` (nothing is sent yet).
-    public init(context: ZMQContext, config: BusConfig, timeoutS: Double = 5) throws(ZMQError) {
-        socket = try ZMQSocket(context, .dealer, lingerMs: 0)
-        try socket.connect(config.queryEndpoint)
-        endpoint = config.queryEndpoint
+    public convenience init(context: ZMQContext, config: BusConfig, timeoutS: Double = 5) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), endpoint: config.queryEndpoint, timeoutS: timeoutS)
+    }
+
+    /// Connects on `transport`; `endpoint` names it in errors.
+    public init(transport: any BusTransport, endpoint: String, timeoutS: Double = 5) throws(ZMQError) {
+        link = try transport.queryClientLink()
+        clock = transport.clock
+        self.endpoint = endpoint
         self.timeoutS = timeoutS
     }
 
@@ -46,9 +52,8 @@ public final class QueryClient {
     @discardableResult
     public func post<A: Encodable>(_ query: QueryName, _ args: A) -> Bool {
         counter += 1
-        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.rawValue, args: args)),
-              (try? socket.send([], more: true, dontWait: true)) == true else { return false }
-        return (try? socket.send(Array(body), dontWait: true)) == true
+        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.rawValue, args: args)) else { return false }
+        return (try? link.send([[], Array(body)], dontWait: true)) == true
     }
 
     /// Sends a request without waiting; its reply comes from `nextReply`.
@@ -58,7 +63,7 @@ public final class QueryClient {
         counter += 1
         let id = "\(prefix)-\(counter)"
         let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
-        guard try socket.send([], more: true, dontWait: true), try socket.send(Array(body), dontWait: true) else {
+        guard try link.send([[], Array(body)], dontWait: true) else {
             throw QueryError(kind: "busy", message: "could not queue \(query.rawValue) for the session-recorder at \(endpoint)")
         }
         return id
@@ -67,7 +72,7 @@ public final class QueryClient {
     /// A reply that has arrived, with the id of its request; nil when none
     /// has (never waits). Replies without an id are skipped.
     public func nextReply() throws -> (id: String, data: Data)? {
-        while let reply = try socket.receive(dontWait: true, maxFrames: 3), let frame = reply.frames.last {
+        while let reply = try link.receive(timeoutMs: 0, maxFrames: 3), let frame = reply.frames.last {
             let data = Data(frame)
             if let head = try? JSONDecoder().decode(ReplyHead.self, from: data), let id = head.id { return (id, data) }
         }
@@ -79,17 +84,16 @@ public final class QueryClient {
         counter += 1
         let id = "\(prefix)-\(counter)"
         let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
-        try socket.send(frames: [[], Array(body)])
-        let deadline = monotonicSeconds() + timeoutS
+        try link.send([[], Array(body)], dontWait: false)
+        let deadline = clock.monotonicSeconds() + timeoutS
         while true {
-            let remaining = deadline - monotonicSeconds()
-            guard remaining > 0 else {
+            let remaining = deadline - clock.monotonicSeconds()
+            let reply = remaining > 0 ? try link.receive(timeoutMs: Int32(remaining * 1000) + 1, maxFrames: 3) : nil
+            guard let reply, let frame = reply.frames.last else {
+                // A link that does not wait has nothing more to give.
+                if remaining > 0 && link.waits { continue }
                 throw QueryError(kind: "timeout", message: "no answer from session-recorder at \(endpoint) within \(Int(timeoutS)) s: is it running? (VBT_QUERY_ENDPOINT, --query-endpoint)")
             }
-            var poller = ZMQPoller()
-            poller.addReadable(socket)
-            guard try poller.poll(timeoutMs: Int(remaining * 1000) + 1) > 0,
-                  let reply = try socket.receive(dontWait: true, maxFrames: 3), let frame = reply.frames.last else { continue }
             // Replies to an earlier request that timed out are skipped by id.
             if let head = try? JSONDecoder().decode(ReplyHead.self, from: Data(frame)), head.id != nil, head.id != id { continue }
             return Data(frame)

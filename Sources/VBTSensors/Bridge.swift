@@ -157,6 +157,7 @@ public final class BridgePublisher {
     private let queue: EventQueue
     private let policy: BatchPolicy
     private let logger: Logger
+    private let clock: any BusClock
     private var pending: [String: Pending] = [:]
     private var lastStatus: [String: String] = [:]
     /// Counts of published messages by type.
@@ -172,8 +173,14 @@ public final class BridgePublisher {
     }
 
     /// Creates the publisher side; the socket connects to `config.pubEndpoint`.
-    public init(context: ZMQContext, config: BusConfig, queue: EventQueue, policy: BatchPolicy, logger: Logger) throws(ZMQError) {
-        publisher = try Publisher(context: context, config: config, program: "sensor-bridge")
+    public convenience init(context: ZMQContext, config: BusConfig, queue: EventQueue, policy: BatchPolicy, logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), queue: queue, policy: policy, logger: logger)
+    }
+
+    /// Creates the publisher side on `transport`, whose clock paces the batches.
+    public init(transport: any BusTransport, queue: EventQueue, policy: BatchPolicy, logger: Logger) throws(ZMQError) {
+        publisher = try Publisher(transport: transport, program: "sensor-bridge")
+        clock = transport.clock
         self.queue = queue
         self.policy = policy
         self.logger = logger
@@ -189,7 +196,7 @@ public final class BridgePublisher {
         var finished = 0
         var pollItems = [readablePollFD(queue.fd)]
         while true {
-            let now = monotonicSeconds()
+            let now = clock.monotonicSeconds()
             let oldest = pending.values.map(\.since).min()
             let waitS = oldest.map { max(0, $0 + policy.maxDelayS - now) } ?? 0.05
             _ = poll(&pollItems, 1, Int32(min(waitS, 0.05) * 1000))
@@ -219,7 +226,7 @@ public final class BridgePublisher {
                     finished += 1
                 }
             }
-            try flushDue(now: monotonicSeconds())
+            try flushDue(now: clock.monotonicSeconds())
             try heartbeat?.tick(publisher, inputs: nil)
             if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
                 try flushAll()
@@ -247,7 +254,7 @@ public final class BridgePublisher {
             }
             pending[key] = batch
         } else {
-            pending[key] = Pending(station: station, device: device, readings: readings, since: monotonicSeconds())
+            pending[key] = Pending(station: station, device: device, readings: readings, since: clock.monotonicSeconds())
         }
         if let batch = pending[key], batch.readings.count >= policy.maxReadings {
             try flush(key: key)

@@ -26,7 +26,10 @@ public struct RecorderSettings: Sendable, Equatable {
 public final class RecorderRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
-    private let router: ZMQSocket
+    private let queryServer: any FrameLink
+    private let clock: any BusClock
+    /// A poll over both sockets, when the transport has sockets.
+    private var poller: (poller: ZMQPoller, bus: Int, query: Int)?
     private let ingestor: Ingestor
     private var service: QueryService
     private let logger: Logger
@@ -38,11 +41,21 @@ public final class RecorderRuntime {
     private var nextPrune = 0.0
 
     /// Connects to the bus and binds the query endpoint.
-    public init(context: ZMQContext, config: BusConfig, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(context: context, config: config, prefixes: [""], logger: logger)
-        publisher = try Publisher(context: context, config: config, program: "session-recorder")
-        router = try ZMQSocket(context, .router, lingerMs: 1_000)
-        try router.bind(config.queryEndpoint)
+    public convenience init(context: ZMQContext, config: BusConfig, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), store: store, settings: settings, logger: logger)
+    }
+
+    /// Connects on `transport` and serves its query endpoint.
+    public init(transport: any BusTransport, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(transport: transport, prefixes: [""], logger: logger)
+        publisher = try Publisher(transport: transport, program: "session-recorder")
+        queryServer = try transport.queryServerLink()
+        clock = transport.clock
+        if let bus = subscriber.socket, let query = queryServer.socket {
+            var poller = ZMQPoller()
+            let busIndex = poller.addReadable(bus), queryIndex = poller.addReadable(query)
+            self.poller = (poller, busIndex, queryIndex)
+        }
         ingestor = Ingestor(store: store, logger: logger)
         self.settings = settings
         self.logger = logger
@@ -62,28 +75,7 @@ public final class RecorderRuntime {
         logger.info("session recorder running", metadata: [
             "db": "\(ingestor.store.settings.path)", "schema": "\(Schema.versions.last ?? "")",
         ])
-        var poller = ZMQPoller()
-        let busIndex = subscriber.register(in: &poller)
-        let queryIndex = poller.addReadable(router)
-        while !stop.isSet {
-            try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
-            let now = monotonicSeconds()
-            let waitMs = ingestor.pendingCount > 0 ? max(0, min(100, Int((nextFlush - now) * 1000))) : 100
-            _ = try poller.poll(timeoutMs: waitMs)
-            if poller.isReadable(busIndex) {
-                // Drain what is there, bounded so queries are answered in between.
-                for _ in 0..<20_000 {
-                    guard let message = try subscriber.next(timeoutMs: 0) else { break }
-                    if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, monotonicSeconds() + settings.flushIntervalS) }
-                    ingestor.enqueue(message)
-                }
-            }
-            if poller.isReadable(queryIndex) { try answerQueries() }
-            if ingestor.pendingCount > 0, monotonicSeconds() >= nextFlush || (failure == nil && ingestor.pendingCount >= settings.flushAtMessages) {
-                flush()
-            }
-            if monotonicSeconds() >= nextPrune { prune() }
-        }
+        while !stop.isSet { try step() }
         // Shutting down: a few last tries, then say what could not be written.
         for _ in 0..<3 where ingestor.pendingCount > 0 {
             flush()
@@ -95,6 +87,37 @@ public final class RecorderRuntime {
         logger.info("session recorder stopped", metadata: ["counters": "\(ingestor.counters)"])
     }
 
+    /// One pass of the loop: waits up to `maxWaitMs` for input (on sockets;
+    /// the in-memory bus never waits), stores what arrived, answers queries,
+    /// writes when a batch is due and prunes when that is due.
+    public func step(maxWaitMs: Int = 100) throws {
+        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        var busReady = true, queryReady = true
+        if var polling = poller {
+            let now = clock.monotonicSeconds()
+            let waitMs = ingestor.pendingCount > 0 ? max(0, min(maxWaitMs, Int((nextFlush - now) * 1000))) : maxWaitMs
+            _ = try polling.poller.poll(timeoutMs: waitMs)
+            (busReady, queryReady) = (polling.poller.isReadable(polling.bus), polling.poller.isReadable(polling.query))
+            poller = polling
+        }
+        if busReady {
+            // Drain what is there, bounded so queries are answered in between.
+            for _ in 0..<20_000 {
+                guard let message = try subscriber.next(timeoutMs: 0) else { break }
+                if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
+                ingestor.enqueue(message)
+            }
+        }
+        if queryReady { try answerQueries() }
+        if ingestor.pendingCount > 0, clock.monotonicSeconds() >= nextFlush || (failure == nil && ingestor.pendingCount >= settings.flushAtMessages) {
+            flush()
+        }
+        if clock.monotonicSeconds() >= nextPrune { prune() }
+    }
+
+    /// The counters of what was stored, for tests and the heartbeat.
+    public var counters: IngestCounters { ingestor.counters }
+
     private func flush() {
         do {
             let written = try ingestor.flush()
@@ -103,26 +126,26 @@ public final class RecorderRuntime {
             }
             failure = nil
             retryDelay = settings.firstRetryS
-            nextFlush = monotonicSeconds() + settings.flushIntervalS
+            nextFlush = clock.monotonicSeconds() + settings.flushIntervalS
         } catch {
             if failure?.kind != error.kind {
                 logger.error("database write failed; messages kept to retry", metadata: ["error": "\(error.message)", "pending": "\(ingestor.pendingCount)"])
             }
             failure = error
-            nextFlush = monotonicSeconds() + retryDelay
+            nextFlush = clock.monotonicSeconds() + retryDelay
             retryDelay = min(settings.maxRetryS, retryDelay * 2)
         }
     }
 
     private func prune() {
-        nextPrune = monotonicSeconds() + settings.pruneIntervalS
+        nextPrune = clock.monotonicSeconds() + settings.pruneIntervalS
         guard failure == nil else { return }
         do {
             // One chunk a pass: a big backlog is worked off between bus reads, never in one go.
             let chunk = 20_000
             let deleted = try ingestor.pruneSamples(chunk: chunk, maxChunks: 1)
             if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
-            if deleted == chunk { nextPrune = monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams() }
+            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams() }
         } catch {
             logger.warning("raw samples not pruned", metadata: ["error": "\(error.message)"])
         }
@@ -131,7 +154,7 @@ public final class RecorderRuntime {
     private func answerQueries() throws {
         // At most 100 a pass, so a client flooding queries cannot keep the bus unread.
         for _ in 0..<100 {
-            guard let request = try router.receive(dontWait: true, maxFrames: 4) else { return }
+            guard let request = try queryServer.receive(timeoutMs: 0, maxFrames: 4) else { return }
             // [client identity, empty delimiter (REQ/our DEALER), body]; anything else is answered if it can be.
             guard let identity = request.frames.first, request.frames.count >= 2 else { continue }
             let body = request.frames.last ?? []
@@ -140,12 +163,12 @@ public final class RecorderRuntime {
             if request.frameCount > 3 || body.count > 1 << 20 {
                 reply = Data(#"{"ok":false,"error":{"kind":"bad-request","message":"a request is one JSON frame of at most 1 MiB"}}"#.utf8)
             } else {
-                let started = monotonicSeconds()
+                let started = clock.monotonicSeconds()
                 let answer = service.answer(Data(body))
                 reply = answer.reply
                 var metadata: Logger.Metadata = [
                     "correlation_id": "\(answer.id ?? "")", "query": "\(answer.query ?? "")",
-                    "ms": "\(String(format: "%.2f", (monotonicSeconds() - started) * 1000))",
+                    "ms": "\(String(format: "%.2f", (clock.monotonicSeconds() - started) * 1000))",
                 ]
                 if let failure = answer.failure {
                     metadata["error"] = "\(failure.message)"
@@ -155,7 +178,7 @@ public final class RecorderRuntime {
                 }
             }
             // A client that went away is not our problem: drop the reply (ROUTER never blocks).
-            _ = try? router.send(frames: [identity] + delimiter + [Array(reply)])
+            _ = try? queryServer.send([identity] + delimiter + [Array(reply)], dontWait: true)
         }
     }
 }

@@ -1,0 +1,125 @@
+import CZeroMQ
+import VBTWire
+
+// The seam under every runtime: a runtime asks a transport for its links and
+// its clock, never for sockets or the system's time. Programs use
+// `ZMQTransport` (libzmq sockets, the system clocks); tests may use the
+// in-memory bus of VBTTesting with a clock they move by hand, so a runtime's
+// whole behaviour runs in-process in milliseconds.
+
+/// Where a program's time comes from.
+public protocol BusClock: Sendable {
+    /// Seconds since 1970-01-01 UTC: the `ts` of messages.
+    func wallSeconds() -> Double
+    /// Seconds on a clock that never steps back: deadlines and intervals.
+    func monotonicSeconds() -> Double
+}
+
+/// The system's clocks.
+public struct SystemClock: BusClock {
+    /// The system clock.
+    public init() {}
+    public func wallSeconds() -> Double { wallClockSeconds() }
+    public func monotonicSeconds() -> Double { VBTBus.monotonicSeconds() }
+}
+
+/// One connection's messages, as frames. Owned by one thread.
+public protocol FrameLink: AnyObject {
+    /// Sends one message (all its frames, or none). Returns false when it
+    /// could not be queued and `dontWait` was asked.
+    @discardableResult
+    func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool
+    /// The next message, waiting at most `timeoutMs` (-1: as long as it
+    /// takes; 0: not at all). At most `maxFrames` frames are kept.
+    func receive(timeoutMs: Int32, maxFrames: Int) throws(ZMQError) -> ReceivedMessage?
+    /// Whether a call really waits for time to pass (a socket), or answers
+    /// at once (the in-memory bus, whose time is a test's clock).
+    var waits: Bool { get }
+    /// The socket under the link, for a poll over several links; nil when there is none.
+    var socket: ZMQSocket? { get }
+}
+
+/// Opens the links a runtime needs, and says what time it is.
+public protocol BusTransport: AnyObject {
+    /// The clock every runtime on this transport reads.
+    var clock: any BusClock { get }
+    /// The subscriber side of the bus, subscribed to each of `prefixes` ("" is everything).
+    func subscriberLink(prefixes: [String]) throws(ZMQError) -> any FrameLink
+    /// The publisher side of the bus. It also receives the subscriptions the
+    /// bus forwards: one frame each, `1` or `0` (subscribe, unsubscribe) then the prefix.
+    func publisherLink(lingerMs: Int32) throws(ZMQError) -> any FrameLink
+    /// A client of the recorder's query endpoint: sends `[empty, request]`, receives `[empty, reply]`.
+    func queryClientLink() throws(ZMQError) -> any FrameLink
+    /// The recorder's query endpoint: receives `[peer, empty, request]`, sends `[peer, empty, reply]`.
+    func queryServerLink() throws(ZMQError) -> any FrameLink
+}
+
+/// The transport of a running program: libzmq sockets on the configured
+/// endpoints, the system's clocks.
+public final class ZMQTransport: BusTransport {
+    public let context: ZMQContext
+    public let config: BusConfig
+    public let clock: any BusClock
+
+    /// A transport on `config`'s endpoints.
+    public init(context: ZMQContext, config: BusConfig, clock: any BusClock = SystemClock()) {
+        (self.context, self.config, self.clock) = (context, config, clock)
+    }
+
+    public func subscriberLink(prefixes: [String]) throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .sub, lingerMs: 0)
+        try socket.setOption(ZMQ_RCVHWM, config.highWaterMark)
+        for prefix in prefixes { try socket.subscribe(prefix) }
+        try socket.connect(config.subEndpoint)
+        return SocketLink(socket)
+    }
+
+    public func publisherLink(lingerMs: Int32) throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .xpub, lingerMs: lingerMs)
+        try socket.setHighWaterMark(config.highWaterMark)
+        try socket.connect(config.pubEndpoint)
+        return SocketLink(socket)
+    }
+
+    public func queryClientLink() throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
+        try socket.connect(config.queryEndpoint)
+        return SocketLink(socket)
+    }
+
+    public func queryServerLink() throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
+        try socket.bind(config.queryEndpoint)
+        return SocketLink(socket)
+    }
+}
+
+/// A link over one libzmq socket.
+public final class SocketLink: FrameLink {
+    public let socket: ZMQSocket?
+    private let zmq: ZMQSocket
+    private var receiveTimeoutMs: Int32 = -1
+
+    /// Wraps `socket`.
+    public init(_ socket: ZMQSocket) { (self.socket, zmq) = (socket, socket) }
+
+    public var waits: Bool { true }
+
+    @discardableResult
+    public func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool {
+        for (index, frame) in frames.enumerated() {
+            // Once the first frame is queued the rest go too (a multipart message is atomic).
+            guard try zmq.send(frame, more: index < frames.count - 1, dontWait: dontWait && index == 0) else { return false }
+        }
+        return true
+    }
+
+    public func receive(timeoutMs: Int32, maxFrames: Int) throws(ZMQError) -> ReceivedMessage? {
+        if timeoutMs == 0 { return try zmq.receive(dontWait: true, maxFrames: maxFrames) }
+        if timeoutMs != receiveTimeoutMs {
+            try zmq.setReceiveTimeout(ms: timeoutMs)
+            receiveTimeoutMs = timeoutMs
+        }
+        return try zmq.receive(maxFrames: maxFrames)
+    }
+}

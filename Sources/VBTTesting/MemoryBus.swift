@@ -1,0 +1,152 @@
+import Synchronization
+import VBTBus
+import VBTWire
+
+// A test double, labelled as such: the bus and the query endpoint as queues in
+// memory, and a clock a test moves by hand. It stands in for libzmq only where
+// a test wants a runtime's whole behaviour in milliseconds; every behaviour
+// also keeps a run over real sockets and real processes.
+//
+// Semantics kept from the real bus: a subscriber receives the messages whose
+// topic starts with one of its prefixes, from the moment it subscribed, in the
+// order they were sent; a publisher learns every subscription (1 + prefix);
+// a query client's request reaches the server with the client's identity
+// first, and the reply goes back to that client only. Nothing is dropped:
+// tests that want loss drop messages themselves.
+
+/// A clock that moves only when told to. Starts at a fixed, plausible time.
+public final class ManualClock: BusClock {
+    private let now: Mutex<(wall: Double, monotonic: Double)>
+
+    /// A clock at `wall` seconds since 1970 (default 2026-11-23 12:00 UTC).
+    public init(wall: Double = 1_795_435_200) { now = Mutex((wall, 1_000)) }
+
+    public func wallSeconds() -> Double { now.withLock { $0.wall } }
+    public func monotonicSeconds() -> Double { now.withLock { $0.monotonic } }
+
+    /// Moves both clocks forward by `seconds`.
+    public func advance(_ seconds: Double) {
+        precondition(seconds >= 0, "a clock does not go back")
+        now.withLock { $0 = ($0.wall + seconds, $0.monotonic + seconds) }
+    }
+}
+
+/// The bus and the query endpoint in memory, for runtimes in one thread.
+public final class MemoryBus: BusTransport {
+    public let clock: any BusClock
+    /// The clock, to move.
+    public let manualClock: ManualClock
+    private var subscribers: [Weak<Queue>] = []
+    private var publishers: [Weak<Queue>] = []
+    private var server: Queue?
+    private var clients: [[UInt8]: Weak<Queue>] = [:]
+    private var nextClient = 0
+    /// Messages sent on the bus so far.
+    public private(set) var sent = 0
+
+    /// An empty bus with its own clock.
+    public init(clock: ManualClock = ManualClock()) {
+        self.clock = clock
+        manualClock = clock
+    }
+
+    /// Messages waiting for a subscriber (a test's check that a runtime drained its input).
+    public var queued: Int { subscribers.compactMap(\.value).reduce(0) { $0 + $1.messages.count - $1.head } }
+
+    public func subscriberLink(prefixes: [String]) -> any FrameLink {
+        let queue = Queue(prefixes: prefixes.map { Array($0.utf8) })
+        subscribers.append(Weak(queue))
+        for publisher in publishers.compactMap(\.value) {
+            for prefix in queue.prefixes { publisher.messages.append([[1] + prefix]) }
+        }
+        return Link(queue) { [unowned self] frames in self.deliver(frames) }
+    }
+
+    public func publisherLink(lingerMs: Int32) -> any FrameLink {
+        let queue = Queue(prefixes: [])
+        publishers.append(Weak(queue))
+        for subscriber in subscribers.compactMap(\.value) {
+            for prefix in subscriber.prefixes { queue.messages.append([[1] + prefix]) }
+        }
+        return Link(queue) { [unowned self] frames in self.deliver(frames) }
+    }
+
+    public func queryClientLink() -> any FrameLink {
+        nextClient += 1
+        let identity = Array("client-\(nextClient)".utf8)
+        let queue = Queue(prefixes: [])
+        clients[identity] = Weak(queue)
+        return Link(queue) { [unowned self] frames in
+            self.server?.messages.append([identity] + frames)
+        }
+    }
+
+    public func queryServerLink() -> any FrameLink {
+        let queue = Queue(prefixes: [])
+        server = queue
+        return Link(queue) { [unowned self] frames in
+            // A reply to a client that is gone is dropped, as ROUTER does.
+            guard let identity = frames.first, let client = self.clients[identity]?.value else { return }
+            client.messages.append(Array(frames.dropFirst()))
+        }
+    }
+
+    /// Sends already-encoded frames to every matching subscriber (a forged or
+    /// malformed message a test wants a runtime to meet).
+    public func inject(_ frames: [[UInt8]]) { deliver(frames) }
+
+    private func deliver(_ frames: [[UInt8]]) {
+        sent += 1
+        let topic = frames.first ?? []
+        for subscriber in subscribers.compactMap(\.value) where subscriber.prefixes.contains(where: { topic.starts(with: $0) }) {
+            subscriber.messages.append(frames)
+        }
+    }
+
+    final class Queue {
+        let prefixes: [[UInt8]]
+        var messages: [[[UInt8]]] = []
+        var head = 0
+        init(prefixes: [[UInt8]]) { self.prefixes = prefixes }
+
+        func pop() -> [[UInt8]]? {
+            guard head < messages.count else { return nil }
+            defer {
+                head += 1
+                if head > 1_024, head * 2 > messages.count {
+                    messages.removeFirst(head)
+                    head = 0
+                }
+            }
+            return messages[head]
+        }
+    }
+
+    final class Weak<T: AnyObject> {
+        weak var value: T?
+        init(_ value: T) { self.value = value }
+    }
+
+    final class Link: FrameLink {
+        let queue: Queue
+        let sender: ([[UInt8]]) -> Void
+        init(_ queue: Queue, sender: @escaping ([[UInt8]]) -> Void) { (self.queue, self.sender) = (queue, sender) }
+
+        var waits: Bool { false }
+        var socket: ZMQSocket? { nil }
+
+        func send(_ frames: [[UInt8]], dontWait: Bool) -> Bool {
+            sender(frames)
+            return true
+        }
+
+        func receive(timeoutMs: Int32, maxFrames: Int) -> ReceivedMessage? {
+            guard let frames = queue.pop() else { return nil }
+            var message = ReceivedMessage()
+            message.frames = Array(frames.prefix(maxFrames))
+            message.frameCount = frames.count
+            message.byteCount = frames.reduce(0) { $0 + $1.count }
+            return message
+        }
+    }
+}
