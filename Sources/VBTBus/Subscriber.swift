@@ -138,9 +138,10 @@ public final class Subscriber {
         let deadline = timeoutMs < 0 ? Double.infinity : clock.monotonicSeconds() + Double(timeoutMs) / 1000
         while true {
             let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - clock.monotonicSeconds()) * 1000))
+            // A message not for the caller (malformed, a duplicate) does not end
+            // the wait: reading goes on until the deadline or an empty queue.
             guard let received = try link.receive(timeoutMs: remaining, maxFrames: 3) else { return nil }
             if let message = accept(received) { return message }
-            if remaining == 0 { return nil }
         }
     }
 

@@ -91,6 +91,14 @@ public final class MemoryBus: BusTransport {
         }
     }
 
+    private lazy var busPublisher: Publisher? = try? Publisher(transport: self, program: "vbt-bus")
+
+    /// Publishes the bus's own heartbeat (`heartbeat.bus`), as vbt-bus does
+    /// every second: subscribers learn from it that the bus is there.
+    public func heartbeat() throws {
+        try busPublisher?.publish(HeartbeatMessage(role: "vbt-bus", uptimeS: 1, intervalS: 1, bus: HeartbeatMessage.BusCounters()), station: "bus")
+    }
+
     /// Sends already-encoded frames to every matching subscriber (a forged or
     /// malformed message a test wants a runtime to meet).
     public func inject(_ frames: [[UInt8]]) { deliver(frames) }

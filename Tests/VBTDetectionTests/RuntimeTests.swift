@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+@testable import VBTBus
+@testable import VBTWire
+@testable import VBTDetection
+@testable import VBTSensors
+
+/// The rep-detector's runtime over the in-memory bus with a hand-moved clock:
+/// the same code as the process, without sockets, processes or waiting.
+/// (SwapProcessTests keeps the run over real processes.)
+@Suite("rep-detector runtime, in memory")
+struct DetectorRuntimeTests {
+    static let logger = Logger(label: "test.detector") { _ in SwiftLogNoOpLogHandler() }
+    /// Two sets of four reps, laser at 50 Hz (the process test's session).
+    static let session = SwapProcessTests.session()
+
+    static func detector(_ bus: MemoryBus, takeover: Bool, dir: TemporaryDirectory, askRecorder: Bool = false) throws -> DetectorRuntime {
+        var options = DetectorOptions()
+        options.takeover = takeover
+        options.patternsPath = dir.path("patterns.json")
+        options.askRecorder = askRecorder
+        return try DetectorRuntime(transport: bus, queryEndpoint: "memory", options: options, logger: logger)
+    }
+
+    /// Plays the session (one 0.1 s message per 0.1 s of the clock); before
+    /// the messages numbered in `swapsAt` a new detector starts with
+    /// `--takeover` while the stream goes on. Returns the rep stream.
+    static func run(swapsAt: Set<Int>, askRecorder: Bool = false) throws -> (reps: [SwapProcessTests.RepKey], detectors: Int, stats: SubscriberStats) {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: logger)
+        let player = try Publisher(transport: bus, program: "test")
+        var running = [try detector(bus, takeover: false, dir: dir, askRecorder: askRecorder)]
+        var started = 1
+        var received: [SwapProcessTests.RepKey] = []
+        func settle() throws {
+            // Every detector reads all it has; a finished one is let go (its process exits).
+            for _ in 0..<10_000 {
+                for runtime in running { try runtime.step(timeoutMs: 0) }
+                running.removeAll { $0.isFinished }
+                while let message = try reps.next(timeoutMs: 0) {
+                    received.append(SwapProcessTests.RepKey(try message.payload(as: RepMessage.self)))
+                }
+                if bus.queued == 0 { return }
+            }
+            Issue.record("the runtimes never drained their input")
+        }
+        try bus.heartbeat()
+        for (index, message) in Self.session.messages.enumerated() {
+            if swapsAt.contains(index) {
+                running.append(try detector(bus, takeover: true, dir: dir, askRecorder: askRecorder))
+                started += 1
+                try bus.heartbeat()
+            }
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            bus.manualClock.advance(0.1)
+            try settle()
+        }
+        #expect(running.count == 1 && running[0].isActive, "one detector is left, detecting")
+        return (received, started, reps.stats)
+    }
+
+    /// The rep stream of one detector alone.
+    static let baseline = Result { try run(swapsAt: []) }
+
+    @Test("one detector alone counts every rep of the session")
+    func alone() throws {
+        #expect(try Self.baseline.get().reps.count == Self.session.reps)
+    }
+
+    @Test("takeover mid-set, mid-rep and between sets: the rep stream is the one a single detector gives", arguments: 0..<4)
+    func takeover(run: Int) throws {
+        let session = Self.session.messages
+        // 12 moments over the 4 cases, spread over the session (inside reps, between reps, in the rest between sets), 3 swaps a case.
+        let moments = Set((0..<3).map { (run + 1) * session.count / 17 + $0 * session.count / 3 })
+        let swapped = try Self.run(swapsAt: moments)
+        #expect(swapped.detectors == 4)
+        #expect(swapped.reps == (try Self.baseline.get().reps), "swaps before messages \(moments.sorted())")
+        #expect(swapped.stats.totals.gaps == 0 && swapped.stats.totals.duplicates == 0, "each rep published once")
+    }
+
+    @Test("a recorder that never answers stalls nothing: the detector asks for patterns, and every rep comes as it does without asking")
+    func silentRecorder() throws {
+        // No query server on this bus: the detector's question for patterns goes unanswered.
+        let asking = try Self.run(swapsAt: [], askRecorder: true)
+        #expect(asking.reps == (try Self.baseline.get().reps))
+    }
+}

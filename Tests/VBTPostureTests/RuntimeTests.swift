@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+@testable import VBTBus
+@testable import VBTWire
+@testable import VBTPosture
+
+/// The posture evaluator's runtime over the in-memory bus: calibrate by
+/// command, then the hysteresis as the bus sees it. (tests/python/
+/// test_posture_e2e.py keeps the process run.)
+@Suite("posture-evaluator runtime, in memory")
+struct PostureRuntimeTests {
+    static let logger = Logger(label: "test.posture") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("calibrate by command; a slouch is one change after the hysteresis; a blip of odd readings changes nothing")
+    func hysteresis() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let runtime = try PostureRuntime(transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
+                                         storePath: dir.path("calibrations.json"), logger: Self.logger)
+        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(PostureMessage.self, CalibrationMessage.self), logger: Self.logger)
+        let coach = try Publisher(transport: bus, program: "vbt")
+        let wearable = try Publisher(transport: bus, program: "sensor-bridge")
+        var t = bus.manualClock.wallSeconds()
+        func play(tiltDeg: Double, seconds: Double, seed: Int) throws -> [BusMessage] {
+            let data = readings(Int(seconds / 0.02), tiltDeg: tiltDeg, seed: seed)
+            var batch: [SampleMessage.PostureReading] = []
+            for (a, m) in zip(data.acc, data.mag) {
+                batch.append(SampleMessage.PostureReading(t: t, acc: a, mag: m))
+                t += 0.02
+                if batch.count == 5 {
+                    try wearable.publish(SampleMessage(.posture(batch)), station: "desk-1", ts: t)
+                    batch = []
+                    bus.manualClock.advance(0.1)
+                }
+            }
+            var out: [BusMessage] = []
+            repeat {
+                try runtime.step(timeoutMs: 0)
+                while let message = try listener.next(timeoutMs: 0) { out.append(message) }
+            } while bus.queued > 0
+            return out
+        }
+        func reports(_ messages: [BusMessage]) -> [PostureMessage] { messages.compactMap { try? $0.payload(as: PostureMessage.self) } }
+
+        try coach.publish(CommandMessage(id: "c1", command: CommandName.postureCalibrate, target: "*",
+                                         args: JSONObject([("athlete", .string("ana")), ("seconds", .number(2))])), station: "desk-1")
+        try runtime.step(timeoutMs: 0)
+        let calibration = try play(tiltDeg: 0, seconds: 2.4, seed: 1)
+        #expect(calibration.contains { $0.envelope.type == CalibrationMessage.type }, "the calibration is published")
+
+        let upright = reports(try play(tiltDeg: 0, seconds: 2, seed: 2))
+        #expect(!upright.isEmpty && upright.allSatisfy(\.correct))
+        let blip = reports(try play(tiltDeg: 40, seconds: 0.1, seed: 3) + play(tiltDeg: 0, seconds: 1, seed: 4))
+        #expect(blip.allSatisfy { $0.correct && !$0.changed }, "a 0.1 s blip is under the hysteresis")
+        let slouch = reports(try play(tiltDeg: 25, seconds: 3, seed: 5))
+        #expect(slouch.filter(\.changed).count == 1 && slouch.last?.correct == false, "one change, once the slouch has held")
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+@testable import VBTBus
+@testable import VBTWire
+@testable import VBTQuery
+@testable import VBTStore
+
+/// The session-recorder's runtime over the in-memory bus, with a real SQLite
+/// file and a hand-moved clock. (The recorder's process is exercised by
+/// tests/python/test_recorder.py.)
+@Suite("session-recorder runtime, in memory")
+struct RecorderRuntimeTests {
+    @Test("a set arrives, some messages twice (the same frame again, and the same rep from a detector that took over): stored once, duplicates counted, answered over the query link")
+    func idempotentIngest() throws {
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        func frames<P: BusPayload>(_ stamper: inout EnvelopeStamper, _ payload: P, ts: Double) throws -> [[UInt8]] {
+            let encoded = try stamper.encode(payload, station: "rack-01", athlete: "ana", ts: ts)
+            return [encoded.topic, encoded.body]
+        }
+        let t0 = bus.manualClock.wallSeconds()
+        var old = EnvelopeStamper(program: "rep-detector"), new = EnvelopeStamper(program: "rep-detector")
+        let setId = "rack-01-set-1"
+        func rep(_ index: Int) -> RepMessage {
+            RepMessage(setId: setId, repId: "rack-01-rep-\(index)", index: index, meanVelocityMps: 0.7, peakVelocityMps: 1.1,
+                       meanPropulsiveVelocityMps: 0.72, romMm: 600, concentricS: 0.85, timeToPeakS: 0.3, velocityLossPct: 0,
+                       tEnd: t0 + Double(index) * 3, detector: "rep-detector-old", concentricStartT: nil, concentricEndT: nil, exercise: "squat", loadKg: 100, sensor: "distance")
+        }
+        bus.inject(try frames(&old, SetMessage(setId: setId, event: .start, exercise: "squat", loadKg: 100), ts: t0))
+        let first = try frames(&old, rep(1), ts: t0 + 3)
+        bus.inject(first)
+        bus.inject(first)  // the same frame again: same src and seq
+        bus.inject(try frames(&old, rep(2), ts: t0 + 6))
+        bus.inject(try frames(&new, rep(2), ts: t0 + 6.1))  // the new detector publishes rep 2 again: same rep_id
+        bus.inject(try frames(&new, rep(3), ts: t0 + 9))
+        bus.inject(try frames(&new, SetMessage(setId: setId, event: .end, reps: 3, reason: .idle, bestMeanVelocityMps: 0.7, velocityLossPct: 0,
+                                               exercise: "squat", loadKg: 100), ts: t0 + 19))
+        try recorder.step(maxWaitMs: 0)
+        #expect(bus.queued == 0, "the recorder read everything")
+        #expect(recorder.counters.stored[RepMessage.type, default: 0] == 0, "nothing is written before the batch is due")
+        bus.manualClock.advance(RecorderSettings().flushIntervalS)
+        try recorder.step(maxWaitMs: 0)
+        #expect(recorder.counters.stored[RepMessage.type] == 3)
+        #expect(recorder.counters.stored[SetMessage.type] == 2)
+        #expect(recorder.counters.duplicates == 1, "rep 2 again is a duplicate; \(recorder.counters)")
+
+        // Asked over the query link; the answer comes on the recorder's next step.
+        let client = try QueryClient(transport: bus, endpoint: "memory")
+        let id = try client.request(.history, HistoryArgs(athlete: "ana"))
+        #expect(try client.nextReply() == nil, "no answer before the recorder's loop has run")
+        try recorder.step(maxWaitMs: 0)
+        let reply = try #require(try client.nextReply())
+        #expect(reply.id == id)
+        let sets = try QueryClient.decode(reply.data, of: .history, as: [SetSummary].self)
+        #expect(sets.map(\.id) == [setId] && sets.first?.reps == 3 && sets.first?.endedTs != nil)
+    }
+}
