@@ -152,7 +152,7 @@ public struct Notifier: Sendable {
 
     private mutating func assignPlan(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
         let plan: Plan
-        do { plan = try Plan(args: command.args) } catch {
+        do { plan = try Plan(assignArgs: command.args) } catch {
             return [.rejected(station: station, command: command.command, id: command.id, reason: "plan.assign: \(error.reason)")]
         }
         var out: [NotifierOutput] = []
@@ -163,8 +163,8 @@ public struct Notifier: Sendable {
         ws.athlete = plan.athlete
         ws.vlThresholdPct = threshold
         ws.plan = plan
-        ws.exercise = plan.exercises[0].exercise
-        ws.loadKg = plan.exercises[0].loadKg
+        ws.exercise = plan.items[0].exercise
+        ws.loadKg = plan.items[0].loadKg
         state.stations[station] = ws
         needsSave = true
         out.append(.workout(station: station, athlete: plan.athlete, ws.message(event: "plan-assigned", fallbackRestS: settings.defaultRestS)))

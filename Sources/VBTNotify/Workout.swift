@@ -71,11 +71,6 @@ public struct RestTimer: Sendable, Codable, Equatable {
     }
 }
 
-/// A training plan assigned to a station (the wire's `plan.assign`, VBTBus).
-public typealias Plan = PlanAssign
-/// One exercise of a plan.
-public typealias PlanExercise = PlanAssign.Exercise
-
 /// One station's live workout: who, what, which set, resting or not.
 public struct StationWorkout: Sendable, Codable, Equatable {
     public enum Phase: String, Sendable, Codable { case ready, resting, done }
@@ -101,10 +96,48 @@ public struct StationWorkout: Sendable, Codable, Equatable {
     /// A station nobody assigned yet.
     public init(station: String) { self.station = station }
 
+    /// Reads a saved workout. Fields added since a state file was written get
+    /// their defaults, and a plan saved by an earlier notifier (its own plan
+    /// type, before the wire's `Plan`) is read too, so an upgrade keeps every
+    /// station's plan and rest timer.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        station = try c.decode(String.self, forKey: .station)
+        athlete = try c.decodeIfPresent(String.self, forKey: .athlete)
+        exercise = try c.decodeIfPresent(String.self, forKey: .exercise)
+        loadKg = try c.decodeIfPresent(Double.self, forKey: .loadKg)
+        assignedRestS = try c.decodeIfPresent(Double.self, forKey: .assignedRestS)
+        vlThresholdPct = try c.decodeIfPresent(Double.self, forKey: .vlThresholdPct) ?? vlThresholdPct
+        if let plan = try? c.decodeIfPresent(Plan.self, forKey: .plan) {
+            self.plan = plan
+        } else {
+            plan = try c.decodeIfPresent(EarlierPlan.self, forKey: .plan)?.plan
+        }
+        exerciseIndex = try c.decodeIfPresent(Int.self, forKey: .exerciseIndex) ?? 0
+        setNumber = try c.decodeIfPresent(Int.self, forKey: .setNumber) ?? 1
+        setsDone = try c.decodeIfPresent(Int.self, forKey: .setsDone) ?? 0
+        phase = try c.decodeIfPresent(Phase.self, forKey: .phase) ?? .ready
+        timer = try c.decodeIfPresent(RestTimer.self, forKey: .timer)
+        lastEndedSetId = try c.decodeIfPresent(String.self, forKey: .lastEndedSetId)
+    }
+
+    /// How notifiers before the wire's `Plan` saved a plan.
+    private struct EarlierPlan: Decodable {
+        struct Exercise: Decodable { var exercise: String; var sets: Int; var reps: Int; var restS: Double?; var loadKg: Double? }
+        var name: String?
+        var athlete: String
+        var exercises: [Exercise]
+        var plan: Plan {
+            Plan(id: name, athlete: athlete, items: exercises.map {
+                PlanItem(exercise: $0.exercise, sets: $0.sets, reps: $0.reps, restS: $0.restS, loadKg: $0.loadKg)
+            })
+        }
+    }
+
     /// The plan's current exercise.
-    public var planned: PlanExercise? {
-        guard let plan, plan.exercises.indices.contains(exerciseIndex) else { return nil }
-        return plan.exercises[exerciseIndex]
+    public var planned: PlanItem? {
+        guard let plan, plan.items.indices.contains(exerciseIndex) else { return nil }
+        return plan.items[exerciseIndex]
     }
 
     /// The rest after a set: the plan's, else the exercise default, else `fallbackS`.
@@ -115,12 +148,12 @@ public struct StationWorkout: Sendable, Codable, Equatable {
     /// The message describing it.
     public func message(event: String, fallbackRestS: Double) -> WorkoutMessage {
         let next: String? = plan.flatMap { plan in
-            plan.exercises.indices.contains(exerciseIndex + 1) ? plan.exercises[exerciseIndex + 1].exercise : nil
+            plan.items.indices.contains(exerciseIndex + 1) ? plan.items[exerciseIndex + 1].exercise : nil
         }
         return WorkoutMessage(
-            event: event, state: WorkoutMessage.State(rawValue: phase.rawValue) ?? .ready, plan: plan?.name, exercise: exercise,
+            event: event, state: WorkoutMessage.State(rawValue: phase.rawValue) ?? .ready, plan: plan?.id, exercise: exercise,
             loadKg: loadKg, set: setNumber, sets: planned?.sets, reps: planned?.reps,
-            exerciseIndex: plan == nil ? nil : exerciseIndex + 1, exercises: plan?.exercises.count, setsDone: setsDone,
+            exerciseIndex: plan == nil ? nil : exerciseIndex + 1, exercises: plan?.items.count, setsDone: setsDone,
             restS: restS(fallbackS: fallbackRestS), vlThresholdPct: vlThresholdPct, nextExercise: next)
     }
 
@@ -129,7 +162,7 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         /// The next set of the same exercise.
         case nextSet
         /// The next exercise of the plan: the rep detector must follow.
-        case nextExercise(PlanExercise)
+        case nextExercise(PlanItem)
         /// No plan: one more set of whatever the athlete does.
         case free
         /// The plan is finished.
@@ -148,13 +181,13 @@ public struct StationWorkout: Sendable, Codable, Equatable {
             phase = .ready
             return .nextSet
         }
-        guard plan.exercises.indices.contains(exerciseIndex + 1) else {
+        guard plan.items.indices.contains(exerciseIndex + 1) else {
             phase = .done
             return .done
         }
         exerciseIndex += 1
         setNumber = 1
-        let next = plan.exercises[exerciseIndex]
+        let next = plan.items[exerciseIndex]
         exercise = next.exercise
         loadKg = next.loadKg
         phase = .ready
@@ -164,6 +197,6 @@ public struct StationWorkout: Sendable, Codable, Equatable {
     /// Whether the set just ended was the plan's last.
     public var isLastPlannedSet: Bool {
         guard let plan, let current = planned else { return false }
-        return setNumber >= current.sets && exerciseIndex + 1 >= plan.exercises.count
+        return setNumber >= current.sets && exerciseIndex + 1 >= plan.items.count
     }
 }

@@ -93,25 +93,7 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
     }
 }
 
-/// One exercise of a plan.
-public struct PlanItem: Codable, Sendable, Equatable {
-    public var exercise: String
-    public var sets: Int
-    public var reps: Int
-    public var restS: Double
-    public var loadKg: Double?
-
-    /// Creates an item.
-    public init(exercise: String, sets: Int, reps: Int, restS: Double, loadKg: Double? = nil) {
-        (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case exercise, sets, reps
-        case restS = "rest_s"
-        case loadKg = "load_kg"
-    }
-
+extension PlanItem {
     /// Parses `EXERCISE:SETSxREPS[@LOADkg][/RESTs]`, e.g. `squat:3x5@100kg/180s`;
     /// without a rest, `defaultRestS` is used. Errors name the expected form.
     public static func parse(_ text: String, defaultRestS: (String) -> Double?) throws(StoreError) -> PlanItem {
@@ -143,16 +125,6 @@ public struct PlanItem: Codable, Sendable, Equatable {
         }
         return PlanItem(exercise: exercise, sets: sets, reps: reps, restS: fallback, loadKg: loadKg)
     }
-}
-
-/// A training plan: ordered exercises.
-public struct Plan: Codable, Sendable, Equatable {
-    public var id: String
-    public var athlete: String?
-    public var items: [PlanItem]
-
-    /// Creates a plan.
-    public init(id: String, athlete: String? = nil, items: [PlanItem]) { (self.id, self.athlete, self.items) = (id, athlete, items) }
 }
 
 /// A station's current assignment, as the last `athlete.assign` or `plan.assign` command said.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import VBTQuery
+import VBTWire
 
 // What the store answers: athletes, catalogue, plans, history, progress,
 // weekly statistics, exports. Every error a caller can fix is `.invalid` and
@@ -115,33 +116,38 @@ extension TrainingStore {
     // MARK: Plans
 
     /// Stores a plan after checking every item; errors name the item and what to change.
-    public func createPlan(_ plan: Plan, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> Plan {
-        try Self.validateId(plan.id, what: "plan id")
-        guard !plan.items.isEmpty else { throw StoreError(.invalid, "plan '\(plan.id)' has no exercises: give at least one --item") }
-        guard plan.items.count <= 30 else { throw StoreError(.invalid, "plan '\(plan.id)' has \(plan.items.count) exercises; at most 30") }
-        let known = Set(try exercises().map(\.id))
+    /// An item without a rest gets its exercise's default rest.
+    public func createPlan(_ given: Plan, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> Plan {
+        guard let id = given.id else { throw StoreError(.invalid, "a plan needs an id: lower-case letters, digits, - or _") }
+        try Self.validateId(id, what: "plan id")
+        var plan = given
+        guard !plan.items.isEmpty else { throw StoreError(.invalid, "plan '\(id)' has no exercises: give at least one --item") }
+        guard plan.items.count <= 30 else { throw StoreError(.invalid, "plan '\(id)' has \(plan.items.count) exercises; at most 30") }
+        let catalogue = Dictionary(try exercises().map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         for (index, item) in plan.items.enumerated() {
             let name = "item \(index + 1) (\(item.exercise))"
-            guard known.contains(item.exercise) else { throw StoreError(.invalid, "\(name): unknown exercise; see vbt exercise list") }
+            guard let exercise = catalogue[item.exercise] else { throw StoreError(.invalid, "\(name): unknown exercise; see vbt exercise list") }
             guard (1...20).contains(item.sets) else { throw StoreError(.invalid, "\(name): \(item.sets) sets; give 1 to 20") }
             guard (1...100).contains(item.reps) else { throw StoreError(.invalid, "\(name): \(item.reps) reps; give 1 to 100") }
-            guard (0...1800).contains(item.restS) else { throw StoreError(.invalid, "\(name): rest \(item.restS) s; give 0 to 1800") }
+            let rest = item.restS ?? exercise.defaultRestS
+            guard (0...1800).contains(rest) else { throw StoreError(.invalid, "\(name): rest \(rest) s; give 0 to 1800") }
             if let load = item.loadKg, !(0...600).contains(load) { throw StoreError(.invalid, "\(name): load \(load) kg; give 0 to 600") }
+            plan.items[index].restS = rest
         }
         try write { db in
             if let athlete = plan.athlete, try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [athlete]) != true {
-                throw StoreError(.invalid, "plan '\(plan.id)': no athlete '\(athlete)'; add them with vbt athlete add")
+                throw StoreError(.invalid, "plan '\(id)': no athlete '\(athlete)'; add them with vbt athlete add")
             }
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM plans WHERE id = ?", arguments: [plan.id]) == true {
-                throw StoreError(.invalid, "plan '\(plan.id)' exists already: choose another id")
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM plans WHERE id = ?", arguments: [id]) == true {
+                throw StoreError(.invalid, "plan '\(id)' exists already: choose another id")
             }
-            try db.execute(sql: "INSERT INTO plans (id, athlete, created_ts) VALUES (?, ?, ?)", arguments: [plan.id, plan.athlete, now])
+            try db.execute(sql: "INSERT INTO plans (id, athlete, created_ts) VALUES (?, ?, ?)", arguments: [id, plan.athlete, now])
             for (position, item) in plan.items.enumerated() {
                 try db.execute(sql: "INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               arguments: [plan.id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
+                               arguments: [id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
             }
         }
-        return try self.plan(plan.id)
+        return try self.plan(id)
     }
 
     /// One plan.

@@ -1,5 +1,6 @@
 import Foundation
 import VBTQuery
+import VBTWire
 
 // The server side of the query endpoint (proto/query.md); the protocol's
 // types are VBTQuery's.

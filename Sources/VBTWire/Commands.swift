@@ -68,59 +68,44 @@ public struct AthleteAssign: Sendable, Equatable {
     }
 }
 
-/// `plan.assign`'s arguments: a training plan for a station, its exercises
-/// in order (the notifier walks the athlete through them).
-public struct PlanAssign: Sendable, Codable, Equatable {
-    /// One exercise of the plan.
-    public struct Exercise: Sendable, Codable, Equatable {
-        public var exercise: String
-        public var sets: Int
-        public var reps: Int
-        public var restS: Double?
-        public var loadKg: Double?
-
-        /// Creates an exercise entry.
-        public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
-            (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
-        }
-    }
-
-    /// The plan's id or name (`plan`).
-    public var name: String?
-    public var athlete: String
-    public var exercises: [Exercise]
+/// A training plan: exercises in order. The one plan type: the recorder
+/// stores it (`plan.create`, proto/query.md), a station is given it
+/// (`plan.assign`), the notifier walks the athlete through it.
+public struct Plan: Sendable, Codable, Equatable {
+    /// The plan's id (`plan` in `plan.assign`, where it may be left out).
+    public var id: String?
+    public var athlete: String?
+    public var items: [PlanItem]
 
     /// Creates a plan.
-    public init(name: String?, athlete: String, exercises: [Exercise]) {
-        (self.name, self.athlete, self.exercises) = (name, athlete, exercises)
-    }
+    public init(id: String?, athlete: String? = nil, items: [PlanItem]) { (self.id, self.athlete, self.items) = (id, athlete, items) }
 
-    /// Reads the arguments, saying what is wrong in words an operator can act on.
-    public init(args: JSONObject) throws(PayloadError) {
+    /// Reads `plan.assign`'s arguments (`athlete` required, `plan`, `exercises`), saying what is wrong in words an operator can act on.
+    public init(assignArgs args: JSONObject) throws(PayloadError) {
         athlete = try args.string("athlete")
-        name = try args.optionalString("plan")
-        guard case .array(let items)? = args["exercises"], !items.isEmpty else {
+        id = try args.optionalString("plan")
+        guard case .array(let entries)? = args["exercises"], !entries.isEmpty else {
             throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg}")
         }
-        var list: [Exercise] = []
-        for (index, item) in items.enumerated() {
-            guard case .object(let entry) = item else { throw PayloadError("exercises[\(index)] must be an object") }
-            let exercise = try entry.string("exercise")
-            let sets = try entry.integer("sets"), reps = try entry.integer("reps")
-            let rest = try entry.optionalNumber("rest_s"), load = try entry.optionalNumber("load_kg")
+        var list: [PlanItem] = []
+        for (index, entry) in entries.enumerated() {
+            guard case .object(let fields) = entry else { throw PayloadError("exercises[\(index)] must be an object") }
+            let exercise = try fields.string("exercise")
+            let sets = try fields.integer("sets"), reps = try fields.integer("reps")
+            let rest = try fields.optionalNumber("rest_s"), load = try fields.optionalNumber("load_kg")
             guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
             if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
             if let load, !(load >= 0 && load <= 1_000) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 to 1000") }
-            list.append(Exercise(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
+            list.append(PlanItem(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
         }
-        exercises = list
+        items = list
     }
 
-    /// The arguments as a command carries them.
-    public var args: JSONObject {
+    /// The plan as `plan.assign`'s arguments for `athlete`.
+    public func assignArgs(athlete: String) -> JSONObject {
         var fields: [(key: String, value: JSONValue)] = [("athlete", .string(athlete))]
-        if let name { fields.append(("plan", .string(name))) }
-        fields.append(("exercises", .array(exercises.map { item in
+        if let id { fields.append(("plan", .string(id))) }
+        fields.append(("exercises", .array(items.map { item in
             var entry: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
                                                             ("reps", .number(Double(item.reps)))]
             if let rest = item.restS { entry.append(("rest_s", .number(rest))) }
@@ -128,5 +113,26 @@ public struct PlanAssign: Sendable, Codable, Equatable {
             return .object(JSONObject(entry))
         })))
         return JSONObject(fields)
+    }
+}
+
+/// One exercise of a plan.
+public struct PlanItem: Sendable, Codable, Equatable {
+    public var exercise: String
+    public var sets: Int
+    public var reps: Int
+    /// The rest after each set, s; nil: the exercise's default.
+    public var restS: Double?
+    public var loadKg: Double?
+
+    /// Creates an item.
+    public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
+        (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case exercise, sets, reps
+        case restS = "rest_s"
+        case loadKg = "load_kg"
     }
 }

@@ -244,7 +244,7 @@ struct PlanCommand: ParsableCommand {
         func run() throws {
             let plans = try recorder.withClient { try $0.ask(.planList, NoArgs(), as: [Plan].self) }
             recorder.output(plans) {
-                renderTable(["id", "athlete", "exercises"], plans.map { [$0.id, $0.athlete ?? "-", $0.items.map(\.exercise).joined(separator: ", ")] })
+                renderTable(["id", "athlete", "exercises"], plans.map { [$0.id ?? "-", $0.athlete ?? "-", $0.items.map(\.exercise).joined(separator: ", ")] })
             }
         }
     }
@@ -268,22 +268,20 @@ struct PlanCommand: ParsableCommand {
             try recorder.withClient { client in
                 let plan = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
                 let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
-                guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(plan.id) has no athlete: give --athlete") }
+                guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
                 let first = plan.items[0]
-                let planArgs = PlanAssign(name: plan.id, athlete: who, exercises: plan.items.map {
-                    PlanAssign.Exercise(exercise: $0.exercise, sets: $0.sets, reps: $0.reps, restS: $0.restS, loadKg: $0.loadKg)
-                }).args
+                let planArgs = plan.assignArgs(athlete: who)
                 let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
                                                 romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
                 let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])
                 try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
-                recorder.output(plan) { "plan \(plan.id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
+                recorder.output(plan) { "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
             }
         }
     }
 
     static func describe(_ plan: Plan) -> String {
-        "plan \(plan.id)\(plan.athlete.map { " for \($0)" } ?? "")\n" + renderTable(["#", "exercise", "sets", "reps", "load kg", "rest s"], plan.items.enumerated().map {
+        "plan \(plan.id ?? "-")\(plan.athlete.map { " for \($0)" } ?? "")\n" + renderTable(["#", "exercise", "sets", "reps", "load kg", "rest s"], plan.items.enumerated().map {
             ["\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", show($0.element.loadKg, 1), show($0.element.restS, 0)]
         })
     }

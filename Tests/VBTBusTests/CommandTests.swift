@@ -27,15 +27,16 @@ struct CommandTests {
 
     @Test("plan.assign's arguments read back as written; a plan without exercises, or with 0 sets, is an error saying what to fix")
     func plan() throws {
-        let plan = PlanAssign(name: "strength-a", athlete: "ana", exercises: [
+        let plan = Plan(id: "strength-a", athlete: "ana", items: [
             .init(exercise: "squat", sets: 3, reps: 5, restS: 180, loadKg: 100), .init(exercise: "bench", sets: 3, reps: 8),
         ])
-        #expect(try PlanAssign(args: plan.args) == plan)
-        #expect(throws: PayloadError.self) { try PlanAssign(args: JSONObject([("athlete", .string("ana")), ("exercises", .array([]))])) }
+        #expect(try Plan(assignArgs: plan.assignArgs(athlete: "ana")) == plan)
+        #expect(throws: PayloadError.self) { try Plan(assignArgs: JSONObject([("athlete", .string("ana")), ("exercises", .array([]))])) }
+        #expect(throws: PayloadError.self, "plan.assign names its athlete") { try Plan(assignArgs: JSONObject([("exercises", plan.assignArgs(athlete: "ana")["exercises"]!)])) }
         var zero = plan
-        zero.exercises[1].sets = 0
+        zero.items[1].sets = 0
         do {
-            _ = try PlanAssign(args: zero.args)
+            _ = try Plan(assignArgs: zero.assignArgs(athlete: "ana"))
             Issue.record("a plan with 0 sets was accepted")
         } catch {
             #expect("\(error)".contains("exercises[1] (bench)"))

@@ -354,6 +354,24 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(alerts(over).map(\.kind) == [.restOver])
     }
 
+    @Test func aStateFileFromAnEarlierNotifierKeepsItsPlans() throws {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        _ = notifier.handle(command("plan.assign", plan), now: t0)
+        _ = notifier.handle(setEnd("s1"), now: t0 + 10)
+        // The plan as notifiers before the wire's Plan type saved it.
+        var json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(notifier.state)) as? [String: Any])
+        var stations = try #require(json["stations"] as? [String: Any])
+        var station = try #require(stations["rack-01"] as? [String: Any])
+        station["plan"] = [
+            "name": "ana-strength", "athlete": "ana",
+            "exercises": [["exercise": "squat", "sets": 2, "reps": 5, "restS": 180, "loadKg": 100], ["exercise": "bench", "sets": 1, "reps": 8, "restS": 90]],
+        ]
+        stations["rack-01"] = station
+        json["stations"] = stations
+        let earlier = try JSONDecoder().decode(NotifierState.self, from: JSONSerialization.data(withJSONObject: json))
+        #expect(earlier == notifier.state)
+    }
+
     @Test func anAbsentStateFileIsAnEmptyState() throws {
         #expect(try NotifierState.load(path: "/nonexistent/notifier.json") == NotifierState())
     }
