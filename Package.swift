@@ -115,6 +115,7 @@ let package = Package(
                 "VBTNotify",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // What every program's main shares: endpoint options, the run loop with one-line errors.
@@ -124,6 +125,7 @@ let package = Package(
                 "VBTWire", "VBTBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

@@ -63,9 +63,11 @@ public struct SocketLoopService: Service {
     }
 }
 
-/// Runs socket loops until they finish or SIGTERM/SIGINT arrives.
-/// Throws the first loop's error (e.g. an endpoint that cannot be bound).
-public func runSocketLoops(_ services: [SocketLoopService], logger: Logger) async throws {
+/// Runs services (socket loops, and any others: the notifier's webhook sink)
+/// until one finishes or SIGTERM/SIGINT arrives; they are shut down in
+/// reverse order, so a service listed first outlives the loops after it.
+/// Throws the first error (e.g. an endpoint that cannot be bound).
+public func runSocketLoops(_ services: [any Service], logger: Logger) async throws {
     let group = ServiceGroup(configuration: .init(
         services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
         gracefulShutdownSignals: [.sigterm, .sigint],

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import ServiceLifecycle
 import VBTBus
 import VBTWire
 
@@ -26,10 +27,11 @@ public struct BusOptions: ParsableArguments {
 /// becomes one line saying what to check, and exit 1.
 public func runProgram(
     _ program: String, logger: Logger, hint: String = "check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT and that vbt-bus is running",
-    onShutdown: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (ZMQContext) throws -> Void
+    onShutdown: (@Sendable () -> Void)? = nil, before services: [any Service] = [], _ body: @escaping @Sendable (ZMQContext) throws -> Void
 ) async throws {
     do {
-        try await runSocketLoops([SocketLoopService(name: program, context: ZMQContext(), onShutdown: onShutdown, body: body)], logger: logger)
+        let loop = SocketLoopService(name: program, context: ZMQContext(), onShutdown: onShutdown, body: body)
+        try await runSocketLoops(services + [loop], logger: logger)
     } catch let error as ZMQError {
         reportProblem("\(program): \(error); \(hint)")
         throw ExitCode.failure

@@ -305,11 +305,30 @@ extension SampleMessage.Readings {
 
 import Foundation
 
+/// A source's thread, to wait for at shutdown.
+public final class SourceThread: Sendable {
+    /// The source's name.
+    public let name: String
+    fileprivate let finished = DispatchSemaphore(value: 0)
+
+    fileprivate init(name: String) { self.name = name }
+
+    /// Waits up to `timeoutS` for the source's `run` to return; says whether it did.
+    public func join(timeoutS: Double) -> Bool {
+        finished.wait(timeout: .now() + timeoutS) == .success
+    }
+}
+
 extension SensorSource {
-    /// Starts `run` on a dedicated, named thread.
-    public func start(into queue: EventQueue, stop: StopFlag, logger: Logger) {
-        let thread = Thread { self.run(into: queue, stop: stop, logger: logger) }
+    /// Starts `run` on a dedicated, named thread; the handle joins it.
+    public func start(into queue: EventQueue, stop: StopFlag, logger: Logger) -> SourceThread {
+        let handle = SourceThread(name: name)
+        let thread = Thread {
+            self.run(into: queue, stop: stop, logger: logger)
+            handle.finished.signal()
+        }
         thread.name = "sensor-bridge.\(name)"
         thread.start()
+        return handle
     }
 }

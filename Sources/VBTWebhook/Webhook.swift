@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 import VBTBus
 import VBTWire
@@ -161,6 +162,33 @@ public final class WebhookSink: AlertSink {
             }
         } catch {
             return .retry("\(error)")
+        }
+    }
+}
+
+/// The sink as a `Service` of the notifier's service group. Listed before the
+/// bus loop, it is shut down after it (a group stops its services in reverse
+/// order), so the loop's last alerts are queued before the sink finishes; an
+/// attempt still in flight then gets `graceS` before it is cancelled.
+public struct WebhookService: Service {
+    private let sink: WebhookSink
+    private let graceS: Double
+
+    /// Runs `sink`; at shutdown, waits at most `graceS` for the post in flight.
+    public init(sink: WebhookSink, graceS: Double) { (self.sink, self.graceS) = (sink, graceS) }
+
+    public func run() async throws {
+        let sink = self.sink, grace = graceS
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await sink.run() }
+            group.addTask {
+                do { try await gracefulShutdown() } catch { return }  // cancelled: the group ends anyway
+                sink.finish()
+                try? await Task.sleep(for: .seconds(grace))
+            }
+            // Whichever ends first: the sink (drained) or the grace (an attempt hangs); the other is cancelled.
+            await group.next()
+            group.cancelAll()
         }
     }
 }

@@ -92,23 +92,14 @@ struct NotifierCommand: AsyncParsableCommand {
             webhookSettings.minSeverity = AlertMessage.Severity(rawValue: webhookSeverity) ?? .info
             return WebhookSink(settings: webhookSettings, logger: logger)
         }
-        let worker = Task { await sink?.run() }
         let busConfig = bus.config, notifierSettings = settings, statePath = state
         let stop = StopFlag()
-        defer { sink?.finish() }
-        try await runProgram("notifier", logger: logger, onShutdown: { stop.set() }) { context in
+        // The sink outlives the bus loop: an attempt in flight at shutdown gets a moment to finish, then is cancelled.
+        let services = sink.map { [WebhookService(sink: $0, graceS: webhookTimeout + 0.5)] } ?? []
+        try await runProgram("notifier", logger: logger, onShutdown: { stop.set() }, before: services) { context in
             let runtime = try NotifierRuntime(context: context, config: busConfig, settings: notifierSettings, statePath: statePath,
                                               sink: sink, logger: logger)
             try runtime.run(stop: stop)
         }
-        sink?.finish()
-        // An attempt in flight gets a moment to finish; then it is cancelled.
-        let grace = webhookTimeout + 0.5
-        let deadline = Task {
-            try await Task.sleep(for: .seconds(grace))
-            worker.cancel()
-        }
-        await worker.value
-        deadline.cancel()
     }
 }

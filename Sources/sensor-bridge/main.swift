@@ -244,8 +244,14 @@ struct SensorBridge: AsyncParsableCommand {
                     if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
                         logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
                     }
-                    for source in sourceList { source.start(into: queue, stop: stop, logger: logger) }
-                    defer { stop.set() }
+                    let threads = sourceList.map { $0.start(into: queue, stop: stop, logger: logger) }
+                    // Every source is stopped and waited for (each reads with a timeout, so it ends within it).
+                    defer {
+                        stop.set()
+                        for thread in threads where !thread.join(timeoutS: 5) {
+                            logger.warning("sensor source still running at exit", metadata: ["source": "\(thread.name)"])
+                        }
+                    }
                     try bridge.run(stop: stop, finiteSources: finiteSources)
         }
     }
