@@ -1,10 +1,11 @@
 import Foundation
+import Synchronization
 import VBTBus
 import VBTWire
 
 // What real sensors do that the simulator's tidy ones don't, so the detector
 // can be held to it with ground truth. Each fault is one that recordings of
-// real lifts show (issue 14 of this project's tracker lists them):
+// real lifts show:
 // - a bar IMU at about 60 Hz, readings 11-71 ms apart, reading 1.021-1.027 g
 //   at rest, sending acceleration and gyro but no angles;
 // - a 20 Hz lidar, and over a dark mat spikes: jumps of 0.1-0.3 s at an
@@ -183,33 +184,31 @@ extension SimulatedSensors {
 /// `station,t_top,mean_velocity_mps,peak_velocity_mps`, `t_top` in the
 /// readings' time. Each row is flushed as written, so the file is complete
 /// for every pass that has begun.
-public final class TruthWriter: @unchecked Sendable {
-    // Only the simulator source's thread writes; the lock keeps that honest.
-    private let lock = NSLock()
-    private let file: UnsafeMutablePointer<FILE>
+public final class TruthWriter: Sendable {
+    // Only the simulator source's thread writes; the mutex keeps that honest.
+    private let file: Mutex<UnsafeMutablePointer<FILE>>
 
     /// Creates (or truncates) `path` and writes the header.
     public init(path: String) throws(RecordingError) {
         guard let file = fopen(path, "w") else {
             throw RecordingError("cannot write \(path): \(String(cString: strerror(errno))); check the folder exists and is writable")
         }
-        self.file = file
         fputs("station,t_top,mean_velocity_mps,peak_velocity_mps\n", file)
         fflush(file)
+        self.file = Mutex(file)
     }
 
-    deinit { fclose(file) }
+    deinit { file.withLock { _ = fclose($0) } }
 
     /// The rows of `reps`, whose times count from `origin` (Unix seconds).
     public func append(station: String, reps: [SimulatedRep], origin: Double) throws(RecordingError) {
-        lock.lock()
-        defer { lock.unlock() }
-        for rep in reps {
-            let line = "\(station),\(String(format: "%.6f", origin + rep.concentricEndS)),\(String(format: "%.4f", rep.meanVelocityMps)),\(String(format: "%.4f", rep.peakVelocityMps))\n"
-            guard fputs(line, file) >= 0 else {
-                throw RecordingError("ground truth write failed: \(String(cString: strerror(errno))); is the disk full?")
-            }
+        let lines = reps.map {
+            "\(station),\(String(format: "%.6f", origin + $0.concentricEndS)),\(String(format: "%.4f", $0.meanVelocityMps)),\(String(format: "%.4f", $0.peakVelocityMps))\n"
         }
-        fflush(file)
+        let written = file.withLock { file -> Bool in
+            defer { fflush(file) }
+            return lines.allSatisfy { fputs($0, file) >= 0 }
+        }
+        guard written else { throw RecordingError("ground truth write failed: \(String(cString: strerror(errno))); is the disk full?") }
     }
 }
