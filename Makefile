@@ -4,7 +4,7 @@ SWIFT   ?= swift
 PYTHON  ?= python3
 BIN_DIR  = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: deps build test test-fast test-swift test-python run bench clean
+.PHONY: deps build lint test test-fast test-swift test-python run bench clean
 
 deps:
 	@bash scripts/deps.sh
@@ -14,7 +14,11 @@ build: deps
 
 # The pure and in-memory suites run apart from the process suites, so each
 # reports its own real duration (a process suite's waits would hold the rest).
-test: build
+# The code follows .swift-format (`swift format -i -r Sources Tests Benchmarks` applies it).
+lint:
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks Package.swift
+
+test: build lint
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --filter '$(PROCESS_SUITES)'
@@ -25,7 +29,7 @@ test: build
 # Python checks that start no long-lived process. The process suites and the
 # end-to-end Python tests run in `make test`.
 PROCESS_SUITES = BusProcessTests|SwapProcessTests|StationSplitTests|SilentRecorderTests|BridgeProcessTests
-test-fast:
+test-fast: lint
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python/test_posture_math.py tests/python/test_wire_roundtrip.py tests/python/test_layers.py

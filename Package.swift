@@ -6,6 +6,14 @@ import PackageDescription
 // libraries and VBTBus (sockets, publish/subscribe, counters) -> VBTQuery (the
 // recorder's query protocol and its values, no SQLite) -> the domain modules ->
 // programs. Nothing imports anything above it.
+// The upcoming language features the server-side Swift packages we build on
+// (Hummingbird among them) enable: existentials spelled `any`, and a file sees
+// only the members of modules it imports itself.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
 let package = Package(
     name: "vbt",
     platforms: [.macOS(.v15)],
@@ -27,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         // The notifier's webhook sink (HTTP and HTTPS POST with timeouts).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // Already under AsyncHTTPClient; named so the webhook may import NIOHTTP1 (its request types).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -51,6 +61,7 @@ let package = Package(
                 "CZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // The recorder's query protocol: query names, arguments, the values
@@ -114,6 +125,8 @@ let package = Package(
                 "VBTWire", "VBTBus",
                 "VBTNotify",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -241,3 +254,7 @@ let package = Package(
         ),
     ]
 )
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
+}

@@ -11,12 +11,12 @@
 
 import Foundation
 import GRDB
-import VBTQuery
 import GRDBSQLite
 import Logging
 import VBTBus
-import VBTWire
+import VBTQuery
 import VBTStore
+import VBTWire
 
 struct StoreBenchOptions {
     var runs = 5
@@ -110,27 +110,34 @@ private func sampleMessages(imu: Bool, readings total: Int, perMessage: Int) thr
         let t0 = start + Double(batch / stations.count * perMessage) / rateHz
         let payload: SampleMessage
         if imu {
-            payload = SampleMessage(.imu((0..<count).map { i in
-                let t = t0 + Double(i) / rateHz
-                let phase = sin(t * 1.3)
-                return SampleMessage.IMUReading(
-                    t: t,
-                    accG: Vector3(random.witmotion(0.02 * phase + random.uniform(-0.01, 0.01), fullScale: 16),
-                                  random.witmotion(random.uniform(-0.02, 0.02), fullScale: 16),
-                                  random.witmotion(1 + 0.4 * phase + random.uniform(-0.02, 0.02), fullScale: 16)),
-                    gyroDps: Vector3(random.witmotion(random.uniform(-5, 5), fullScale: 2_000),
-                                     random.witmotion(random.uniform(-5, 5), fullScale: 2_000),
-                                     random.witmotion(random.uniform(-2, 2), fullScale: 2_000)),
-                    angleDeg: Vector3(random.witmotion(random.uniform(-3, 3), fullScale: 180),
-                                      random.witmotion(random.uniform(-3, 3), fullScale: 180),
-                                      random.witmotion(random.uniform(-90, 90), fullScale: 180)))
-            }), device: "F4:3C:9A:12:7E:01")
+            payload = SampleMessage(
+                .imu(
+                    (0..<count).map { i in
+                        let t = t0 + Double(i) / rateHz
+                        let phase = sin(t * 1.3)
+                        return SampleMessage.IMUReading(
+                            t: t,
+                            accG: Vector3(
+                                random.witmotion(0.02 * phase + random.uniform(-0.01, 0.01), fullScale: 16),
+                                random.witmotion(random.uniform(-0.02, 0.02), fullScale: 16),
+                                random.witmotion(1 + 0.4 * phase + random.uniform(-0.02, 0.02), fullScale: 16)),
+                            gyroDps: Vector3(
+                                random.witmotion(random.uniform(-5, 5), fullScale: 2_000),
+                                random.witmotion(random.uniform(-5, 5), fullScale: 2_000),
+                                random.witmotion(random.uniform(-2, 2), fullScale: 2_000)),
+                            angleDeg: Vector3(
+                                random.witmotion(random.uniform(-3, 3), fullScale: 180),
+                                random.witmotion(random.uniform(-3, 3), fullScale: 180),
+                                random.witmotion(random.uniform(-90, 90), fullScale: 180)))
+                    }), device: "F4:3C:9A:12:7E:01")
         } else {
-            payload = SampleMessage(.distance((0..<count).map { i in
-                let t = t0 + Double(i) / rateHz
-                let mm = (900 + 300 * sin(t * 1.3) + random.uniform(-3, 3)).rounded()
-                return SampleMessage.DistanceReading(t: t, distanceMm: mm, state: cos(t * 1.3) > 0 ? .concentric : .eccentric)
-            }), device: "/dev/ttyACM0")
+            payload = SampleMessage(
+                .distance(
+                    (0..<count).map { i in
+                        let t = t0 + Double(i) / rateHz
+                        let mm = (900 + 300 * sin(t * 1.3) + random.uniform(-3, 3)).rounded()
+                        return SampleMessage.DistanceReading(t: t, distanceMm: mm, state: cos(t * 1.3) > 0 ? .concentric : .eccentric)
+                    }), device: "/dev/ttyACM0")
         }
         let frames = try stamper.encode(payload, station: station, athlete: "athlete-\(batch % 40 + 1)", ts: t0 + Double(count) / rateHz)
         messages.append(try decodeMessage(topic: frames.topic, body: frames.body))
@@ -181,7 +188,9 @@ private func vbtSampleRate(_ messages: [BusMessage], expectedRows: Int, batch: I
     }
     let rows = ingestor.counters.sampleRows
     let inFile = try sampleRowCount(store)
-    precondition(rows == expectedRows && inFile == expectedRows && ingestor.counters.duplicates == 0, "vbt stored \(rows) (\(inFile) in the file) of \(expectedRows) rows")
+    precondition(
+        rows == expectedRows && inFile == expectedRows && ingestor.counters.duplicates == 0,
+        "vbt stored \(rows) (\(inFile) in the file) of \(expectedRows) rows")
     return Double(rows) / elapsed
 }
 
@@ -206,10 +215,16 @@ private func rawSampleRate(_ rows: [[RawRow]], expectedRows: Int, batch: Int, fo
             for message in rows[index..<end] {
                 for row in message {
                     // SQLITE_STATIC (nil): the bytes outlive the step.
-                    _ = row.station.withUnsafeBufferPointer { sqlite3_bind_text(statement, 1, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
-                    _ = row.sensor.withUnsafeBufferPointer { sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
+                    _ = row.station.withUnsafeBufferPointer {
+                        sqlite3_bind_text(statement, 1, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
+                    }
+                    _ = row.sensor.withUnsafeBufferPointer {
+                        sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
+                    }
                     sqlite3_bind_double(statement, 3, row.t)
-                    _ = row.data.withUnsafeBufferPointer { sqlite3_bind_text(statement, 4, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil) }
+                    _ = row.data.withUnsafeBufferPointer {
+                        sqlite3_bind_text(statement, 4, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
+                    }
                     check(sqlite3_step(statement), "step")
                     sqlite3_reset(statement)
                 }
@@ -240,29 +255,35 @@ private func fillHistory(_ store: TrainingStore, now: Double) throws -> HistoryC
     var random = BenchRandom(seed: 2024)
     var counts = HistoryCounts()
     try store.write { db in
-        let athlete = try db.makeStatement(sql: "INSERT INTO athletes (id, name, sex, birth_year, height_cm, goal_weight_kg, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        let athlete = try db.makeStatement(
+            sql: "INSERT INTO athletes (id, name, sex, birth_year, height_cm, goal_weight_kg, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?)")
         let weighIn = try db.makeStatement(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?)")
         let session = try db.makeStatement(sql: "INSERT INTO sessions (station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?)")
-        let set = try db.makeStatement(sql: """
-            INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, ended_ts, reps, reason, best_mean_velocity_mps, velocity_loss_pct)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
-        let rep = try db.makeStatement(sql: """
-            INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
-                mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
-                sensor, t_end, detector, src, seq, ts)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
-        let profile = try db.makeStatement(sql: """
-            INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        let set = try db.makeStatement(
+            sql: """
+                INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, ended_ts, reps, reason, best_mean_velocity_mps, velocity_loss_pct)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        let rep = try db.makeStatement(
+            sql: """
+                INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
+                    mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
+                    sensor, t_end, detector, src, seq, ts)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        let profile = try db.makeStatement(
+            sql: """
+                INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
         let yearStart = now - 365 * 86_400
         var repSeq: [String: Int64] = [:], profileSeq: [String: Int64] = [:]
         for a in 1...40 {
             let id = String(format: "athlete-%02d", a)
             let bodyWeight = random.uniform(55, 110)
-            try athlete.execute(arguments: [id, "Athlete \(a)", ["f", "m", "x"][a % 3], 1970 + a, random.uniform(155, 200), bodyWeight - 3, yearStart - 86_400])
+            try athlete.execute(arguments: [
+                id, "Athlete \(a)", ["f", "m", "x"][a % 3], 1970 + a, random.uniform(155, 200), bodyWeight - 3, yearStart - 86_400,
+            ])
             counts.athletes += 1
             for week in 0..<52 {
                 try weighIn.execute(arguments: [id, yearStart + Double(week) * 7 * 86_400 + 8 * 3_600, bodyWeight + random.uniform(-1.5, 1.5)])
@@ -307,8 +328,10 @@ private func fillHistory(_ store: TrainingStore, now: Double) throws -> HistoryC
                     profileSeq[profileSrc, default: 0] += 1
                     let slope = -random.uniform(0.004, 0.012)
                     let intercept = best - slope * load
-                    try profile.execute(arguments: [profileSrc, profileSeq[profileSrc]!, station, id, exercise, setStart + 45, intercept, slope,
-                                                    random.uniform(0.85, 0.99), mvt[exercise]!, (mvt[exercise]! - intercept) / slope])
+                    try profile.execute(arguments: [
+                        profileSrc, profileSeq[profileSrc]!, station, id, exercise, setStart + 45, intercept, slope,
+                        random.uniform(0.85, 0.99), mvt[exercise]!, (mvt[exercise]! - intercept) / slope,
+                    ])
                     counts.profiles += 1
                 }
             }
@@ -338,7 +361,9 @@ func storeReport(_ options: StoreBenchOptions) throws {
     print("")
     print("store: SQLite \(String(cString: sqlite3_libversion())) via GRDB, WAL, synchronous=NORMAL, fresh temp file per run (\(folder.path))")
     print("  raw readings persisted, \(options.readings) readings/run in \(options.readingsPerMessage)-reading sample messages,")
-    print("  one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) rows); \(options.runs) runs, medians, flush/commit time only")
+    print(
+        "  one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) rows); \(options.runs) runs, medians, flush/commit time only"
+    )
     print("                                      vbt (Ingestor.flush)   raw SQLite C API   vbt / raw   aim")
     var rates: [String: Double] = [:]
     for imu in options.sensors.map({ $0 == "imu" }) {
@@ -357,14 +382,17 @@ func storeReport(_ options: StoreBenchOptions) throws {
                 vbt.append(try vbtSampleRate(messages, expectedRows: expected, batch: options.batchMessages, folder: folder, name: "vbt-\(imu)-\(run).sqlite"))
             }
             for side in ["vbt", "raw"] {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: folder.appendingPathComponent("\(side)-\(imu)-\(run).sqlite\(suffix)")) }
+                for suffix in ["", "-wal", "-shm"] {
+                    try? FileManager.default.removeItem(at: folder.appendingPathComponent("\(side)-\(imu)-\(run).sqlite\(suffix)"))
+                }
             }
         }
         let bytes = rows.joined().reduce(0) { $0 + $1.data.count } / max(1, expected)
         let label = imu ? "  bar IMU rows (~\(bytes) B JSON each)" : "  laser rows (~\(bytes) B JSON each)"
         rates[imu ? "imu" : "distance"] = storeMedian(vbt)
-        print(pad(label, 38) + pad(storeRate(storeMedian(vbt)) + " rows", 23) + pad(storeRate(storeMedian(raw)) + " rows", 19)
-              + pad(String(format: "%.2f", storeMedian(vbt) / storeMedian(raw)), 12) + ">= 100 k/s " + (storeMedian(vbt) >= 100_000 ? "(met)" : "(NOT met)"))
+        print(
+            pad(label, 38) + pad(storeRate(storeMedian(vbt)) + " rows", 23) + pad(storeRate(storeMedian(raw)) + " rows", 19)
+                + pad(String(format: "%.2f", storeMedian(vbt) / storeMedian(raw)), 12) + ">= 100 k/s " + (storeMedian(vbt) >= 100_000 ? "(met)" : "(NOT met)"))
         print("      runs vbt: \(vbt.map(storeRate).joined(separator: ", "));  raw: \(raw.map(storeRate).joined(separator: ", "))")
     }
 
@@ -386,8 +414,9 @@ func storeReport(_ options: StoreBenchOptions) throws {
     ]
     print("")
     print("  queries through QueryService.handle (request JSON -> reply JSON), \(options.queryRuns) calls each after 3 warm-ups;")
-    print("  history of \(counts.athletes) athletes over a year: \(counts.sessions) sessions, \(counts.sets) sets, \(counts.reps) reps,"
-          + " \(counts.profiles) profiles, \(counts.weighIns) weigh-ins (filled in " + String(format: "%.1f s)", fillS))
+    print(
+        "  history of \(counts.athletes) athletes over a year: \(counts.sessions) sessions, \(counts.sets) sets, \(counts.reps) reps,"
+            + " \(counts.profiles) profiles, \(counts.weighIns) weigh-ins (filled in " + String(format: "%.1f s)", fillS))
     print("                                      median      p99         reply")
     for query in cases {
         // Check once that the reply is a success with the expected shape.
@@ -397,7 +426,9 @@ func storeReport(_ options: StoreBenchOptions) throws {
         }
         if let result = object["result"] as? [Any] { precondition(!result.isEmpty, "\(query.label): empty result") }
         if let page = object["result"] as? [String: Any], let pageRows = page["rows"] as? [Any] { precondition(pageRows.count == 5_000) }
-        if let week = object["result"] as? [String: Any], let totals = week["totals"] as? [String: Any] { precondition(((totals["reps"] as? NSNumber)?.intValue ?? 0) > 0, "\(query.label): empty week") }
+        if let week = object["result"] as? [String: Any], let totals = week["totals"] as? [String: Any] {
+            precondition(((totals["reps"] as? NSNumber)?.intValue ?? 0) > 0, "\(query.label): empty week")
+        }
         for _ in 0..<2 { _ = service.handle(query.request) }
         var times: [Double] = []
         var replyBytes = 0
@@ -406,9 +437,10 @@ func storeReport(_ options: StoreBenchOptions) throws {
             replyBytes = service.handle(query.request).count
             times.append((monotonicSeconds() - start) * 1e3)
         }
-        print(pad("  " + query.label, 38) + pad(String(format: "%.2f ms", storeMedian(times)), 12)
-              + pad(String(format: "%.2f ms", storePercentile(times, 99)), 12)
-              + (replyBytes >= 10_240 ? "\(replyBytes / 1024) KB" : "\(replyBytes) B"))
+        print(
+            pad("  " + query.label, 38) + pad(String(format: "%.2f ms", storeMedian(times)), 12)
+                + pad(String(format: "%.2f ms", storePercentile(times, 99)), 12)
+                + (replyBytes >= 10_240 ? "\(replyBytes / 1024) KB" : "\(replyBytes) B"))
     }
     print(String(format: "  (p99 is nearest-rank over %d calls; store section took %.0f s)", options.queryRuns, monotonicSeconds() - started))
 }

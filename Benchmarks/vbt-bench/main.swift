@@ -15,11 +15,11 @@ import Dispatch
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTDetection
 import VBTPosture
 import VBTSensors
 import VBTTesting
+import VBTWire
 
 let arguments = CommandLine.arguments
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -29,7 +29,8 @@ func option(_ name: String, _ fallback: Int) -> Int {
     return value
 }
 if arguments.contains("--help") {
-    print("""
+    print(
+        """
         USAGE: vbt-bench [--messages N] [--runs R] [--detector-only] [--only SECTION]...
                          [--store-readings N] [--store-sensors LIST] [--query-runs Q]
 
@@ -87,9 +88,10 @@ func column(_ text: String, _ width: Int = 13) -> String {
 
 // MARK: The message: one distance reading, ~200 bytes on the wire.
 
-let payload = SampleMessage(.distance([
-    SampleMessage.DistanceReading(t: 1_763_812_345.123456, distanceMm: 512.5)
-]))
+let payload = SampleMessage(
+    .distance([
+        SampleMessage.DistanceReading(t: 1_763_812_345.123456, distanceMm: 512.5)
+    ]))
 var probe = EnvelopeStamper(program: "vbt-bench")
 let sampleFrames = try probe.encode(payload, station: "rack-01", ts: wallClockSeconds())
 let messageBytes = sampleFrames.topic.count + sampleFrames.body.count
@@ -331,8 +333,10 @@ func sessionReadings(_ sensor: DetectorSensor, heavyDeadlift: Bool = false) -> [
     while t <= sensors.timeline.duration {
         if sensor == .imu {
             let r = sensors.imu(at: t, wallOrigin: 1_763_812_345)
-            readings.append(BenchReading(t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), gyro: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
-                                         angles: r.angleDeg.map { ($0.x, $0.y) }))
+            readings.append(
+                BenchReading(
+                    t: r.t, acc: (r.accG.x, r.accG.y, r.accG.z), gyro: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
+                    angles: r.angleDeg.map { ($0.x, $0.y) }))
         } else {
             let r = sensors.distance(at: t, wallOrigin: 1_763_812_345)
             readings.append(BenchReading(t: r.t, distanceMm: r.distanceMm, acc: r.accG.map { ($0.x, $0.y, $0.z) }))
@@ -350,7 +354,9 @@ func detectorRun(_ readings: [BenchReading], _ sensor: DetectorSensor) -> (rate:
     let start = monotonicSeconds()
     for r in readings {
         let before = monotonicSeconds()
-        let outputs = sensor.isIMU ? detector.feedIMU(t: r.t, accG: r.acc!, gyroDps: r.gyro, angleDeg: r.angles)
+        let outputs =
+            sensor.isIMU
+            ? detector.feedIMU(t: r.t, accG: r.acc!, gyroDps: r.gyro, angleDeg: r.angles)
             : detector.feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.acc)
         let found = outputs.filter { if case .rep = $0 { true } else { false } }.count
         if found > 0 {
@@ -383,8 +389,9 @@ func detectorReport() {
         }
         let sorted = completions.sorted()
         let p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
-        print("  \(label)  \(format(median(rates))) readings   \(reps) reps; "
-              + String(format: "completing reading -> rep: median %.0f us, p99 %.0f us (seed: 45 ms)", median(completions), p99))
+        print(
+            "  \(label)  \(format(median(rates))) readings   \(reps) reps; "
+                + String(format: "completing reading -> rep: median %.0f us, p99 %.0f us (seed: 45 ms)", median(completions), p99))
     }
 }
 
@@ -393,8 +400,10 @@ func detectorReport() {
 func postureReport() {
     var random = SeededGenerator(seed: 9)
     func reading(tilt: Double) -> (Vector3, Vector3) {
-        (Vector3(9.81 * sin(tilt) + random.normal(sd: 0.05), random.normal(sd: 0.05), 9.81 * cos(tilt) + random.normal(sd: 0.05)),
-         Vector3(30 + 40 * sin(tilt) + random.normal(sd: 0.5), -10 + random.normal(sd: 0.5), -40 * cos(tilt) + random.normal(sd: 0.5)))
+        (
+            Vector3(9.81 * sin(tilt) + random.normal(sd: 0.05), random.normal(sd: 0.05), 9.81 * cos(tilt) + random.normal(sd: 0.05)),
+            Vector3(30 + 40 * sin(tilt) + random.normal(sd: 0.5), -10 + random.normal(sd: 0.5), -40 * cos(tilt) + random.normal(sd: 0.5))
+        )
     }
     let calibrationData = (0..<500).map { _ in reading(tilt: 0) }
     let calibration = PostureCalibration.fit(athlete: "bench", acc: calibrationData.map(\.0), mag: calibrationData.map(\.1), at: 0)
@@ -405,13 +414,15 @@ func postureReport() {
         var tracker = PostureTracker(station: "bench")
         tracker.apply(calibration)
         var reports = 0
-        rates.append(rate(stream.count) {
-            for (i, (acc, mag)) in stream.enumerated() { reports += tracker.feed(t: Double(i) * 0.02, acc: acc, mag: mag).count }
-        })
+        rates.append(
+            rate(stream.count) {
+                for (i, (acc, mag)) in stream.enumerated() { reports += tracker.feed(t: Double(i) * 0.02, acc: acc, mag: mag).count }
+            })
         precondition(reports > 0)
-        fits.append(rate(1_000) {
-            for _ in 0..<1_000 { _ = PostureCalibration.fit(athlete: "bench", acc: calibrationData.map(\.0), mag: calibrationData.map(\.1), at: 0) }
-        })
+        fits.append(
+            rate(1_000) {
+                for _ in 0..<1_000 { _ = PostureCalibration.fit(athlete: "bench", acc: calibrationData.map(\.0), mag: calibrationData.map(\.1), at: 0) }
+            })
     }
     print("")
     print("posture, one station, one core")
@@ -433,10 +444,12 @@ if wants("codec") {
     }
     print("")
     print("envelope codec (one core)            vbt          Foundation   ratio")
-    print("  encode (stamp + write)             " + column(format(median(encodes))) + column(format(median(foundationEncodes)))
-          + String(format: "%.1fx", median(encodes) / median(foundationEncodes)))
-    print("  decode (parse + check + payload)   " + column(format(median(decodes))) + column(format(median(foundationDecodes)))
-          + String(format: "%.1fx", median(decodes) / median(foundationDecodes)))
+    print(
+        "  encode (stamp + write)             " + column(format(median(encodes))) + column(format(median(foundationEncodes)))
+            + String(format: "%.1fx", median(encodes) / median(foundationEncodes)))
+    print(
+        "  decode (parse + check + payload)   " + column(format(median(decodes))) + column(format(median(foundationDecodes)))
+            + String(format: "%.1fx", median(decodes) / median(foundationDecodes)))
 }
 
 if wants("bus") {

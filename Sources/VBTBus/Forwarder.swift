@@ -1,6 +1,6 @@
 import CZeroMQ
-import VBTWire
 import Logging
+import VBTWire
 
 /// The bus: an XSUB/XPUB forwarder that counts what it moves and publishes
 /// its counters as `heartbeat.bus`. Owned by one thread (not `Sendable`).
@@ -52,11 +52,13 @@ public final class Forwarder {
         let front = poller.addReadable(frontend)
         let back = poller.addReadable(backend)
         var nextHeartbeat = monotonicSeconds()
-        logger.info("bus forwarding", metadata: [
-            "pub.endpoint": "\(configuration.bus.pubEndpoint)",
-            "sub.endpoint": "\(configuration.bus.subEndpoint)",
-            "bus.instance": "\(instance)",
-        ])
+        logger.info(
+            "bus forwarding",
+            metadata: [
+                "pub.endpoint": "\(configuration.bus.pubEndpoint)",
+                "sub.endpoint": "\(configuration.bus.subEndpoint)",
+                "bus.instance": "\(instance)",
+            ])
         do {
             while true {
                 let waitMs = max(0, Int((nextHeartbeat - monotonicSeconds()) * 1000))
@@ -77,7 +79,7 @@ public final class Forwarder {
                     nextHeartbeat = monotonicSeconds() + configuration.heartbeatIntervalS
                 }
             }
-        } catch where error.isTerminated {
+        } catch  where error.isTerminated {
             logger.info("bus stopping", metadata: ["msgs.in": "\(counters.msgsIn)", "bytes.in": "\(counters.bytesIn)"])
             frontend.close()
             backend.close()

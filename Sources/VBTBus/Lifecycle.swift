@@ -1,8 +1,9 @@
 import Foundation
-import VBTWire
 import Logging
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
+import VBTWire
 
 /// Runs `body` on a new dedicated thread and waits for it without blocking
 /// the cooperative pool. ZeroMQ sockets created inside `body` stay on that
@@ -68,10 +69,11 @@ public struct SocketLoopService: Service {
 /// reverse order, so a service listed first outlives the loops after it.
 /// Throws the first error (e.g. an endpoint that cannot be bound).
 public func runSocketLoops(_ services: [any Service], logger: Logger) async throws {
-    let group = ServiceGroup(configuration: .init(
-        services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
-        gracefulShutdownSignals: [.sigterm, .sigint],
-        logger: logger))
+    let group = ServiceGroup(
+        configuration: .init(
+            services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
     try await group.run()
 }
 
@@ -109,4 +111,3 @@ public final class StopFlag: Sendable {
         return false
     }
 }
-

@@ -1,3 +1,6 @@
+import Foundation
+import VBTWire
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -63,9 +66,6 @@ public struct RecordingError: Error, Sendable, CustomStringConvertible {
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
-
-import Foundation
-import VBTWire
 
 /// A value kept in a JSON file (stats, pattern libraries, calibration stores):
 /// saved atomically, so a reader never sees half a file, and loaded as the

@@ -1,6 +1,6 @@
 import CZeroMQ
-import VBTWire
 import Logging
+import VBTWire
 
 /// What one consumer saw of one publishing stream (`src`).
 public struct SourceStats: Sendable, Equatable, Codable {
@@ -196,12 +196,14 @@ public final class Subscriber {
         stats.malformed[error.kind.rawValue] = count
         if count <= 5 || count % 1000 == 0 {
             let shownTopic = topic.map { String(decoding: $0.prefix(64), as: UTF8.self) } ?? ""
-            logger.warning("malformed message dropped", metadata: [
-                "reason": "\(error.kind.rawValue)",
-                "detail": "\(error.detail)",
-                "zmq.topic": "\(shownTopic)",
-                "count": "\(count)",
-            ])
+            logger.warning(
+                "malformed message dropped",
+                metadata: [
+                    "reason": "\(error.kind.rawValue)",
+                    "detail": "\(error.detail)",
+                    "zmq.topic": "\(shownTopic)",
+                    "count": "\(count)",
+                ])
         }
     }
 }

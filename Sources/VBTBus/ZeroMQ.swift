@@ -1,6 +1,6 @@
 import CZeroMQ
-import VBTWire
 import Synchronization
+import VBTWire
 
 // The ZeroMQ layer over the C API.
 //

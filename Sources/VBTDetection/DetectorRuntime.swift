@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTQuery
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc
@@ -86,7 +86,9 @@ public final class DetectorRuntime {
         self.options = options
         self.logger = logger
         clock = transport.clock
-        subscriber = try Subscriber(transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self), logger: logger)
+        subscriber = try Subscriber(
+            transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self),
+            logger: logger)
         publisher = try Publisher(transport: transport, program: "rep-detector")
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
@@ -170,7 +172,8 @@ public final class DetectorRuntime {
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
             guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance,
-                  request.stations == options.stationsGlob else { return }
+                request.stations == options.stationsGlob
+            else { return }
             if case .active = mode {
                 logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
                 mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: clock.monotonicSeconds() + 5)
@@ -178,7 +181,7 @@ public final class DetectorRuntime {
             }
         case HandoffMessage.type:
             guard let handoff = try? message.payload(as: HandoffMessage.self), handoff.to == instance,
-                  case .takingOver(let buffer, let requested, let deadline, var states) = mode
+                case .takingOver(let buffer, let requested, let deadline, var states) = mode
             else { return }
             if let state = handoff.state, let detector = try? decoder.decode(StationDetector.self, from: Data(state.utf8)) {
                 states[detector.station] = detector
@@ -218,7 +221,9 @@ public final class DetectorRuntime {
                     guard abs(t - ts) <= Self.maxReadingSkewS else {
                         badTimes += 1
                         if badTimes == 1 || badTimes % 1000 == 0 {
-                            logger.warning("readings with implausible times skipped", metadata: ["station": "\(station)", "t": "\(t)", "ts": "\(ts)", "count": "\(badTimes)"])
+                            logger.warning(
+                                "readings with implausible times skipped",
+                                metadata: ["station": "\(station)", "t": "\(t)", "ts": "\(ts)", "count": "\(badTimes)"])
                         }
                         return false
                     }
@@ -292,8 +297,11 @@ public final class DetectorRuntime {
         library.add(pattern)
         if let recorder, let json = try? encoder.encode(pattern) {
             // Not waited for: the detector's loop never blocks on the recorder.
-            recorder.post(.patternPut, StoredPattern(exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
-                                            ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
+            recorder.post(
+                .patternPut,
+                StoredPattern(
+                    exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
+                    ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
         }
         let all = library.patterns.values.flatMap { $0 }
         for station in detectors.keys { detectors[station]?.patterns = all }
@@ -308,13 +316,22 @@ public final class DetectorRuntime {
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
         let outputs: [DetectorOutput]
         do { outputs = try detector.apply(command) } catch {
-            logger.warning("command not carried out", metadata: ["station": "\(detector.station)", "command": "\(command.command)",
-                                                                 "correlation_id": "\(command.id)", "reason": "\(error)"])
+            logger.warning(
+                "command not carried out",
+                metadata: [
+                    "station": "\(detector.station)", "command": "\(command.command)",
+                    "correlation_id": "\(command.id)", "reason": "\(error)",
+                ])
             return []
         }
         if command.command == CommandName.athleteAssign {
             let assignment = detector.assignment
-            logger.info("station assigned", metadata: ["station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)", "correlation_id": "\(command.id)"])
+            logger.info(
+                "station assigned",
+                metadata: [
+                    "station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)",
+                    "correlation_id": "\(command.id)",
+                ])
         }
         return outputs
     }
@@ -323,33 +340,37 @@ public final class DetectorRuntime {
         switch output {
         case .rep(let rep):
             let m = rep.measurement
-            try send(RepMessage(
-                setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
-                peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
-                concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
-                detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
-                exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor),
+            try send(
+                RepMessage(
+                    setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
+                    peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
+                    concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
+                    detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
+                    exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor),
                 station: rep.station, athlete: athlete)
         case .rejected(let rejected):
             let m = rejected.measurement
-            try send(RejectedMessage(
-                reason: rejected.reason, detail: rejected.detail, romMm: m.romMm, concentricS: m.concentricS,
-                meanVelocityMps: m.meanVelocityMps, tEnd: rejected.tEnd, detector: instance, sensor: rejected.sensor),
+            try send(
+                RejectedMessage(
+                    reason: rejected.reason, detail: rejected.detail, romMm: m.romMm, concentricS: m.concentricS,
+                    meanVelocityMps: m.meanVelocityMps, tEnd: rejected.tEnd, detector: instance, sensor: rejected.sensor),
                 station: rejected.station, athlete: athlete)
         case .set(let event):
-            try send(SetMessage(
-                setId: event.setId, event: event.kind == .start ? .start : .end, reps: event.kind == .end ? event.reps : nil,
-                reason: event.reason.flatMap { SetMessage.Reason(rawValue: $0.rawValue) },
-                bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
-                exercise: event.exercise, loadKg: event.loadKg),
+            try send(
+                SetMessage(
+                    setId: event.setId, event: event.kind == .start ? .start : .end, reps: event.kind == .end ? event.reps : nil,
+                    reason: event.reason.flatMap { SetMessage.Reason(rawValue: $0.rawValue) },
+                    bestMeanVelocityMps: event.bestMeanVelocityMps, velocityLossPct: event.velocityLossPct,
+                    exercise: event.exercise, loadKg: event.loadKg),
                 station: event.station, athlete: event.athlete)
         case .pattern:
             return  // stored by the runtime, not published
         case .profile(let profile):
-            try send(ProfileMessage(
-                exercise: profile.exercise, loadsKg: profile.points.map(\.loadKg), meanVelocitiesMps: profile.points.map(\.meanVelocityMps),
-                interceptMps: profile.interceptMps, slopeMpsPerKg: profile.slopeMpsPerKg, r2: profile.r2, mvtMps: profile.mvtMps,
-                e1rmKg: profile.e1rmKg), station: profile.station, athlete: profile.athlete)
+            try send(
+                ProfileMessage(
+                    exercise: profile.exercise, loadsKg: profile.points.map(\.loadKg), meanVelocitiesMps: profile.points.map(\.meanVelocityMps),
+                    interceptMps: profile.interceptMps, slopeMpsPerKg: profile.slopeMpsPerKg, r2: profile.r2, mvtMps: profile.mvtMps,
+                    e1rmKg: profile.e1rmKg), station: profile.station, athlete: profile.athlete)
         }
     }
 
@@ -443,6 +464,7 @@ public final class DetectorRuntime {
             try process(message)
             if positions[message.envelope.src] != before { replayed += 1 }
         }
-        logger.info("took over", metadata: ["from": "\(from ?? "nobody")", "stations": "\(states.count)", "buffered": "\(buffer.count)", "processed": "\(replayed)"])
+        logger.info(
+            "took over", metadata: ["from": "\(from ?? "nobody")", "stations": "\(states.count)", "buffered": "\(buffer.count)", "processed": "\(replayed)"])
     }
 }

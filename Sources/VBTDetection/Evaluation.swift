@@ -64,8 +64,10 @@ public enum OfflineRunner {
     /// (`closeIdleSet(at: lastReadingT + 3600)`) so its last set closes. A
     /// sample or command whose fields are not usable is reported as an
     /// unreadable line and skipped.
-    public static func run(lines: [RecordedLine], unreadable: [UnreadableLine] = [],
-                           settings: DetectorSettings = DetectorSettings()) -> OfflineRun {
+    public static func run(
+        lines: [RecordedLine], unreadable: [UnreadableLine] = [],
+        settings: DetectorSettings = DetectorSettings()
+    ) -> OfflineRun {
         var state = State(settings: settings)
         state.result.unreadable = unreadable
         for line in lines { state.consume(line) }
@@ -128,8 +130,10 @@ public enum OfflineRunner {
                 switch output {
                 case .rep(let rep):
                     let m = rep.measurement
-                    result.reps.append(EvaluatedRep(station: rep.station, setId: rep.setId, index: rep.index, tTop: m.concentricEndT,
-                                                    meanVelocityMps: m.meanVelocityMps, peakVelocityMps: m.peakVelocityMps))
+                    result.reps.append(
+                        EvaluatedRep(
+                            station: rep.station, setId: rep.setId, index: rep.index, tTop: m.concentricEndT,
+                            meanVelocityMps: m.meanVelocityMps, peakVelocityMps: m.peakVelocityMps))
                 case .rejected:
                     result.rejectedByStation[station, default: 0] += 1
                 default:
@@ -234,8 +238,10 @@ public enum ReferenceLabels {
                 }
                 return value
             }
-            labels.append(ReferenceLabel(station: station, tTop: tTop, meanVelocityMps: try velocity(cells[2], "mean_velocity_mps"),
-                                         peakVelocityMps: try velocity(cells[3], "peak_velocity_mps"), line: number))
+            labels.append(
+                ReferenceLabel(
+                    station: station, tTop: tTop, meanVelocityMps: try velocity(cells[2], "mean_velocity_mps"),
+                    peakVelocityMps: try velocity(cells[3], "peak_velocity_mps"), line: number))
         }
         return labels
     }
@@ -318,8 +324,9 @@ public struct DetectionCounts: Sendable, Equatable {
 
     /// The sum of two counts (the overall figures pool every station's reps).
     public static func + (a: DetectionCounts, b: DetectionCounts) -> DetectionCounts {
-        DetectionCounts(truePositives: a.truePositives + b.truePositives, falsePositives: a.falsePositives + b.falsePositives,
-                        falseNegatives: a.falseNegatives + b.falseNegatives)
+        DetectionCounts(
+            truePositives: a.truePositives + b.truePositives, falsePositives: a.falsePositives + b.falsePositives,
+            falseNegatives: a.falseNegatives + b.falseNegatives)
     }
 }
 
@@ -429,8 +436,9 @@ public struct Evaluation: Sendable {
                 allMean += meanDiffs
                 allPeak += peakDiffs
                 summary.labels = stationLabels.count
-                summary.counts = DetectionCounts(truePositives: matchedLabel.count, falsePositives: reps.count - matchedLabel.count,
-                                                 falseNegatives: stationLabels.count - matchedLabel.count)
+                summary.counts = DetectionCounts(
+                    truePositives: matchedLabel.count, falsePositives: reps.count - matchedLabel.count,
+                    falseNegatives: stationLabels.count - matchedLabel.count)
                 summary.meanVelocity = Agreement(differences: meanDiffs)
                 summary.peakVelocity = Agreement(differences: peakDiffs)
             }

@@ -80,8 +80,10 @@ extension Evaluation {
         w.key("average_mean_velocity_mps"); optional(s.averageMeanVelocityMps, &w)
         w.key("average_peak_velocity_mps"); optional(s.averagePeakVelocityMps, &w)
         w.key("labels"); if let labels = s.labels { w.int(labels) } else { w.null() }
-        for (key, value) in [("true_positives", s.counts?.truePositives), ("false_positives", s.counts?.falsePositives),
-                             ("false_negatives", s.counts?.falseNegatives)] {
+        for (key, value) in [
+            ("true_positives", s.counts?.truePositives), ("false_positives", s.counts?.falsePositives),
+            ("false_negatives", s.counts?.falseNegatives),
+        ] {
             w.key(key); if let value { w.int(value) } else { w.null() }
         }
         w.key("precision"); optional(s.counts?.precision, &w)
@@ -109,7 +111,8 @@ extension Evaluation {
         var out = "recording \(recording): \(run.messages) messages"
         if !run.unreadable.isEmpty {
             let shown = run.unreadable.prefix(5).map(\.description).joined(separator: "; ")
-            out += ", \(run.unreadable.count) unreadable line\(run.unreadable.count == 1 ? "" : "s") skipped (\(shown)\(run.unreadable.count > 5 ? "; ..." : ""))"
+            out +=
+                ", \(run.unreadable.count) unreadable line\(run.unreadable.count == 1 ? "" : "s") skipped (\(shown)\(run.unreadable.count > 5 ? "; ..." : ""))"
         }
         if run.skippedReadings > 0 { out += ", \(run.skippedReadings) readings with implausible times skipped" }
         out += "\n\n"
@@ -120,8 +123,10 @@ extension Evaluation {
             var table: [[String]] = [["station", "reps", "labels", "TP", "FP", "FN", "precision", "recall", "F1"]]
             for s in rows {
                 let c = s.counts
-                table.append([name(s), "\(s.detectedReps)", "\(s.labels ?? 0)", "\(c?.truePositives ?? 0)", "\(c?.falsePositives ?? 0)",
-                              "\(c?.falseNegatives ?? 0)", Self.fixed(c?.precision, 3), Self.fixed(c?.recall, 3), Self.fixed(c?.f1, 3)])
+                table.append([
+                    name(s), "\(s.detectedReps)", "\(s.labels ?? 0)", "\(c?.truePositives ?? 0)", "\(c?.falsePositives ?? 0)",
+                    "\(c?.falseNegatives ?? 0)", Self.fixed(c?.precision, 3), Self.fixed(c?.recall, 3), Self.fixed(c?.f1, 3),
+                ])
             }
             out += Self.align(table)
             for (title, pick) in [("Mean velocity", \EvaluationSummary.meanVelocity), ("Peak velocity", \EvaluationSummary.peakVelocity)] {
@@ -129,8 +134,10 @@ extension Evaluation {
                 var table: [[String]] = [["station", "n", "bias", "MAE", "SD", "LoA low", "LoA high"]]
                 for s in rows {
                     let a = s[keyPath: pick]
-                    table.append([name(s), "\(a?.n ?? 0)", Self.fixed(a?.biasMps, 3), Self.fixed(a?.meanAbsoluteErrorMps, 3),
-                                  Self.fixed(a?.sdMps, 3), Self.fixed(a?.lowerLimitMps, 3), Self.fixed(a?.upperLimitMps, 3)])
+                    table.append([
+                        name(s), "\(a?.n ?? 0)", Self.fixed(a?.biasMps, 3), Self.fixed(a?.meanAbsoluteErrorMps, 3),
+                        Self.fixed(a?.sdMps, 3), Self.fixed(a?.lowerLimitMps, 3), Self.fixed(a?.upperLimitMps, 3),
+                    ])
                 }
                 out += Self.align(table)
             }
@@ -143,8 +150,10 @@ extension Evaluation {
             out += "Detected reps (no labels given: add --labels FILE to compare)\n"
             var table: [[String]] = [["station", "reps", "rejected", "mean velocity m/s", "peak velocity m/s"]]
             for s in rows {
-                table.append([name(s), "\(s.detectedReps)", "\(s.rejectedAttempts)", Self.fixed(s.averageMeanVelocityMps, 3),
-                              Self.fixed(s.averagePeakVelocityMps, 3)])
+                table.append([
+                    name(s), "\(s.detectedReps)", "\(s.rejectedAttempts)", Self.fixed(s.averageMeanVelocityMps, 3),
+                    Self.fixed(s.averagePeakVelocityMps, 3),
+                ])
             }
             out += Self.align(table)
         }
@@ -210,7 +219,8 @@ public enum BlandAltmanPlot {
             s += "<line x1=\"\(f(x))\" y1=\"\(f(top + plotH))\" x2=\"\(f(x))\" y2=\"\(f(top + plotH + 5))\" stroke=\"#333333\"/>"
             s += "<text x=\"\(f(x))\" y=\"\(f(top + plotH + 19))\" text-anchor=\"middle\">\(label(tick, step: xTicks))</text>\n"
         }
-        s += "<text x=\"\(f(left + plotW / 2))\" y=\"\(f(height - 20))\" text-anchor=\"middle\">Mean of detected and reference mean velocity (m/s)</text>\n</g>\n"
+        s +=
+            "<text x=\"\(f(left + plotW / 2))\" y=\"\(f(height - 20))\" text-anchor=\"middle\">Mean of detected and reference mean velocity (m/s)</text>\n</g>\n"
         s += "<g id=\"y-axis\">\n"
         for tick in yTicks {
             let y = py(tick)
@@ -218,12 +228,14 @@ public enum BlandAltmanPlot {
             s += "<line x1=\"\(f(left))\" y1=\"\(f(y))\" x2=\"\(f(left + plotW))\" y2=\"\(f(y))\" stroke=\"#eeeeee\"/>"
             s += "<text x=\"\(f(left - 8))\" y=\"\(f(y + 4))\" text-anchor=\"end\">\(label(tick, step: yTicks))</text>\n"
         }
-        s += "<text x=\"20\" y=\"\(f(top + plotH / 2))\" text-anchor=\"middle\" transform=\"rotate(-90 20 \(f(top + plotH / 2)))\">Detected - reference (m/s)</text>\n</g>\n"
+        s +=
+            "<text x=\"20\" y=\"\(f(top + plotH / 2))\" text-anchor=\"middle\" transform=\"rotate(-90 20 \(f(top + plotH / 2)))\">Detected - reference (m/s)</text>\n</g>\n"
         s += "<line id=\"zero\" x1=\"\(f(left))\" y1=\"\(f(py(0)))\" x2=\"\(f(left + plotW))\" y2=\"\(f(py(0)))\" stroke=\"#999999\"/>\n"
         func line(_ id: String, _ value: Double?, _ color: String, dashed: Bool, _ text: String) {
             guard let value else { return }
             let y = py(value)
-            s += "<line id=\"\(id)\" x1=\"\(f(left))\" y1=\"\(f(y))\" x2=\"\(f(left + plotW))\" y2=\"\(f(y))\" stroke=\"\(color)\" stroke-width=\"1.5\"\(dashed ? " stroke-dasharray=\"6 4\"" : "")/>"
+            s +=
+                "<line id=\"\(id)\" x1=\"\(f(left))\" y1=\"\(f(y))\" x2=\"\(f(left + plotW))\" y2=\"\(f(y))\" stroke=\"\(color)\" stroke-width=\"1.5\"\(dashed ? " stroke-dasharray=\"6 4\"" : "")/>"
             s += "<text x=\"\(f(left + plotW + 6))\" y=\"\(f(y + 4))\" fill=\"\(color)\">\(escape(text)) \(String(format: "%+.3f", value))</text>\n"
         }
         line("bias", bias, "#1f77b4", dashed: false, "bias")

@@ -18,8 +18,9 @@ extension StationDetector {
             }
         case .imu(let list):
             for r in list where usable(r.t) {
-                outputs += feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
-                                   angleDeg: r.angleDeg.map { ($0.x, $0.y) })
+                outputs += feedIMU(
+                    t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
+                    angleDeg: r.angleDeg.map { ($0.x, $0.y) })
             }
         case .posture:
             break

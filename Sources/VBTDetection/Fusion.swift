@@ -197,8 +197,9 @@ struct Matrix4 {
 
     var column0: SIMD4<Double> { SIMD4(rows.0[0], rows.1[0], rows.2[0], rows.3[0]) }
     var transposed: Matrix4 {
-        Matrix4(SIMD4(rows.0[0], rows.1[0], rows.2[0], rows.3[0]), SIMD4(rows.0[1], rows.1[1], rows.2[1], rows.3[1]),
-                SIMD4(rows.0[2], rows.1[2], rows.2[2], rows.3[2]), SIMD4(rows.0[3], rows.1[3], rows.2[3], rows.3[3]))
+        Matrix4(
+            SIMD4(rows.0[0], rows.1[0], rows.2[0], rows.3[0]), SIMD4(rows.0[1], rows.1[1], rows.2[1], rows.3[1]),
+            SIMD4(rows.0[2], rows.1[2], rows.2[2], rows.3[2]), SIMD4(rows.0[3], rows.1[3], rows.2[3], rows.3[3]))
     }
     var symmetrised: Matrix4 {
         let t = transposed

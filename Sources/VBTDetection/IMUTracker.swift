@@ -133,8 +133,10 @@ struct IMUTracker: Sendable, Codable {
     /// The lowest the bar has been after `t` (nil: it has not moved since).
     func lowest(after t: Double) -> Double? { lowestHeight(after: t, in: heights) }
 
-    mutating func feed(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
-                       angleDeg: (Double, Double)?) -> [IMURise] {
+    mutating func feed(
+        t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
+        angleDeg: (Double, Double)?
+    ) -> [IMURise] {
         guard t > lastT else { return [] }  // a repeated or out-of-order reading
         let vertical: Double, along: Double
         if let angleDeg {
@@ -215,7 +217,8 @@ struct IMUTracker: Sendable, Codable {
         // A slow lift (a heavy deadlift) can stay quiet for most of a second,
         // but its acceleration drifts steadily; at rest it is flat noise.
         guard sd <= max(Self.minimumQuietG, Self.quietNoiseFactor * floor + 0.003), sxx > 0,
-              abs(fit.slope) <= 3 * floor / sxx.squareRoot() + 0.01 else {
+            abs(fit.slope) <= 3 * floor / sxx.squareRoot() + 0.01
+        else {
             flatSince = nil
             return false
         }
@@ -223,7 +226,9 @@ struct IMUTracker: Sendable, Codable {
         if let since = flatSince, t - since >= Self.flatRestS { return true }
         // A steady acceleration or braking is flat too, but not at zero. (Until
         // rests have taught the offset, zero is only roughly known.)
-        let margin = restReadings == 0 ? Self.initialOffsetUncertaintyG
+        let margin =
+            restReadings == 0
+            ? Self.initialOffsetUncertaintyG
             : min(Self.initialOffsetUncertaintyG, max(Self.restMeanMarginG, offsetUncertaintyG))
         return abs(fit.meanY) <= 3 * floor / n.squareRoot() + margin
     }
@@ -244,7 +249,8 @@ struct IMUTracker: Sendable, Codable {
         // it), and the bar is not partway through its range.
         let windowStart = recent.first?.t ?? t
         let recentPeak = moving.reversed().prefix { $0.t >= windowStart - Self.glideLookBackS }.map { abs($0.v) }.max() ?? 0
-        let allowance = Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
+        let allowance =
+            Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
             + Self.samplingShare * recentPeak
         return residual < allowance && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps) && !midway
     }
@@ -347,4 +353,3 @@ struct IMUTracker: Sendable, Codable {
         }
     }
 }
-

@@ -40,8 +40,10 @@ public enum ConcentricEndpoints: Sendable, Codable {
 /// Measures a concentric phase in `trace` between the samples nearest to
 /// `valleyT` and `peakT`: start and end as `endpoints` says, ROM between the
 /// bar's positions there, mean velocity = ROM / duration.
-public func measureConcentric(_ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
-                              endpoints: ConcentricEndpoints = .fittedPositions) -> RepMeasurement? {
+public func measureConcentric(
+    _ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
+    endpoints: ConcentricEndpoints = .fittedPositions
+) -> RepMeasurement? {
     guard trace.count >= 4 else { return nil }
     let from = trace.lastIndex { $0.t <= valleyT } ?? 0
     let to = trace.firstIndex { $0.t >= peakT } ?? trace.count - 1
@@ -276,7 +278,8 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
             // The jerk term may bend the curve, not carry it: otherwise a turning
             // point pushed into the rest still fits (a d^2 + c d^3 is flat near 0).
             guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0,
-                  abs(x[2]) * halfWindowS <= 0.1 * abs(x[1]) else { continue }
+                abs(x[2]) * halfWindowS <= 0.1 * abs(x[1])
+            else { continue }
             // For a least-squares solution, SSE = y'y - x'(A'y).
             let error = yy - (x[0] * b[0] + x[1] * b[1] + x[2] * b[2] + x[3] * b[3])
             if best == nil || error < best!.error { best = (error, x[0]) }

@@ -171,15 +171,17 @@ struct VerticalEstimator: Sendable, Codable, Equatable {
         if let g = gyroDps, dt > 0 {
             // A vector fixed in the world turns by -omega in the sensor's frame: u' = u - (omega x u) dt.
             let w = (g.0 * .pi / 180, g.1 * .pi / 180, g.2 * .pi / 180)
-            u = BoardAcceleration(x: u.x - (w.1 * u.z - w.2 * u.y) * dt, y: u.y - (w.2 * u.x - w.0 * u.z) * dt,
-                                  z: u.z - (w.0 * u.y - w.1 * u.x) * dt)
+            u = BoardAcceleration(
+                x: u.x - (w.1 * u.z - w.2 * u.y) * dt, y: u.y - (w.2 * u.x - w.0 * u.z) * dt,
+                z: u.z - (w.0 * u.y - w.1 * u.x) * dt)
         }
         // Pull towards the measured direction (signed: a bar slowing faster than gravity reads "down").
         let dot = a.x * u.x + a.y * u.y + a.z * u.z
         let sign: Double = dot < 0 ? -1 : 1
         let k = up == nil ? 1 : min(1, dt / upTimeConstantS)
-        u = BoardAcceleration(x: u.x + k * (sign * a.x / length - u.x), y: u.y + k * (sign * a.y / length - u.y),
-                              z: u.z + k * (sign * a.z / length - u.z))
+        u = BoardAcceleration(
+            x: u.x + k * (sign * a.x / length - u.x), y: u.y + k * (sign * a.y / length - u.y),
+            z: u.z + k * (sign * a.z / length - u.z))
         let n = u.length
         guard n > 0 else { return nil }
         u = BoardAcceleration(x: u.x / n, y: u.y / n, z: u.z / n)

@@ -165,8 +165,9 @@ public struct LoadVelocityProfile: Sendable, Codable, Equatable {
         let slope = sxy / sxx, intercept = line.meanY - slope * line.meanX
         let r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1
         let e1rm = slope < 0 ? (exercise.mvtMps - intercept) / slope : nil
-        return LoadVelocityProfile(station: station, athlete: athlete, exercise: exercise.name, points: points, interceptMps: intercept,
-                                   slopeMpsPerKg: slope, r2: r2, mvtMps: exercise.mvtMps, e1rmKg: e1rm)
+        return LoadVelocityProfile(
+            station: station, athlete: athlete, exercise: exercise.name, points: points, interceptMps: intercept,
+            slopeMpsPerKg: slope, r2: r2, mvtMps: exercise.mvtMps, e1rmKg: e1rm)
     }
 }
 
@@ -245,8 +246,10 @@ public struct StationDetector: Sendable, Codable {
     /// Feeds one IMU reading (used only while no laser speaks at the station):
     /// acceleration in any units, the gyro in degrees per second when sent,
     /// roll and pitch when the sensor computes them.
-    public mutating func feedIMU(t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)? = nil,
-                                 angleDeg: (Double, Double)? = nil) -> [DetectorOutput] {
+    public mutating func feedIMU(
+        t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)? = nil,
+        angleDeg: (Double, Double)? = nil
+    ) -> [DetectorOutput] {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         guard t - lastDistanceT > 2 else { return out }
@@ -352,16 +355,20 @@ public struct StationDetector: Sendable, Codable {
         // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
         // (0.8 of the share first: a pattern match may relax it below.)
         guard candidate.riseM * 1000 >= 0.8 * settings.attemptShare * expected else { return [] }
-        guard let measurement = measureConcentric(trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg,
-                                                   endpoints: endpoints) else {
+        guard
+            let measurement = measureConcentric(
+                trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg,
+                endpoints: endpoints)
+        else {
             return []
         }
         // Pattern learning: a live curve that matches how this athlete lifts relaxes the thresholds.
         let curve = RepPattern.curve(trace, from: measurement.concentricStartT, to: measurement.concentricEndT)
-        let matched = curve.map { curve in
-            patterns.filter { $0.exercise == exercise.name }
-                .contains { $0.score(against: curve, loadKg: assignment.loadKg, now: candidate.completedT) >= RepPattern.adoptionScore }
-        } ?? false
+        let matched =
+            curve.map { curve in
+                patterns.filter { $0.exercise == exercise.name }
+                    .contains { $0.score(against: curve, loadKg: assignment.loadKg, now: candidate.completedT) >= RepPattern.adoptionScore }
+            } ?? false
         let amplitude = matched ? 0.8 : 1.0, duration = matched ? 0.7 : 1.0
         guard candidate.riseM * 1000 >= amplitude * settings.attemptShare * expected else { return [] }
         func reject(_ reason: String, _ detail: String) -> [DetectorOutput] {
@@ -389,8 +396,9 @@ public struct StationDetector: Sendable, Codable {
         if measurement.meanVelocityMps < Self.slowestShareOfMVT * exercise.mvtMps {
             return reject("too-slow", String(format: "mean velocity %.2f m/s, under half the %.2f m/s of a 1RM", measurement.meanVelocityMps, exercise.mvtMps))
         }
-        let minimum = (assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
-            ?? settings.defaultMinConcentricS) * duration
+        let minimum =
+            (assignment.targetZone.flatMap { name in settings.zones.first { $0.name == name }?.minConcentricS }
+                ?? settings.defaultMinConcentricS) * duration
         if measurement.concentricS < minimum {
             return reject("too-fast", String(format: "concentric %.2f s shorter than %.2f s", measurement.concentricS, minimum))
         }
@@ -432,7 +440,8 @@ public struct StationDetector: Sendable, Codable {
         learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
         learnedRomSdMm[exercise.name] = learnedRomSdMm[exercise.name].map { 0.7 * $0 + 0.3 * romSdMm } ?? romSdMm
         if openSet == nil {
-            let set = OpenSet(setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
+            let set = OpenSet(
+                setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
             openSet = set
             out.append(.set(setEvent(set, kind: .start, reason: nil, at: measurement.concentricStartT)))
         }
@@ -442,11 +451,13 @@ public struct StationDetector: Sendable, Codable {
         set.lastRepT = completedT
         openSet = set
         let loss = velocityLoss(set.reps)
-        out.append(.rep(DetectedRep(
-            station: station, setId: set.setId, repId: "\(station)-\(microseconds(measurement.peakSampleT))", index: set.reps.count,
-            measurement: measurement, velocityLossPct: loss,
-            zone: VelocityZone.zone(for: measurement.meanVelocityMps, in: settings.zones).name,
-            tEnd: completedT, exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, sensor: sensor)))
+        out.append(
+            .rep(
+                DetectedRep(
+                    station: station, setId: set.setId, repId: "\(station)-\(microseconds(measurement.peakSampleT))", index: set.reps.count,
+                    measurement: measurement, velocityLossPct: loss,
+                    zone: VelocityZone.zone(for: measurement.meanVelocityMps, in: settings.zones).name,
+                    tEnd: completedT, exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, sensor: sensor)))
         if set.reps.count > 1, loss >= assignment.velocityLossThresholdPct {
             out += endSet(reason: .velocityLoss, at: completedT)
         }

@@ -1,6 +1,7 @@
 // The notifier's whole decision logic: bus messages and clock ticks in,
 // messages to publish out. No I/O; the clock is the `now` each call passes
 // (wall-clock Unix seconds, so saved timers resume right after a restart).
+import Foundation
 import VBTBus
 import VBTWire
 
@@ -175,11 +176,13 @@ public struct Notifier: Sendable {
     /// `athlete.assign` for the station's current exercise, so the rep detector follows the plan.
     private mutating func assignCommand(_ ws: StationWorkout, now: Double) -> NotifierOutput {
         commandCounter += 1
-        let assign = AthleteAssign(athlete: ws.athlete ?? ws.station, exercise: ws.exercise, loadKg: ws.loadKg, restS: ws.planned?.restS,
-                                   vlThresholdPct: ws.vlThresholdPct)
+        let assign = AthleteAssign(
+            athlete: ws.athlete ?? ws.station, exercise: ws.exercise, loadKg: ws.loadKg, restS: ws.planned?.restS,
+            vlThresholdPct: ws.vlThresholdPct)
         let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
-        return .command(station: ws.station, athlete: ws.athlete,
-                        CommandMessage(id: id, command: CommandName.athleteAssign, target: "*", args: assign.args))
+        return .command(
+            station: ws.station, athlete: ws.athlete,
+            CommandMessage(id: id, command: CommandName.athleteAssign, target: "*", args: assign.args))
     }
 
     private mutating func restCommand(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
@@ -248,8 +251,9 @@ public struct Notifier: Sendable {
             ws.lastEndedSetId = set.setId
             ws.setsDone += 1
             if set.reason == .velocityLoss {
-                out += velocityLossNotice(station: station, athlete: ws.athlete ?? athlete, setId: set.setId,
-                                          lossPct: set.velocityLossPct ?? 0, thresholdPct: ws.vlThresholdPct, stopped: true, now: now)
+                out += velocityLossNotice(
+                    station: station, athlete: ws.athlete ?? athlete, setId: set.setId,
+                    lossPct: set.velocityLossPct ?? 0, thresholdPct: ws.vlThresholdPct, stopped: true, now: now)
             }
             if ws.phase == .resting {
                 // Its start went unseen: the previous rest ended when it began.
@@ -266,8 +270,9 @@ public struct Notifier: Sendable {
                 break
             }
             out += cancelTimer(&ws, now: now)
-            let timer = RestTimer(station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now,
-                                  setId: set.setId, exercise: ws.exercise ?? set.exercise)
+            let timer = RestTimer(
+                station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now,
+                setId: set.setId, exercise: ws.exercise ?? set.exercise)
             ws.timer = timer
             ws.phase = .resting
             nextTick[station] = now + settings.tickS
@@ -282,18 +287,23 @@ public struct Notifier: Sendable {
     mutating func handle(_ rep: RepMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
         let ws = workout(station)
         guard rep.velocityLossPct >= ws.vlThresholdPct else { return [] }
-        return velocityLossNotice(station: station, athlete: ws.athlete ?? athlete, setId: rep.setId,
-                                  lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, now: now)
+        return velocityLossNotice(
+            station: station, athlete: ws.athlete ?? athlete, setId: rep.setId,
+            lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, now: now)
     }
 
-    private mutating func velocityLossNotice(station: String, athlete: String?, setId: String, lossPct: Double, thresholdPct: Double,
-                                             stopped: Bool, now: Double) -> [NotifierOutput] {
+    private mutating func velocityLossNotice(
+        station: String, athlete: String?, setId: String, lossPct: Double, thresholdPct: Double,
+        stopped: Bool, now: Double
+    ) -> [NotifierOutput] {
         let who = athlete.map { "\($0) at \(station)" } ?? station
-        let words = stopped
+        let words =
+            stopped
             ? "\(who): the set stopped at \(percent(lossPct)) velocity loss (threshold \(percent(thresholdPct))); rest before the next set"
             : "\(who): velocity loss \(percent(lossPct)) reached the \(percent(thresholdPct)) threshold; stop the set"
-        var alert = AlertMessage(alertId: "\(station)/velocity-loss/\(setId)", kind: .velocityLoss, severity: .warning, state: .notice,
-                                 message: words, since: now, station: station, athlete: athlete)
+        var alert = AlertMessage(
+            alertId: "\(station)/velocity-loss/\(setId)", kind: .velocityLoss, severity: .warning, state: .notice,
+            message: words, since: now, station: station, athlete: athlete)
         alert.setId = setId
         alert.velocityLossPct = lossPct
         alert.thresholdPct = thresholdPct
@@ -316,9 +326,10 @@ public struct Notifier: Sendable {
         let bad = settings.postureLimitS.map { report.badForS >= $0 } ?? report.sustainedBad
         guard bad else { return [] }
         let whoWords = who.map { "\($0) at \(station)" } ?? station
-        var alert = AlertMessage(alertId: id, kind: .posture, severity: .warning, state: .raised,
-                                 message: "\(whoWords): bad posture for \(whole(report.badForS)) s; straighten up and brace",
-                                 since: now - report.badForS, station: station, athlete: who)
+        var alert = AlertMessage(
+            alertId: id, kind: .posture, severity: .warning, state: .raised,
+            message: "\(whoWords): bad posture for \(whole(report.badForS)) s; straighten up and brace",
+            since: now - report.badForS, station: station, athlete: who)
         alert.badForS = report.badForS
         alert.limitS = settings.postureLimitS
         return publishRaise(alert, now: now)
@@ -363,7 +374,8 @@ public struct Notifier: Sendable {
             if rate < settings.rateDropFraction * best {
                 var alert = AlertMessage(
                     alertId: rateId, kind: .sensorRate, severity: .warning, state: .raised,
-                    message: "\(station): \(status.sensor) sensor rate dropped to \(hz(rate)) of \(hz(best)); check the battery and the distance to the receiver",
+                    message:
+                        "\(station): \(status.sensor) sensor rate dropped to \(hz(rate)) of \(hz(best)); check the battery and the distance to the receiver",
                     since: now, station: station, athlete: who)
                 alert.sensor = status.sensor
                 alert.rateHz = rate
@@ -447,8 +459,9 @@ public struct Notifier: Sendable {
             if let load = ws.loadKg { words += " at \(kg(load))" }
             next = words
         }
-        let alert = AlertMessage(alertId: "\(ws.station)/rest-over/\(timer.id)", kind: .restOver, severity: .info, state: .notice,
-                                 message: "\(who): rest over; \(next)", since: now, station: ws.station, athlete: ws.athlete)
+        let alert = AlertMessage(
+            alertId: "\(ws.station)/rest-over/\(timer.id)", kind: .restOver, severity: .info, state: .notice,
+            message: "\(who): rest over; \(next)", since: now, station: ws.station, athlete: ws.athlete)
         guard let notice = state.alerts.notice(alert) else { return [] }
         return [.alert(notice)]
     }

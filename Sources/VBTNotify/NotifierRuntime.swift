@@ -18,7 +18,7 @@ public final class NotifierRuntime {
     private let publisher: Publisher
     private let logger: Logger
     private let statePath: String?
-    private let sink: AlertSink?
+    private let sink: (any AlertSink)?
     private let clock: any BusClock
     private var notifier: Notifier
     private let started: Double
@@ -26,15 +26,19 @@ public final class NotifierRuntime {
     private let heartbeatIntervalS = 1.0
 
     /// Connects to the bus and restores the state file (timers resume with the right remaining time).
-    public convenience init(context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: AlertSink?,
-                            logger: Logger) throws(ZMQError) {
+    public convenience init(
+        context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: (any AlertSink)?,
+        logger: Logger
+    ) throws(ZMQError) {
         try self.init(transport: ZMQTransport(context: context, config: config), settings: settings, statePath: statePath, sink: sink, logger: logger)
     }
 
     /// Connects on `transport`, whose clock drives every timer, and restores the state file.
-    public init(transport: any BusTransport, settings: NotifierSettings, statePath: String?, sink: AlertSink?, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(transport: transport,
-                                    prefixes: MessageTypes.prefixes(CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
+    public init(transport: any BusTransport, settings: NotifierSettings, statePath: String?, sink: (any AlertSink)?, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(
+            transport: transport,
+            prefixes: MessageTypes.prefixes(
+                CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
         publisher = try Publisher(transport: transport, program: "notifier")
         self.statePath = statePath
         self.sink = sink
@@ -45,15 +49,18 @@ public final class NotifierRuntime {
         var restored = NotifierState()
         if let statePath {
             do { restored = try NotifierState.load(path: statePath) } catch {
-                logger.warning("notifier state unreadable; starting empty (move the file away to keep it)",
-                               metadata: ["path": "\(statePath)", "error": "\(error)"])
+                logger.warning(
+                    "notifier state unreadable; starting empty (move the file away to keep it)",
+                    metadata: ["path": "\(statePath)", "error": "\(error)"])
             }
         }
         notifier = Notifier(settings: settings, state: restored, now: clock.wallSeconds())
         let timers = restored.stations.values.filter { $0.timer != nil }.count
-        logger.info("notifier state restored", metadata: [
-            "stations": "\(restored.stations.count)", "timers": "\(timers)", "open_alerts": "\(restored.alerts.open.count)",
-        ])
+        logger.info(
+            "notifier state restored",
+            metadata: [
+                "stations": "\(restored.stations.count)", "timers": "\(timers)", "open_alerts": "\(restored.alerts.open.count)",
+            ])
     }
 
     /// Runs until `stop` is set; saves the state on the way out.
@@ -103,29 +110,44 @@ public final class NotifierRuntime {
             switch output {
             case .timer(let station, let athlete, let timer):
                 if timer.state != .running && timer.state != .paused || timer.remainingS == timer.durationS {
-                    logger.info("rest timer", metadata: ["station": "\(station)", "timer_id": "\(timer.timerId)", "state": "\(timer.state.rawValue)",
-                                                        "remaining_s": "\(timer.remainingS)"])
+                    logger.info(
+                        "rest timer",
+                        metadata: [
+                            "station": "\(station)", "timer_id": "\(timer.timerId)", "state": "\(timer.state.rawValue)",
+                            "remaining_s": "\(timer.remainingS)",
+                        ])
                 }
                 try send(timer, station: station, athlete: athlete)
             case .alert(let alert):
-                logger.info("alert", metadata: ["station": "\(alert.station)", "alert_id": "\(alert.alertId)", "state": "\(alert.state.rawValue)",
-                                               "severity": "\(alert.severity.rawValue)", "message": "\(alert.message)"])
+                logger.info(
+                    "alert",
+                    metadata: [
+                        "station": "\(alert.station)", "alert_id": "\(alert.alertId)", "state": "\(alert.state.rawValue)",
+                        "severity": "\(alert.severity.rawValue)", "message": "\(alert.message)",
+                    ])
                 let ts = clock.wallSeconds()
                 try send(alert, station: alert.station, athlete: alert.athlete, ts: ts)
                 sink?.deliver(alert, ts: ts)
             case .workout(let station, let athlete, let workout):
                 if workout.event != "snapshot" {
-                    logger.info("workout", metadata: ["station": "\(station)", "event": "\(workout.event)", "state": "\(workout.state.rawValue)",
-                                                     "exercise": "\(workout.exercise ?? "")", "set": "\(workout.set)"])
+                    logger.info(
+                        "workout",
+                        metadata: [
+                            "station": "\(station)", "event": "\(workout.event)", "state": "\(workout.state.rawValue)",
+                            "exercise": "\(workout.exercise ?? "")", "set": "\(workout.set)",
+                        ])
                 }
                 try send(workout, station: station, athlete: athlete)
             case .command(let station, let athlete, let command):
-                logger.info("plan moves on; assigning the next exercise", metadata: [
-                    "station": "\(station)", "correlation_id": "\(command.id)", "args": "\(command.args.fields.map { "\($0.key)=\($0.value)" })",
-                ])
+                logger.info(
+                    "plan moves on; assigning the next exercise",
+                    metadata: [
+                        "station": "\(station)", "correlation_id": "\(command.id)", "args": "\(command.args.fields.map { "\($0.key)=\($0.value)" })",
+                    ])
                 try send(command, station: station, athlete: athlete)
             case .rejected(let station, let command, let id, let reason):
-                logger.warning("command not carried out", metadata: ["station": "\(station)", "command": "\(command)", "correlation_id": "\(id)", "reason": "\(reason)"])
+                logger.warning(
+                    "command not carried out", metadata: ["station": "\(station)", "command": "\(command)", "correlation_id": "\(id)", "reason": "\(reason)"])
             }
         }
     }

@@ -83,7 +83,8 @@ public struct WatchBoard: Sendable {
         case StatusMessage.type:
             guard let status = try? message.payload(as: StatusMessage.self) else { return }
             update {
-                $0.sensors[status.sensor] = status.state == .streaming
+                $0.sensors[status.sensor] =
+                    status.state == .streaming
                     ? status.rateHz.map { "\(whole($0))Hz" } ?? "ok"
                     : status.state.rawValue
             }
@@ -102,7 +103,8 @@ public struct WatchBoard: Sendable {
             }
         case CommandMessage.type:
             guard let command = try? message.payload(as: CommandMessage.self), command.command == CommandName.athleteAssign,
-                  let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete else { return }
+                let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete
+            else { return }
             update {
                 $0.athlete = assigned
                 $0.exercise = assign.exercise ?? $0.exercise
@@ -124,9 +126,12 @@ public struct WatchBoard: Sendable {
         func pad(_ text: String, _ size: Int) -> String {
             text.count >= size ? String(text.prefix(size - 1)) + " " : text + String(repeating: " ", count: size - text.count)
         }
-        var lines = ["vbt watch  \(rows.count) station\(rows.count == 1 ? "" : "s")  \(openAlerts.count) open alert\(openAlerts.count == 1 ? "" : "s")  \(clock)   q: quit"]
-        lines.append(pad("STATION", 10) + pad("ATHLETE", 9) + pad("EXERCISE", 16) + pad("SET", 6) + pad("REP m/s", 8) + pad("VL %", 6)
-                     + pad("POSTURE", 9) + pad("REST", 12) + "SENSORS")
+        var lines = [
+            "vbt watch  \(rows.count) station\(rows.count == 1 ? "" : "s")  \(openAlerts.count) open alert\(openAlerts.count == 1 ? "" : "s")  \(clock)   q: quit"
+        ]
+        lines.append(
+            pad("STATION", 10) + pad("ATHLETE", 9) + pad("EXERCISE", 16) + pad("SET", 6) + pad("REP m/s", 8) + pad("VL %", 6)
+                + pad("POSTURE", 9) + pad("REST", 12) + "SENSORS")
         for station in rows.keys.sorted() {
             let row = rows[station]!
             var exercise = row.exercise ?? "-"
@@ -143,8 +148,9 @@ public struct WatchBoard: Sendable {
             case false?: posture = "BAD \(whole(row.badForS ?? 0))s"
             }
             let sensors = row.sensors.keys.sorted().map { "\($0) \(row.sensors[$0]!)" }.joined(separator: " ")
-            lines.append(pad(station, 10) + pad(row.athlete ?? "-", 9) + pad(exercise, 16) + pad(set, 6) + pad(velocity, 8) + pad(loss, 6)
-                         + pad(posture, 9) + pad(rest(row, now: now), 12) + sensors)
+            lines.append(
+                pad(station, 10) + pad(row.athlete ?? "-", 9) + pad(exercise, 16) + pad(set, 6) + pad(velocity, 8) + pad(loss, 6)
+                    + pad(posture, 9) + pad(rest(row, now: now), 12) + sensors)
         }
         lines.append("")
         lines.append("ALERTS")

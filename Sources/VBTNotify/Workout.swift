@@ -66,8 +66,9 @@ public struct RestTimer: Sendable, Codable, Equatable {
     public func message(at now: Double, state: TimerMessage.State? = nil) -> TimerMessage {
         let remaining = remainingS(at: now)
         let state = state ?? (isPaused ? .paused : .running)
-        return TimerMessage(timerId: id, state: state, durationS: durationS, remainingS: state == .running || state == .paused ? remaining : 0,
-                            endsAt: state == .running ? now + remaining : nil, setId: setId, exercise: exercise)
+        return TimerMessage(
+            timerId: id, state: state, durationS: durationS, remainingS: state == .running || state == .paused ? remaining : 0,
+            endsAt: state == .running ? now + remaining : nil, setId: setId, exercise: exercise)
     }
 }
 
@@ -128,9 +129,11 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         var athlete: String
         var exercises: [Exercise]
         var plan: Plan {
-            Plan(id: name, athlete: athlete, items: exercises.map {
-                PlanItem(exercise: $0.exercise, sets: $0.sets, reps: $0.reps, restS: $0.restS, loadKg: $0.loadKg)
-            })
+            Plan(
+                id: name, athlete: athlete,
+                items: exercises.map {
+                    PlanItem(exercise: $0.exercise, sets: $0.sets, reps: $0.reps, restS: $0.restS, loadKg: $0.loadKg)
+                })
         }
     }
 

@@ -74,7 +74,7 @@ public struct SensorCalibration: Sendable, Codable, Equatable {
         }
         covariance = covariance.map { $0.map { $0 / Double(n - 1) } }
         guard covariance.allSatisfy({ $0.allSatisfy(\.isFinite) }),
-              (0..<3).allSatisfy({ j in (0..<3).allSatisfy { k in abs(covariance[j][k] - covariance[k][j]) <= 1e-12 * max(1, abs(covariance[j][k])) } })
+            (0..<3).allSatisfy({ j in (0..<3).allSatisfy { k in abs(covariance[j][k] - covariance[k][j]) <= 1e-12 * max(1, abs(covariance[j][k])) } })
         else {
             return fallback(mean: mean, samples: n, reason: "the covariance matrix is not finite and symmetric")
         }
@@ -83,7 +83,8 @@ public struct SensorCalibration: Sendable, Codable, Equatable {
         // ill-conditioned data.
         let (det, inverse) = luDeterminantAndInverse(covariance)
         guard det > 0, det.isFinite else {
-            return fallback(mean: mean, samples: n, reason: "the readings do not spread in all three axes (determinant \(det)); hold still but not rigid, and recalibrate")
+            return fallback(
+                mean: mean, samples: n, reason: "the readings do not spread in all three axes (determinant \(det)); hold still but not rigid, and recalibrate")
         }
         guard inverse.allSatisfy({ $0.allSatisfy(\.isFinite) }) else {
             return fallback(mean: mean, samples: n, reason: "the covariance matrix cannot be inverted")

@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTQuery
+import VBTWire
 
 /// How the posture evaluator behaves.
 public struct PostureSettings: Sendable, Codable, Equatable {
@@ -114,11 +114,13 @@ public struct PostureTracker: Sendable {
         guard changed || t - lastPublishedT >= 1 / settings.maxRateHz else { return out }
         lastPublishedT = t
         let badFor = badSince.map { t - $0 } ?? 0
-        out.append(.posture(PostureReport(
-            station: station, athlete: athlete, correct: correct, changed: changed,
-            accDensity: result.accDensity, magDensity: result.magDensity,
-            accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
-            badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t)))
+        out.append(
+            .posture(
+                PostureReport(
+                    station: station, athlete: athlete, correct: correct, changed: changed,
+                    accDensity: result.accDensity, magDensity: result.magDensity,
+                    accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
+                    badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t)))
         return out
     }
 
@@ -175,8 +177,9 @@ public final class PostureRuntime {
 
     /// Connects to the bus and loads the stored calibrations.
     public convenience init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
-        try self.init(transport: ZMQTransport(context: context, config: config), queryEndpoint: config.queryEndpoint,
-                      settings: settings, storePath: storePath, logger: logger)
+        try self.init(
+            transport: ZMQTransport(context: context, config: config), queryEndpoint: config.queryEndpoint,
+            settings: settings, storePath: storePath, logger: logger)
     }
 
     /// Connects on `transport` (its clock is the evaluator's); the recorder is asked at `queryEndpoint`.
@@ -264,7 +267,9 @@ public final class PostureRuntime {
         let now = clock.monotonicSeconds()
         for (id, request) in calibrationRequests where now > request.deadline {
             calibrationRequests[id] = nil
-            logger.info("no calibration from the session-recorder", metadata: ["athlete": "\(request.athlete)", "reason": "no answer within \(Self.recorderTimeoutS) s"])
+            logger.info(
+                "no calibration from the session-recorder",
+                metadata: ["athlete": "\(request.athlete)", "reason": "no answer within \(Self.recorderTimeoutS) s"])
         }
     }
 
@@ -276,14 +281,17 @@ public final class PostureRuntime {
         let station = message.envelope.station
         if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self),
-                  command.target == "*" || command.target == "posture-evaluator" else { return }
+                command.target == "*" || command.target == "posture-evaluator"
+            else { return }
             var state = tracker(station)
             switch command.command {
             case CommandName.postureCalibrate:
                 let athlete = (try? command.args.optionalString("athlete")).flatMap { $0 } ?? state.athlete ?? station
                 let seconds = (try? command.args.optionalNumber("seconds")).flatMap { $0 } ?? 10
                 state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))
-                logger.info("posture calibration started", metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
+                logger.info(
+                    "posture calibration started",
+                    metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
             case CommandName.athleteAssign:
                 guard let athlete = (try? AthleteAssign(args: command.args))?.athlete else { break }
                 if let stored = store.byAthlete[athlete] {
@@ -293,8 +301,9 @@ public final class PostureRuntime {
                     // Never judge one athlete with another's model; the recorder may know theirs.
                     state.clearCalibration(athlete: athlete)
                     requestCalibration(athlete: athlete, station: station)
-                    logger.info("no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
-                                metadata: ["station": "\(station)", "athlete": "\(athlete)"])
+                    logger.info(
+                        "no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
+                        metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 }
             default:
                 break
@@ -303,7 +312,8 @@ public final class PostureRuntime {
             return
         }
         guard message.envelope.type == SampleMessage.type, let sample = try? message.payload(as: SampleMessage.self),
-              case .posture(let readings) = sample.readings else { return }
+            case .posture(let readings) = sample.readings
+        else { return }
         var state = tracker(station)
         var outputs: [PostureTracker.Output] = []
         for reading in readings { outputs += state.feed(t: reading.t, acc: reading.acc, mag: reading.mag) }
@@ -335,9 +345,10 @@ public final class PostureRuntime {
 extension PostureMessage {
     /// The message of a report (the station and athlete travel in the envelope).
     public init(_ report: PostureReport) {
-        self.init(correct: report.correct, changed: report.changed, accDensity: report.accDensity, magDensity: report.magDensity,
-                  accThreshold: report.accThreshold, magThreshold: report.magThreshold, badForS: report.badForS,
-                  sustainedBad: report.sustainedBad, t: report.t)
+        self.init(
+            correct: report.correct, changed: report.changed, accDensity: report.accDensity, magDensity: report.magDensity,
+            accThreshold: report.accThreshold, magThreshold: report.magThreshold, badForS: report.badForS,
+            sustainedBad: report.sustainedBad, t: report.t)
     }
 }
 
@@ -346,7 +357,8 @@ extension CalibrationMessage {
     /// with sorted keys (the same calibration, the same text).
     public init(_ calibration: PostureCalibration) {
         func fit(_ sensor: SensorCalibration) -> Fit {
-            Fit(mean: sensor.mean, covariance: sensor.covariance, determinant: sensor.determinant, inverse: sensor.inverse,
+            Fit(
+                mean: sensor.mean, covariance: sensor.covariance, determinant: sensor.determinant, inverse: sensor.inverse,
                 eigenvalues: sensor.eigenvalues, sigma: sensor.sigma, threshold: sensor.threshold, fromData: sensor.fromData,
                 reason: sensor.reason, samples: sensor.samples)
         }

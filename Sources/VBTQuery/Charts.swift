@@ -80,10 +80,12 @@ public enum SVGChart {
             let slot = plotW / Double(max(1, bars.count))
             for (index, value) in bars.enumerated() {
                 let x = x0 + Double(index) * slot
-                out += "<rect x=\"\(fmt(x + slot * 0.15))\" y=\"\(fmt(y(value)))\" width=\"\(fmt(slot * 0.7))\" height=\"\(fmt(max(0, y(yMin) - y(value))))\" fill=\"\(palette[0])\"><title>\(escape(categories[index])): \(label(value, step: yStep / 10))</title></rect>\n"
+                out +=
+                    "<rect x=\"\(fmt(x + slot * 0.15))\" y=\"\(fmt(y(value)))\" width=\"\(fmt(slot * 0.7))\" height=\"\(fmt(max(0, y(yMin) - y(value))))\" fill=\"\(palette[0])\"><title>\(escape(categories[index])): \(label(value, step: yStep / 10))</title></rect>\n"
                 out += "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"middle\">\(escape(categories[index]))</text>\n"
                 if value > 0 {
-                    out += "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y(value) - 4))\" text-anchor=\"middle\" font-size=\"11\">\(label(value, step: yStep / 10))</text>\n"
+                    out +=
+                        "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y(value) - 4))\" text-anchor=\"middle\" font-size=\"11\">\(label(value, step: yStep / 10))</text>\n"
                 }
             }
         case .lines(let series, let xLabel):
@@ -104,7 +106,8 @@ public enum SVGChart {
                     out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
                 }
                 for point in points {
-                    out += "<circle cx=\"\(fmt(x(point.x)))\" cy=\"\(fmt(y(point.y)))\" r=\"3.5\" fill=\"\(color)\"><title>\(escape(line.name)) \(escape(xLabel(point.x))): \(label(point.y, step: yStep / 10))</title></circle>\n"
+                    out +=
+                        "<circle cx=\"\(fmt(x(point.x)))\" cy=\"\(fmt(y(point.y)))\" r=\"3.5\" fill=\"\(color)\"><title>\(escape(line.name)) \(escape(xLabel(point.x))): \(label(point.y, step: yStep / 10))</title></circle>\n"
                 }
                 let legendX = x0 + plotW - 150, legendY = originY + 20 + Double(index) * 16
                 out += "<rect x=\"\(fmt(legendX))\" y=\"\(fmt(legendY - 9))\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
@@ -151,21 +154,25 @@ public enum SVGChart {
             ChartPanel.Series(name: $0.exercise, points: $0.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) })
         }
         let weight = report.bodyWeight.isEmpty ? [] : [ChartPanel.Series(name: "body weight", points: report.bodyWeight.map { (x: $0.ts, y: $0.weightKg) })]
-        return render(title: "Progress: \(report.athlete)", panels: [
-            ChartPanel(title: "Estimated 1RM per day", yUnit: "kg", kind: .lines(e1rm, xLabel: dayLabel)),
-            ChartPanel(title: "Best mean velocity per load", yUnit: "m/s", kind: .lines(best, xLabel: { String(format: "%.0f kg", $0) })),
-            ChartPanel(title: "Body weight", yUnit: "kg", kind: .lines(weight, xLabel: dayLabel)),
-        ])
+        return render(
+            title: "Progress: \(report.athlete)",
+            panels: [
+                ChartPanel(title: "Estimated 1RM per day", yUnit: "kg", kind: .lines(e1rm, xLabel: dayLabel)),
+                ChartPanel(title: "Best mean velocity per load", yUnit: "m/s", kind: .lines(best, xLabel: { String(format: "%.0f kg", $0) })),
+                ChartPanel(title: "Body weight", yUnit: "kg", kind: .lines(weight, xLabel: dayLabel)),
+            ])
     }
 
     /// The weekly chart: sets, reps, volume and time under tension per day.
     public static func week(_ stats: WeekStats) -> String {
         let days = stats.days.map { String($0.day.suffix(5)) }
-        return render(title: "Last 7 days" + (stats.athlete.map { ": \($0)" } ?? ""), panels: [
-            ChartPanel(title: "Volume (load x reps)", yUnit: "kg", kind: .bars(categories: days, values: stats.days.map(\.volumeKg))),
-            ChartPanel(title: "Reps", yUnit: "reps", kind: .bars(categories: days, values: stats.days.map { Double($0.reps) })),
-            ChartPanel(title: "Sets", yUnit: "sets", kind: .bars(categories: days, values: stats.days.map { Double($0.sets) })),
-            ChartPanel(title: "Time under tension (concentric)", yUnit: "s", kind: .bars(categories: days, values: stats.days.map(\.timeUnderTensionS))),
-        ])
+        return render(
+            title: "Last 7 days" + (stats.athlete.map { ": \($0)" } ?? ""),
+            panels: [
+                ChartPanel(title: "Volume (load x reps)", yUnit: "kg", kind: .bars(categories: days, values: stats.days.map(\.volumeKg))),
+                ChartPanel(title: "Reps", yUnit: "reps", kind: .bars(categories: days, values: stats.days.map { Double($0.reps) })),
+                ChartPanel(title: "Sets", yUnit: "sets", kind: .bars(categories: days, values: stats.days.map { Double($0.sets) })),
+                ChartPanel(title: "Time under tension (concentric)", yUnit: "s", kind: .bars(categories: days, values: stats.days.map(\.timeUnderTensionS))),
+            ])
     }
 }

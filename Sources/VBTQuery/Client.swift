@@ -92,7 +92,9 @@ public final class QueryClient {
             guard let reply, let frame = reply.frames.last else {
                 // A link that does not wait has nothing more to give.
                 if remaining > 0 && link.waits { continue }
-                throw QueryError(kind: "timeout", message: "no answer from session-recorder at \(endpoint) within \(Int(timeoutS)) s: is it running? (VBT_QUERY_ENDPOINT, --query-endpoint)")
+                throw QueryError(
+                    kind: "timeout",
+                    message: "no answer from session-recorder at \(endpoint) within \(Int(timeoutS)) s: is it running? (VBT_QUERY_ENDPOINT, --query-endpoint)")
             }
             // Replies to an earlier request that timed out are skipped by id.
             if let head = try? JSONDecoder().decode(ReplyHead.self, from: Data(frame)), head.id != nil, head.id != id { continue }

@@ -31,13 +31,29 @@ public struct ExerciseRecord: Codable, Sendable, Equatable {
     /// VBT literature reports for similar lifts; rests are the
     /// usual strength-training defaults (3 min for the big lifts, 2 min otherwise).
     public static let catalogue: [ExerciseRecord] = [
-        .init(id: "squat", name: "Back squat", description: "Bar on the upper back; squat to depth and stand up.", expectedRomMm: 600, mvtMps: 0.30, defaultRestS: 180),
-        .init(id: "front-squat", name: "Front squat", description: "Bar in the front rack; upright torso, squat to depth.", expectedRomMm: 580, mvtMps: 0.33, defaultRestS: 180),
-        .init(id: "bench", name: "Bench press", description: "Lying on a bench; lower the bar to the chest and press.", expectedRomMm: 450, mvtMps: 0.17, defaultRestS: 180),
-        .init(id: "deadlift", name: "Deadlift", description: "Bar from the floor to standing, hips and knees locked out.", expectedRomMm: 550, mvtMps: 0.15, defaultRestS: 180),
-        .init(id: "overhead-press", name: "Overhead press", description: "Standing; press the bar from the shoulders to overhead.", expectedRomMm: 500, mvtMps: 0.19, defaultRestS: 150),
-        .init(id: "hip-thrust", name: "Hip thrust", description: "Upper back on a bench, bar over the hips; extend the hips.", expectedRomMm: 300, mvtMps: 0.25, defaultRestS: 120),
-        .init(id: "bent-over-row", name: "Bent-over row", description: "Hinged at the hips; row the bar to the lower chest.", expectedRomMm: 400, mvtMps: 0.40, defaultRestS: 120),
-        .init(id: "generic", name: "Generic lift", description: "Any barbell lift without its own entry (the detector's default).", expectedRomMm: 500, mvtMps: 0.30, defaultRestS: 120),
+        .init(
+            id: "squat", name: "Back squat", description: "Bar on the upper back; squat to depth and stand up.", expectedRomMm: 600, mvtMps: 0.30,
+            defaultRestS: 180),
+        .init(
+            id: "front-squat", name: "Front squat", description: "Bar in the front rack; upright torso, squat to depth.", expectedRomMm: 580, mvtMps: 0.33,
+            defaultRestS: 180),
+        .init(
+            id: "bench", name: "Bench press", description: "Lying on a bench; lower the bar to the chest and press.", expectedRomMm: 450, mvtMps: 0.17,
+            defaultRestS: 180),
+        .init(
+            id: "deadlift", name: "Deadlift", description: "Bar from the floor to standing, hips and knees locked out.", expectedRomMm: 550, mvtMps: 0.15,
+            defaultRestS: 180),
+        .init(
+            id: "overhead-press", name: "Overhead press", description: "Standing; press the bar from the shoulders to overhead.", expectedRomMm: 500,
+            mvtMps: 0.19, defaultRestS: 150),
+        .init(
+            id: "hip-thrust", name: "Hip thrust", description: "Upper back on a bench, bar over the hips; extend the hips.", expectedRomMm: 300, mvtMps: 0.25,
+            defaultRestS: 120),
+        .init(
+            id: "bent-over-row", name: "Bent-over row", description: "Hinged at the hips; row the bar to the lower chest.", expectedRomMm: 400, mvtMps: 0.40,
+            defaultRestS: 120),
+        .init(
+            id: "generic", name: "Generic lift", description: "Any barbell lift without its own entry (the detector's default).", expectedRomMm: 500,
+            mvtMps: 0.30, defaultRestS: 120),
     ]
 }

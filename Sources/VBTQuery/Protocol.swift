@@ -76,7 +76,9 @@ public struct ProgressArgs: Codable, Sendable {
     public var athlete: String
     public var exercise: String?
     public var utcOffsetS: Int?
-    public init(athlete: String, exercise: String? = nil, utcOffsetS: Int? = nil) { (self.athlete, self.exercise, self.utcOffsetS) = (athlete, exercise, utcOffsetS) }
+    public init(athlete: String, exercise: String? = nil, utcOffsetS: Int? = nil) {
+        (self.athlete, self.exercise, self.utcOffsetS) = (athlete, exercise, utcOffsetS)
+    }
     enum CodingKeys: String, CodingKey { case athlete, exercise; case utcOffsetS = "utc_offset_s" }
 }
 
@@ -95,7 +97,9 @@ public struct PageArgs: Codable, Sendable {
     public var athlete: String?
     public var after: Int64?
     public var limit: Int?
-    public init(table: String, athlete: String? = nil, after: Int64? = nil, limit: Int? = nil) { (self.table, self.athlete, self.after, self.limit) = (table, athlete, after, limit) }
+    public init(table: String, athlete: String? = nil, after: Int64? = nil, limit: Int? = nil) {
+        (self.table, self.athlete, self.after, self.limit) = (table, athlete, after, limit)
+    }
 }
 
 /// `assignment.get`.

@@ -17,8 +17,12 @@ public struct AthleteInput: Codable, Sendable, Equatable {
     public var weightKg: Double?
 
     /// Creates an input.
-    public init(id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil) {
-        (self.id, self.name, self.sex, self.birthYear, self.heightCm, self.goalWeightKg, self.weightKg) = (id, name, sex, birthYear, heightCm, goalWeightKg, weightKg)
+    public init(
+        id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil
+    ) {
+        (self.id, self.name, self.sex, self.birthYear, self.heightCm, self.goalWeightKg, self.weightKg) = (
+            id, name, sex, birthYear, heightCm, goalWeightKg, weightKg
+        )
     }
 
     enum CodingKeys: String, CodingKey {
@@ -77,7 +81,10 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
     }
 
     /// Creates a value.
-    public init(id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil, bmi: Double? = nil, weighIns: [WeighIn], sessions: Int, sets: Int, reps: Int) {
+    public init(
+        id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil,
+        bmi: Double? = nil, weighIns: [WeighIn], sessions: Int, sets: Int, reps: Int
+    ) {
         self.id = id
         self.name = name
         self.sex = sex
@@ -145,7 +152,8 @@ public struct AssignmentRecord: Codable, Sendable, Equatable {
     }
 
     /// Creates a value.
-    public init(station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, plan: String? = nil, ts: Double, cmdId: String? = nil) {
+    public init(station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, plan: String? = nil, ts: Double, cmdId: String? = nil)
+    {
         self.station = station
         self.athlete = athlete
         self.exercise = exercise
@@ -181,7 +189,10 @@ public struct SetSummary: Codable, Sendable, Equatable {
     }
 
     /// Creates a value.
-    public init(id: String, session: Int64, station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, startedTs: Double, endedTs: Double? = nil, reps: Int, reason: String? = nil, bestMeanVelocityMps: Double? = nil, velocityLossPct: Double? = nil) {
+    public init(
+        id: String, session: Int64, station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, startedTs: Double,
+        endedTs: Double? = nil, reps: Int, reason: String? = nil, bestMeanVelocityMps: Double? = nil, velocityLossPct: Double? = nil
+    ) {
         self.id = id
         self.session = session
         self.station = station
@@ -376,10 +387,15 @@ public enum Cell: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Int64.self) { self = .int(value) }
-        else if let value = try? container.decode(Double.self) { self = .real(value) }
-        else { self = .text(try container.decode(String.self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Int64.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .real(value)
+        } else {
+            self = .text(try container.decode(String.self))
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -449,7 +465,9 @@ public struct RecorderStatus: Codable, Sendable, Equatable {
     }
 
     /// Creates a value.
-    public init(database: String, schema: [String], counters: IngestCounters, inputs: InputCounters, pending: Int, lastError: String? = nil, rows: [String: Int]) {
+    public init(
+        database: String, schema: [String], counters: IngestCounters, inputs: InputCounters, pending: Int, lastError: String? = nil, rows: [String: Int]
+    ) {
         self.database = database
         self.schema = schema
         self.counters = counters

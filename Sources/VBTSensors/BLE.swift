@@ -527,7 +527,7 @@ public final class ATTConnection {
                 throw error
             }
             guard let pdu = received else { return nil }
-            if (pdu[0] == Op.notification || pdu[0] == Op.indication), pdu.count >= 3 {
+            if pdu[0] == Op.notification || pdu[0] == Op.indication, pdu.count >= 3 {
                 return (Self.u16(pdu, 1), Array(pdu[3...]))
             }
             if monotonicSeconds() >= deadline { return nil }

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import VBTBus
 import VBTWire
 
@@ -56,8 +57,10 @@ public struct BLESource: SensorSource {
                 }
                 device = found.address.description
                 logger.info("ble sensor found", metadata: ["device": "\(device)", "name": "\(found.name ?? "")", "rssi": "\(found.rssi)"])
-                try stream(connection, device: device, into: queue, stop: stop, logger: logger, onSubscribed: {
-                    failures = 0
+                try stream(
+                    connection, device: device, into: queue, stop: stop, logger: logger,
+                    onSubscribed: {
+                        failures = 0
                     })
                 queue.push(status(.disconnected, device: device, reason: "stopped"))
             } catch {
@@ -81,7 +84,7 @@ public struct BLESource: SensorSource {
         let characteristics = try connection.characteristics(start: service.start, end: service.end)
         let notifyUUID = spec.kind == .witmotion ? WitMotion.notifyUUID : PostureWearable.notifyUUID
         guard let notify = characteristics.first(where: { $0.uuid == notifyUUID }) ?? characteristics.first(where: \.canNotify),
-              let notifyIndex = characteristics.firstIndex(of: notify)
+            let notifyIndex = characteristics.firstIndex(of: notify)
         else {
             throw SensorError("Cannot connect: \(device) has no notify characteristic; restart the sensor and retry")
         }
@@ -90,17 +93,19 @@ public struct BLESource: SensorSource {
         let descriptorsEnd = nextDeclaration.map { $0 > 0 ? $0 - 1 : 0 } ?? service.end
         let (descriptorsStart, overflow) = notify.valueHandle.addingReportingOverflow(1)
         guard !overflow, let cccd = try connection.cccd(start: descriptorsStart, end: descriptorsEnd),
-              try connection.write(handle: cccd, [0x01, 0x00])
+            try connection.write(handle: cccd, [0x01, 0x00])
         else {
             throw SensorError("Cannot connect: \(device) refused notifications; restart the sensor and retry")
         }
         let commandHandle = characteristics.first(where: { $0.uuid == WitMotion.writeUUID })?.valueHandle
         let shortened = BLEAdapter.shortenConnectionInterval(
             adapter: adapter, connectionHandle: connection.connectionHandle, rateHz: spec.kind == .witmotion ? spec.rateHz : 20)
-        logger.info("ble sensor subscribed", metadata: [
-            "device": "\(device)", "mtu": "\(mtu)", "notify.handle": "\(notify.valueHandle)",
-            "interval.shortened": "\(shortened)",
-        ])
+        logger.info(
+            "ble sensor subscribed",
+            metadata: [
+                "device": "\(device)", "mtu": "\(mtu)", "notify.handle": "\(notify.valueHandle)",
+                "interval.shortened": "\(shortened)",
+            ])
         onSubscribed()
 
         var witmotion = WitMotionDecoder()
@@ -147,9 +152,12 @@ public struct BLESource: SensorSource {
                         readings.append(.init(t: stamped, accG: acc, gyroDps: gyro, angleDeg: angle))
                     case .registers(let start, let values) where start == WitMotion.rateRegister:
                         confirmedRate = WitMotion.rate(forCode: UInt8(truncatingIfNeeded: values[0]))
-                        logger.info("ble sensor output rate read back", metadata: [
-                            "device": "\(device)", "asked_hz": "\(spec.rateHz)", "reported_hz": "\(confirmedRate.map(String.init) ?? "unknown code \(values[0])")",
-                        ])
+                        logger.info(
+                            "ble sensor output rate read back",
+                            metadata: [
+                                "device": "\(device)", "asked_hz": "\(spec.rateHz)",
+                                "reported_hz": "\(confirmedRate.map(String.init) ?? "unknown code \(values[0])")",
+                            ])
                     case .registers(let start, let values) where start == WitMotion.batteryRegister:
                         battery = WitMotion.batteryPercent(centivolts: Int(values[0]))
                     default:

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 import VBTBus
@@ -214,11 +215,13 @@ public final class BridgePublisher {
                     let routine = status.state == .streaming || status.state == .connecting
                     let level: Logger.Level = routine || lastStatus[key] == summary ? .debug : .info
                     if !routine { lastStatus[key] = summary }
-                    logger.log(level: level, "sensor status", metadata: [
-                        "station": "\(station)", "state": "\(status.state.rawValue)", "device": "\(status.device)",
-                        "sensor": "\(status.sensor)", "reason": "\(status.reason ?? "")",
-                        "rate_hz": "\(status.rateHz.map { String(format: "%.1f", $0) } ?? "")",
-                    ])
+                    logger.log(
+                        level: level, "sensor status",
+                        metadata: [
+                            "station": "\(station)", "state": "\(status.state.rawValue)", "device": "\(status.device)",
+                            "sensor": "\(status.sensor)", "reason": "\(status.reason ?? "")",
+                            "rate_hz": "\(status.rateHz.map { String(format: "%.1f", $0) } ?? "")",
+                        ])
                 case .message(let type, let station, let athlete, let fields):
                     try publisher.publish(type: type, station: station, fields: fields, athlete: athlete)
                     published[type, default: 0] += 1
@@ -230,9 +233,11 @@ public final class BridgePublisher {
             try heartbeat?.tick(publisher, inputs: nil)
             if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
                 try flushAll()
-                logger.info("bridge stopped", metadata: [
-                    "published": "\(published.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
-                ])
+                logger.info(
+                    "bridge stopped",
+                    metadata: [
+                        "published": "\(published.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))"
+                    ])
                 return
             }
         }
@@ -302,8 +307,6 @@ extension SampleMessage.Readings {
         }
     }
 }
-
-import Foundation
 
 /// A source's thread, to wait for at shutdown.
 public final class SourceThread: Sendable {

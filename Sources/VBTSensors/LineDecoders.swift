@@ -94,7 +94,8 @@ public struct ArduinoDistanceDecoder {
             } else if token.hasPrefix("A:"), acc == nil, index + 2 < tokens.count {
                 // A's value is three comma-separated numbers.
                 guard let x = Double(token.dropFirst(2)), let y = Double(tokens[index + 1]), let z = Double(tokens[index + 2]),
-                      x.isFinite, y.isFinite, z.isFinite else { return nil }
+                    x.isFinite, y.isFinite, z.isFinite
+                else { return nil }
                 acc = Vector3(x, y, z)
                 index += 2
             } else {
@@ -123,8 +124,8 @@ public struct PostureLineDecoder {
         var readings: [(acc: Vector3, mag: Vector3)] = []
         for line in lines.feed(chunk) where !line.isEmpty {
             guard case .object(let object)? = try? JSONParser.parse(line),
-                  let acc = try? object.vector("acc"), let mag = try? object.vector("mag"),
-                  [acc.x, acc.y, acc.z, mag.x, mag.y, mag.z].allSatisfy(\.isFinite)
+                let acc = try? object.vector("acc"), let mag = try? object.vector("mag"),
+                [acc.x, acc.y, acc.z, mag.x, mag.y, mag.z].allSatisfy(\.isFinite)
             else {
                 counters.malformed += 1
                 continue

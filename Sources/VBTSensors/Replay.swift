@@ -40,8 +40,8 @@ public struct Recording: Sendable {
         for (number, line) in data.split(separator: 0x0A).enumerated() where !line.allSatisfy({ $0 == 0x20 || $0 == 0x0D }) {
             do {
                 guard case .object(let object) = try JSONParser.parse(Array(line)),
-                      case .number(let t)? = object["t"], t.isFinite, t >= 0,
-                      case .string(let topic)? = object["topic"], case .object(var msg)? = object["msg"]
+                    case .number(let t)? = object["t"], t.isFinite, t >= 0,
+                    case .string(let topic)? = object["topic"], case .object(var msg)? = object["msg"]
                 else { throw SensorError("line \(number + 1): needs t, topic and msg") }
                 let (type, station) = try splitTopic(Array(topic.utf8))
                 guard types.contains(type) else {
@@ -64,7 +64,9 @@ public struct Recording: Sendable {
             }
         }
         if messages.isEmpty {
-            throw SensorError("Recording \(path) has nothing to replay (\(firstError ?? "no \(types.sorted().joined(separator: "/")) messages")): record one with `vbt record --out FILE sample.`")
+            throw SensorError(
+                "Recording \(path) has nothing to replay (\(firstError ?? "no \(types.sorted().joined(separator: "/")) messages")): record one with `vbt record --out FILE sample.`"
+            )
         }
     }
 
@@ -143,12 +145,13 @@ public struct ReplaySource: SensorSource {
     static func shifted(_ fields: JSONObject, by offset: Double) -> JSONObject {
         guard case .array(let items)? = fields["samples"] else { return fields }
         var copy = fields
-        copy["samples"] = .array(items.map { item in
-            guard case .object(var reading) = item, case .number(let t)? = reading["t"] else { return item }
-            // Microsecond resolution, as the bridge writes readings.
-            reading["t"] = .number(((t + offset) * 1e6).rounded() / 1e6)
-            return .object(reading)
-        })
+        copy["samples"] = .array(
+            items.map { item in
+                guard case .object(var reading) = item, case .number(let t)? = reading["t"] else { return item }
+                // Microsecond resolution, as the bridge writes readings.
+                reading["t"] = .number(((t + offset) * 1e6).rounded() / 1e6)
+                return .object(reading)
+            })
         return copy
     }
 }

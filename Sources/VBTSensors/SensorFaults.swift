@@ -165,13 +165,15 @@ extension SimulatedSensors {
         let world = Vector3(0, 0, 1 + meanAcceleration / 9.80665)
         var acc = worldToSensor(world, rollDeg: roll, pitchDeg: pitch, yawDeg: yaw)
         let gain = 1.024, offset = Vector3(0.01, -0.008, 0.012), noise = 0.02
-        acc = Vector3(gain * acc.x + offset.x + random.normal(sd: noise), gain * acc.y + offset.y + random.normal(sd: noise),
-                      gain * acc.z + offset.z + random.normal(sd: noise))
+        acc = Vector3(
+            gain * acc.x + offset.x + random.normal(sd: noise), gain * acc.y + offset.y + random.normal(sd: noise),
+            gain * acc.z + offset.z + random.normal(sd: noise))
         // Body rates of R = Rz(yaw) Ry(pitch) Rx(roll): what a gyro measures.
         let (phi, theta) = (roll * d, pitch * d)
-        let body = Vector3(rollRate - yawRate * sin(theta),
-                           pitchRate * cos(phi) + yawRate * cos(theta) * sin(phi),
-                           -pitchRate * sin(phi) + yawRate * cos(theta) * cos(phi))
+        let body = Vector3(
+            rollRate - yawRate * sin(theta),
+            pitchRate * cos(phi) + yawRate * cos(theta) * sin(phi),
+            -pitchRate * sin(phi) + yawRate * cos(theta) * cos(phi))
         let gyro = Vector3(body.x + 0.8 + random.normal(sd: 0.5), body.y - 1.2 + random.normal(sd: 0.5), body.z + 0.5 + random.normal(sd: 0.5))
         func printed(_ v: Vector3, _ step: Double) -> Vector3 {
             Vector3((v.x / step).rounded() * step, (v.y / step).rounded() * step, (v.z / step).rounded() * step)

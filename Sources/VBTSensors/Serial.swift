@@ -177,10 +177,12 @@ public struct SerialSource: SensorSource {
                 let counters = proto == .witmotion ? witmotion.counters : distance.counters
                 let bad = counters.malformed + counters.badChecksums
                 if bad > reportedMalformed {
-                    logger.warning("serial input had errors", metadata: [
-                        "device": "\(path)", "bad_frames": "\(bad)", "skipped_bytes": "\(counters.skippedBytes)",
-                        "frames": "\(counters.frames)",
-                    ])
+                    logger.warning(
+                        "serial input had errors",
+                        metadata: [
+                            "device": "\(path)", "bad_frames": "\(bad)", "skipped_bytes": "\(counters.skippedBytes)",
+                            "frames": "\(counters.frames)",
+                        ])
                     reportedMalformed = bad
                 }
             }

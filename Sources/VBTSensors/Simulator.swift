@@ -168,8 +168,9 @@ public struct BarTimeline: Sendable {
                 let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
                 move(rom, rom - depth, eccentricS)
                 if !touchAndGo { hold(rom - depth, 0.2 + 0.5 * Double.random(in: 0...1, using: &random)) }
-                let velocity = max(config.exercise.mvtMps * 0.8,
-                                   firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
+                let velocity = max(
+                    config.exercise.mvtMps * 0.8,
+                    firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
                 lift(from: rom - depth, to: rom, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
                 // Touch-and-go is at the bottom; at the top the lifter still breathes between reps.
                 hold(rom, 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
@@ -201,8 +202,9 @@ public struct BarTimeline: Sendable {
             let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
             for index in 1...max(1, config.repsPerSet) {
                 let height = rom * (1 + random.normal(sd: 0.01))
-                let velocity = max(config.exercise.mvtMps * 0.8,
-                                   firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
+                let velocity = max(
+                    config.exercise.mvtMps * 0.8,
+                    firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
                 let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
                 if index > 1, !touchAndGo { hold(0, 0.3 + 0.6 * Double.random(in: 0...1, using: &random)) }
                 lift(from: 0, to: height, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
@@ -221,10 +223,11 @@ public struct BarTimeline: Sendable {
         let concentricS = rom / 1000 / velocity
         let start = duration
         move(from, to, concentricS)
-        reps.append(SimulatedRep(
-            set: set, index: index, concentricStartS: start, concentricEndS: duration,
-            meanVelocityMps: rom / 1000 / concentricS, peakVelocityMps: rom / 1000 / concentricS * .pi / 2,
-            romMm: rom, touchAndGo: touchAndGo))
+        reps.append(
+            SimulatedRep(
+                set: set, index: index, concentricStartS: start, concentricEndS: duration,
+                meanVelocityMps: rom / 1000 / concentricS, peakVelocityMps: rom / 1000 / concentricS * .pi / 2,
+                romMm: rom, touchAndGo: touchAndGo))
     }
 
     private mutating func hold(_ position: Double, _ seconds: Double) {
@@ -296,8 +299,9 @@ public struct SimulatedSensors: Sendable {
         let phase: SampleMessage.DistanceReading.State =
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
         let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
-        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase,
-                     accG: config.laserAccelerometer ? boardAcceleration(at: t - config.laserAccelerometerLeadS) : nil)
+        return .init(
+            t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase,
+            accG: config.laserAccelerometer ? boardAcceleration(at: t - config.laserAccelerometerLeadS) : nil)
     }
 
     /// The laser unit's accelerometer at `t`, in g: the bar's mean acceleration
@@ -311,8 +315,9 @@ public struct SimulatedSensors: Sendable {
         let world = Vector3(0, 0, 1 + mean / 9.80665)
         var acc = worldToSensor(world, rollDeg: 12 + 3 * sin(0.9 * t), pitchDeg: -7 + 2 * sin(1.3 * t + 2), yawDeg: 40)
         let gain = 1.03, offset = Vector3(0.02, -0.015, 0.03), sd = config.laserAccelerometerNoiseG
-        acc = Vector3(gain * acc.x + offset.x + boardRandom.normal(sd: sd), gain * acc.y + offset.y + boardRandom.normal(sd: sd),
-                      gain * acc.z + offset.z + boardRandom.normal(sd: sd))
+        acc = Vector3(
+            gain * acc.x + offset.x + boardRandom.normal(sd: sd), gain * acc.y + offset.y + boardRandom.normal(sd: sd),
+            gain * acc.z + offset.z + boardRandom.normal(sd: sd))
         return Vector3((acc.x * 1000).rounded() / 1000, (acc.y * 1000).rounded() / 1000, (acc.z * 1000).rounded() / 1000)
     }
 
@@ -332,8 +337,9 @@ public struct SimulatedSensors: Sendable {
         func quantised(_ v: Vector3, _ step: Double) -> Vector3 {
             Vector3((v.x / step).rounded() * step, (v.y / step).rounded() * step, (v.z / step).rounded() * step)
         }
-        return .init(t: ((wallOrigin + t) * 1e6).rounded() / 1e6, accG: quantised(acc, WitMotionDecoder.accScale),
-                     gyroDps: quantised(gyro, WitMotionDecoder.gyroScale), angleDeg: quantised(angle, WitMotionDecoder.angleScale))
+        return .init(
+            t: ((wallOrigin + t) * 1e6).rounded() / 1e6, accG: quantised(acc, WitMotionDecoder.accScale),
+            gyroDps: quantised(gyro, WitMotionDecoder.gyroScale), angleDeg: quantised(angle, WitMotionDecoder.angleScale))
     }
 }
 
@@ -390,10 +396,12 @@ public struct SimulatorSource: SensorSource {
             passConfig.seed = config.seed &+ UInt64(pass)
             var sensors = SimulatedSensors(passConfig)
             let duration = sensors.timeline.duration
-            logger.info("simulated session", metadata: [
-                "station": "\(config.station)", "exercise": "\(config.exercise.name)", "load_kg": "\(config.loadKg)",
-                "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
-            ])
+            logger.info(
+                "simulated session",
+                metadata: [
+                    "station": "\(config.station)", "exercise": "\(config.exercise.name)", "load_kg": "\(config.loadKg)",
+                    "sets": "\(config.sets)", "reps": "\(sensors.timeline.reps.count)", "seconds": "\(Int(duration))",
+                ])
             do {
                 try truth?.append(station: config.station, reps: sensors.timeline.reps, origin: origin)
             } catch {
@@ -429,7 +437,8 @@ public struct SimulatorSource: SensorSource {
                 case .posture(let r): queue.push(.readings(station: config.station, device: device, .posture([r])))
                 case .status:
                     for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz), ("posture", config.postureRateHz)] where rate > 0 {
-                        queue.push(.status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
+                        queue.push(
+                            .status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
                     }
                 }
             }

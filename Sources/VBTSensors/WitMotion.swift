@@ -112,10 +112,11 @@ public struct WitMotionDecoder {
                 guard index + 20 <= buffer.count else { break scan }
                 let packet = buffer[index..<(index + 20)]
                 if type == 0x61 {
-                    frames.append(.imu(
-                        accG: Self.vector(packet, 2, scale: Self.accScale),
-                        gyroDps: Self.vector(packet, 8, scale: Self.gyroScale),
-                        angleDeg: Self.vector(packet, 14, scale: Self.angleScale)))
+                    frames.append(
+                        .imu(
+                            accG: Self.vector(packet, 2, scale: Self.accScale),
+                            gyroDps: Self.vector(packet, 8, scale: Self.gyroScale),
+                            angleDeg: Self.vector(packet, 14, scale: Self.angleScale)))
                 } else {
                     frames.append(.registers(start: packet[packet.startIndex + 2], values: (0..<8).map { Self.int16(packet, 4 + 2 * $0) }))
                 }

@@ -1,9 +1,9 @@
 import Foundation
 import GRDB
-import VBTQuery
 import GRDBSQLite
 import Logging
 import VBTBus
+import VBTQuery
 import VBTWire
 
 /// Turns bus messages into rows. Messages are queued and written in batches,
@@ -27,9 +27,12 @@ public final class Ingestor {
     public var maxPending = 200_000
 
     /// Types kept in the database.
-    public static let keptTypes = Set(([SampleMessage.self, RepMessage.self, SetMessage.self, RejectedMessage.self, ProfileMessage.self,
-                                           CommandMessage.self, CalibrationMessage.self, PostureMessage.self, AlertMessage.self]
-                                          as [any BusPayload.Type]).map { $0.type })
+    public static let keptTypes = Set(
+        ([
+            SampleMessage.self, RepMessage.self, SetMessage.self, RejectedMessage.self, ProfileMessage.self,
+            CommandMessage.self, CalibrationMessage.self, PostureMessage.self, AlertMessage.self,
+        ]
+            as [any BusPayload.Type]).map { $0.type })
 
     /// Creates an ingestor writing to `store`.
     public init(store: TrainingStore, logger: Logger) {
@@ -120,9 +123,11 @@ public final class Ingestor {
             pending = [message]
             do {
                 written += try flush()
-            } catch where error.kind == .constraint || error.kind == .other {
+            } catch  where error.kind == .constraint || error.kind == .other {
                 counters.refused += 1
-                logger.error("message could not be stored; skipped", metadata: ["zmq.topic": "\(message.topic)", "src": "\(message.envelope.src)", "error": "\(error.message)"])
+                logger.error(
+                    "message could not be stored; skipped",
+                    metadata: ["zmq.topic": "\(message.topic)", "src": "\(message.envelope.src)", "error": "\(error.message)"])
             } catch {
                 pending = Array(all[index...])
                 throw error
@@ -165,7 +170,8 @@ public final class Ingestor {
                 } else {
                     result.refused += 1
                     (stored, refused) = (false, true)
-                    logger.error("sample message without a usable samples array; skipped", metadata: ["zmq.topic": "\(message.topic)", "src": "\(envelope.src)"])
+                    logger.error(
+                        "sample message without a usable samples array; skipped", metadata: ["zmq.topic": "\(message.topic)", "src": "\(envelope.src)"])
                 }
             } else {
                 do {
@@ -176,9 +182,11 @@ public final class Ingestor {
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                     result.refused += 1
                     (stored, refused) = (false, true)
-                    logger.error("message refused by the schema; skipped", metadata: [
-                        "zmq.topic": "\(message.topic)", "src": "\(envelope.src)", "seq": "\(envelope.seq)", "error": "\(error.message ?? "")",
-                    ])
+                    logger.error(
+                        "message refused by the schema; skipped",
+                        metadata: [
+                            "zmq.topic": "\(message.topic)", "src": "\(envelope.src)", "seq": "\(envelope.seq)", "error": "\(error.message ?? "")",
+                        ])
                 } catch let error where !(error is DatabaseError) {
                     // The envelope was fine but the type's fields are not (a producer's bug): skip this one message.
                     result.refused += 1
@@ -198,11 +206,12 @@ public final class Ingestor {
             result.progress[envelope.src] = progress
         }
         for (src, p) in result.progress {
-            try db.execute(sql: """
-                INSERT INTO sources (src, topic, last_seq, stored, gaps, missing, last_ts) VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
-                    gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
-                """, arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
+            try db.execute(
+                sql: """
+                    INSERT INTO sources (src, topic, last_seq, stored, gaps, missing, last_ts) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
+                        gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
+                    """, arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
         }
     }
 
@@ -219,7 +228,8 @@ public final class Ingestor {
     /// Returns the rows written, or nil when the message has no usable readings (refused).
     private func insertSamples(_ message: BusMessage, db: Database) throws -> Int? {
         guard case .string(let sensor)? = message.fields["sensor"], case .array(let readings)? = message.fields["samples"],
-              let slices = RawJSON.arrayElements(message.body, key: "samples"), slices.count == readings.count else { return nil }
+            let slices = RawJSON.arrayElements(message.body, key: "samples"), slices.count == readings.count
+        else { return nil }
         let statement = try db.cachedStatement(sql: "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)")
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
@@ -230,8 +240,9 @@ public final class Ingestor {
             for (reading, slice) in zip(readings, slices) {
                 guard case .object(let object) = reading, case .number(let t)? = object["t"], t.isFinite else { continue }
                 sqlite3_bind_double(handle, 3, t)
-                sqlite3_bind_text(handle, 4, UnsafeRawPointer(body.baseAddress! + slice.lowerBound).assumingMemoryBound(to: CChar.self),
-                                  Int32(slice.count), nil)  // SQLITE_STATIC: the frame outlives the step
+                sqlite3_bind_text(
+                    handle, 4, UnsafeRawPointer(body.baseAddress! + slice.lowerBound).assumingMemoryBound(to: CChar.self),
+                    Int32(slice.count), nil)  // SQLITE_STATIC: the frame outlives the step
                 let code = sqlite3_step(handle)
                 sqlite3_reset(handle)
                 guard code == SQLITE_DONE else {
@@ -257,13 +268,15 @@ public final class Ingestor {
         case RepMessage.type:
             let rep = try message.payload(as: RepMessage.self)
             try ensureSet(id: rep.setId, station: station, athlete: envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg, ts: envelope.ts, db: db)
-            try db.execute(sql: """
-                INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
-                    mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
-                    sensor, t_end, detector, src, seq, ts)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO NOTHING
-                """, arguments: [
+            try db.execute(
+                sql: """
+                    INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
+                        mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
+                        sensor, t_end, detector, src, seq, ts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO NOTHING
+                    """,
+                arguments: [
                     rep.repId, rep.setId, station, envelope.athlete, rep.exercise, rep.loadKg, rep.index, rep.meanVelocityMps,
                     rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.concentricS, rep.timeToPeakS,
                     rep.velocityLossPct, rep.meanPowerW, rep.zone, rep.sensor, rep.tEnd, rep.detector, envelope.src,
@@ -275,28 +288,40 @@ public final class Ingestor {
             let set = try message.payload(as: SetMessage.self)
             try ensureSet(id: set.setId, station: station, athlete: envelope.athlete, exercise: set.exercise, loadKg: set.loadKg, ts: envelope.ts, db: db)
             if set.event == .end {
-                try db.execute(sql: """
-                    UPDATE sets SET ended_ts = ?, reps = coalesce(?, reps), reason = ?, best_mean_velocity_mps = ?,
-                        velocity_loss_pct = ?, exercise = coalesce(exercise, ?), load_kg = coalesce(load_kg, ?)
-                    WHERE id = ?
-                    """, arguments: [envelope.ts, set.reps, set.reason?.rawValue, set.bestMeanVelocityMps, set.velocityLossPct,
-                                     set.exercise, set.loadKg, set.setId])
+                try db.execute(
+                    sql: """
+                        UPDATE sets SET ended_ts = ?, reps = coalesce(?, reps), reason = ?, best_mean_velocity_mps = ?,
+                            velocity_loss_pct = ?, exercise = coalesce(exercise, ?), load_kg = coalesce(load_kg, ?)
+                        WHERE id = ?
+                        """,
+                    arguments: [
+                        envelope.ts, set.reps, set.reason?.rawValue, set.bestMeanVelocityMps, set.velocityLossPct,
+                        set.exercise, set.loadKg, set.setId,
+                    ])
                 try touchSession(ofSet: set.setId, ts: envelope.ts, db: db)
             }
         case RejectedMessage.type:
             let rejected = try message.payload(as: RejectedMessage.self)
-            try db.execute(sql: """
-                INSERT INTO rejected (src, seq, station, athlete, reason, detail, rom_mm, concentric_s, mean_velocity_mps, t_end, detector)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-                """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, rejected.reason, rejected.detail,
-                                 rejected.romMm, rejected.concentricS, rejected.meanVelocityMps, rejected.tEnd, rejected.detector])
+            try db.execute(
+                sql: """
+                    INSERT INTO rejected (src, seq, station, athlete, reason, detail, rom_mm, concentric_s, mean_velocity_mps, t_end, detector)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    """,
+                arguments: [
+                    envelope.src, Int64(envelope.seq), station, envelope.athlete, rejected.reason, rejected.detail,
+                    rejected.romMm, rejected.concentricS, rejected.meanVelocityMps, rejected.tEnd, rejected.detector,
+                ])
         case ProfileMessage.type:
             let profile = try message.payload(as: ProfileMessage.self)
-            try db.execute(sql: """
-                INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-                """, arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, profile.exercise, envelope.ts,
-                                 profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg])
+            try db.execute(
+                sql: """
+                    INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    """,
+                arguments: [
+                    envelope.src, Int64(envelope.seq), station, envelope.athlete, profile.exercise, envelope.ts,
+                    profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg,
+                ])
         case CommandMessage.type:
             let command = try message.payload(as: CommandMessage.self)
             let athlete: String?, exercise: String?, loadKg: Double?, plan: String?
@@ -307,25 +332,33 @@ public final class Ingestor {
             case CommandName.planAssign:
                 // The plan itself is the notifier's; the recorder keeps who and which plan.
                 let args = command.args
-                (athlete, exercise, loadKg, plan) = (try args.optionalString("athlete"), try args.optionalString("exercise"),
-                                                     try args.optionalNumber("load_kg"), try args.optionalString("plan"))
+                (athlete, exercise, loadKg, plan) = (
+                    try args.optionalString("athlete"), try args.optionalString("exercise"),
+                    try args.optionalNumber("load_kg"), try args.optionalString("plan")
+                )
             default:
                 return false
             }
-            try db.execute(sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
+            try db.execute(
+                sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
         case CalibrationMessage.type:
             guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
-            try db.execute(sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                           arguments: [envelope.athlete ?? station, envelope.ts, station, json])
+            try db.execute(
+                sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [envelope.athlete ?? station, envelope.ts, station, json])
         case PostureMessage.type:
             guard case .bool(let correct)? = message.fields["correct"] else { throw PayloadError("posture without correct") }
-            try db.execute(sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                           arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, try message.fields.number("t"), correct,
-                                       try message.fields.optionalNumber("bad_for_s") ?? 0])
+            try db.execute(
+                sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [
+                    envelope.src, Int64(envelope.seq), station, envelope.athlete, try message.fields.number("t"), correct,
+                    try message.fields.optionalNumber("bad_for_s") ?? 0,
+                ])
         case AlertMessage.type:
-            try db.execute(sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                           arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, envelope.ts, String(decoding: message.body, as: UTF8.self)])
+            try db.execute(
+                sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, envelope.ts, String(decoding: message.body, as: UTF8.self)])
         default:
             return false
         }
@@ -339,17 +372,21 @@ public final class Ingestor {
             return
         }
         let session: Int64
-        if let open = try Int64.fetchOne(db, sql: """
-            SELECT id FROM sessions WHERE station = ? AND athlete IS ? AND ended_ts >= ? ORDER BY ended_ts DESC LIMIT 1
-            """, arguments: [station, athlete, ts - store.settings.sessionGapS]) {
+        if let open = try Int64.fetchOne(
+            db,
+            sql: """
+                SELECT id FROM sessions WHERE station = ? AND athlete IS ? AND ended_ts >= ? ORDER BY ended_ts DESC LIMIT 1
+                """, arguments: [station, athlete, ts - store.settings.sessionGapS])
+        {
             session = open
             try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = ?", arguments: [ts, open])
         } else {
             try db.execute(sql: "INSERT INTO sessions (station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?)", arguments: [station, athlete, ts, ts])
             session = db.lastInsertedRowID
         }
-        try db.execute(sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       arguments: [id, session, station, athlete, exercise, loadKg, ts])
+        try db.execute(
+            sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [id, session, station, athlete, exercise, loadKg, ts])
     }
 
     private func touchSession(ofSet id: String, ts: Double, db: Database) throws {

@@ -23,8 +23,9 @@ extension TrainingStore {
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [input.id]) == true {
                 throw StoreError(.invalid, "athlete '\(input.id)' exists already: choose another id, or see vbt athlete show \(input.id)")
             }
-            try db.execute(sql: "INSERT INTO athletes (id, name, sex, birth_year, height_cm, goal_weight_kg, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [input.id, input.name, input.sex, input.birthYear, input.heightCm, input.goalWeightKg, now])
+            try db.execute(
+                sql: "INSERT INTO athletes (id, name, sex, birth_year, height_cm, goal_weight_kg, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [input.id, input.name, input.sex, input.birthYear, input.heightCm, input.goalWeightKg, now])
             if let weight = input.weightKg {
                 try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?)", arguments: [input.id, now, weight])
             }
@@ -39,8 +40,9 @@ extension TrainingStore {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [id]) == true else {
                 throw StoreError(.invalid, "no athlete '\(id)': add them with vbt athlete add")
             }
-            try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET weight_kg = excluded.weight_kg",
-                           arguments: [id, ts, weightKg])
+            try db.execute(
+                sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET weight_kg = excluded.weight_kg",
+                arguments: [id, ts, weightKg])
         }
         return try athlete(id)
     }
@@ -109,8 +111,9 @@ extension TrainingStore {
     }
 
     static func exercise(_ row: Row) -> ExerciseRecord {
-        ExerciseRecord(id: row["id"], name: row["name"], description: row["description"], expectedRomMm: row["expected_rom_mm"],
-                       mvtMps: row["mvt_mps"], defaultRestS: row["default_rest_s"])
+        ExerciseRecord(
+            id: row["id"], name: row["name"], description: row["description"], expectedRomMm: row["expected_rom_mm"],
+            mvtMps: row["mvt_mps"], defaultRestS: row["default_rest_s"])
     }
 
     // MARK: Plans
@@ -143,8 +146,9 @@ extension TrainingStore {
             }
             try db.execute(sql: "INSERT INTO plans (id, athlete, created_ts) VALUES (?, ?, ?)", arguments: [id, plan.athlete, now])
             for (position, item) in plan.items.enumerated() {
-                try db.execute(sql: "INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               arguments: [id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
+                try db.execute(
+                    sql: "INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    arguments: [id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
             }
         }
         return try self.plan(id)
@@ -165,7 +169,9 @@ extension TrainingStore {
     public func plans() throws(StoreError) -> [Plan] {
         try read { db in
             var items: [String: [PlanItem]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM plan_items ORDER BY plan, position") { items[row["plan"], default: []].append(Self.planItem(row)) }
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM plan_items ORDER BY plan, position") {
+                items[row["plan"], default: []].append(Self.planItem(row))
+            }
             return try Row.fetchAll(db, sql: "SELECT id, athlete FROM plans ORDER BY id").map {
                 Plan(id: $0["id"], athlete: $0["athlete"], items: items[$0["id"]] ?? [])
             }
@@ -180,8 +186,9 @@ extension TrainingStore {
     public func assignment(station: String) throws(StoreError) -> AssignmentRecord? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM assignments WHERE station = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station]).map {
-                AssignmentRecord(station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"],
-                                 ts: $0["ts"], cmdId: $0["cmd_id"])
+                AssignmentRecord(
+                    station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"],
+                    ts: $0["ts"], cmdId: $0["cmd_id"])
             }
         }
     }
@@ -200,8 +207,9 @@ extension TrainingStore {
     /// Stores (or replaces) a detector pattern.
     public func putPattern(_ pattern: StoredPattern) throws(StoreError) {
         try write { db in
-            try db.execute(sql: "INSERT INTO patterns (exercise, name, ts, json) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET ts = excluded.ts, json = excluded.json",
-                           arguments: [pattern.exercise, pattern.name, pattern.ts, pattern.json])
+            try db.execute(
+                sql: "INSERT INTO patterns (exercise, name, ts, json) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET ts = excluded.ts, json = excluded.json",
+                arguments: [pattern.exercise, pattern.name, pattern.ts, pattern.json])
         }
     }
 
@@ -219,13 +227,17 @@ extension TrainingStore {
     /// The latest sets, newest first, filtered by athlete, station and exercise.
     public func history(athlete: String?, station: String?, exercise: String?, limit: Int) throws(StoreError) -> [SetSummary] {
         try read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT * FROM sets WHERE (?1 IS NULL OR athlete = ?1) AND (?2 IS NULL OR station = ?2) AND (?3 IS NULL OR exercise = ?3)
-                ORDER BY started_ts DESC LIMIT ?4
-                """, arguments: [athlete, station, exercise, max(1, min(limit, 10_000))]).map {
-                SetSummary(id: $0["id"], session: $0["session"], station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"],
-                           loadKg: $0["load_kg"], startedTs: $0["started_ts"], endedTs: $0["ended_ts"], reps: $0["reps"], reason: $0["reason"],
-                           bestMeanVelocityMps: $0["best_mean_velocity_mps"], velocityLossPct: $0["velocity_loss_pct"])
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM sets WHERE (?1 IS NULL OR athlete = ?1) AND (?2 IS NULL OR station = ?2) AND (?3 IS NULL OR exercise = ?3)
+                    ORDER BY started_ts DESC LIMIT ?4
+                    """, arguments: [athlete, station, exercise, max(1, min(limit, 10_000))]
+            ).map {
+                SetSummary(
+                    id: $0["id"], session: $0["session"], station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"],
+                    loadKg: $0["load_kg"], startedTs: $0["started_ts"], endedTs: $0["ended_ts"], reps: $0["reps"], reason: $0["reason"],
+                    bestMeanVelocityMps: $0["best_mean_velocity_mps"], velocityLossPct: $0["velocity_loss_pct"])
             }
         }
     }
@@ -235,25 +247,33 @@ extension TrainingStore {
         guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
         return try read { db in
             let offset = Double(utcOffsetS)
-            let exercises = try String.fetchAll(db, sql: """
-                SELECT DISTINCT exercise FROM reps WHERE athlete = ?1 AND exercise IS NOT NULL AND (?2 IS NULL OR exercise = ?2) ORDER BY exercise
-                """, arguments: [athlete, exercise])
+            let exercises = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT exercise FROM reps WHERE athlete = ?1 AND exercise IS NOT NULL AND (?2 IS NULL OR exercise = ?2) ORDER BY exercise
+                    """, arguments: [athlete, exercise])
             var result: [ExerciseProgress] = []
             for name in exercises {
-                let best = try Row.fetchAll(db, sql: """
-                    SELECT load_kg, max(mean_velocity_mps) AS best, count(*) AS reps FROM reps
-                    WHERE athlete = ? AND exercise = ? AND load_kg IS NOT NULL GROUP BY load_kg ORDER BY load_kg
-                    """, arguments: [athlete, name]).map {
+                let best = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT load_kg, max(mean_velocity_mps) AS best, count(*) AS reps FROM reps
+                        WHERE athlete = ? AND exercise = ? AND load_kg IS NOT NULL GROUP BY load_kg ORDER BY load_kg
+                        """, arguments: [athlete, name]
+                ).map {
                     ExerciseProgress.BestAtLoad(loadKg: $0["load_kg"], bestMeanVelocityMps: $0["best"], reps: $0["reps"])
                 }
                 // The day's last profile: the detector refits it after every set, so the last is the day's best estimate.
-                let e1rm = try Row.fetchAll(db, sql: """
-                    SELECT ts, e1rm_kg, r2 FROM profiles p
-                    WHERE athlete = ?1 AND exercise = ?2 AND e1rm_kg IS NOT NULL
-                      AND ts = (SELECT max(ts) FROM profiles q WHERE q.athlete = ?1 AND q.exercise = ?2 AND q.e1rm_kg IS NOT NULL
-                                AND CAST((q.ts + ?3) / 86400 AS INTEGER) = CAST((p.ts + ?3) / 86400 AS INTEGER))
-                    ORDER BY ts
-                    """, arguments: [athlete, name, offset]).map {
+                let e1rm = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT ts, e1rm_kg, r2 FROM profiles p
+                        WHERE athlete = ?1 AND exercise = ?2 AND e1rm_kg IS NOT NULL
+                          AND ts = (SELECT max(ts) FROM profiles q WHERE q.athlete = ?1 AND q.exercise = ?2 AND q.e1rm_kg IS NOT NULL
+                                    AND CAST((q.ts + ?3) / 86400 AS INTEGER) = CAST((p.ts + ?3) / 86400 AS INTEGER))
+                        ORDER BY ts
+                        """, arguments: [athlete, name, offset]
+                ).map {
                     ExerciseProgress.E1RM(day: Self.day($0["ts"], offset: offset), ts: $0["ts"], e1rmKg: $0["e1rm_kg"], r2: $0["r2"])
                 }
                 result.append(ExerciseProgress(exercise: name, bestByLoad: best, e1rm: e1rm))
@@ -261,7 +281,8 @@ extension TrainingStore {
             let weights = try Row.fetchAll(db, sql: "SELECT ts, weight_kg FROM weigh_ins WHERE athlete = ? ORDER BY ts", arguments: [athlete])
                 .map { WeighIn(ts: $0["ts"], weightKg: $0["weight_kg"]) }
             if exercises.isEmpty, weights.isEmpty,
-               try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [athlete]) != true {
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [athlete]) != true
+            {
                 throw StoreError(.invalid, "nothing recorded for athlete '\(athlete)': see vbt athlete list")
             }
             return ProgressReport(athlete: athlete, exercises: result, bodyWeight: weights)
@@ -276,35 +297,46 @@ extension TrainingStore {
         let today = floor((now + offset) / 86_400)
         let start = (today - 6) * 86_400 - offset
         return try read { db in
-            var days = (0..<7).map { DayStats(day: Self.day((today - 6 + Double($0)) * 86_400 - offset, offset: offset), sets: 0, reps: 0, volumeKg: 0, timeUnderTensionS: 0) }
-            for row in try Row.fetchAll(db, sql: """
-                SELECT CAST((started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS sets FROM sets
-                WHERE started_ts >= ?1 AND (?2 IS NULL OR athlete = ?2) GROUP BY day
-                """, arguments: [start, athlete, offset]) {
+            var days = (0..<7).map {
+                DayStats(day: Self.day((today - 6 + Double($0)) * 86_400 - offset, offset: offset), sets: 0, reps: 0, volumeKg: 0, timeUnderTensionS: 0)
+            }
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT CAST((started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS sets FROM sets
+                    WHERE started_ts >= ?1 AND (?2 IS NULL OR athlete = ?2) GROUP BY day
+                    """, arguments: [start, athlete, offset])
+            {
                 let index = Int(row["day"] as Int64 - Int64(today)) + 6
                 if days.indices.contains(index) { days[index].sets = row["sets"] }
             }
-            for row in try Row.fetchAll(db, sql: """
-                SELECT CAST((s.started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS reps,
-                       total(r.load_kg) AS volume, total(r.concentric_s) AS tut
-                FROM reps r JOIN sets s ON s.id = r.set_id
-                WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) GROUP BY day
-                """, arguments: [start, athlete, offset]) {
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT CAST((s.started_ts + ?3) / 86400 AS INTEGER) AS day, count(*) AS reps,
+                           total(r.load_kg) AS volume, total(r.concentric_s) AS tut
+                    FROM reps r JOIN sets s ON s.id = r.set_id
+                    WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) GROUP BY day
+                    """, arguments: [start, athlete, offset])
+            {
                 let index = Int(row["day"] as Int64 - Int64(today)) + 6
                 guard days.indices.contains(index) else { continue }
                 days[index].reps = row["reps"]
                 days[index].volumeKg = row["volume"]
                 days[index].timeUnderTensionS = row["tut"]
             }
-            let most = try String.fetchOne(db, sql: """
-                SELECT s.exercise FROM sets s WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) AND s.exercise IS NOT NULL
-                GROUP BY s.exercise
-                ORDER BY count(*) DESC, (SELECT total(r.load_kg) FROM reps r JOIN sets t ON t.id = r.set_id
-                                         WHERE t.exercise = s.exercise AND t.started_ts >= ?1 AND (?2 IS NULL OR t.athlete = ?2)) DESC, s.exercise
-                LIMIT 1
-                """, arguments: [start, athlete])
-            let totals = DayStats(day: "total", sets: days.reduce(0) { $0 + $1.sets }, reps: days.reduce(0) { $0 + $1.reps },
-                                  volumeKg: days.reduce(0) { $0 + $1.volumeKg }, timeUnderTensionS: days.reduce(0) { $0 + $1.timeUnderTensionS })
+            let most = try String.fetchOne(
+                db,
+                sql: """
+                    SELECT s.exercise FROM sets s WHERE s.started_ts >= ?1 AND (?2 IS NULL OR s.athlete = ?2) AND s.exercise IS NOT NULL
+                    GROUP BY s.exercise
+                    ORDER BY count(*) DESC, (SELECT total(r.load_kg) FROM reps r JOIN sets t ON t.id = r.set_id
+                                             WHERE t.exercise = s.exercise AND t.started_ts >= ?1 AND (?2 IS NULL OR t.athlete = ?2)) DESC, s.exercise
+                    LIMIT 1
+                    """, arguments: [start, athlete])
+            let totals = DayStats(
+                day: "total", sets: days.reduce(0) { $0 + $1.sets }, reps: days.reduce(0) { $0 + $1.reps },
+                volumeKg: days.reduce(0) { $0 + $1.volumeKg }, timeUnderTensionS: days.reduce(0) { $0 + $1.timeUnderTensionS })
             return WeekStats(athlete: athlete, days: days, totals: totals, mostTrainedExercise: most)
         }
     }
@@ -333,21 +365,23 @@ extension TrainingStore {
         return try read { db in
             let columns = try db.columns(in: table).map(\.name)
             let list = columns.map { "\"\($0)\"" }.joined(separator: ", ")
-            let rows = try Row.fetchAll(db, sql: "SELECT rowid AS _rowid, \(list) FROM \(table) WHERE rowid > ?1 \(filter) ORDER BY rowid LIMIT ?3",
-                                        arguments: [after ?? 0, athlete, max(1, min(limit, 10_000))])
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT rowid AS _rowid, \(list) FROM \(table) WHERE rowid > ?1 \(filter) ORDER BY rowid LIMIT ?3",
+                arguments: [after ?? 0, athlete, max(1, min(limit, 10_000))])
             var cells: [[Cell]] = []
             cells.reserveCapacity(rows.count)
             for row in rows {
                 // By position (column 0 is the rowid): a lookup by name per cell costs more than the read.
-                cells.append((1...columns.count).map { index in
-                    switch (row[index] as DatabaseValue).storage {
-                    case .null: .null
-                    case .int64(let value): .int(value)
-                    case .double(let value): .real(value)
-                    case .string(let value): .text(value)
-                    case .blob(let data): .text(data.base64EncodedString())
-                    }
-                })
+                cells.append(
+                    (1...columns.count).map { index in
+                        switch (row[index] as DatabaseValue).storage {
+                        case .null: .null
+                        case .int64(let value): .int(value)
+                        case .double(let value): .real(value)
+                        case .string(let value): .text(value)
+                        case .blob(let data): .text(data.base64EncodedString())
+                        }
+                    })
             }
             let next: Int64? = rows.count < max(1, min(limit, 10_000)) ? nil : rows.last?["_rowid"]
             return TablePage(table: table, columns: columns, rows: cells, next: next)

@@ -24,9 +24,11 @@ enum RawJSON {
                     let isKey = keyPosition
                     keyPosition = false
                     index = skipString(buffer, from: index)
-                    if isKey, depth == 1, index - start == quotedKey.count, quotedKey.withUnsafeBufferPointer({ key in
-                        (0..<key.count).allSatisfy { buffer[start + $0] == key[$0] }
-                    }) {
+                    if isKey, depth == 1, index - start == quotedKey.count,
+                        quotedKey.withUnsafeBufferPointer({ key in
+                            (0..<key.count).allSatisfy { buffer[start + $0] == key[$0] }
+                        })
+                    {
                         var next = index
                         while next < count, buffer[next] != UInt8(ascii: ":") { next += 1 }
                         next += 1

@@ -1,7 +1,7 @@
 import Foundation
-import VBTQuery
 import Logging
 import VBTBus
+import VBTQuery
 import VBTWire
 
 /// How the recorder paces its writes.
@@ -65,16 +65,19 @@ public final class RecorderRuntime {
         let ingestor = self.ingestor
         let path = store.settings.path
         service.status = { [unowned self] in
-            RecorderStatus(database: path, schema: (try? store.appliedMigrations()) ?? [], counters: ingestor.counters,
-                           inputs: self.subscriber.stats.totals, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
+            RecorderStatus(
+                database: path, schema: (try? store.appliedMigrations()) ?? [], counters: ingestor.counters,
+                inputs: self.subscriber.stats.totals, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
         }
     }
 
     /// Runs until `stop` is set, then writes what is still queued.
     public func run(stop: StopFlag) throws {
-        logger.info("session recorder running", metadata: [
-            "db": "\(ingestor.store.settings.path)", "schema": "\(Schema.versions.last ?? "")",
-        ])
+        logger.info(
+            "session recorder running",
+            metadata: [
+                "db": "\(ingestor.store.settings.path)", "schema": "\(Schema.versions.last ?? "")",
+            ])
         while !stop.isSet { try step() }
         // Shutting down: a few last tries, then say what could not be written.
         for _ in 0..<3 where ingestor.pendingCount > 0 {

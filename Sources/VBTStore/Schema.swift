@@ -21,131 +21,132 @@ public enum Schema {
 
     /// Athletes, catalogue, plans, assignments, sessions, sets, reps, rejections, stream progress.
     static func v1Core(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE athletes (
-                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
-                name TEXT NOT NULL,
-                sex TEXT CHECK (sex IN ('f', 'm', 'x')),
-                birth_year INTEGER CHECK (birth_year BETWEEN 1900 AND 2100),
-                height_cm REAL CHECK (height_cm BETWEEN 50 AND 260),
-                goal_weight_kg REAL CHECK (goal_weight_kg BETWEEN 20 AND 400),
-                created_ts REAL NOT NULL
-            );
-            CREATE TABLE weigh_ins (
-                athlete TEXT NOT NULL REFERENCES athletes(id) ON DELETE CASCADE,
-                ts REAL NOT NULL,
-                weight_kg REAL NOT NULL CHECK (weight_kg BETWEEN 20 AND 400),
-                PRIMARY KEY (athlete, ts)
-            );
-            CREATE TABLE exercises (
-                id TEXT PRIMARY KEY NOT NULL,
-                name TEXT NOT NULL,
-                description TEXT NOT NULL,
-                expected_rom_mm REAL NOT NULL CHECK (expected_rom_mm > 0),
-                mvt_mps REAL NOT NULL CHECK (mvt_mps > 0),
-                default_rest_s REAL NOT NULL CHECK (default_rest_s >= 0)
-            );
-            CREATE TABLE plans (
-                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
-                athlete TEXT REFERENCES athletes(id) ON DELETE SET NULL,
-                created_ts REAL NOT NULL
-            );
-            CREATE TABLE plan_items (
-                plan TEXT NOT NULL REFERENCES plans(id) ON DELETE CASCADE,
-                position INTEGER NOT NULL,
-                exercise TEXT NOT NULL REFERENCES exercises(id),
-                sets INTEGER NOT NULL CHECK (sets BETWEEN 1 AND 20),
-                reps INTEGER NOT NULL CHECK (reps BETWEEN 1 AND 100),
-                rest_s REAL NOT NULL CHECK (rest_s BETWEEN 0 AND 1800),
-                load_kg REAL CHECK (load_kg BETWEEN 0 AND 600),
-                PRIMARY KEY (plan, position)
-            );
-            CREATE TABLE assignments (
-                id INTEGER PRIMARY KEY,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                exercise TEXT,
-                load_kg REAL,
-                plan TEXT,
-                ts REAL NOT NULL,
-                cmd_id TEXT
-            );
-            CREATE INDEX assignments_by_station ON assignments(station, ts);
-            CREATE TABLE sessions (
-                id INTEGER PRIMARY KEY,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                started_ts REAL NOT NULL,
-                ended_ts REAL NOT NULL
-            );
-            CREATE INDEX sessions_by_station ON sessions(station, athlete, ended_ts);
-            CREATE INDEX sessions_by_athlete ON sessions(athlete, started_ts);
-            CREATE TABLE sets (
-                id TEXT PRIMARY KEY NOT NULL,
-                session INTEGER NOT NULL REFERENCES sessions(id),
-                station TEXT NOT NULL,
-                athlete TEXT,
-                exercise TEXT,
-                load_kg REAL,
-                started_ts REAL NOT NULL,
-                ended_ts REAL,
-                reps INTEGER NOT NULL DEFAULT 0,
-                reason TEXT,
-                best_mean_velocity_mps REAL,
-                velocity_loss_pct REAL
-            );
-            CREATE INDEX sets_by_athlete ON sets(athlete, started_ts);
-            CREATE INDEX sets_by_time ON sets(started_ts);
-            CREATE TABLE reps (
-                id TEXT PRIMARY KEY NOT NULL,
-                set_id TEXT NOT NULL REFERENCES sets(id),
-                station TEXT NOT NULL,
-                athlete TEXT,
-                exercise TEXT,
-                load_kg REAL,
-                idx INTEGER NOT NULL CHECK (idx >= 1),
-                mean_velocity_mps REAL NOT NULL,
-                peak_velocity_mps REAL NOT NULL,
-                mean_propulsive_velocity_mps REAL NOT NULL,
-                rom_mm REAL NOT NULL,
-                concentric_s REAL NOT NULL,
-                time_to_peak_s REAL NOT NULL,
-                velocity_loss_pct REAL NOT NULL,
-                mean_power_w REAL,
-                zone TEXT,
-                sensor TEXT,
-                t_end REAL NOT NULL,
-                detector TEXT NOT NULL,
-                src TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                ts REAL NOT NULL
-            );
-            CREATE INDEX reps_by_set ON reps(set_id, idx);
-            CREATE INDEX reps_by_athlete ON reps(athlete, exercise, t_end);
-            CREATE TABLE rejected (
-                src TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                reason TEXT NOT NULL,
-                detail TEXT NOT NULL,
-                rom_mm REAL NOT NULL,
-                concentric_s REAL NOT NULL,
-                mean_velocity_mps REAL NOT NULL,
-                t_end REAL NOT NULL,
-                detector TEXT NOT NULL,
-                PRIMARY KEY (src, seq)
-            );
-            CREATE TABLE sources (
-                src TEXT PRIMARY KEY NOT NULL,
-                topic TEXT NOT NULL,
-                last_seq INTEGER NOT NULL,
-                stored INTEGER NOT NULL,
-                gaps INTEGER NOT NULL,
-                missing INTEGER NOT NULL,
-                last_ts REAL NOT NULL
-            );
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE athletes (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
+                    name TEXT NOT NULL,
+                    sex TEXT CHECK (sex IN ('f', 'm', 'x')),
+                    birth_year INTEGER CHECK (birth_year BETWEEN 1900 AND 2100),
+                    height_cm REAL CHECK (height_cm BETWEEN 50 AND 260),
+                    goal_weight_kg REAL CHECK (goal_weight_kg BETWEEN 20 AND 400),
+                    created_ts REAL NOT NULL
+                );
+                CREATE TABLE weigh_ins (
+                    athlete TEXT NOT NULL REFERENCES athletes(id) ON DELETE CASCADE,
+                    ts REAL NOT NULL,
+                    weight_kg REAL NOT NULL CHECK (weight_kg BETWEEN 20 AND 400),
+                    PRIMARY KEY (athlete, ts)
+                );
+                CREATE TABLE exercises (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    description TEXT NOT NULL,
+                    expected_rom_mm REAL NOT NULL CHECK (expected_rom_mm > 0),
+                    mvt_mps REAL NOT NULL CHECK (mvt_mps > 0),
+                    default_rest_s REAL NOT NULL CHECK (default_rest_s >= 0)
+                );
+                CREATE TABLE plans (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 1 AND 64),
+                    athlete TEXT REFERENCES athletes(id) ON DELETE SET NULL,
+                    created_ts REAL NOT NULL
+                );
+                CREATE TABLE plan_items (
+                    plan TEXT NOT NULL REFERENCES plans(id) ON DELETE CASCADE,
+                    position INTEGER NOT NULL,
+                    exercise TEXT NOT NULL REFERENCES exercises(id),
+                    sets INTEGER NOT NULL CHECK (sets BETWEEN 1 AND 20),
+                    reps INTEGER NOT NULL CHECK (reps BETWEEN 1 AND 100),
+                    rest_s REAL NOT NULL CHECK (rest_s BETWEEN 0 AND 1800),
+                    load_kg REAL CHECK (load_kg BETWEEN 0 AND 600),
+                    PRIMARY KEY (plan, position)
+                );
+                CREATE TABLE assignments (
+                    id INTEGER PRIMARY KEY,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    exercise TEXT,
+                    load_kg REAL,
+                    plan TEXT,
+                    ts REAL NOT NULL,
+                    cmd_id TEXT
+                );
+                CREATE INDEX assignments_by_station ON assignments(station, ts);
+                CREATE TABLE sessions (
+                    id INTEGER PRIMARY KEY,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    started_ts REAL NOT NULL,
+                    ended_ts REAL NOT NULL
+                );
+                CREATE INDEX sessions_by_station ON sessions(station, athlete, ended_ts);
+                CREATE INDEX sessions_by_athlete ON sessions(athlete, started_ts);
+                CREATE TABLE sets (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    session INTEGER NOT NULL REFERENCES sessions(id),
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    exercise TEXT,
+                    load_kg REAL,
+                    started_ts REAL NOT NULL,
+                    ended_ts REAL,
+                    reps INTEGER NOT NULL DEFAULT 0,
+                    reason TEXT,
+                    best_mean_velocity_mps REAL,
+                    velocity_loss_pct REAL
+                );
+                CREATE INDEX sets_by_athlete ON sets(athlete, started_ts);
+                CREATE INDEX sets_by_time ON sets(started_ts);
+                CREATE TABLE reps (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    set_id TEXT NOT NULL REFERENCES sets(id),
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    exercise TEXT,
+                    load_kg REAL,
+                    idx INTEGER NOT NULL CHECK (idx >= 1),
+                    mean_velocity_mps REAL NOT NULL,
+                    peak_velocity_mps REAL NOT NULL,
+                    mean_propulsive_velocity_mps REAL NOT NULL,
+                    rom_mm REAL NOT NULL,
+                    concentric_s REAL NOT NULL,
+                    time_to_peak_s REAL NOT NULL,
+                    velocity_loss_pct REAL NOT NULL,
+                    mean_power_w REAL,
+                    zone TEXT,
+                    sensor TEXT,
+                    t_end REAL NOT NULL,
+                    detector TEXT NOT NULL,
+                    src TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    ts REAL NOT NULL
+                );
+                CREATE INDEX reps_by_set ON reps(set_id, idx);
+                CREATE INDEX reps_by_athlete ON reps(athlete, exercise, t_end);
+                CREATE TABLE rejected (
+                    src TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    reason TEXT NOT NULL,
+                    detail TEXT NOT NULL,
+                    rom_mm REAL NOT NULL,
+                    concentric_s REAL NOT NULL,
+                    mean_velocity_mps REAL NOT NULL,
+                    t_end REAL NOT NULL,
+                    detector TEXT NOT NULL,
+                    PRIMARY KEY (src, seq)
+                );
+                CREATE TABLE sources (
+                    src TEXT PRIMARY KEY NOT NULL,
+                    topic TEXT NOT NULL,
+                    last_seq INTEGER NOT NULL,
+                    stored INTEGER NOT NULL,
+                    gaps INTEGER NOT NULL,
+                    missing INTEGER NOT NULL,
+                    last_ts REAL NOT NULL
+                );
+                """)
         for exercise in ExerciseRecord.catalogue {
             try db.execute(
                 sql: "INSERT INTO exercises (id, name, description, expected_rom_mm, mvt_mps, default_rest_s) VALUES (?, ?, ?, ?, ?, ?)",
@@ -155,69 +156,71 @@ public enum Schema {
 
     /// Calibrations, detector patterns, posture changes, load-velocity profiles, alerts.
     static func v2PostureProfilesAlerts(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE calibrations (
-                athlete TEXT NOT NULL,
-                ts REAL NOT NULL,
-                station TEXT NOT NULL,
-                json TEXT NOT NULL,
-                PRIMARY KEY (athlete, ts)
-            );
-            CREATE TABLE patterns (
-                exercise TEXT NOT NULL,
-                name TEXT NOT NULL,
-                ts REAL NOT NULL,
-                json TEXT NOT NULL,
-                PRIMARY KEY (exercise, name)
-            );
-            CREATE TABLE posture_changes (
-                src TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                t REAL NOT NULL,
-                correct INTEGER NOT NULL,
-                bad_for_s REAL NOT NULL,
-                PRIMARY KEY (src, seq)
-            );
-            CREATE TABLE profiles (
-                src TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                exercise TEXT NOT NULL,
-                ts REAL NOT NULL,
-                intercept_mps REAL NOT NULL,
-                slope_mps_per_kg REAL NOT NULL,
-                r2 REAL NOT NULL,
-                mvt_mps REAL NOT NULL,
-                e1rm_kg REAL,
-                PRIMARY KEY (src, seq)
-            );
-            CREATE INDEX profiles_by_athlete ON profiles(athlete, exercise, ts);
-            CREATE TABLE alerts (
-                src TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                station TEXT NOT NULL,
-                athlete TEXT,
-                ts REAL NOT NULL,
-                json TEXT NOT NULL,
-                PRIMARY KEY (src, seq)
-            );
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE calibrations (
+                    athlete TEXT NOT NULL,
+                    ts REAL NOT NULL,
+                    station TEXT NOT NULL,
+                    json TEXT NOT NULL,
+                    PRIMARY KEY (athlete, ts)
+                );
+                CREATE TABLE patterns (
+                    exercise TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    ts REAL NOT NULL,
+                    json TEXT NOT NULL,
+                    PRIMARY KEY (exercise, name)
+                );
+                CREATE TABLE posture_changes (
+                    src TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    t REAL NOT NULL,
+                    correct INTEGER NOT NULL,
+                    bad_for_s REAL NOT NULL,
+                    PRIMARY KEY (src, seq)
+                );
+                CREATE TABLE profiles (
+                    src TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    exercise TEXT NOT NULL,
+                    ts REAL NOT NULL,
+                    intercept_mps REAL NOT NULL,
+                    slope_mps_per_kg REAL NOT NULL,
+                    r2 REAL NOT NULL,
+                    mvt_mps REAL NOT NULL,
+                    e1rm_kg REAL,
+                    PRIMARY KEY (src, seq)
+                );
+                CREATE INDEX profiles_by_athlete ON profiles(athlete, exercise, ts);
+                CREATE TABLE alerts (
+                    src TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    station TEXT NOT NULL,
+                    athlete TEXT,
+                    ts REAL NOT NULL,
+                    json TEXT NOT NULL,
+                    PRIMARY KEY (src, seq)
+                );
+                """)
     }
 
     /// Raw readings, one row each, kept for the retention period.
     static func v3RawSamples(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE samples (
-                id INTEGER PRIMARY KEY,
-                station TEXT NOT NULL,
-                sensor TEXT NOT NULL,
-                t REAL NOT NULL,
-                data TEXT NOT NULL
-            );
-            CREATE INDEX samples_by_time ON samples(t);
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE samples (
+                    id INTEGER PRIMARY KEY,
+                    station TEXT NOT NULL,
+                    sensor TEXT NOT NULL,
+                    t REAL NOT NULL,
+                    data TEXT NOT NULL
+                );
+                CREATE INDEX samples_by_time ON samples(t);
+                """)
     }
 }

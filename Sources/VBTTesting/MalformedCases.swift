@@ -43,11 +43,15 @@ public let malformedCases: [MalformedCase] = {
         MalformedCase(name: "not JSON", frames: [topic, body("hello gym")], expected: .notJSON),
         MalformedCase(name: "truncated JSON", frames: [topic, Array(good.prefix(40))], expected: .notJSON),
         MalformedCase(name: "empty body", frames: [topic, []], expected: .notJSON),
-        MalformedCase(name: "invalid UTF-8 in a string", frames: [topic, sampleBody { $0["station"] = "\"rack\u{FF}\"" }.map { $0 == 0xC3 ? 0xFF : $0 }], expected: .notJSON),
+        MalformedCase(
+            name: "invalid UTF-8 in a string", frames: [topic, sampleBody { $0["station"] = "\"rack\u{FF}\"" }.map { $0 == 0xC3 ? 0xFF : $0 }],
+            expected: .notJSON),
         MalformedCase(name: "trailing garbage", frames: [topic, good + body(" extra")], expected: .notJSON),
         MalformedCase(name: "NaN literal", frames: [topic, sampleBody { $0["ts"] = "NaN" }], expected: .notJSON),
         MalformedCase(name: "duplicate key", frames: [topic, body(#"{"v":1,"v":1}"#)], expected: .notJSON),
-        MalformedCase(name: "nesting too deep", frames: [topic, sampleBody { $0["x"] = String(repeating: "[", count: 64) + String(repeating: "]", count: 64) }], expected: .notJSON),
+        MalformedCase(
+            name: "nesting too deep", frames: [topic, sampleBody { $0["x"] = String(repeating: "[", count: 64) + String(repeating: "]", count: 64) }],
+            expected: .notJSON),
         MalformedCase(name: "array instead of object", frames: [topic, body("[1,2,3]")], expected: .notObject),
         MalformedCase(name: "missing seq", frames: [topic, sampleBody { $0["seq"] = nil }], expected: .missingField),
         MalformedCase(name: "missing src", frames: [topic, sampleBody { $0["src"] = nil }], expected: .missingField),

@@ -2,11 +2,12 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import ServiceLifecycle
 import Synchronization
 import VBTBus
-import VBTWire
 import VBTNotify
+import VBTWire
 
 /// Where and how the webhook posts alerts. Every field has its default here.
 public struct WebhookSettings: Sendable, Equatable {
@@ -66,9 +67,11 @@ public final class WebhookSink: AlertSink {
                 return counters.dropped
             }
             if dropped <= 5 || dropped % 100 == 0 {
-                logger.warning("webhook queue full; alert dropped (the webhook is slow or down)", metadata: [
-                    "alert_id": "\(alert.alertId)", "dropped": "\(dropped)", "capacity": "\(settings.queueCapacity)",
-                ])
+                logger.warning(
+                    "webhook queue full; alert dropped (the webhook is slow or down)",
+                    metadata: [
+                        "alert_id": "\(alert.alertId)", "dropped": "\(dropped)", "capacity": "\(settings.queueCapacity)",
+                    ])
             }
         case .terminated:
             break
@@ -107,9 +110,11 @@ public final class WebhookSink: AlertSink {
             logger.debug("webhook client shutdown", metadata: ["error": "\(error)"])
         }
         let counters = self.counters
-        logger.info("webhook sink stopped", metadata: [
-            "delivered": "\(counters.delivered)", "failed": "\(counters.failed)", "dropped": "\(counters.dropped)", "retries": "\(counters.retries)",
-        ])
+        logger.info(
+            "webhook sink stopped",
+            metadata: [
+                "delivered": "\(counters.delivered)", "failed": "\(counters.failed)", "dropped": "\(counters.dropped)", "retries": "\(counters.retries)",
+            ])
     }
 
     private enum Outcome { case delivered, retry(String), refused(String) }
@@ -126,14 +131,17 @@ public final class WebhookSink: AlertSink {
                 return
             case .refused(let why):
                 state.withLock { $0.failed += 1 }
-                logger.error("webhook refused the alert; check the webhook's address and what it accepts", metadata: ["alert_id": "\(item.alertId)", "reason": "\(why)"])
+                logger.error(
+                    "webhook refused the alert; check the webhook's address and what it accepts", metadata: ["alert_id": "\(item.alertId)", "reason": "\(why)"])
                 return
             case .retry(let why):
                 guard attempt < settings.retries, !stopping.load(ordering: .acquiring) else {
                     state.withLock { $0.failed += 1 }
-                    logger.error("webhook delivery failed; check that the webhook at the address is up", metadata: [
-                        "alert_id": "\(item.alertId)", "attempts": "\(attempt + 1)", "reason": "\(why)", "url": "\(settings.url)",
-                    ])
+                    logger.error(
+                        "webhook delivery failed; check that the webhook at the address is up",
+                        metadata: [
+                            "alert_id": "\(item.alertId)", "attempts": "\(attempt + 1)", "reason": "\(why)", "url": "\(settings.url)",
+                        ])
                     return
                 }
                 attempt += 1

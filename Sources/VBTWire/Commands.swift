@@ -35,8 +35,10 @@ public struct AthleteAssign: Sendable, Equatable {
     public var romMm: Double?
 
     /// Creates arguments.
-    public init(athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, restS: Double? = nil,
-                vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil) {
+    public init(
+        athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, restS: Double? = nil,
+        vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil
+    ) {
         (self.athlete, self.exercise, self.loadKg, self.restS) = (athlete, exercise, loadKg, restS)
         (self.vlThresholdPct, self.vlReference, self.targetZone, self.romMm) = (vlThresholdPct, vlReference, targetZone, romMm)
     }
@@ -105,13 +107,20 @@ public struct Plan: Sendable, Codable, Equatable {
     public func assignArgs(athlete: String) -> JSONObject {
         var fields: [(key: String, value: JSONValue)] = [("athlete", .string(athlete))]
         if let id { fields.append(("plan", .string(id))) }
-        fields.append(("exercises", .array(items.map { item in
-            var entry: [(key: String, value: JSONValue)] = [("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
-                                                            ("reps", .number(Double(item.reps)))]
-            if let rest = item.restS { entry.append(("rest_s", .number(rest))) }
-            if let load = item.loadKg { entry.append(("load_kg", .number(load))) }
-            return .object(JSONObject(entry))
-        })))
+        fields.append(
+            (
+                "exercises",
+                .array(
+                    items.map { item in
+                        var entry: [(key: String, value: JSONValue)] = [
+                            ("exercise", .string(item.exercise)), ("sets", .number(Double(item.sets))),
+                            ("reps", .number(Double(item.reps))),
+                        ]
+                        if let rest = item.restS { entry.append(("rest_s", .number(rest))) }
+                        if let load = item.loadKg { entry.append(("load_kg", .number(load))) }
+                        return .object(JSONObject(entry))
+                    })
+            ))
         return JSONObject(fields)
     }
 }

@@ -30,13 +30,17 @@ public struct RepMessage: BusPayload, Equatable {
     public var sensor: String?
 
     /// Creates a rep message.
-    public init(setId: String, repId: String, index: Int, meanVelocityMps: Double, peakVelocityMps: Double,
-                meanPropulsiveVelocityMps: Double, romMm: Double, concentricS: Double, timeToPeakS: Double,
-                velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double?, concentricEndT: Double?,
-                exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil, meanPowerW: Double? = nil, sensor: String? = nil) {
+    public init(
+        setId: String, repId: String, index: Int, meanVelocityMps: Double, peakVelocityMps: Double,
+        meanPropulsiveVelocityMps: Double, romMm: Double, concentricS: Double, timeToPeakS: Double,
+        velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double?, concentricEndT: Double?,
+        exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil, meanPowerW: Double? = nil, sensor: String? = nil
+    ) {
         (self.setId, self.repId, self.index, self.meanVelocityMps, self.peakVelocityMps) = (setId, repId, index, meanVelocityMps, peakVelocityMps)
         (self.meanPropulsiveVelocityMps, self.romMm, self.concentricS, self.timeToPeakS) = (meanPropulsiveVelocityMps, romMm, concentricS, timeToPeakS)
-        (self.velocityLossPct, self.tEnd, self.detector, self.concentricStartT, self.concentricEndT) = (velocityLossPct, tEnd, detector, concentricStartT, concentricEndT)
+        (self.velocityLossPct, self.tEnd, self.detector, self.concentricStartT, self.concentricEndT) = (
+            velocityLossPct, tEnd, detector, concentricStartT, concentricEndT
+        )
         (self.exercise, self.loadKg, self.zone, self.meanPowerW, self.sensor) = (exercise, loadKg, zone, meanPowerW, sensor)
     }
 
@@ -100,8 +104,10 @@ public struct SetMessage: BusPayload, Equatable {
     public var loadKg: Double?
 
     /// Creates a set message.
-    public init(setId: String, event: Event, reps: Int? = nil, reason: Reason? = nil, bestMeanVelocityMps: Double? = nil,
-                velocityLossPct: Double? = nil, exercise: String? = nil, loadKg: Double? = nil) {
+    public init(
+        setId: String, event: Event, reps: Int? = nil, reason: Reason? = nil, bestMeanVelocityMps: Double? = nil,
+        velocityLossPct: Double? = nil, exercise: String? = nil, loadKg: Double? = nil
+    ) {
         (self.setId, self.event, self.reps, self.reason, self.bestMeanVelocityMps) = (setId, event, reps, reason, bestMeanVelocityMps)
         (self.velocityLossPct, self.exercise, self.loadKg) = (velocityLossPct, exercise, loadKg)
     }
@@ -192,8 +198,10 @@ public struct ProfileMessage: BusPayload, Equatable {
     public var e1rmKg: Double?
 
     /// Creates a profile message.
-    public init(exercise: String, loadsKg: [Double], meanVelocitiesMps: [Double], interceptMps: Double, slopeMpsPerKg: Double,
-                r2: Double, mvtMps: Double, e1rmKg: Double?) {
+    public init(
+        exercise: String, loadsKg: [Double], meanVelocitiesMps: [Double], interceptMps: Double, slopeMpsPerKg: Double,
+        r2: Double, mvtMps: Double, e1rmKg: Double?
+    ) {
         (self.exercise, self.loadsKg, self.meanVelocitiesMps, self.interceptMps) = (exercise, loadsKg, meanVelocitiesMps, interceptMps)
         (self.slopeMpsPerKg, self.r2, self.mvtMps, self.e1rmKg) = (slopeMpsPerKg, r2, mvtMps, e1rmKg)
     }

@@ -380,7 +380,9 @@ public struct JSONWriter {
                 case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
                 case 0..<0x20:
                     let hex = UInt8(ascii: "0")
-                    bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), hex, hex, hex + (byte >> 4), byte & 0xF < 10 ? hex + (byte & 0xF) : UInt8(ascii: "a") + (byte & 0xF) - 10])
+                    bytes.append(contentsOf: [
+                        0x5C, UInt8(ascii: "u"), hex, hex, hex + (byte >> 4), byte & 0xF < 10 ? hex + (byte & 0xF) : UInt8(ascii: "a") + (byte & 0xF) - 10,
+                    ])
                 default: bytes.append(byte)
                 }
             }

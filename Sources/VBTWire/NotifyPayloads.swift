@@ -22,8 +22,10 @@ public struct TimerMessage: BusPayload, Equatable, Codable {
     public var exercise: String?
 
     /// Creates a timer message.
-    public init(timerId: String, state: State, durationS: Double, remainingS: Double, endsAt: Double? = nil,
-                setId: String? = nil, exercise: String? = nil) {
+    public init(
+        timerId: String, state: State, durationS: Double, remainingS: Double, endsAt: Double? = nil,
+        setId: String? = nil, exercise: String? = nil
+    ) {
         (self.timerId, self.state, self.durationS, self.remainingS, self.endsAt, self.setId, self.exercise) =
             (timerId, state, durationS, remainingS, endsAt, setId, exercise)
     }
@@ -99,8 +101,10 @@ public struct AlertMessage: BusPayload, Equatable, Codable {
     public var silentS: Double?
 
     /// Creates an alert.
-    public init(alertId: String, kind: Kind, severity: Severity, state: State, message: String, since: Double,
-                station: String, athlete: String? = nil, suppressed: Int = 0) {
+    public init(
+        alertId: String, kind: Kind, severity: Severity, state: State, message: String, since: Double,
+        station: String, athlete: String? = nil, suppressed: Int = 0
+    ) {
         (self.alertId, self.kind, self.severity, self.state, self.message) = (alertId, kind, severity, state, message)
         (self.since, self.station, self.athlete, self.suppressed) = (since, station, athlete, suppressed)
     }
@@ -196,8 +200,10 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
     public var nextExercise: String?
 
     /// Creates a workout message.
-    public init(event: String, state: State, plan: String?, exercise: String?, loadKg: Double?, set: Int, sets: Int?, reps: Int?,
-                exerciseIndex: Int?, exercises: Int?, setsDone: Int, restS: Double, vlThresholdPct: Double, nextExercise: String?) {
+    public init(
+        event: String, state: State, plan: String?, exercise: String?, loadKg: Double?, set: Int, sets: Int?, reps: Int?,
+        exerciseIndex: Int?, exercises: Int?, setsDone: Int, restS: Double, vlThresholdPct: Double, nextExercise: String?
+    ) {
         (self.event, self.state, self.plan, self.exercise, self.loadKg, self.set, self.sets) = (event, state, plan, exercise, loadKg, set, sets)
         (self.reps, self.exerciseIndex, self.exercises, self.setsDone, self.restS) = (reps, exerciseIndex, exercises, setsDone, restS)
         (self.vlThresholdPct, self.nextExercise) = (vlThresholdPct, nextExercise)

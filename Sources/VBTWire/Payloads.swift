@@ -256,19 +256,21 @@ public struct SampleMessage: BusPayload, Equatable {
             var list: [IMUReading] = []
             list.reserveCapacity(items.count)
             for item in items {
-                list.append(IMUReading(
-                    t: try item.number("t"), accG: try item.vector("acc_g"),
-                    gyroDps: try item.vector("gyro_dps"), angleDeg: try item.optionalVector("angle_deg")))
+                list.append(
+                    IMUReading(
+                        t: try item.number("t"), accG: try item.vector("acc_g"),
+                        gyroDps: try item.vector("gyro_dps"), angleDeg: try item.optionalVector("angle_deg")))
             }
             readings = .imu(list)
         case "distance":
             var list: [DistanceReading] = []
             list.reserveCapacity(items.count)
             for item in items {
-                list.append(DistanceReading(
-                    t: try item.number("t"), distanceMm: try item.number("distance_mm"),
-                    state: try item.optionalChoice("state", DistanceReading.State.self),
-                    accG: try item.optionalVector("acc_g")))
+                list.append(
+                    DistanceReading(
+                        t: try item.number("t"), distanceMm: try item.number("distance_mm"),
+                        state: try item.optionalChoice("state", DistanceReading.State.self),
+                        accG: try item.optionalVector("acc_g")))
             }
             readings = .distance(list)
         case "posture":

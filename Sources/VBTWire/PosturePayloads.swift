@@ -20,8 +20,10 @@ public struct PostureMessage: BusPayload, Equatable {
     public var t: Double
 
     /// Creates a posture message.
-    public init(correct: Bool, changed: Bool, accDensity: Double, magDensity: Double, accThreshold: Double, magThreshold: Double,
-                badForS: Double, sustainedBad: Bool, t: Double) {
+    public init(
+        correct: Bool, changed: Bool, accDensity: Double, magDensity: Double, accThreshold: Double, magThreshold: Double,
+        badForS: Double, sustainedBad: Bool, t: Double
+    ) {
         (self.correct, self.changed, self.accDensity, self.magDensity) = (correct, changed, accDensity, magDensity)
         (self.accThreshold, self.magThreshold, self.badForS, self.sustainedBad, self.t) = (accThreshold, magThreshold, badForS, sustainedBad, t)
     }
@@ -72,8 +74,10 @@ public struct CalibrationMessage: BusPayload, Equatable {
         public var samples: Int
 
         /// Creates a fit.
-        public init(mean: [Double], covariance: [[Double]], determinant: Double, inverse: [[Double]], eigenvalues: [Double],
-                    sigma: [Double], threshold: Double, fromData: Bool, reason: String?, samples: Int) {
+        public init(
+            mean: [Double], covariance: [[Double]], determinant: Double, inverse: [[Double]], eigenvalues: [Double],
+            sigma: [Double], threshold: Double, fromData: Bool, reason: String?, samples: Int
+        ) {
             (self.mean, self.covariance, self.determinant, self.inverse, self.eigenvalues) = (mean, covariance, determinant, inverse, eigenvalues)
             (self.sigma, self.threshold, self.fromData, self.reason, self.samples) = (sigma, threshold, fromData, reason, samples)
         }
@@ -94,9 +98,13 @@ public struct CalibrationMessage: BusPayload, Equatable {
         func write(to writer: inout JSONWriter) {
             writer.beginObject()
             writer.key("mean"); writer.numbers(mean)
-            writer.key("covariance"); writer.beginArray(); covariance.forEach { writer.numbers($0) }; writer.endArray()
+            writer.key("covariance"); writer.beginArray()
+            for row in covariance { writer.numbers(row) }
+            writer.endArray()
             writer.field("determinant", determinant)
-            writer.key("inverse"); writer.beginArray(); inverse.forEach { writer.numbers($0) }; writer.endArray()
+            writer.key("inverse"); writer.beginArray()
+            for row in inverse { writer.numbers(row) }
+            writer.endArray()
             writer.key("eigenvalues"); writer.numbers(eigenvalues)
             writer.key("sigma"); writer.numbers(sigma)
             writer.field("threshold", threshold)

@@ -2,10 +2,10 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTNotify
 import VBTWebhook
+import VBTWire
 
 @main
 struct NotifierCommand: AsyncParsableCommand {
@@ -62,7 +62,9 @@ struct NotifierCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard defaultRest >= 0, defaultRest <= 3600 else { throw ValidationError("--default-rest must be 0 to 3600 seconds") }
-        guard repeatInterval > 0, missedHeartbeats >= 1 else { throw ValidationError("--repeat-interval must be more than 0 and --missed-heartbeats 1 or more") }
+        guard repeatInterval > 0, missedHeartbeats >= 1 else {
+            throw ValidationError("--repeat-interval must be more than 0 and --missed-heartbeats 1 or more")
+        }
         if let postureLimit { guard postureLimit > 0 else { throw ValidationError("--posture-limit must be more than 0 seconds") } }
         guard rateDrop > 0, rateDrop < 1 else { throw ValidationError("--rate-drop must be between 0 and 1, e.g. 0.5") }
         if let webhook {
@@ -97,8 +99,9 @@ struct NotifierCommand: AsyncParsableCommand {
         // The sink outlives the bus loop: an attempt in flight at shutdown gets a moment to finish, then is cancelled.
         let services = sink.map { [WebhookService(sink: $0, graceS: webhookTimeout + 0.5)] } ?? []
         try await runProgram("notifier", logger: logger, onShutdown: { stop.set() }, before: services) { context in
-            let runtime = try NotifierRuntime(context: context, config: busConfig, settings: notifierSettings, statePath: statePath,
-                                              sink: sink, logger: logger)
+            let runtime = try NotifierRuntime(
+                context: context, config: busConfig, settings: notifierSettings, statePath: statePath,
+                sink: sink, logger: logger)
             try runtime.run(stop: stop)
         }
     }

@@ -2,9 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTPosture
+import VBTWire
 
 @main
 struct PostureEvaluator: AsyncParsableCommand {

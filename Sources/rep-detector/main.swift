@@ -1,9 +1,9 @@
 import ArgumentParser
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTDetection
+import VBTWire
 
 @main
 struct RepDetector: AsyncParsableCommand {

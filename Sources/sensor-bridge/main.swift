@@ -1,9 +1,9 @@
 import ArgumentParser
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTSensors
+import VBTWire
 
 @main
 struct SensorBridge: AsyncParsableCommand {
@@ -60,7 +60,8 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "Replay: the message types to publish, comma-separated.")
     var replayTypes: String = "sample,status"
 
-    @Option(help: "Seconds to wait at start for a subscriber to this station's samples, so the first messages are not published into the void (0: do not wait).")
+    @Option(
+        help: "Seconds to wait at start for a subscriber to this station's samples, so the first messages are not published into the void (0: do not wait).")
     var waitSubscribers: Double = 5
 
     // Simulator
@@ -97,10 +98,16 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "Simulated posture wearable readings per second (0: none); sits well 20 s, then slouches 8 s in every 40.")
     var postureRate: Double = 0
 
-    @Flag(help: "Simulate real sensors' faults: uneven timing (+-60 %), gaps up to 100 ms, repeated and out-of-order readings, distance spikes and readings with no return, a phone-grade IMU (gain and offsets off, no angles).")
+    @Flag(
+        help:
+            "Simulate real sensors' faults: uneven timing (+-60 %), gaps up to 100 ms, repeated and out-of-order readings, distance spikes and readings with no return, a phone-grade IMU (gain and offsets off, no angles)."
+    )
     var realSensors = false
 
-    @Option(help: "Simulation: write the ground truth of every rep to FILE as reference labels (CSV: station,t_top,mean_velocity_mps,peak_velocity_mps; proto/labels.md), for `vbt eval`.")
+    @Option(
+        help:
+            "Simulation: write the ground truth of every rep to FILE as reference labels (CSV: station,t_top,mean_velocity_mps,peak_velocity_mps; proto/labels.md), for `vbt eval`."
+    )
     var truth: String?
 
     @Option(help: "Simulated athlete name for the envelope's athlete field.")
@@ -136,7 +143,8 @@ struct SensorBridge: AsyncParsableCommand {
             do { _ = try BLESensorSpec(parsing: spec) } catch { throw ValidationError(error.message) }
         }
         guard imuRate.isFinite, imuRate >= 0, imuRate <= 1000, distanceRate.isFinite, distanceRate >= 0, distanceRate <= 1000,
-              postureRate.isFinite, postureRate >= 0, postureRate <= 1000 else {
+            postureRate.isFinite, postureRate >= 0, postureRate <= 1000
+        else {
             throw ValidationError("--imu-rate, --distance-rate and --posture-rate must be between 0 and 1000")
         }
         if !ble.isEmpty, WitMotion.rateCodes[Int(imuRate)] == nil {
@@ -181,10 +189,12 @@ struct SensorBridge: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             if recording.skippedLines > 0 || !recording.skippedTypes.isEmpty {
-                logger.warning("replay skips part of the recording", metadata: [
-                    "bad_lines": "\(recording.skippedLines)",
-                    "other_types": "\(recording.skippedTypes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
-                ])
+                logger.warning(
+                    "replay skips part of the recording",
+                    metadata: [
+                        "bad_lines": "\(recording.skippedLines)",
+                        "other_types": "\(recording.skippedTypes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                    ])
             }
             let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations)
             firstTopic = recording.messages.first.map { "\($0.type).\(source.copies(of: $0.station)[0])" }
@@ -237,22 +247,23 @@ struct SensorBridge: AsyncParsableCommand {
         let finiteSources = finite
         let busConfig = config, batchPolicy = policy
         let heartbeatName = replay == nil ? station : nil
-        try await runProgram("sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running", onShutdown: { stop.set() }) { context in
-                    let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
-                    // Live bridges say they are alive; a replay is a load generator, not a station.
-                    if let station = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-\(station)") }
-                    if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
-                        logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
-                    }
-                    let threads = sourceList.map { $0.start(into: queue, stop: stop, logger: logger) }
-                    // Every source is stopped and waited for (each reads with a timeout, so it ends within it).
-                    defer {
-                        stop.set()
-                        for thread in threads where !thread.join(timeoutS: 5) {
-                            logger.warning("sensor source still running at exit", metadata: ["source": "\(thread.name)"])
-                        }
-                    }
-                    try bridge.run(stop: stop, finiteSources: finiteSources)
+        try await runProgram("sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running", onShutdown: { stop.set() }) {
+            context in
+            let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
+            // Live bridges say they are alive; a replay is a load generator, not a station.
+            if let station = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-\(station)") }
+            if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
+                logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
+            }
+            let threads = sourceList.map { $0.start(into: queue, stop: stop, logger: logger) }
+            // Every source is stopped and waited for (each reads with a timeout, so it ends within it).
+            defer {
+                stop.set()
+                for thread in threads where !thread.join(timeoutS: 5) {
+                    logger.warning("sensor source still running at exit", metadata: ["source": "\(thread.name)"])
+                }
+            }
+            try bridge.run(stop: stop, finiteSources: finiteSources)
         }
     }
 }

@@ -2,10 +2,10 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
-import VBTStore
 import VBTQuery
+import VBTStore
+import VBTWire
 
 @main
 struct SessionRecorder: AsyncParsableCommand {
@@ -54,9 +54,11 @@ struct SessionRecorder: AsyncParsableCommand {
         storeSettings.sessionGapS = sessionGap
         let busConfig = config, settings = storeSettings
         let stop = StopFlag()
-        try await runProgram("session-recorder", logger: logger,
-                             hint: "check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT, that vbt-bus is running, and that no other recorder holds VBT_QUERY_ENDPOINT",
-                             onShutdown: { stop.set() }) { context in
+        try await runProgram(
+            "session-recorder", logger: logger,
+            hint: "check VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT, that vbt-bus is running, and that no other recorder holds VBT_QUERY_ENDPOINT",
+            onShutdown: { stop.set() }
+        ) { context in
             // Opened on the socket thread, which alone uses it from then on.
             let store: TrainingStore
             do { store = try TrainingStore(settings: settings, openLater: true) } catch {

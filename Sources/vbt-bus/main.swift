@@ -1,8 +1,8 @@
 import ArgumentParser
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
+import VBTWire
 
 @main
 struct VBTBusCommand: AsyncParsableCommand {
@@ -39,7 +39,8 @@ struct VBTBusCommand: AsyncParsableCommand {
         configuration.bus.highWaterMark = highWaterMark
         configuration.heartbeatIntervalS = heartbeatInterval
         let settings = configuration
-        try await runProgram("vbt-bus", logger: logger, hint: "is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT") { context in
+        try await runProgram("vbt-bus", logger: logger, hint: "is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT") {
+            context in
             let forwarder = try Forwarder(context: context, configuration: settings, logger: logger)
             try forwarder.run()
         }

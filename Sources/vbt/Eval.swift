@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import VBTBus
-import VBTWire
 import VBTDetection
+import VBTWire
 
 /// `vbt eval`: the live detectors run offline over a recording, compared with reference labels.
 struct Eval: ParsableCommand {

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import VBTBus
-import VBTWire
 import VBTCommandLine
+import VBTWire
 
 /// `vbt rest pause|resume|skip|extend STATION`: the notifier's rest timer at a station.
 struct Rest: AsyncParsableCommand {

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTQuery
+import VBTWire
 
 // The training-data commands: they ask the session-recorder over its query
 // endpoint (proto/query.md), print a table for people or JSON for scripts
@@ -114,10 +114,14 @@ struct Athlete: ParsableCommand {
         func run() throws {
             let athletes = try recorder.withClient { try $0.ask(.athleteList, NoArgs(), as: [AthleteProfile].self) }
             recorder.output(athletes) {
-                renderTable(["id", "name", "sex", "born", "height cm", "weight kg", "BMI", "goal kg", "sessions", "sets", "reps"], athletes.map {
-                    [$0.id, $0.name, $0.sex ?? "-", $0.birthYear.map(String.init) ?? "-", show($0.heightCm, 0), show($0.weightKg, 1),
-                     show($0.bmi, 1), show($0.goalWeightKg, 1), "\($0.sessions)", "\($0.sets)", "\($0.reps)"]
-                })
+                renderTable(
+                    ["id", "name", "sex", "born", "height cm", "weight kg", "BMI", "goal kg", "sessions", "sets", "reps"],
+                    athletes.map {
+                        [
+                            $0.id, $0.name, $0.sex ?? "-", $0.birthYear.map(String.init) ?? "-", show($0.heightCm, 0), show($0.weightKg, 1),
+                            show($0.bmi, 1), show($0.goalWeightKg, 1), "\($0.sessions)", "\($0.sets)", "\($0.reps)",
+                        ]
+                    })
             }
         }
     }
@@ -172,9 +176,11 @@ struct Exercise: ParsableCommand {
         func run() throws {
             let exercises = try recorder.withClient { try $0.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self) }
             recorder.output(exercises) {
-                renderTable(["id", "name", "ROM mm", "MVT m/s", "rest s"], exercises.map {
-                    [$0.id, $0.name, show($0.expectedRomMm, 0), show($0.mvtMps), show($0.defaultRestS, 0)]
-                })
+                renderTable(
+                    ["id", "name", "ROM mm", "MVT m/s", "rest s"],
+                    exercises.map {
+                        [$0.id, $0.name, show($0.expectedRomMm, 0), show($0.mvtMps), show($0.defaultRestS, 0)]
+                    })
             }
         }
     }
@@ -271,19 +277,29 @@ struct PlanCommand: ParsableCommand {
                 guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
                 let first = plan.items[0]
                 let planArgs = plan.assignArgs(athlete: who)
-                let assignArgs = assignmentArgs(athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
-                                                romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
-                let ids = try publishCommands(station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])
+                let assignArgs = assignmentArgs(
+                    athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
+                    romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
+                let ids = try publishCommands(
+                    station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])
                 try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
-                recorder.output(plan) { "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n" }
+                recorder.output(plan) {
+                    "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n"
+                }
             }
         }
     }
 
     static func describe(_ plan: Plan) -> String {
-        "plan \(plan.id ?? "-")\(plan.athlete.map { " for \($0)" } ?? "")\n" + renderTable(["#", "exercise", "sets", "reps", "load kg", "rest s"], plan.items.enumerated().map {
-            ["\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", show($0.element.loadKg, 1), show($0.element.restS, 0)]
-        })
+        "plan \(plan.id ?? "-")\(plan.athlete.map { " for \($0)" } ?? "")\n"
+            + renderTable(
+                ["#", "exercise", "sets", "reps", "load kg", "rest s"],
+                plan.items.enumerated().map {
+                    [
+                        "\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", show($0.element.loadKg, 1),
+                        show($0.element.restS, 0),
+                    ]
+                })
     }
 }
 
@@ -317,8 +333,9 @@ struct Station: ParsableCommand {
             try recorder.withClient { client in
                 _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
                 let entry = try client.ask(.exerciseShow, IdArgs(id: exercise), as: ExerciseRecord.self)
-                let args = assignmentArgs(athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
-                                          vlThresholdPct: vlThreshold)
+                let args = assignmentArgs(
+                    athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
+                    vlThresholdPct: vlThreshold)
                 let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
                 let stored = try client.waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
                 recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
@@ -358,8 +375,10 @@ func publishCommands(station: String, athlete: String, config: BusConfig, _ comm
 
 /// Sends `commands` as `cmd.<station>` once a subscription for them has reached the bus
 /// (else one line naming `whoListens`, and `ProgramExit`); returns their correlation ids.
-func sendCommands(_ publisher: Publisher, station: String, athlete: String? = nil, target: String,
-                  _ commands: [(String, JSONObject)], whoListens: String) throws -> [String] {
+func sendCommands(
+    _ publisher: Publisher, station: String, athlete: String? = nil, target: String,
+    _ commands: [(String, JSONObject)], whoListens: String
+) throws -> [String] {
     let topic = CommandMessage.topic(station: station)
     guard try publisher.waitForSubscriber(topic: topic, timeoutS: 5) else {
         reportProblem("vbt: nobody listens to \(topic); is \(whoListens) running?")
@@ -383,7 +402,11 @@ extension QueryClient {
                 return stored
             }
             guard monotonicSeconds() < deadline else {
-                throw QueryError(kind: "timeout", message: "the recorder has not stored the assignment of \(station) within \(Int(timeoutS)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)")
+                throw QueryError(
+                    kind: "timeout",
+                    message:
+                        "the recorder has not stored the assignment of \(station) within \(Int(timeoutS)) s: check it subscribes to the same bus (VBT_SUB_ENDPOINT)"
+                )
             }
             usleep(50_000)
         }
@@ -405,10 +428,14 @@ struct History: ParsableCommand {
             try $0.ask(.history, HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit), as: [SetSummary].self)
         }
         recorder.output(sets) {
-            renderTable(["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by"], sets.map {
-                [localDate($0.startedTs), $0.station, $0.athlete ?? "-", $0.exercise ?? "-", show($0.loadKg, 1), "\($0.reps)",
-                 show($0.bestMeanVelocityMps), show($0.velocityLossPct, 1), $0.reason ?? ($0.endedTs == nil ? "(in progress)" : "-")]
-            })
+            renderTable(
+                ["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by"],
+                sets.map {
+                    [
+                        localDate($0.startedTs), $0.station, $0.athlete ?? "-", $0.exercise ?? "-", show($0.loadKg, 1), "\($0.reps)",
+                        show($0.bestMeanVelocityMps), show($0.velocityLossPct, 1), $0.reason ?? ($0.endedTs == nil ? "(in progress)" : "-"),
+                    ]
+                })
         }
     }
 }
@@ -458,9 +485,11 @@ struct Stats: ParsableCommand {
             }
             if let chart { try writeChart(SVGChart.week(stats), to: chart) }
             recorder.output(stats) {
-                renderTable(["day", "sets", "reps", "volume kg", "TUT s"], (stats.days + [stats.totals]).map {
-                    [$0.day, "\($0.sets)", "\($0.reps)", show($0.volumeKg, 0), show($0.timeUnderTensionS, 1)]
-                }) + "most trained: \(stats.mostTrainedExercise ?? "-")\n" + (chart.map { "chart: \($0)\n" } ?? "")
+                renderTable(
+                    ["day", "sets", "reps", "volume kg", "TUT s"],
+                    (stats.days + [stats.totals]).map {
+                        [$0.day, "\($0.sets)", "\($0.reps)", show($0.volumeKg, 0), show($0.timeUnderTensionS, 1)]
+                    }) + "most trained: \(stats.mostTrainedExercise ?? "-")\n" + (chart.map { "chart: \($0)\n" } ?? "")
             }
         }
     }

@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
+import VBTWire
 
 @main
 struct VBT: AsyncParsableCommand {
@@ -15,8 +15,10 @@ struct VBT: AsyncParsableCommand {
             unless given as options. Topics are <type>.<station>; a PREFIX such as `rep.` or
             `sample.rack-01` selects what to receive (none: everything).
             """,
-        subcommands: [Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
-                      Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self])
+        subcommands: [
+            Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
+            Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self,
+        ])
 }
 
 struct Posture: AsyncParsableCommand {
@@ -50,8 +52,9 @@ struct Posture: AsyncParsableCommand {
             try await runLoop("vbt.posture", logger: logger) { context in
                 let publisher = try Publisher(context: context, config: config, program: "vbt")
                 let args = JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])
-                let id = try sendCommands(publisher, station: station, athlete: athlete, target: "posture-evaluator",
-                                          [(CommandName.postureCalibrate, args)], whoListens: "posture-evaluator")[0]
+                let id = try sendCommands(
+                    publisher, station: station, athlete: athlete, target: "posture-evaluator",
+                    [(CommandName.postureCalibrate, args)], whoListens: "posture-evaluator")[0]
                 print("calibration \(id) started at \(station) for \(athlete): \(Int(seconds)) s; watch with `vbt echo calibration.\(station)`")
             }
         }
@@ -167,8 +170,9 @@ enum HzReport {
             }
         }
         let malformed = stats.malformed.sorted(by: { $0.key < $1.key }).map { "\($0.key)=\($0.value)" }
-        lines.append("malformed: \(stats.totals.malformed)" + (malformed.isEmpty ? "" : " (" + malformed.joined(separator: ", ") + ")")
-            + "  bus heartbeats: \(stats.busHeartbeats)  bus restarts: \(stats.busRestarts)")
+        lines.append(
+            "malformed: \(stats.totals.malformed)" + (malformed.isEmpty ? "" : " (" + malformed.joined(separator: ", ") + ")")
+                + "  bus heartbeats: \(stats.busHeartbeats)  bus restarts: \(stats.busRestarts)")
         return lines.joined(separator: "\n") + "\n"
     }
 }
@@ -227,10 +231,12 @@ struct Record: AsyncParsableCommand {
                 writer.close()
                 saveStats()
                 let totals = subscriber.stats.totals
-                logger.info("recording closed", metadata: [
-                    "path": "\(out)", "lines": "\(writer.lines)", "gaps": "\(totals.gaps)",
-                    "missing": "\(totals.missing)", "duplicates": "\(totals.duplicates)", "malformed": "\(totals.malformed)",
-                ])
+                logger.info(
+                    "recording closed",
+                    metadata: [
+                        "path": "\(out)", "lines": "\(writer.lines)", "gaps": "\(totals.gaps)",
+                        "missing": "\(totals.missing)", "duplicates": "\(totals.duplicates)", "malformed": "\(totals.malformed)",
+                    ])
             }
             while count.map({ writer.lines < $0 }) ?? true {
                 let now = monotonicSeconds()
@@ -279,7 +285,9 @@ struct Pub: AsyncParsableCommand {
 
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be 1 or more") }
-        guard rate == 0 || (rate >= 0.01 && rate <= 1_000_000) else { throw ValidationError("--rate must be 0 (as fast as possible) or between 0.01 and 1000000") }
+        guard rate == 0 || (rate >= 0.01 && rate <= 1_000_000) else {
+            throw ValidationError("--rate must be 0 (as fast as possible) or between 0.01 and 1000000")
+        }
         do { _ = try splitTopic(Array(topic.utf8)) } catch {
             throw ValidationError("topic \(topic): \(error.detail), e.g. cmd.rack-01")
         }

@@ -2,9 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import VBTBus
-import VBTWire
 import VBTCommandLine
 import VBTNotify
+import VBTWire
 
 #if canImport(Glibc)
 import Glibc
@@ -35,8 +35,11 @@ struct Watch: AsyncParsableCommand {
         try await runLoop("vbt.watch", logger: logger) { context in
             let terminal = TerminalScreen()
             defer { terminal.restore() }
-            let subscriber = try Subscriber(context: context, config: config,
-                                            prefixes: MessageTypes.prefixes(RepMessage.self, SetMessage.self, PostureMessage.self, TimerMessage.self, WorkoutMessage.self, StatusMessage.self, AlertMessage.self, CommandMessage.self), logger: quietLogger)
+            let subscriber = try Subscriber(
+                context: context, config: config,
+                prefixes: MessageTypes.prefixes(
+                    RepMessage.self, SetMessage.self, PostureMessage.self, TimerMessage.self, WorkoutMessage.self, StatusMessage.self, AlertMessage.self,
+                    CommandMessage.self), logger: quietLogger)
             var board = WatchBoard()
             var nextDraw = 0.0
             while true {

@@ -76,8 +76,10 @@ enum WireTypes {
         func add<P: BusPayload>(_ type: P.Type) {
             table[P.type] = { message, stamper in
                 let payload = try message.payload(as: P.self)
-                return try stamper.encode(payload, station: message.envelope.station, athlete: message.envelope.athlete,
-                                          ts: message.envelope.ts).body
+                return try stamper.encode(
+                    payload, station: message.envelope.station, athlete: message.envelope.athlete,
+                    ts: message.envelope.ts
+                ).body
             }
         }
         for type in MessageTypes.all { add(type) }
@@ -88,7 +90,8 @@ enum WireTypes {
     static func roundTrip(_ frame: [UInt8], stamper: inout EnvelopeStamper) throws -> [UInt8] {
         // The topic a publisher would have sent it under.
         guard case .object(let fields) = try JSONParser.parse(frame),
-              case .string(let type)? = fields["type"], case .string(let station)? = fields["station"] else {
+            case .string(let type)? = fields["type"], case .string(let station)? = fields["station"]
+        else {
             throw ValidationError("a message is a JSON object with string fields type and station")
         }
         let message = try decodeMessage(topic: Array("\(type).\(station)".utf8), body: frame)

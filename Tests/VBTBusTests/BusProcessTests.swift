@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
 @testable import VBTWire
 
@@ -13,16 +14,20 @@ struct BusProcessTests {
     static let loadBody = #"{"sensor":"distance","device":"sim","samples":[{"t":1763812345.123456,"distance_mm":512.5,"state":"CONCENTRIC"}]}"#
 
     private func startBus(_ config: BusConfig, in dir: TemporaryDirectory, heartbeat: Double = 0.1) throws -> ManagedProcess {
-        let bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "\(heartbeat)"],
-                                     environment: config.environmentVariables, workDirectory: dir.url)
+        let bus = try ManagedProcess(
+            "vbt-bus", ["--heartbeat-interval", "\(heartbeat)"],
+            environment: config.environmentVariables, workDirectory: dir.url)
         #expect(bus.waitForStderr("bus forwarding", timeoutS: 20), "vbt-bus did not start: \(bus.stderrText)")
         return bus
     }
 
     private func startRecorder(_ config: BusConfig, in dir: TemporaryDirectory, name: String, extra: [String]) throws -> ManagedProcess {
         let recorder = try ManagedProcess(
-            "vbt", ["record", "--out", dir.path("\(name).jsonl"), "--stats", dir.path("\(name).stats.json"),
-                    "--stats-interval", "0.1"] + extra,
+            "vbt",
+            [
+                "record", "--out", dir.path("\(name).jsonl"), "--stats", dir.path("\(name).stats.json"),
+                "--stats-interval", "0.1",
+            ] + extra,
             environment: config.environmentVariables, workDirectory: dir.url)
         #expect(recorder.waitForStderr("bus connected", timeoutS: 20), "recorder did not connect: \(recorder.stderrText)")
         return recorder
@@ -38,9 +43,13 @@ struct BusProcessTests {
             try startRecorder(config, in: dir, name: "sub\(index)", extra: ["--count", "\(2 * perPublisher)", "sample."])
         }
         let publishers = try ["rack-01", "rack-02"].map { station in
-            try ManagedProcess("vbt", ["pub", "sample.\(station)", Self.loadBody, "--count", "\(perPublisher)",
-                                       "--rate", "0", "--wait-subscribers", "20"],
-                               environment: config.environmentVariables, workDirectory: dir.url)
+            try ManagedProcess(
+                "vbt",
+                [
+                    "pub", "sample.\(station)", Self.loadBody, "--count", "\(perPublisher)",
+                    "--rate", "0", "--wait-subscribers", "20",
+                ],
+                environment: config.environmentVariables, workDirectory: dir.url)
         }
         for publisher in publishers {
             #expect(publisher.waitForExit(timeoutS: 300) == 0, "publisher: \(publisher.stderrText)")
@@ -100,10 +109,11 @@ struct BusProcessTests {
         logger.logLevel = .error
         let observer = try Subscriber(context: context, config: config, prefixes: ["sample.rack-07"], logger: logger)
         var observed = 0
-        #expect(try waitUntil(timeoutS: 60, intervalS: 0) {
-            if try observer.next(timeoutMs: 100) != nil { observed += 1 }
-            return observed >= 100
-        })
+        #expect(
+            try waitUntil(timeoutS: 60, intervalS: 0) {
+                if try observer.next(timeoutMs: 100) != nil { observed += 1 }
+                return observed >= 100
+            })
         for recorder in recorders { recorder.signal(SIGCONT) }
         // Everyone reconnects by itself: the stream runs to its last message at every subscriber.
         let reachedEnd = waitUntil(timeoutS: 60) {
@@ -152,12 +162,13 @@ struct BusProcessTests {
             try sendGood()
         }
         var goodReceived: [UInt64] = []
-        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
-            if let message = try subscriber.next(timeoutMs: 100), message.envelope.src == src {
-                goodReceived.append(message.envelope.seq)
-            }
-            return goodReceived.count == goodSent
-        })
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0) {
+                if let message = try subscriber.next(timeoutMs: 100), message.envelope.src == src {
+                    goodReceived.append(message.envelope.seq)
+                }
+                return goodReceived.count == goodSent
+            })
         #expect(goodReceived == (1...UInt64(goodSent)).map { $0 })
         var expected: [String: Int] = [:]
         for input in malformedCases { expected[input.expected.rawValue, default: 0] += 1 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VBTBus
 @testable import VBTWire
 
@@ -6,8 +7,9 @@ import Testing
 struct CommandTests {
     @Test("athlete.assign's arguments read back as written, absent fields staying absent")
     func roundTrip() throws {
-        let full = AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100, restS: 120, vlThresholdPct: 25, vlReference: "first",
-                                 targetZone: "strength", romMm: 580)
+        let full = AthleteAssign(
+            athlete: "ana", exercise: "squat", loadKg: 100, restS: 120, vlThresholdPct: 25, vlReference: "first",
+            targetZone: "strength", romMm: 580)
         #expect(try AthleteAssign(args: full.args) == full)
         let bare = AthleteAssign(athlete: "bo")
         #expect(bare.args.fields.map(\.key) == ["athlete"])
@@ -27,12 +29,16 @@ struct CommandTests {
 
     @Test("plan.assign's arguments read back as written; a plan without exercises, or with 0 sets, is an error saying what to fix")
     func plan() throws {
-        let plan = Plan(id: "strength-a", athlete: "ana", items: [
-            .init(exercise: "squat", sets: 3, reps: 5, restS: 180, loadKg: 100), .init(exercise: "bench", sets: 3, reps: 8),
-        ])
+        let plan = Plan(
+            id: "strength-a", athlete: "ana",
+            items: [
+                .init(exercise: "squat", sets: 3, reps: 5, restS: 180, loadKg: 100), .init(exercise: "bench", sets: 3, reps: 8),
+            ])
         #expect(try Plan(assignArgs: plan.assignArgs(athlete: "ana")) == plan)
         #expect(throws: PayloadError.self) { try Plan(assignArgs: JSONObject([("athlete", .string("ana")), ("exercises", .array([]))])) }
-        #expect(throws: PayloadError.self, "plan.assign names its athlete") { try Plan(assignArgs: JSONObject([("exercises", plan.assignArgs(athlete: "ana")["exercises"]!)])) }
+        #expect(throws: PayloadError.self, "plan.assign names its athlete") {
+            try Plan(assignArgs: JSONObject([("exercises", plan.assignArgs(athlete: "ana")["exercises"]!)]))
+        }
         var zero = plan
         zero.items[1].sets = 0
         do {

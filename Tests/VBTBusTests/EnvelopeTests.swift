@@ -1,5 +1,6 @@
 import Testing
 import VBTTesting
+
 @testable import VBTBus
 @testable import VBTWire
 
@@ -14,26 +15,32 @@ struct EnvelopeTests {
 
     @Test("every payload type survives encode and decode")
     func payloadRoundTrips() throws {
-        let imu = SampleMessage(.imu([SampleMessage.IMUReading(
-            t: 1_763_812_345.01, accG: Vector3(0.01, -0.02, 1.0), gyroDps: Vector3(-250, 0, 1999.9),
-            angleDeg: Vector3(-180, 90, 179.99))]), device: "AA:BB:CC:DD:EE:FF")
+        let imu = SampleMessage(
+            .imu([
+                SampleMessage.IMUReading(
+                    t: 1_763_812_345.01, accG: Vector3(0.01, -0.02, 1.0), gyroDps: Vector3(-250, 0, 1999.9),
+                    angleDeg: Vector3(-180, 90, 179.99))
+            ]), device: "AA:BB:CC:DD:EE:FF")
         #expect(try roundTrip(imu).1 == imu)
-        let distance = SampleMessage(.distance([
-            SampleMessage.DistanceReading(t: 1.5, distanceMm: 523, state: .eccentric, accG: Vector3(0, 0, 1)),
-            SampleMessage.DistanceReading(t: 1.52, distanceMm: 135),
-        ]))
+        let distance = SampleMessage(
+            .distance([
+                SampleMessage.DistanceReading(t: 1.5, distanceMm: 523, state: .eccentric, accG: Vector3(0, 0, 1)),
+                SampleMessage.DistanceReading(t: 1.52, distanceMm: 135),
+            ]))
         #expect(try roundTrip(distance).1 == distance)
         let posture = SampleMessage(.posture([SampleMessage.PostureReading(t: 2, acc: Vector3(1, 2, 3), mag: Vector3(-40, 12.5, 7))]))
         #expect(try roundTrip(posture).1 == posture)
-        let status = StatusMessage(state: .disconnected, sensor: "imu", device: "WT901", rateHz: 99.5, batteryPct: 80,
-                                   reason: "Cannot connect: restart the sensor and retry")
+        let status = StatusMessage(
+            state: .disconnected, sensor: "imu", device: "WT901", rateHz: 99.5, batteryPct: 80,
+            reason: "Cannot connect: restart the sensor and retry")
         #expect(try roundTrip(status).1 == status)
         var bus = HeartbeatMessage.BusCounters()
         bus.msgsIn = 10; bus.bytesOut = 2000; bus.subscribeEvents = 3
         let heartbeat = HeartbeatMessage(role: "vbt-bus", uptimeS: 12.5, intervalS: 1, bus: bus, inputs: InputCounters())
         #expect(try roundTrip(heartbeat, station: "bus").1 == heartbeat)
-        let command = CommandMessage(id: "c-1", command: "set.end", target: "rep-detector",
-                                     args: JSONObject([("reason", .string("coach"))]))
+        let command = CommandMessage(
+            id: "c-1", command: "set.end", target: "rep-detector",
+            args: JSONObject([("reason", .string("coach"))]))
         #expect(try roundTrip(command).1 == command)
     }
 
@@ -75,17 +82,21 @@ struct EnvelopeTests {
         }
     }
 
-    @Test("typed payload errors name the field", arguments: [
-        (#"{"sensor":"imu","samples":[{"t":1,"acc_g":[0,0],"gyro_dps":[0,0,0],"angle_deg":[0,0,0]}]}"#, "acc_g"),
-        (#"{"sensor":"laser","samples":[{"t":1}]}"#, "sensor"),
-        (#"{"sensor":"distance","samples":[]}"#, "samples"),
-        (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":"far"}]}"#, "distance_mm"),
-        (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":5,"state":"UP"}]}"#, "state"),
-    ])
+    @Test(
+        "typed payload errors name the field",
+        arguments: [
+            (#"{"sensor":"imu","samples":[{"t":1,"acc_g":[0,0],"gyro_dps":[0,0,0],"angle_deg":[0,0,0]}]}"#, "acc_g"),
+            (#"{"sensor":"laser","samples":[{"t":1}]}"#, "sensor"),
+            (#"{"sensor":"distance","samples":[]}"#, "samples"),
+            (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":"far"}]}"#, "distance_mm"),
+            (#"{"sensor":"distance","samples":[{"t":1,"distance_mm":5,"state":"UP"}]}"#, "state"),
+        ])
     func payloadErrors(fields: String, field: String) throws {
         guard case .object(var object) = try JSONParser.parse(Array(fields.utf8)) else { Issue.record("fixture"); return }
-        for (key, value) in [("v", JSONValue.number(1)), ("type", .string("sample")), ("station", .string("rack-01")),
-                             ("src", .string("t/sample.rack-01")), ("seq", .number(1)), ("ts", .number(5))] {
+        for (key, value) in [
+            ("v", JSONValue.number(1)), ("type", .string("sample")), ("station", .string("rack-01")),
+            ("src", .string("t/sample.rack-01")), ("seq", .number(1)), ("ts", .number(5)),
+        ] {
             object[key] = value
         }
         var writer = JSONWriter()
@@ -130,7 +141,9 @@ struct CounterTests {
 struct HandoverPayloadTests {
     @Test("sequence maps refuse numbers no sequence can be (no trap on 1e19 or negatives)", arguments: ["1e19", "-5", "1.5", "-9.3e18"])
     func badPositions(value: String) throws {
-        let body = #"{"v":1,"type":"handoff","station":"detector","src":"x/handoff.detector","seq":1,"ts":5,"from":"a","to":"b","done":true,"positions":{"s":"# + value + "}}"
+        let body =
+            #"{"v":1,"type":"handoff","station":"detector","src":"x/handoff.detector","seq":1,"ts":5,"from":"a","to":"b","done":true,"positions":{"s":"# + value
+            + "}}"
         let message = try decodeMessage(topic: Array("handoff.detector".utf8), body: Array(body.utf8))
         #expect(throws: MalformedMessage.self) { try message.payload(as: HandoffMessage.self) }
     }

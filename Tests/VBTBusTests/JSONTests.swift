@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VBTBus
 @testable import VBTWire
 
@@ -14,19 +15,23 @@ struct JSONTests {
         #expect(object["b"] == .object(JSONObject([("c", .string("d\né😀"))])))
     }
 
-    @Test("numbers read exactly as the C library reads them", arguments: [
-        "0", "-0", "1", "0.1", "0.2", "1763812345.123456", "123456789012345678", "1e-7", "2.5E+3",
-        "9007199254740993", "4.9406564584124654e-324", "1.7976931348623157e308", "-273.15", "0.30000000000000004",
-    ])
+    @Test(
+        "numbers read exactly as the C library reads them",
+        arguments: [
+            "0", "-0", "1", "0.1", "0.2", "1763812345.123456", "123456789012345678", "1e-7", "2.5E+3",
+            "9007199254740993", "4.9406564584124654e-324", "1.7976931348623157e308", "-273.15", "0.30000000000000004",
+        ])
     func numbersExact(text: String) throws {
         #expect(try parse(text) == .number(Double(text)!))
     }
 
-    @Test("rejects what RFC 8259 does not allow", arguments: [
-        "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "NaN", "Infinity", "'a'",
-        "{a:1}", "[1 2]", "\"\u{01}\"", "\"\\x\"", "\"\\ud800\"", "tru", "nul", "{\"a\":1}x", "1e999",
-        "{\"a\":1,\"a\":2}",
-    ])
+    @Test(
+        "rejects what RFC 8259 does not allow",
+        arguments: [
+            "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "NaN", "Infinity", "'a'",
+            "{a:1}", "[1 2]", "\"\u{01}\"", "\"\\x\"", "\"\\ud800\"", "tru", "nul", "{\"a\":1}x", "1e999",
+            "{\"a\":1,\"a\":2}",
+        ])
     func rejects(text: String) {
         #expect(throws: JSONParseError.self) { try parse(text) }
     }
@@ -47,11 +52,12 @@ struct JSONTests {
 
     @Test("writer output reads back to the same value")
     func roundTrip() throws {
-        let value = JSONValue.object(JSONObject([
-            ("s", .string("quote\" slash\\ nl\n tab\t ctl\u{01} é")),
-            ("n", .array([.number(0.1), .number(-3), .number(1e-9), .number(123456.789), .number(1e300)])),
-            ("b", .bool(false)), ("z", .null), ("o", .object(JSONObject())), ("a", .array([])),
-        ]))
+        let value = JSONValue.object(
+            JSONObject([
+                ("s", .string("quote\" slash\\ nl\n tab\t ctl\u{01} é")),
+                ("n", .array([.number(0.1), .number(-3), .number(1e-9), .number(123456.789), .number(1e300)])),
+                ("b", .bool(false)), ("z", .null), ("o", .object(JSONObject())), ("a", .array([])),
+            ]))
         var writer = JSONWriter()
         writer.value(value)
         #expect(try JSONParser.parse(writer.bytes) == value)

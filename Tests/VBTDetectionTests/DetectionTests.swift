@@ -2,12 +2,15 @@ import Foundation
 import Testing
 import VBTBus
 import VBTWire
+
 @testable import VBTDetection
 @testable import VBTSensors
 
 /// A bar path from straight segments eased with half-cosines, sampled at `rateHz`.
-func distancePath(_ waypoints: [(mm: Double, seconds: Double)], start: Double = 1_763_812_345, rateHz: Double = 50,
-                  noiseMm: Double = 0, seed: UInt64 = 1) -> [(t: Double, mm: Double)] {
+func distancePath(
+    _ waypoints: [(mm: Double, seconds: Double)], start: Double = 1_763_812_345, rateHz: Double = 50,
+    noiseMm: Double = 0, seed: UInt64 = 1
+) -> [(t: Double, mm: Double)] {
     var random = SeededGenerator(seed: seed)
     var readings: [(t: Double, mm: Double)] = []
     var t = 0.0
@@ -72,8 +75,10 @@ struct GroundTruthTests {
     /// `jitter` moves each laser reading by up to that share of the period (a
     /// serial link's irregular timing); the detector works on reading times.
     /// `accelerometerUnits` rescales the laser unit's accelerometer (9.80665: a board reporting m/s^2).
-    func detect(_ config: SimulationConfig, imuOnly: Bool = false, jitter: Double = 0,
-                accelerometerUnits: Double = 1) -> (found: [DetectedRep], truth: [SimulatedRep], outputs: [DetectorOutput]) {
+    func detect(
+        _ config: SimulationConfig, imuOnly: Bool = false, jitter: Double = 0,
+        accelerometerUnits: Double = 1
+    ) -> (found: [DetectedRep], truth: [SimulatedRep], outputs: [DetectorOutput]) {
         var sensors = SimulatedSensors(config)
         var detector = StationDetector(station: config.station)
         detector.assignment.exercise = config.exercise.name
@@ -87,7 +92,8 @@ struct GroundTruthTests {
             var t = 0.0
             while t <= duration {
                 let r = sensors.imu(at: t, wallOrigin: origin)
-                outputs += detector.feedIMU(t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z), angleDeg: r.angleDeg.map { ($0.x, $0.y) })
+                outputs += detector.feedIMU(
+                    t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z), angleDeg: r.angleDeg.map { ($0.x, $0.y) })
                 t += step
             }
         } else {
@@ -97,8 +103,9 @@ struct GroundTruthTests {
             while k * step <= duration {
                 let t = max(0, (k + (jitter > 0 ? Double.random(in: -jitter...jitter, using: &random) : 0)) * step)
                 let r = sensors.distance(at: t, wallOrigin: origin)
-                outputs += detector.feedDistance(t: r.t, distanceMm: r.distanceMm,
-                                                 accG: r.accG.map { ($0.x * accelerometerUnits, $0.y * accelerometerUnits, $0.z * accelerometerUnits) })
+                outputs += detector.feedDistance(
+                    t: r.t, distanceMm: r.distanceMm,
+                    accG: r.accG.map { ($0.x * accelerometerUnits, $0.y * accelerometerUnits, $0.z * accelerometerUnits) })
                 k += 1
             }
         }
@@ -128,8 +135,10 @@ struct GroundTruthTests {
     /// The laser unit's accelerometer: riding the bar, absent, or on a unit standing on the floor.
     enum Board { case onBar, none, onFloor }
 
-    func velocityErrors(imu: Bool, rate: Double = 100, noiseMm: Double = 2, jitter: Double = 0, board: Board = .onBar,
-                        accelerometerUnits: Double = 1, accelerometerLeadS: Double = 0, cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]) -> (errors: [Double], countsMatch: Bool, detail: String) {
+    func velocityErrors(
+        imu: Bool, rate: Double = 100, noiseMm: Double = 2, jitter: Double = 0, board: Board = .onBar,
+        accelerometerUnits: Double = 1, accelerometerLeadS: Double = 0, cases: [(exercise: SimExercise, load: Double, oneRM: Double, seed: UInt64)]
+    ) -> (errors: [Double], countsMatch: Bool, detail: String) {
         var errors: [Double] = []
         var countsMatch = true
         var detail = ""
@@ -150,8 +159,10 @@ struct GroundTruthTests {
     }
 
     /// Every rep of the script counted, each within `bound` m/s of its truth.
-    func expectEveryRep(_ result: (errors: [Double], countsMatch: Bool, detail: String), within bound: Double,
-                        sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectEveryRep(
+        _ result: (errors: [Double], countsMatch: Bool, detail: String), within bound: Double,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(result.countsMatch, "\(result.detail)", sourceLocation: sourceLocation)
         #expect(!result.errors.isEmpty && result.errors.allSatisfy { $0 < bound }, "worst rep \(result.errors.max() ?? 0) m/s", sourceLocation: sourceLocation)
     }
@@ -274,7 +285,9 @@ struct PatternTests {
     @Test("DTW: same shape close, time-warped shape close, other shape far")
     func dtw() {
         let sine = (0..<32).map { sin(Double.pi * Double($0) / 31) }
-        let warped = (0..<32).map { k -> Double in let x = Double(k) / 31; return sin(Double.pi * pow(x, 1.3)) }
+        let warped = (0..<32).map { k -> Double in
+            let x = Double(k) / 31; return sin(Double.pi * pow(x, 1.3))
+        }
         let ramp = (0..<32).map { Double($0) / 31 }
         #expect(RepPattern.dtwDistance(sine, sine) == 0)
         #expect(RepPattern.dtwDistance(sine, warped) < RepPattern.dtwDistance(sine, ramp) / 3)
@@ -302,7 +315,7 @@ struct PatternTests {
         let learned = session(&learning, start: 1_763_812_345).compactMap { if case .pattern(let p) = $0 { p } else { nil } }
         #expect(learned.count == 1)
         var library = PatternLibrary()
-        learned.forEach { library.add($0) }
+        for pattern in learned { library.add(pattern) }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-patterns-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("patterns.json").path

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
 import VBTBus
-import VBTWire
-@testable import VBTDetection
 import VBTSensors
+import VBTWire
+
+@testable import VBTDetection
 
 /// Whether `value` is present and within `tolerance` of `expected`.
 func near(_ value: Double?, _ expected: Double, _ tolerance: Double) -> Bool {
@@ -129,10 +130,11 @@ struct LabelsTests {
     @Test("a good file: empty velocities are nil, CRLF and blank lines are fine, line numbers kept")
     func good() throws {
         let labels = try ReferenceLabels.parse("\(header)\r\nrack-01,1763812345.25,0.61,\r\n\r\nrack-02,1763812346,,1.2e0\r\n")
-        #expect(labels == [
-            ReferenceLabel(station: "rack-01", tTop: 1_763_812_345.25, meanVelocityMps: 0.61, peakVelocityMps: nil, line: 2),
-            ReferenceLabel(station: "rack-02", tTop: 1_763_812_346, meanVelocityMps: nil, peakVelocityMps: 1.2, line: 4),
-        ])
+        #expect(
+            labels == [
+                ReferenceLabel(station: "rack-01", tTop: 1_763_812_345.25, meanVelocityMps: 0.61, peakVelocityMps: nil, line: 2),
+                ReferenceLabel(station: "rack-02", tTop: 1_763_812_346, meanVelocityMps: nil, peakVelocityMps: 1.2, line: 4),
+            ])
         #expect(try ReferenceLabels.parse("\(header)\n").isEmpty)
     }
 
@@ -175,14 +177,17 @@ struct OfflineRunnerTests {
         func append(_ frames: (topic: [UInt8], body: [UInt8]), at t: Double) throws {
             try writer.append(try decodeMessage(topic: frames.topic, body: frames.body), receivedAt: t)
         }
-        let assign = CommandMessage(id: "c1", command: "athlete.assign", target: "rep-detector", args: JSONObject([
-            ("athlete", .string("ana")), ("exercise", .string(config.exercise.name)), ("load_kg", .number(config.loadKg)),
-            ("vl_threshold_pct", .number(100)),
-        ]))
+        let assign = CommandMessage(
+            id: "c1", command: "athlete.assign", target: "rep-detector",
+            args: JSONObject([
+                ("athlete", .string("ana")), ("exercise", .string(config.exercise.name)), ("load_kg", .number(config.loadKg)),
+                ("vl_threshold_pct", .number(100)),
+            ]))
         try append(try stamper.encode(assign, station: config.station, ts: origin), at: origin)
         // A command for someone else changes nothing.
-        let other = CommandMessage(id: "c2", command: "athlete.assign", target: "notifier",
-                                   args: JSONObject([("exercise", .string("bench")), ("vl_threshold_pct", .number(5))]))
+        let other = CommandMessage(
+            id: "c2", command: "athlete.assign", target: "notifier",
+            args: JSONObject([("exercise", .string("bench")), ("vl_threshold_pct", .number(5))]))
         try append(try stamper.encode(other, station: config.station, ts: origin), at: origin)
         let step = 1 / config.distanceRateHz
         var batch: [SampleMessage.DistanceReading] = []
@@ -203,7 +208,10 @@ struct OfflineRunnerTests {
         let handle = try #require(FileHandle(forWritingAtPath: path))
         handle.seekToEndOfFile()
         handle.write(Data("{not json\n".utf8))
-        handle.write(Data(#"{"t":1,"topic":"sample.rack-01","msg":{"v":1,"type":"sample","station":"rack-01","src":"x/sample.rack-01","seq":1,"ts":1763812345,"sensor":"distance"}}"#.utf8 + [0x0A]))
+        handle.write(
+            Data(
+                #"{"t":1,"topic":"sample.rack-01","msg":{"v":1,"type":"sample","station":"rack-01","src":"x/sample.rack-01","seq":1,"ts":1763812345,"sensor":"distance"}}"#
+                    .utf8 + [0x0A]))
         handle.closeFile()
         return sensors
     }

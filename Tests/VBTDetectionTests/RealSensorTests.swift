@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VBTBus
 import VBTWire
+
 @testable import VBTDetection
 @testable import VBTSensors
 
@@ -73,8 +74,10 @@ struct RealSensorTests {
                 var matched = 0
                 for truth in sensors.timeline.reps {
                     let top = origin + truth.concentricEndS
-                    guard let best = found.indices.min(by: { abs(found[$0].measurement.concentricEndT - top) < abs(found[$1].measurement.concentricEndT - top) }),
-                          abs(found[best].measurement.concentricEndT - top) <= 0.5 else {
+                    guard
+                        let best = found.indices.min(by: { abs(found[$0].measurement.concentricEndT - top) < abs(found[$1].measurement.concentricEndT - top) }),
+                        abs(found[best].measurement.concentricEndT - top) <= 0.5
+                    else {
                         score.falseNegatives += 1
                         continue
                     }
@@ -85,11 +88,16 @@ struct RealSensorTests {
                 score.truePositives += matched
                 score.falsePositives += found.count
                 for pickup in sensors.timeline.pickups {
-                    score.pickupReps += found.filter { $0.measurement.concentricEndT >= origin + pickup.lowerBound - 0.5 && $0.measurement.concentricEndT <= origin + pickup.upperBound + 0.5 }.count
+                    score.pickupReps +=
+                        found.filter {
+                            $0.measurement.concentricEndT >= origin + pickup.lowerBound - 0.5
+                                && $0.measurement.concentricEndT <= origin + pickup.upperBound + 0.5
+                        }.count
                 }
                 if matched != sensors.timeline.reps.count || !found.isEmpty {
                     let why = rejections(outputs).map { "\($0.reason)(\(String(format: "%.0f", $0.measurement.romMm)))" }.joined(separator: " ")
-                    score.detail += "\(c.exercise.name) \(c.load) kg seed \(seed): \(matched)/\(sensors.timeline.reps.count), \(found.count) extra; rejected: \(why)\n"
+                    score.detail +=
+                        "\(c.exercise.name) \(c.load) kg seed \(seed): \(matched)/\(sensors.timeline.reps.count), \(found.count) extra; rejected: \(why)\n"
                 }
             }
         }
@@ -109,8 +117,9 @@ struct RealSensorTests {
     // phone-grade IMU 60 Hz F1 0.998, MAE 0.015 m/s.
     static let unseenSeeds: [UInt64] = [951, 952, 953, 954]
 
-    @Test("real-sensor faults (spikes, no-return readings, uneven timing, gaps, repeats, a phone-grade IMU without angles), every exercise, unseen seeds: rep F1 >= 0.99, mean-velocity MAE within the sensor's bound, no rep for a pick-up to the shoulders",
-          arguments: [(Sensor.laser50, 0.02), (Sensor.lidar20, 0.03), (Sensor.imu60, 0.05)])
+    @Test(
+        "real-sensor faults (spikes, no-return readings, uneven timing, gaps, repeats, a phone-grade IMU without angles), every exercise, unseen seeds: rep F1 >= 0.99, mean-velocity MAE within the sensor's bound, no rep for a pick-up to the shoulders",
+        arguments: [(Sensor.laser50, 0.02), (Sensor.lidar20, 0.03), (Sensor.imu60, 0.05)])
     func realSensors(sensor: Sensor, maxMAE: Double) {
         let score = Self.score(sensor, seeds: Self.unseenSeeds)
         print("real \(sensor): F1 \(score.f1) TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) MAE \(score.mae)")

@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTDetection
 @testable import VBTSensors
+@testable import VBTWire
 
 /// The rep-detector's runtime over the in-memory bus with a hand-moved clock:
 /// the same code as the process, without sockets, processes or waiting.

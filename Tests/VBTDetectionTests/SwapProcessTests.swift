@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTDetection
 @testable import VBTSensors
+@testable import VBTWire
 
 /// The live swap over real processes: a replayed multi-set session, detectors
 /// replaced at 20 different moments; every run's rep stream must equal the run
@@ -106,10 +107,11 @@ struct SwapProcessTests {
             current = incoming
         }
         try play(until: .infinity)
-        #expect(try waitUntil(timeoutS: 30, intervalS: 0) {
-            try drain()
-            return reps.count >= expected
-        }, "\(reps.count) reps of \(expected)")
+        #expect(
+            try waitUntil(timeoutS: 30, intervalS: 0) {
+                try drain()
+                return reps.count >= expected
+            }, "\(reps.count) reps of \(expected)")
         #expect(current.terminate() == 0)
         try drain()
         #expect(subscriber.stats.totals.gaps == 0 && subscriber.stats.totals.duplicates == 0)
@@ -152,17 +154,19 @@ struct StationSplitTests {
             }
         }
         var reps: [BusMessage] = []
-        #expect(try waitUntil(timeoutS: 20, intervalS: 0) {
-            if let message = try subscriber.next(timeoutMs: 50) { reps.append(message) }
-            return reps.count >= 3
-        })
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0) {
+                if let message = try subscriber.next(timeoutMs: 50) { reps.append(message) }
+                return reps.count >= 3
+            })
         let byStation = Dictionary(grouping: reps, by: \.envelope.station)
         #expect(byStation.mapValues(\.count) == ["rack-01": 1, "bench-01": 1, "rack-02": 1])
         let detectorOf = { (station: String) in (try? byStation[station]?.first?.payload(as: RepMessage.self))??.detector }
         #expect(detectorOf("rack-01") == detectorOf("rack-02"))
         #expect(detectorOf("rack-01") != detectorOf("bench-01"))
         #expect(racks.terminate() == 0 && benches.terminate() == 0)
-    }}
+    }
+}
 
 /// A detector's loop never waits on another process.
 @Suite("rep-detector and a silent recorder")
@@ -180,10 +184,11 @@ struct SilentRecorderTests {
         let detector = try bus.start("rep-detector", ["--patterns", bus.dir.path("patterns.json"), "--recorder-timeout", "120"])
         defer { _ = detector.terminate() }
         var question: ReceivedMessage?
-        #expect(waitUntil(timeoutS: 20) {
-            question = try? recorder.receive(dontWait: true, maxFrames: 3)
-            return question != nil
-        }, "the detector never asked the recorder: \(detector.stderrText)")
+        #expect(
+            waitUntil(timeoutS: 20) {
+                question = try? recorder.receive(dontWait: true, maxFrames: 3)
+                return question != nil
+            }, "the detector never asked the recorder: \(detector.stderrText)")
         let frames = try #require(question?.frames)
         struct Head: Decodable { var id: String; var query: String }
         let head = try JSONDecoder().decode(Head.self, from: Data(try #require(frames.last)))

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import VBTBus
-import VBTWire
 import VBTPosture
+import VBTWire
+
 @testable import VBTNotify
 
 // The notifier's logic on an injected clock: every `now` is given, nothing sleeps.
@@ -29,10 +30,14 @@ private func command(_ name: String, _ args: [(key: String, value: JSONValue)] =
 
 private let plan: [(key: String, value: JSONValue)] = [
     ("athlete", .string("ana")), ("plan", .string("ana-strength")),
-    ("exercises", .array([
-        .object(JSONObject([("exercise", .string("squat")), ("sets", .number(2)), ("reps", .number(5)), ("rest_s", .number(180)), ("load_kg", .number(100))])),
-        .object(JSONObject([("exercise", .string("bench")), ("sets", .number(1)), ("reps", .number(8)), ("rest_s", .number(90))])),
-    ])),
+    (
+        "exercises",
+        .array([
+            .object(
+                JSONObject([("exercise", .string("squat")), ("sets", .number(2)), ("reps", .number(5)), ("rest_s", .number(180)), ("load_kg", .number(100))])),
+            .object(JSONObject([("exercise", .string("bench")), ("sets", .number(1)), ("reps", .number(8)), ("rest_s", .number(90))])),
+        ])
+    ),
 ]
 
 private func setEnd(_ id: String, reason: SetMessage.Reason = .idle, loss: Double = 8) -> BusMessage {
@@ -199,9 +204,18 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         let out = notifier.handle(command("plan.assign", [("athlete", .string("ana")), ("exercises", .array([]))]), now: t0)
         guard case .rejected(_, _, _, let reason)? = out.first else { Issue.record("expected a rejection"); return }
         #expect(reason.contains("exercises"))
-        let negative = notifier.handle(command("plan.assign", [("athlete", .string("ana")), ("exercises", .array([
-            .object(JSONObject([("exercise", .string("squat")), ("sets", .number(0)), ("reps", .number(5))])),
-        ]))]), now: t0)
+        let negative = notifier.handle(
+            command(
+                "plan.assign",
+                [
+                    ("athlete", .string("ana")),
+                    (
+                        "exercises",
+                        .array([
+                            .object(JSONObject([("exercise", .string("squat")), ("sets", .number(0)), ("reps", .number(5))]))
+                        ])
+                    ),
+                ]), now: t0)
         guard case .rejected(_, _, _, let why)? = negative.first else { Issue.record("expected a rejection"); return }
         #expect(why.contains("sets and reps"))
     }
@@ -209,9 +223,11 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
 
 @Suite struct AlertTests {
     private func rep(_ index: Int, loss: Double, set: String = "f1") -> BusMessage {
-        busMessage(RepMessage(setId: set, repId: "r\(index)", index: index, meanVelocityMps: 0.6, peakVelocityMps: 0.9, meanPropulsiveVelocityMps: 0.65,
-                              romMm: 500, concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: loss, tEnd: t0 + Double(index),
-                              detector: "d", concentricStartT: t0, concentricEndT: t0 + Double(index)), athlete: "ana")
+        busMessage(
+            RepMessage(
+                setId: set, repId: "r\(index)", index: index, meanVelocityMps: 0.6, peakVelocityMps: 0.9, meanPropulsiveVelocityMps: 0.65,
+                romMm: 500, concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: loss, tEnd: t0 + Double(index),
+                detector: "d", concentricStartT: t0, concentricEndT: t0 + Double(index)), athlete: "ana")
     }
 
     @Test func aFatigueSetGivesExactlyOneVelocityLossAlert() {
@@ -239,9 +255,11 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
 
     private func posture(correct: Bool, badFor: Double, sustained: Bool, station: String = "rack-01") -> BusMessage {
         // The evaluator's own message type, read from the fields it publishes.
-        let fields = JSONObject([("correct", .bool(correct)), ("changed", .bool(false)), ("acc_density", .number(0.1)), ("mag_density", .number(0.1)),
-                                 ("acc_threshold", .number(0.2)), ("mag_threshold", .number(0.2)), ("bad_for_s", .number(badFor)),
-                                 ("sustained_bad", .bool(sustained)), ("t", .number(t0))])
+        let fields = JSONObject([
+            ("correct", .bool(correct)), ("changed", .bool(false)), ("acc_density", .number(0.1)), ("mag_density", .number(0.1)),
+            ("acc_threshold", .number(0.2)), ("mag_threshold", .number(0.2)), ("bad_for_s", .number(badFor)),
+            ("sustained_bad", .bool(sustained)), ("t", .number(t0)),
+        ])
         return busMessage(try! PostureMessage(fields: fields), station: station, athlete: "ana")
     }
 
@@ -344,8 +362,9 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         var again = Notifier(state: restored, now: t0 + 120)
         let out = again.tick(now: t0 + 120)
         #expect(timers(out).map(\.remainingS) == [80])
-        #expect(alerts(again.handle(busMessage(StatusMessage(state: .streaming, sensor: "distance", device: "/dev/ttyACM0", rateHz: 50)), now: t0 + 121))
-            .map(\.state) == [.cleared])
+        #expect(
+            alerts(again.handle(busMessage(StatusMessage(state: .streaming, sensor: "distance", device: "/dev/ttyACM0", rateHz: 50)), now: t0 + 121))
+                .map(\.state) == [.cleared])
         // A rest that ran out while the notifier was down ends at once, with its notification.
         let late = Notifier(state: restored, now: t0 + 1000)
         var lateCopy = late
@@ -364,7 +383,9 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         var station = try #require(stations["rack-01"] as? [String: Any])
         station["plan"] = [
             "name": "ana-strength", "athlete": "ana",
-            "exercises": [["exercise": "squat", "sets": 2, "reps": 5, "restS": 180, "loadKg": 100], ["exercise": "bench", "sets": 1, "reps": 8, "restS": 90]],
+            "exercises": [
+                ["exercise": "squat", "sets": 2, "reps": 5, "restS": 180, "loadKg": 100], ["exercise": "bench", "sets": 1, "reps": 8, "restS": 90],
+            ],
         ]
         stations["rack-01"] = station
         json["stations"] = stations
@@ -388,11 +409,15 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
             default: break
             }
         }
-        board.apply(busMessage(RepMessage(setId: "s1", repId: "r", index: 1, meanVelocityMps: 0.634, peakVelocityMps: 1, meanPropulsiveVelocityMps: 0.7,
-                                          romMm: 500, concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: 12.4, tEnd: t0, detector: "d",
-                                          concentricStartT: t0, concentricEndT: t0), athlete: "ana"), now: 100)
-        var alert = AlertMessage(alertId: "rack-02/posture", kind: .posture, severity: .warning, state: .raised,
-                                 message: "bo at rack-02: bad posture for 6 s; straighten up and brace", since: t0, station: "rack-02", athlete: "bo")
+        board.apply(
+            busMessage(
+                RepMessage(
+                    setId: "s1", repId: "r", index: 1, meanVelocityMps: 0.634, peakVelocityMps: 1, meanPropulsiveVelocityMps: 0.7,
+                    romMm: 500, concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: 12.4, tEnd: t0, detector: "d",
+                    concentricStartT: t0, concentricEndT: t0), athlete: "ana"), now: 100)
+        var alert = AlertMessage(
+            alertId: "rack-02/posture", kind: .posture, severity: .warning, state: .raised,
+            message: "bo at rack-02: bad posture for 6 s; straighten up and brace", since: t0, station: "rack-02", athlete: "bo")
         board.apply(busMessage(alert, station: "rack-02", athlete: "bo"), now: 100)
         var screen = board.render(now: 110.2, width: 100, height: 30, clock: "12:00:00").joined(separator: "\n")
         #expect(screen.contains("rack-01   ana      squat 100kg     1/2   0.63    12"))

@@ -2,9 +2,10 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTNotify
+@testable import VBTWire
 
 /// The notifier's runtime over the in-memory bus with a hand-moved clock:
 /// timers run on that clock, and survive a restart through the state file.
@@ -31,8 +32,9 @@ struct NotifierRuntimeTests {
         }
         func timers(_ messages: [BusMessage]) -> [TimerMessage] { messages.compactMap { try? $0.payload(as: TimerMessage.self) } }
 
-        try detector.publish(SetMessage(setId: "s1", event: .end, reps: 5, reason: .idle, bestMeanVelocityMps: 0.6, velocityLossPct: 8),
-                             station: "rack-01", athlete: "ana")
+        try detector.publish(
+            SetMessage(setId: "s1", event: .end, reps: 5, reason: .idle, bestMeanVelocityMps: 0.6, velocityLossPct: 8),
+            station: "rack-01", athlete: "ana")
         let started = timers(try step())
         #expect(started.map(\.state) == [.running])
         let duration = try #require(started.first?.durationS)

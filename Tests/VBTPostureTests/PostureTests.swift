@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VBTBus
 import VBTWire
+
 @testable import VBTPosture
 
 /// Upright readings: gravity mostly on z, the field steady, with noise (deterministic).

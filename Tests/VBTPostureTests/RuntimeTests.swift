@@ -2,9 +2,10 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTPosture
+@testable import VBTWire
 
 /// The posture evaluator's runtime over the in-memory bus: calibrate by
 /// command, then the hysteresis as the bus sees it. (tests/python/
@@ -17,8 +18,9 @@ struct PostureRuntimeTests {
     func hysteresis() throws {
         let dir = try TemporaryDirectory()
         let bus = MemoryBus()
-        let runtime = try PostureRuntime(transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
-                                         storePath: dir.path("calibrations.json"), logger: Self.logger)
+        let runtime = try PostureRuntime(
+            transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
+            storePath: dir.path("calibrations.json"), logger: Self.logger)
         let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(PostureMessage.self, CalibrationMessage.self), logger: Self.logger)
         let coach = try Publisher(transport: bus, program: "vbt")
         let wearable = try Publisher(transport: bus, program: "sensor-bridge")
@@ -44,8 +46,10 @@ struct PostureRuntimeTests {
         }
         func reports(_ messages: [BusMessage]) -> [PostureMessage] { messages.compactMap { try? $0.payload(as: PostureMessage.self) } }
 
-        try coach.publish(CommandMessage(id: "c1", command: CommandName.postureCalibrate, target: "*",
-                                         args: JSONObject([("athlete", .string("ana")), ("seconds", .number(2))])), station: "desk-1")
+        try coach.publish(
+            CommandMessage(
+                id: "c1", command: CommandName.postureCalibrate, target: "*",
+                args: JSONObject([("athlete", .string("ana")), ("seconds", .number(2))])), station: "desk-1")
         try runtime.step(timeoutMs: 0)
         let calibration = try play(tiltDeg: 0, seconds: 2.4, seed: 1)
         #expect(calibration.contains { $0.envelope.type == CalibrationMessage.type }, "the calibration is published")

@@ -2,9 +2,10 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTSensors
+@testable import VBTWire
 
 /// End-to-end tests of the real `sensor-bridge` process on the real bus.
 @Suite("sensor-bridge processes", .serialized)
@@ -24,8 +25,9 @@ struct BridgeProcessTests {
         init(prefixes: [String]) throws {
             dir = try TemporaryDirectory()
             bus = try ManagedProcess("vbt-bus", ["--heartbeat-interval", "0.1"], environment: config.environmentVariables, workDirectory: dir.url)
-            subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: prefixes),
-                                      "bus did not start: \(bus.stderrText)")
+            subscriber = try #require(
+                try connectedSubscriber(context: context, config: config, prefixes: prefixes),
+                "bus did not start: \(bus.stderrText)")
         }
 
         func bridge(_ arguments: [String]) throws -> ManagedProcess {
@@ -67,16 +69,19 @@ struct BridgeProcessTests {
         var stream: [UInt8] = [0x00, 0xFF, 0x55]  // garbage, including a lone header byte
         for raw in raws { stream += Bytes.packet61(raw) + [0x13, 0x37] }
         stream += badChecksum
-        stream += Bytes.serialFrame(0x51, [16384, 0, -2048, 0]) + Bytes.serialFrame(0x52, [0, 32767, 0, 0])
+        stream +=
+            Bytes.serialFrame(0x51, [16384, 0, -2048, 0]) + Bytes.serialFrame(0x52, [0, 32767, 0, 0])
             + Bytes.serialFrame(0x53, [0, 0, -32768, 0])
         // Written in uneven pieces, as a USB serial driver delivers them.
         for start in stride(from: 0, to: stream.count, by: 7) { pty.write(Array(stream[start..<min(start + 7, stream.count)])) }
 
-        let expected: [SampleMessage.IMUReading] = raws.map { raw in
-            .init(t: 0, accG: Vector3(Double(raw[0]) / 32768 * 16, Double(raw[1]) / 32768 * 16, Double(raw[2]) / 32768 * 16),
-                  gyroDps: Vector3(Double(raw[3]) / 32768 * 2000, Double(raw[4]) / 32768 * 2000, Double(raw[5]) / 32768 * 2000),
-                  angleDeg: Vector3(Double(raw[6]) / 32768 * 180, Double(raw[7]) / 32768 * 180, Double(raw[8]) / 32768 * 180))
-        } + [.init(t: 0, accG: Vector3(8, 0, -1), gyroDps: Vector3(0, 32767.0 / 32768 * 2000, 0), angleDeg: Vector3(0, 0, -180))]
+        let expected: [SampleMessage.IMUReading] =
+            raws.map { raw in
+                .init(
+                    t: 0, accG: Vector3(Double(raw[0]) / 32768 * 16, Double(raw[1]) / 32768 * 16, Double(raw[2]) / 32768 * 16),
+                    gyroDps: Vector3(Double(raw[3]) / 32768 * 2000, Double(raw[4]) / 32768 * 2000, Double(raw[5]) / 32768 * 2000),
+                    angleDeg: Vector3(Double(raw[6]) / 32768 * 180, Double(raw[7]) / 32768 * 180, Double(raw[8]) / 32768 * 180))
+            } + [.init(t: 0, accG: Vector3(8, 0, -1), gyroDps: Vector3(0, 32767.0 / 32768 * 2000, 0), angleDeg: Vector3(0, 0, -180))]
         func imuReadings() -> [SampleMessage.IMUReading] {
             rig.samples().flatMap { sample -> [SampleMessage.IMUReading] in
                 if case .imu(let list) = sample.readings { return list }
@@ -129,13 +134,16 @@ struct BridgeProcessTests {
         let reason = rig.statuses().first { $0.state == .disconnected }?.reason ?? ""
         #expect(reason.contains("not found") && reason.contains("plug the sensor in"))
         #expect(bridge.isRunning, "the bridge keeps retrying instead of dying")
-        #expect(bridge.stderrText.components(separatedBy: "Serial device /dev/ttyUSB-vbt-missing not found").count - 1 == 1,
-                "the same problem is logged once, not on every retry")
+        #expect(
+            bridge.stderrText.components(separatedBy: "Serial device /dev/ttyUSB-vbt-missing not found").count - 1 == 1,
+            "the same problem is logged once, not on every retry")
         #expect(bridge.terminate() == 0)
 
-        for arguments in [["--station", "x"], ["--serial", "/dev/null", "--station", "x"], ["--simulate"],
-                          ["--simulate", "--station", "x", "--exercise", "curl"], ["--ble", "fitbit", "--station", "x"],
-                          ["--replay", "f", "--simulate", "--station", "x"]] {
+        for arguments in [
+            ["--station", "x"], ["--serial", "/dev/null", "--station", "x"], ["--simulate"],
+            ["--simulate", "--station", "x", "--exercise", "curl"], ["--ble", "fitbit", "--station", "x"],
+            ["--replay", "f", "--simulate", "--station", "x"],
+        ] {
             let wrong = try rig.bridge(arguments)
             let code = wrong.waitForExit(timeoutS: 20)
             #expect(code != nil && code != 0, "\(arguments) should fail")
@@ -147,8 +155,12 @@ struct BridgeProcessTests {
         var lines: [String] = []
         var t0 = 1_700_000_000.0
         var readingTimes: [Double] = []
-        lines.append(#"{"t":0.0,"topic":"heartbeat.bus","msg":{"v":1,"type":"heartbeat","station":"bus","src":"old-bus/heartbeat.bus","seq":1,"ts":1700000000.0,"role":"vbt-bus","uptime_s":1,"interval_s":1}}"#)
-        lines.append(#"{"t":0.001,"topic":"status.rack-01","msg":{"v":1,"type":"status","station":"rack-01","src":"old/status.rack-01","seq":1,"ts":1700000000.0,"state":"connected","sensor":"distance","device":"sim"}}"#)
+        lines.append(
+            #"{"t":0.0,"topic":"heartbeat.bus","msg":{"v":1,"type":"heartbeat","station":"bus","src":"old-bus/heartbeat.bus","seq":1,"ts":1700000000.0,"role":"vbt-bus","uptime_s":1,"interval_s":1}}"#
+        )
+        lines.append(
+            #"{"t":0.001,"topic":"status.rack-01","msg":{"v":1,"type":"status","station":"rack-01","src":"old/status.rack-01","seq":1,"ts":1700000000.0,"state":"connected","sensor":"distance","device":"sim"}}"#
+        )
         for index in 0..<40 {
             let station = index % 2 == 0 ? "rack-01" : "rack-02"
             var samples: [String] = []
@@ -157,8 +169,11 @@ struct BridgeProcessTests {
                 readingTimes.append(t0)
                 t0 += 0.02
             }
-            lines.append(String(format: #"{"t":%.3f,"topic":"sample.%@","msg":{"v":1,"type":"sample","station":"%@","src":"old/sample.%@","seq":%d,"ts":1700000000.5,"athlete":"ana","sensor":"distance","samples":[%@]}}"#,
-                                0.01 + Double(index) * 0.06, station, station, station, index / 2 + 1, samples.joined(separator: ",")))
+            lines.append(
+                String(
+                    format:
+                        #"{"t":%.3f,"topic":"sample.%@","msg":{"v":1,"type":"sample","station":"%@","src":"old/sample.%@","seq":%d,"ts":1700000000.5,"athlete":"ana","sensor":"distance","samples":[%@]}}"#,
+                    0.01 + Double(index) * 0.06, station, station, station, index / 2 + 1, samples.joined(separator: ",")))
         }
         try lines.joined(separator: "\n").appending("\n").write(toFile: path, atomically: true, encoding: .utf8)
         return (readingTimes.count, zip(readingTimes, readingTimes.dropFirst()).map { $1 - $0 })
@@ -172,9 +187,10 @@ struct BridgeProcessTests {
         let started = wallClockSeconds()
         let bridge = try rig.bridge(["--replay", path, "--speed", "0"])
         #expect(bridge.waitForExit(timeoutS: 60) == 0, "\(bridge.stderrText)")
-        #expect(try rig.receive(timeoutS: 10) { messages in
-            rig.readingCount >= count && messages.contains { $0.envelope.type == "status" }
-        })
+        #expect(
+            try rig.receive(timeoutS: 10) { messages in
+                rig.readingCount >= count && messages.contains { $0.envelope.type == "status" }
+            })
         let samples = rig.messages.filter { $0.envelope.type == "sample" }
         let times = rig.samples().flatMap { sample -> [Double] in
             if case .distance(let list) = sample.readings { return list.map(\.t) }
@@ -229,9 +245,10 @@ struct BridgeProcessTests {
         let rig = try Rig(prefixes: ["sample.sim-1"])
         let bridge = try rig.bridge(["--simulate", "--station", "sim-1", "--speed", "0", "--sets", "1", "--reps", "2", "--rest", "1"])
         #expect(bridge.waitForExit(timeoutS: 60) == 0, "\(bridge.stderrText)")
-        #expect(try rig.receive(timeoutS: 10) { _ in
-            let sensors = Set(rig.samples().map(\.readings.sensor))
-            return sensors == ["imu", "distance"] && rig.readingCount >= 1500
-        })
+        #expect(
+            try rig.receive(timeoutS: 10) { _ in
+                let sensors = Set(rig.samples().map(\.readings.sensor))
+                return sensors == ["imu", "distance"] && rig.readingCount >= 1500
+            })
     }
 }

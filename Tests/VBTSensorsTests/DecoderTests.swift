@@ -1,6 +1,7 @@
 import Testing
 import VBTBus
 import VBTWire
+
 @testable import VBTSensors
 
 /// Builds device byte vectors from the protocol facts (WitMotion's published protocol for the WT901 series).
@@ -56,13 +57,15 @@ struct WitMotionDecoderTests {
     @Test("serial 51/52/53 frames make one reading; 54 is the magnetometer")
     func serialFrames() {
         var decoder = WitMotionDecoder()
-        let bytes = Bytes.serialFrame(0x51, [16384, -16384, 2048, 2500]) + Bytes.serialFrame(0x52, [-32768, 0, 32767, 0])
+        let bytes =
+            Bytes.serialFrame(0x51, [16384, -16384, 2048, 2500]) + Bytes.serialFrame(0x52, [-32768, 0, 32767, 0])
             + Bytes.serialFrame(0x53, [8192, -8192, 0, 0x1234]) + Bytes.serialFrame(0x54, [100, -200, 300, 0])
         let frames = decoder.feed(bytes)
-        #expect(frames == [
-            .imu(accG: Vector3(8, -8, 1), gyroDps: Vector3(-2000, 0, 32767.0 / 32768 * 2000), angleDeg: Vector3(45, -45, 0)),
-            .magnetometer(Vector3(100, -200, 300)),
-        ])
+        #expect(
+            frames == [
+                .imu(accG: Vector3(8, -8, 1), gyroDps: Vector3(-2000, 0, 32767.0 / 32768 * 2000), angleDeg: Vector3(45, -45, 0)),
+                .magnetometer(Vector3(100, -200, 300)),
+            ])
         #expect(decoder.counters.frames == 4)
     }
 
@@ -114,16 +117,19 @@ struct LineDecoderTests {
     func arduino() {
         var decoder = ArduinoDistanceDecoder()
         let readings = decoder.feed(Array("D:523,S:IDLE,A:0.01,-0.02,0.98\r\nD:135.5,S:CONCENTRIC\nD:2000\n".utf8))
-        #expect(readings == [
-            .init(distanceMm: 523, state: .idle, accG: Vector3(0.01, -0.02, 0.98)),
-            .init(distanceMm: 135.5, state: .concentric, accG: nil),
-            .init(distanceMm: 2000, state: nil, accG: nil),
-        ])
+        #expect(
+            readings == [
+                .init(distanceMm: 523, state: .idle, accG: Vector3(0.01, -0.02, 0.98)),
+                .init(distanceMm: 135.5, state: .concentric, accG: nil),
+                .init(distanceMm: 2000, state: nil, accG: nil),
+            ])
     }
 
-    @Test("bad Arduino lines are counted and skipped", arguments: [
-        "D:abc", "S:IDLE", "D:12,S:UP", "D:12,A:1,2", "D:-5", "D:9999", "X:1", "D:1,D:2", "D:1,A:1,2,x", "\u{01}D:5",
-    ])
+    @Test(
+        "bad Arduino lines are counted and skipped",
+        arguments: [
+            "D:abc", "S:IDLE", "D:12,S:UP", "D:12,A:1,2", "D:-5", "D:9999", "X:1", "D:1,D:2", "D:1,A:1,2,x", "\u{01}D:5",
+        ])
     func arduinoBad(line: String) {
         var decoder = ArduinoDistanceDecoder()
         let readings = decoder.feed(Array((line + "\nD:500\n").utf8))
@@ -148,7 +154,8 @@ struct LineDecoderTests {
     @Test("posture: broken lines, NaN-free checks and overlong lines are counted")
     func postureBad() {
         var decoder = PostureLineDecoder()
-        let junk = #"{"acc":[1,2],"mag":[1,2,3]}"# + "\n" + "not json\n" + String(repeating: "x", count: 5000) + "\n"
+        let junk =
+            #"{"acc":[1,2],"mag":[1,2,3]}"# + "\n" + "not json\n" + String(repeating: "x", count: 5000) + "\n"
             + #"{"acc":[1,2,3],"mag":[4,5,6]}"# + "\n"
         let readings = decoder.feed(Array(junk.utf8))
         #expect(readings.count == 1)
@@ -170,7 +177,6 @@ struct LineDecoderTests {
         #expect(distance.counters.malformed > 0)
     }
 }
-
 
 @Suite("Reading times")
 struct StamperTests {

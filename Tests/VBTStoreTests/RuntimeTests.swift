@@ -2,17 +2,20 @@ import Foundation
 import Logging
 import Testing
 import VBTTesting
+
 @testable import VBTBus
-@testable import VBTWire
 @testable import VBTQuery
 @testable import VBTStore
+@testable import VBTWire
 
 /// The session-recorder's runtime over the in-memory bus, with a real SQLite
 /// file and a hand-moved clock. (The recorder's process is exercised by
 /// tests/python/test_recorder.py.)
 @Suite("session-recorder runtime, in memory")
 struct RecorderRuntimeTests {
-    @Test("a set arrives, some messages twice (the same frame again, and the same rep from a detector that took over): stored once, duplicates counted, answered over the query link")
+    @Test(
+        "a set arrives, some messages twice (the same frame again, and the same rep from a detector that took over): stored once, duplicates counted, answered over the query link"
+    )
     func idempotentIngest() throws {
         let folder = TempFolder()
         let bus = MemoryBus()
@@ -26,9 +29,11 @@ struct RecorderRuntimeTests {
         var old = EnvelopeStamper(program: "rep-detector"), new = EnvelopeStamper(program: "rep-detector")
         let setId = "rack-01-set-1"
         func rep(_ index: Int) -> RepMessage {
-            RepMessage(setId: setId, repId: "rack-01-rep-\(index)", index: index, meanVelocityMps: 0.7, peakVelocityMps: 1.1,
-                       meanPropulsiveVelocityMps: 0.72, romMm: 600, concentricS: 0.85, timeToPeakS: 0.3, velocityLossPct: 0,
-                       tEnd: t0 + Double(index) * 3, detector: "rep-detector-old", concentricStartT: nil, concentricEndT: nil, exercise: "squat", loadKg: 100, sensor: "distance")
+            RepMessage(
+                setId: setId, repId: "rack-01-rep-\(index)", index: index, meanVelocityMps: 0.7, peakVelocityMps: 1.1,
+                meanPropulsiveVelocityMps: 0.72, romMm: 600, concentricS: 0.85, timeToPeakS: 0.3, velocityLossPct: 0,
+                tEnd: t0 + Double(index) * 3, detector: "rep-detector-old", concentricStartT: nil, concentricEndT: nil, exercise: "squat", loadKg: 100,
+                sensor: "distance")
         }
         bus.inject(try frames(&old, SetMessage(setId: setId, event: .start, exercise: "squat", loadKg: 100), ts: t0))
         let first = try frames(&old, rep(1), ts: t0 + 3)
@@ -37,8 +42,12 @@ struct RecorderRuntimeTests {
         bus.inject(try frames(&old, rep(2), ts: t0 + 6))
         bus.inject(try frames(&new, rep(2), ts: t0 + 6.1))  // the new detector publishes rep 2 again: same rep_id
         bus.inject(try frames(&new, rep(3), ts: t0 + 9))
-        bus.inject(try frames(&new, SetMessage(setId: setId, event: .end, reps: 3, reason: .idle, bestMeanVelocityMps: 0.7, velocityLossPct: 0,
-                                               exercise: "squat", loadKg: 100), ts: t0 + 19))
+        bus.inject(
+            try frames(
+                &new,
+                SetMessage(
+                    setId: setId, event: .end, reps: 3, reason: .idle, bestMeanVelocityMps: 0.7, velocityLossPct: 0,
+                    exercise: "squat", loadKg: 100), ts: t0 + 19))
         try recorder.step(maxWaitMs: 0)
         #expect(bus.queued == 0, "the recorder read everything")
         #expect(recorder.counters.stored[RepMessage.type, default: 0] == 0, "nothing is written before the batch is due")

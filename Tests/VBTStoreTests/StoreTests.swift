@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
-import VBTQuery
 import Logging
 import Testing
 import VBTBus
+import VBTQuery
 import VBTWire
+
 @testable import VBTStore
 
 /// A fresh folder per test, removed afterwards.
@@ -57,22 +58,29 @@ struct Producer {
 }
 
 /// A set of `reps` reps at `load`, starting at `t0`: set start, reps, set end.
-func setMessages(_ producer: inout Producer, station: String = "rack-01", athlete: String = "ana", exercise: String = "squat",
-                 load: Double, reps: Int, t0: Double, v0: Double = 0.8) throws -> [BusMessage] {
+func setMessages(
+    _ producer: inout Producer, station: String = "rack-01", athlete: String = "ana", exercise: String = "squat",
+    load: Double, reps: Int, t0: Double, v0: Double = 0.8
+) throws -> [BusMessage] {
     let setId = "\(station)-set-\(Int(t0 * 1e6))"
     var out = [try producer.message(SetMessage(setId: setId, event: .start, exercise: exercise, loadKg: load), station: station, athlete: athlete, ts: t0)]
     for index in 1...reps {
         let t = t0 + Double(index) * 3
         let v = v0 * (1 - 0.04 * Double(index - 1))
-        out.append(try producer.message(RepMessage(
-            setId: setId, repId: "\(station)-\(Int(t * 1e6))", index: index, meanVelocityMps: v, peakVelocityMps: v * 1.5,
-            meanPropulsiveVelocityMps: v * 1.05, romMm: 600, concentricS: 0.6 / v, timeToPeakS: 0.3, velocityLossPct: 4 * Double(index - 1),
-            tEnd: t, detector: "rep-detector-00000001", concentricStartT: t - 0.6 / v, concentricEndT: t, exercise: exercise, loadKg: load,
-            zone: "strength-speed", meanPowerW: 500, sensor: "distance"), station: station, athlete: athlete, ts: t))
+        out.append(
+            try producer.message(
+                RepMessage(
+                    setId: setId, repId: "\(station)-\(Int(t * 1e6))", index: index, meanVelocityMps: v, peakVelocityMps: v * 1.5,
+                    meanPropulsiveVelocityMps: v * 1.05, romMm: 600, concentricS: 0.6 / v, timeToPeakS: 0.3, velocityLossPct: 4 * Double(index - 1),
+                    tEnd: t, detector: "rep-detector-00000001", concentricStartT: t - 0.6 / v, concentricEndT: t, exercise: exercise, loadKg: load,
+                    zone: "strength-speed", meanPowerW: 500, sensor: "distance"), station: station, athlete: athlete, ts: t))
     }
-    out.append(try producer.message(SetMessage(setId: setId, event: .end, reps: reps, reason: .idle, bestMeanVelocityMps: v0,
-                                               velocityLossPct: 4 * Double(reps - 1), exercise: exercise, loadKg: load),
-                                    station: station, athlete: athlete, ts: t0 + Double(reps) * 3 + 10))
+    out.append(
+        try producer.message(
+            SetMessage(
+                setId: setId, event: .end, reps: reps, reason: .idle, bestMeanVelocityMps: v0,
+                velocityLossPct: 4 * Double(reps - 1), exercise: exercise, loadKg: load),
+            station: station, athlete: athlete, ts: t0 + Double(reps) * 3 + 10))
     return out
 }
 
@@ -80,7 +88,9 @@ func setMessages(_ producer: inout Producer, station: String = "rack-01", athlet
 func dump(_ store: TrainingStore) throws -> [String: [String]] {
     try store.read { db in
         var tables: [String: [String]] = [:]
-        for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'grdb_migrations'") {
+        for table in try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'grdb_migrations'")
+        {
             tables[table] = try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY rowid").map { "\($0)" }
         }
         return tables
@@ -111,14 +121,21 @@ struct MigrationTests {
                 try db.execute(sql: "INSERT INTO athletes (id, name, created_ts) VALUES ('ana', 'Ana', 1)")
                 try db.execute(sql: "INSERT INTO weigh_ins (athlete, ts, weight_kg) VALUES ('ana', 1, 62)")
                 try db.execute(sql: "INSERT INTO sessions (id, station, athlete, started_ts, ended_ts) VALUES (1, 'rack-01', 'ana', 1, 2)")
-                try db.execute(sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, reps) VALUES ('s1', 1, 'rack-01', 'ana', 'squat', 100, 1, 1)")
-                try db.execute(sql: """
-                    INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
-                        mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, t_end, detector, src, seq, ts)
-                    VALUES ('r1', 's1', 'rack-01', 'ana', 'squat', 100, 1, 0.7, 1.1, 0.72, 600, 0.85, 0.4, 0, 2, 'd', 'x/rep.rack-01', 1, 2)
-                    """)
+                try db.execute(
+                    sql:
+                        "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, reps) VALUES ('s1', 1, 'rack-01', 'ana', 'squat', 100, 1, 1)"
+                )
+                try db.execute(
+                    sql: """
+                        INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
+                            mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, t_end, detector, src, seq, ts)
+                        VALUES ('r1', 's1', 'rack-01', 'ana', 'squat', 100, 1, 0.7, 1.1, 0.72, 600, 0.85, 0.4, 0, 2, 'd', 'x/rep.rack-01', 1, 2)
+                        """)
                 if version >= 1 {
-                    try db.execute(sql: "INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg) VALUES ('p', 1, 'rack-01', 'ana', 'squat', 2, 1.5, -0.008, 0.99, 0.3, 150)")
+                    try db.execute(
+                        sql:
+                            "INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg) VALUES ('p', 1, 'rack-01', 'ana', 'squat', 2, 1.5, -0.008, 0.99, 0.3, 150)"
+                    )
                 }
             }
         }
@@ -346,10 +363,10 @@ struct QueryTests {
         var producer = Producer("rep-detector")
         let day = 86_400.0
         let now = 20_000 * day + 12 * 3_600  // noon UTC
-        var messages = try setMessages(&producer, load: 100, reps: 5, t0: now - 3_600)                  // today: squat 5 x 100
+        var messages = try setMessages(&producer, load: 100, reps: 5, t0: now - 3_600)  // today: squat 5 x 100
         messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day)  // 2 days ago: bench 8 x 60
         messages += try setMessages(&producer, exercise: "bench", load: 60, reps: 8, t0: now - 2 * day + 600)
-        messages += try setMessages(&producer, load: 90, reps: 3, t0: now - 9 * day)                     // outside the week
+        messages += try setMessages(&producer, load: 90, reps: 3, t0: now - 9 * day)  // outside the week
         try ingestor.ingest(messages)
         let stats = try store.weekStats(athlete: "ana", now: now, utcOffsetS: 0)
         #expect(stats.days.count == 7)
@@ -377,10 +394,12 @@ struct QueryTests {
         messages += try setMessages(&producer, load: 100, reps: 3, t0: 1_100, v0: 0.85)
         messages += try setMessages(&producer, load: 120, reps: 3, t0: 1_200, v0: 0.6)
         let profile = { (e1rm: Double, ts: Double) in
-            ProfileMessage(exercise: "squat", loadsKg: [100, 120], meanVelocitiesMps: [0.85, 0.6], interceptMps: 2, slopeMpsPerKg: -0.01, r2: 0.98, mvtMps: 0.3, e1rmKg: e1rm)
+            ProfileMessage(
+                exercise: "squat", loadsKg: [100, 120], meanVelocitiesMps: [0.85, 0.6], interceptMps: 2, slopeMpsPerKg: -0.01, r2: 0.98, mvtMps: 0.3,
+                e1rmKg: e1rm)
         }
         messages.append(try producer.message(profile(160, 1_300), ts: 1_300))
-        messages.append(try producer.message(profile(165, 1_400), ts: 1_400))        // same day, later: the day's figure
+        messages.append(try producer.message(profile(165, 1_400), ts: 1_400))  // same day, later: the day's figure
         messages.append(try producer.message(profile(170, 1_400 + 86_400), ts: 1_400 + 86_400))
         try ingestor.ingest(messages)
         let report = try store.progress(athlete: "ana", exercise: nil, utcOffsetS: 0)
@@ -443,8 +462,9 @@ struct RawReadingTests {
         let (store, ingestor) = (fixture.store, fixture.ingestor)
         var bridge = Producer("sensor-bridge")
         let readings = (0..<16).map {
-            SampleMessage.IMUReading(t: 1_000 + Double($0) / 100, accG: Vector3(0.01 * Double($0), -0.5, 1.0 / 3),
-                                     gyroDps: Vector3(1, 2, 3), angleDeg: Vector3(-179.5, 0.25, 90))
+            SampleMessage.IMUReading(
+                t: 1_000 + Double($0) / 100, accG: Vector3(0.01 * Double($0), -0.5, 1.0 / 3),
+                gyroDps: Vector3(1, 2, 3), angleDeg: Vector3(-179.5, 0.25, 90))
         }
         let message = try bridge.message(SampleMessage(.imu(readings)), ts: 1_000)
         ingestor.enqueue(message)
