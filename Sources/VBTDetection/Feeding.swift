@@ -48,7 +48,7 @@ extension StationDetector {
             self.assignment = assignment
             return []
         case CommandName.setLoad:
-            if let load = try? args.optionalNumber("load_kg") { assignment.loadKg = load }
+            if let load = try? SetLoad(args: args) { assignment.loadKg = load.loadKg }
             return []
         case CommandName.setEnd:
             return endSet(reason: .command, at: lastReadingT)

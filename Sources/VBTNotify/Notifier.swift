@@ -117,7 +117,8 @@ public struct Notifier: Sendable {
         switch command.command {
         case CommandName.athleteAssign: return assignAthlete(command, station: station, now: now)
         case CommandName.planAssign: return assignPlan(command, station: station, now: now)
-        case "rest.pause", "rest.resume", "rest.skip", "rest.extend": return restCommand(command, station: station, now: now)
+        case CommandName.restPause, CommandName.restResume, CommandName.restSkip, CommandName.restExtend:
+            return restCommand(command, station: station, now: now)
         default: return []
         }
     }
@@ -192,15 +193,16 @@ public struct Notifier: Sendable {
         }
         var out: [NotifierOutput] = []
         switch command.command {
-        case "rest.pause":
+        case CommandName.restPause:
             timer.pause(at: now)
-        case "rest.resume":
+        case CommandName.restResume:
             timer.resume(at: now)
-        case "rest.extend":
-            guard let seconds = (try? command.args.optionalNumber("seconds")) ?? nil, seconds.isFinite, abs(seconds) <= 3600 else {
-                return [.rejected(station: station, command: command.command, id: command.id, reason: "rest.extend needs args.seconds between -3600 and 3600")]
+        case CommandName.restExtend:
+            let extend: RestExtend
+            do { extend = try RestExtend(args: command.args) } catch {
+                return [.rejected(station: station, command: command.command, id: command.id, reason: error.reason)]
             }
-            timer.extend(by: seconds, at: now)
+            timer.extend(by: extend.seconds, at: now)
         default:  // rest.skip
             out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now, state: .skipped)))
             ws.timer = nil

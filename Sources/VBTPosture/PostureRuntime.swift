@@ -286,8 +286,9 @@ public final class PostureRuntime {
             var state = tracker(station)
             switch command.command {
             case CommandName.postureCalibrate:
-                let athlete = (try? command.args.optionalString("athlete")).flatMap { $0 } ?? state.athlete ?? station
-                let seconds = (try? command.args.optionalNumber("seconds")).flatMap { $0 } ?? 10
+                let calibrate = (try? PostureCalibrate(args: command.args)) ?? PostureCalibrate(athlete: nil, seconds: nil)
+                let athlete = calibrate.athlete ?? state.athlete ?? station
+                let seconds = calibrate.seconds ?? 10
                 state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))
                 logger.info(
                     "posture calibration started",

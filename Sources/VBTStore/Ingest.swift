@@ -331,11 +331,8 @@ public final class Ingestor {
                 (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
             case CommandName.planAssign:
                 // The plan itself is the notifier's; the recorder keeps who and which plan.
-                let args = command.args
-                (athlete, exercise, loadKg, plan) = (
-                    try args.optionalString("athlete"), try args.optionalString("exercise"),
-                    try args.optionalNumber("load_kg"), try args.optionalString("plan")
-                )
+                let assigned = try Plan(assignArgs: command.args)
+                (athlete, exercise, loadKg, plan) = (assigned.athlete, nil, nil, assigned.id)
             default:
                 return false
             }

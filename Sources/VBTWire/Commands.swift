@@ -11,8 +11,80 @@ public enum CommandName {
     public static let setEnd = "set.end"
     /// The load changed mid-session (`load_kg`).
     public static let setLoad = "set.load"
-    /// Starts a posture calibration (`athlete`, `seconds`).
+    /// Starts a posture calibration (`PostureCalibrate`).
     public static let postureCalibrate = "posture.calibrate"
+    /// Pauses the station's rest timer.
+    public static let restPause = "rest.pause"
+    /// Resumes a paused rest timer.
+    public static let restResume = "rest.resume"
+    /// Ends the rest now.
+    public static let restSkip = "rest.skip"
+    /// Adds to (or, negative, takes from) the rest (`RestExtend`).
+    public static let restExtend = "rest.extend"
+    /// The rest-timer commands, all for the notifier.
+    public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
+}
+
+/// `set.load`'s arguments: the load now on the bar.
+public struct SetLoad: Sendable, Equatable {
+    public var loadKg: Double
+
+    /// Creates the arguments.
+    public init(loadKg: Double) { self.loadKg = loadKg }
+
+    /// Reads the arguments, naming what is wrong.
+    public init(args: JSONObject) throws(PayloadError) {
+        let load = try args.number("load_kg")
+        guard load >= 0, load <= 1_000 else { throw PayloadError("load_kg must be 0 to 1000") }
+        loadKg = load
+    }
+
+    /// The arguments as a command carries them.
+    public var args: JSONObject { JSONObject([("load_kg", .number(loadKg))]) }
+}
+
+/// `posture.calibrate`'s arguments: whose posture, recorded for how long.
+public struct PostureCalibrate: Sendable, Equatable {
+    /// The athlete (default: the station's athlete, else the station).
+    public var athlete: String?
+    /// How long the athlete sits or stands well, s (default 10, kept within 0.5-600).
+    public var seconds: Double?
+
+    /// Creates the arguments.
+    public init(athlete: String?, seconds: Double?) { (self.athlete, self.seconds) = (athlete, seconds) }
+
+    /// Reads the arguments, naming what is wrong.
+    public init(args: JSONObject) throws(PayloadError) {
+        athlete = try args.optionalString("athlete")
+        seconds = try args.optionalNumber("seconds")
+    }
+
+    /// The arguments as a command carries them.
+    public var args: JSONObject {
+        var fields: [(key: String, value: JSONValue)] = []
+        if let athlete { fields.append(("athlete", .string(athlete))) }
+        if let seconds { fields.append(("seconds", .number(seconds))) }
+        return JSONObject(fields)
+    }
+}
+
+/// `rest.extend`'s arguments: seconds to add to the rest (negative: to take off).
+public struct RestExtend: Sendable, Equatable {
+    public var seconds: Double
+
+    /// Creates the arguments.
+    public init(seconds: Double) { self.seconds = seconds }
+
+    /// Reads the arguments, naming what is wrong.
+    public init(args: JSONObject) throws(PayloadError) {
+        guard let seconds = try args.optionalNumber("seconds"), seconds.isFinite, abs(seconds) <= 3600 else {
+            throw PayloadError("rest.extend needs args.seconds between -3600 and 3600")
+        }
+        self.seconds = seconds
+    }
+
+    /// The arguments as a command carries them.
+    public var args: JSONObject { JSONObject([("seconds", .number(seconds))]) }
 }
 
 /// `athlete.assign`'s arguments: who lifts what at a station, and how the

@@ -16,7 +16,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand("rest.pause", station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(CommandName.restPause, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Resume: AsyncParsableCommand {
@@ -24,7 +24,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand("rest.resume", station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(CommandName.restResume, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Skip: AsyncParsableCommand {
@@ -32,7 +32,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand("rest.skip", station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(CommandName.restSkip, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Extend: AsyncParsableCommand {
@@ -45,7 +45,7 @@ struct Rest: AsyncParsableCommand {
             guard seconds.isFinite, abs(seconds) <= 3600, seconds != 0 else { throw ValidationError("SECONDS must be between -3600 and 3600, not 0") }
         }
         func run() async throws {
-            try await sendRestCommand("rest.extend", station: station, args: JSONObject([("seconds", .number(seconds))]), bus: bus)
+            try await sendRestCommand(CommandName.restExtend, station: station, args: RestExtend(seconds: seconds).args, bus: bus)
         }
     }
 }

@@ -51,7 +51,7 @@ struct Posture: AsyncParsableCommand {
             let config = bus.config, station = self.station, athlete = self.athlete, seconds = self.seconds
             try await runLoop("vbt.posture", logger: logger) { context in
                 let publisher = try Publisher(context: context, config: config, program: "vbt")
-                let args = JSONObject([("athlete", .string(athlete)), ("seconds", .number(seconds))])
+                let args = PostureCalibrate(athlete: athlete, seconds: seconds).args
                 let id = try sendCommands(
                     publisher, station: station, athlete: athlete, target: "posture-evaluator",
                     [(CommandName.postureCalibrate, args)], whoListens: "posture-evaluator")[0]

@@ -48,4 +48,23 @@ struct CommandTests {
             #expect("\(error)".contains("exercises[1] (bench)"))
         }
     }
+
+    @Test("set.load, posture.calibrate and rest.extend read back as written; a wrong or missing value is an error naming it")
+    func smallCommands() throws {
+        #expect(try SetLoad(args: SetLoad(loadKg: 102.5).args) == SetLoad(loadKg: 102.5))
+        #expect(throws: PayloadError.self) { try SetLoad(args: JSONObject([("load_kg", .string("heavy"))])) }
+        #expect(throws: PayloadError.self) { try SetLoad(args: JSONObject([("load_kg", .number(-5))])) }
+        let calibrate = PostureCalibrate(athlete: "ana", seconds: 12)
+        #expect(try PostureCalibrate(args: calibrate.args) == calibrate)
+        #expect(try PostureCalibrate(args: JSONObject()) == PostureCalibrate(athlete: nil, seconds: nil))
+        #expect(throws: PayloadError.self) { try PostureCalibrate(args: JSONObject([("seconds", .string("ten"))])) }
+        #expect(try RestExtend(args: RestExtend(seconds: -30).args) == RestExtend(seconds: -30))
+        do {
+            _ = try RestExtend(args: JSONObject([("seconds", .number(7200))]))
+            Issue.record("a 2-hour extension was accepted")
+        } catch {
+            #expect(error.reason.contains("between -3600 and 3600"))
+        }
+        #expect(CommandName.rest == ["rest.pause", "rest.resume", "rest.skip", "rest.extend"])
+    }
 }
