@@ -53,7 +53,7 @@ public final class Publisher {
 
     /// Sends two already-encoded frames (the bus-level path; no stamping).
     public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
-        try link.send([topic, body], dontWait: false)
+        try link.send(topic: topic, body: body)
         published += 1
         if published & 1023 == 0 { try drainSubscriptions() }
     }

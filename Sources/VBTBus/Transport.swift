@@ -29,6 +29,9 @@ public protocol FrameLink: AnyObject {
     /// could not be queued and `dontWait` was asked.
     @discardableResult
     func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool
+    /// Sends a bus message (topic, body) waiting for room: the hot path, with
+    /// no list of frames to build.
+    func send(topic: [UInt8], body: [UInt8]) throws(ZMQError)
     /// The next message, waiting at most `timeoutMs` (-1: as long as it
     /// takes; 0: not at all). At most `maxFrames` frames are kept.
     func receive(timeoutMs: Int32, maxFrames: Int) throws(ZMQError) -> ReceivedMessage?
@@ -112,6 +115,11 @@ public final class SocketLink: FrameLink {
             guard try zmq.send(frame, more: index < frames.count - 1, dontWait: dontWait && index == 0) else { return false }
         }
         return true
+    }
+
+    public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
+        try zmq.send(topic, more: true)
+        try zmq.send(body)
     }
 
     public func receive(timeoutMs: Int32, maxFrames: Int) throws(ZMQError) -> ReceivedMessage? {

@@ -148,6 +148,8 @@ public final class MemoryBus: BusTransport {
             return true
         }
 
+        func send(topic: [UInt8], body: [UInt8]) { sender([topic, body]) }
+
         func receive(timeoutMs: Int32, maxFrames: Int) -> ReceivedMessage? {
             guard let frames = queue.pop() else { return nil }
             var message = ReceivedMessage()
