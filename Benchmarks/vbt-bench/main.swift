@@ -225,7 +225,8 @@ func rawBusRate(messages: Int) -> Double {
 }
 
 /// The typed path: Publisher (stamp + encode) -> Forwarder -> Subscriber (decode, check, count) + payload decode.
-func typedBusRate(messages: Int) -> Double {
+/// With `journal`, the publisher journals every message into that folder first (fsync every 50 ms).
+func typedBusRate(messages: Int, journal: String? = nil) -> Double {
     let config = endpoints()
     let busContext = ZMQContext()
     var logger = Logger(label: "vbt-bench")
@@ -261,6 +262,7 @@ func typedBusRate(messages: Int) -> Double {
     let pubContext = ZMQContext()
     let pubDone = spawn("typed.pub") {
         let publisher = try Publisher(context: pubContext, config: config, program: "vbt-bench", lingerMs: 10_000)
+        if let journal { publisher.journal = try Journal(settings: JournalSettings(directory: journal), instance: publisher.stamper.instance) }
         guard try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 10) else { fatalError("no subscriber") }
         for _ in 0..<messages { try publisher.publish(payload, station: "rack-01") }
     }
@@ -269,6 +271,20 @@ func typedBusRate(messages: Int) -> Double {
     busContext.shutdown()
     busDone.wait()
     return result.value
+}
+
+/// Journal appends alone, one core: stamp-free records of the bus message's size, fsync every 50 ms.
+func journalAppendRate(messages: Int, directory: String) throws -> Double {
+    var stamper = EnvelopeStamper(program: "vbt-bench")
+    let journal = try Journal(settings: JournalSettings(directory: directory), instance: stamper.instance)
+    let frames = try stamper.encode(payload, station: "rack-01", ts: wallClockSeconds())
+    let started = monotonicSeconds()
+    for seq in 1...UInt64(messages) {
+        try journal.append(src: stamper.lastSrc, seq: seq, ts: 0, topic: frames.topic, body: frames.body)
+        try journal.tick()
+    }
+    try journal.sync()
+    return Double(messages) / (monotonicSeconds() - started)
 }
 
 final class ResultBox: @unchecked Sendable {
@@ -453,16 +469,28 @@ if wants("codec") {
 }
 
 if wants("bus") {
-    var raw: [Double] = [], typed: [Double] = []
-    for _ in 0..<runs {
+    var raw: [Double] = [], typed: [Double] = [], journalled: [Double] = [], appends: [Double] = []
+    let journalRoot = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-bench-journal-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: journalRoot) }
+    for run in 0..<runs {
         raw.append(rawBusRate(messages: busMessages))
         typed.append(typedBusRate(messages: busMessages))
+        journalled.append(typedBusRate(messages: busMessages, journal: journalRoot + "/bus-\(run)"))
+        appends.append(try journalAppendRate(messages: busMessages, directory: journalRoot + "/append-\(run)"))
     }
     print("")
     print("bus end to end, \(busMessages) msgs/run, TCP loopback, pub -> forwarder -> sub (3 threads, 2 cores)")
     print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
     print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
     print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
+    print("  vbt typed, the publisher journalling         \(format(median(journalled)))   runs: \(journalled.map(format).joined(separator: ", "))")
+    print(String(format: "  journalled / typed = %.2f", median(journalled) / median(typed)))
+    let readingsPerMessage = Double(payload.readings.count)
+    print(
+        "  journal append alone (one core, fsync every 50 ms) \(format(median(appends)))   "
+            + String(
+                format: "%.2f µs a message, %.3f µs a reading (%d readings a message)", 1e6 / median(appends), 1e6 / median(appends) / readingsPerMessage,
+                Int(readingsPerMessage)))
 }
 
 if wants("detector") {

@@ -13,6 +13,8 @@ public final class Publisher {
     public let clock: any BusClock
     /// Stamps `src`, `seq` and `ts`.
     public private(set) var stamper: EnvelopeStamper
+    /// Where every stamped message is appended before it is sent (nil: nowhere).
+    public var journal: Journal?
     /// Messages handed to libzmq so far.
     public private(set) var published = 0
     private var subscriptions: [[UInt8]: Int] = [:]
@@ -34,7 +36,7 @@ public final class Publisher {
     public func publish<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil, ts: Double? = nil) throws {
         let ts = ts ?? clock.wallSeconds()
         let frames = try stamper.encode(payload, station: station, athlete: athlete, ts: ts)
-        try send(topic: frames.topic, body: frames.body)
+        try journalled(frames, ts: ts)
     }
 
     /// Stamps and sends a message given as loose fields (operator tools, tests).
@@ -48,10 +50,19 @@ public final class Publisher {
                 writer.value(field.value)
             }
         }
+        try journalled(frames, ts: ts)
+    }
+
+    /// Journals a stamped message (when there is a journal), then sends it.
+    private func journalled(_ frames: (topic: [UInt8], body: [UInt8]), ts: Double) throws {
+        if let journal {
+            try journal.append(src: stamper.lastSrc, seq: stamper.lastSeq, ts: ts, topic: frames.topic, body: frames.body)
+            try journal.tick()
+        }
         try send(topic: frames.topic, body: frames.body)
     }
 
-    /// Sends two already-encoded frames (the bus-level path; no stamping).
+    /// Sends two already-encoded frames (the bus-level path; no stamping, no journal).
     public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
         try link.send(topic: topic, body: body)
         published += 1

@@ -179,6 +179,9 @@ private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(Malform
 public struct EnvelopeStamper {
     /// This process start's instance name, e.g. `vbt-bus-4f9a01c2`.
     public let instance: String
+    /// The stream and sequence number of the last message encoded.
+    public private(set) var lastSrc = ""
+    public private(set) var lastSeq: UInt64 = 0
     /// Streams by type, then station: looked up with the caller's own strings,
     /// so the hot path builds no topic string.
     private var streams: [String: [String: Stream]] = [:]
@@ -234,6 +237,7 @@ public struct EnvelopeStamper {
         }
         // Only a message that will be sent consumes a sequence number.
         streams[type, default: [:]][station] = stream
+        (lastSrc, lastSeq) = (stream.src, stream.seq)
         return (stream.topic, writer.bytes)
     }
 }

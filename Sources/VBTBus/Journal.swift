@@ -1,0 +1,385 @@
+import Foundation
+import VBTWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// A producer's journal: every message it publishes, appended to files, so a
+// consumer that missed some (a crash, a restart, an overload) can ask for
+// them again. The ZeroMQ Guide's reliable pub-sub patterns (Clone, with
+// sequence numbers and replay from the producer) are the model.
+//
+// Written by hand: no library in the dependency set keeps an append-only,
+// size- and age-bounded log of opaque frames readable by (stream, seq)
+// range. SQLite could, at several times the cost per message, and it would
+// put the store's library into every producer.
+//
+// Files: `<dir>/<instance>-<index>.journal`, one writer per process (its
+// instance name is unique per start), read by that process for every file in
+// the folder, so a restarted producer still answers for the streams of the
+// process before it. A record:
+//
+//     u32 record length (everything after this field)
+//     u32 CRC-32 (IEEE) of everything after this field
+//     u64 seq, f64 ts (little-endian)
+//     u16 src length, u16 topic length, u32 body length
+//     src, topic, body bytes
+//
+// A record that is cut short or fails its CRC ends its file: a torn tail from
+// a crash is cut off when the journal opens, and nothing after it is trusted.
+
+/// How a journal is kept.
+public struct JournalSettings: Sendable, Equatable {
+    /// The folder (created if missing).
+    public var directory: String
+    /// Records older than this are deleted (whole files, oldest first), s.
+    public var maxAgeS = 1_800.0
+    /// The folder never holds more than this many bytes (whole files, oldest first).
+    public var maxBytes = 1 << 30
+    /// A file is closed and a new one begun at this size.
+    public var segmentBytes = 64 << 20
+    /// Appended records reach the disk (write and fdatasync) at least this often, s.
+    public var syncIntervalS = 0.05
+
+    /// Settings for `directory`, with the defaults: at most 30 minutes or 1 GiB, whichever is smaller.
+    public init(directory: String) { self.directory = directory }
+}
+
+/// A journal that cannot be used, saying what to do.
+public struct JournalError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One message read back from a journal.
+public struct JournalRecord: Sendable, Equatable {
+    public var src: String
+    public var seq: UInt64
+    public var ts: Double
+    public var topic: [UInt8]
+    public var body: [UInt8]
+
+    /// Creates a record.
+    public init(src: String, seq: UInt64, ts: Double, topic: [UInt8], body: [UInt8]) {
+        (self.src, self.seq, self.ts, self.topic, self.body) = (src, seq, ts, topic, body)
+    }
+}
+
+/// The append-only journal of one producer. Owned by one thread.
+public final class Journal {
+    /// What a file holds, for finding a range without reading every file.
+    struct Segment {
+        var path: String
+        var bytes: Int
+        var firstTs: Double
+        var lastTs: Double
+        /// Per stream: the first and last seq in this file.
+        var streams: [String: ClosedRange<UInt64>]
+    }
+
+    public let settings: JournalSettings
+    private let clock: any BusClock
+    private let instance: String
+    private var segments: [Segment] = []
+    private var fd: Int32 = -1
+    private var lockFd: Int32 = -1
+    private var index = 0
+    private var buffer: [UInt8] = []
+    private var nextSync: Double
+    /// Bytes of torn tails cut off at open, and records in them lost.
+    public private(set) var repairedBytes = 0
+    /// Records appended by this process.
+    public private(set) var appended = 0
+    /// Files deleted for age or size.
+    public private(set) var pruned = 0
+
+    /// Opens (creating) the folder, reads what earlier processes left (cutting
+    /// off torn tails) and begins a file for `instance`.
+    public init(settings: JournalSettings, instance: String, clock: any BusClock = SystemClock()) throws(JournalError) {
+        self.settings = settings
+        self.instance = instance
+        self.clock = clock
+        nextSync = clock.monotonicSeconds() + settings.syncIntervalS
+        do {
+            try FileManager.default.createDirectory(atPath: settings.directory, withIntermediateDirectories: true)
+        } catch {
+            throw JournalError("cannot create the journal folder \(settings.directory): \(error); check the path and its permissions")
+        }
+        // One process at a time per folder: a second one would cut the first's open file as a torn tail.
+        lockFd = open(settings.directory + "/journal.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lockFd >= 0, flock(lockFd, LOCK_EX | LOCK_NB) == 0 else {
+            throw JournalError("the journal folder \(settings.directory) is in use by another process: give each producer a folder of its own")
+        }
+        let names: [String]
+        do { names = try FileManager.default.contentsOfDirectory(atPath: settings.directory) } catch {
+            throw JournalError("cannot read the journal folder \(settings.directory): \(error)")
+        }
+        for name in names where name.hasSuffix(".journal") {
+            let path = settings.directory + "/" + name
+            if let segment = try scan(path) { segments.append(segment) }
+        }
+        segments.sort { ($0.firstTs, $0.path) < ($1.firstTs, $1.path) }
+        try openNext()
+    }
+
+    deinit {
+        try? sync()
+        if fd >= 0 { close(fd) }
+        if lockFd >= 0 { close(lockFd) }  // releases the folder
+    }
+
+    /// Every stream the journal holds, with the first and last seq kept.
+    public var streams: [String: ClosedRange<UInt64>] {
+        var all: [String: ClosedRange<UInt64>] = [:]
+        for segment in segments {
+            for (src, range) in segment.streams {
+                if let known = all[src] {
+                    all[src] = min(known.lowerBound, range.lowerBound)...max(known.upperBound, range.upperBound)
+                } else {
+                    all[src] = range
+                }
+            }
+        }
+        return all
+    }
+
+    /// Bytes in the folder's journal files (what is still buffered included).
+    public var totalBytes: Int { segments.reduce(0) { $0 + $1.bytes } }
+
+    /// Appends one published message. It reaches the disk at the next `sync`
+    /// (at most `syncIntervalS` later when the caller calls `tick`).
+    public func append(src: String, seq: UInt64, ts: Double, topic: [UInt8], body: [UInt8]) throws(JournalError) {
+        let srcCount = src.utf8.count
+        guard srcCount <= Int(UInt16.max), topic.count <= Int(UInt16.max) else {
+            throw JournalError("a stream name or topic longer than 65535 bytes cannot be journalled")
+        }
+        let length = 4 + 8 + 8 + 2 + 2 + 4 + srcCount + topic.count + body.count
+        let start = buffer.count
+        Self.put(UInt32(length), into: &buffer)
+        Self.put(UInt32(0), into: &buffer)  // the CRC, filled in below
+        Self.put(seq, into: &buffer)
+        Self.put(ts.bitPattern, into: &buffer)
+        Self.put(UInt16(srcCount), into: &buffer)
+        Self.put(UInt16(topic.count), into: &buffer)
+        Self.put(UInt32(body.count), into: &buffer)
+        buffer.append(contentsOf: src.utf8)
+        buffer.append(contentsOf: topic)
+        buffer.append(contentsOf: body)
+        buffer.withUnsafeMutableBufferPointer { bytes in
+            let crc = CRC32.checksum(UnsafeBufferPointer(rebasing: bytes[(start + 8)...]))
+            withUnsafeBytes(of: crc.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[start + 4 + offset] = byte } }
+        }
+        appended += 1
+        // In place: a copy of the segment would copy its table of streams on every append.
+        let last = segments.count - 1
+        segments[last].bytes += buffer.count - start
+        if segments[last].firstTs == 0 { segments[last].firstTs = ts }
+        if ts > segments[last].lastTs { segments[last].lastTs = ts }
+        if let range = segments[last].streams[src] {
+            if seq < range.lowerBound || seq > range.upperBound { segments[last].streams[src] = min(range.lowerBound, seq)...max(range.upperBound, seq) }
+        } else {
+            segments[last].streams[src] = seq...seq
+        }
+        if segments[last].bytes >= settings.segmentBytes {
+            try sync()
+            try openNext()
+            prune()
+        }
+    }
+
+    /// Syncs when it is due; call it from the loop (cheap when it is not).
+    public func tick() throws(JournalError) {
+        let now = clock.monotonicSeconds()
+        guard now >= nextSync else { return }
+        nextSync = now + settings.syncIntervalS
+        try sync()
+        prune()
+    }
+
+    /// Writes what is buffered and waits until the disk has it.
+    public func sync() throws(JournalError) {
+        guard !buffer.isEmpty else { return }
+        var written = 0
+        while written < buffer.count {
+            let result = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw JournalError("journal write failed (\(segments.last?.path ?? "")): \(String(cString: strerror(errno))); is the disk full?")
+            }
+            written += result
+        }
+        buffer.removeAll(keepingCapacity: true)
+        guard fdatasync(fd) == 0 else {
+            throw JournalError("journal sync failed (\(segments.last?.path ?? "")): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The records of stream `src` from `from` through `to` (inclusive), in
+    /// seq order, at most `limit` of them. What is only buffered is synced
+    /// first, so everything appended can be read.
+    public func read(src: String, from: UInt64, to: UInt64, limit: Int = .max) throws(JournalError) -> [JournalRecord] {
+        try sync()
+        var found: [JournalRecord] = []
+        for segment in segments {
+            guard let range = segment.streams[src], range.overlaps(from...max(from, to)) else { continue }
+            try Self.records(in: segment.path) { record in
+                if record.src == src, record.seq >= from, record.seq <= to { found.append(record) }
+                return true
+            }
+            if found.count >= limit { break }
+        }
+        found.sort { $0.seq < $1.seq }
+        return Array(found.prefix(limit))
+    }
+
+    // MARK: Files
+
+    private func openNext() throws(JournalError) {
+        if fd >= 0 { close(fd) }
+        var path: String
+        repeat {
+            index += 1
+            path = settings.directory + "/" + instance + "-" + String(index) + ".journal"
+        } while FileManager.default.fileExists(atPath: path)
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw JournalError("cannot create the journal file \(path): \(String(cString: strerror(errno))); check the folder is writable")
+        }
+        segments.append(Segment(path: path, bytes: 0, firstTs: 0, lastTs: 0, streams: [:]))
+    }
+
+    /// Deletes the oldest files while the folder is over its size, or their newest record is over its age.
+    private func prune() {
+        let now = clock.wallSeconds()
+        while segments.count > 1 {
+            let oldest = segments[0]
+            let overSize = totalBytes > settings.maxBytes
+            let overAge = oldest.lastTs > 0 && now - oldest.lastTs > settings.maxAgeS
+            guard overSize || overAge else { return }
+            unlink(oldest.path)
+            segments.removeFirst()
+            pruned += 1
+        }
+    }
+
+    /// Reads a file's summary; a torn or corrupt tail is cut off. Nil for a file with no record.
+    private func scan(_ path: String) throws(JournalError) -> Segment? {
+        var segment = Segment(path: path, bytes: 0, firstTs: 0, lastTs: 0, streams: [:])
+        var good = 0
+        let size = try Self.records(in: path) { record in
+            if segment.firstTs == 0 { segment.firstTs = record.ts }
+            segment.lastTs = max(segment.lastTs, record.ts)
+            if let range = segment.streams[record.src] {
+                segment.streams[record.src] = min(range.lowerBound, record.seq)...max(range.upperBound, record.seq)
+            } else {
+                segment.streams[record.src] = record.seq...record.seq
+            }
+            good += 1
+            return true
+        } validBytes: {
+            segment.bytes = $0
+        }
+        if segment.bytes < size {
+            repairedBytes += size - segment.bytes
+            truncate(path, off_t(segment.bytes))
+        }
+        guard good > 0 else {
+            unlink(path)
+            return nil
+        }
+        return segment
+    }
+
+    /// Calls `body` for each whole, checked record of the file; returns the file's size.
+    @discardableResult
+    static func records(
+        in path: String, _ body: (JournalRecord) -> Bool, validBytes: (Int) -> Void = { _ in }
+    ) throws(JournalError) -> Int {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) } catch {
+            throw JournalError("cannot read the journal file \(path): \(error)")
+        }
+        var offset = 0
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            while offset + 8 <= bytes.count {
+                let length = Int(Self.get(UInt32.self, bytes, offset))
+                let end = offset + 4 + length
+                guard length >= 28, end <= bytes.count else { break }
+                let crc = Self.get(UInt32.self, bytes, offset + 4)
+                guard CRC32.checksum(UnsafeBufferPointer(rebasing: bytes[(offset + 8)..<end])) == crc else { break }
+                let seq = Self.get(UInt64.self, bytes, offset + 8)
+                let ts = Double(bitPattern: Self.get(UInt64.self, bytes, offset + 16))
+                let srcCount = Int(Self.get(UInt16.self, bytes, offset + 24))
+                let topicCount = Int(Self.get(UInt16.self, bytes, offset + 26))
+                let bodyCount = Int(Self.get(UInt32.self, bytes, offset + 28))
+                let fields = offset + 32
+                guard fields + srcCount + topicCount + bodyCount == end else { break }
+                let record = JournalRecord(
+                    src: String(decoding: bytes[fields..<(fields + srcCount)], as: UTF8.self), seq: seq, ts: ts,
+                    topic: Array(bytes[(fields + srcCount)..<(fields + srcCount + topicCount)]),
+                    body: Array(bytes[(fields + srcCount + topicCount)..<end]))
+                offset = end
+                guard body(record) else { break }
+            }
+        }
+        validBytes(offset)
+        return data.count
+    }
+
+    private static func put<T: FixedWidthInteger>(_ value: T, into buffer: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    private static func get<T: FixedWidthInteger>(_: T.Type, _ bytes: UnsafeBufferPointer<UInt8>, _ offset: Int) -> T {
+        var value: T = 0
+        withUnsafeMutableBytes(of: &value) {
+            $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[offset..<(offset + MemoryLayout<T>.size)])))
+        }
+        return T(littleEndian: value)
+    }
+}
+
+/// CRC-32 (IEEE 802.3, the polynomial zlib and PNG use; check value of
+/// "123456789" 0xCBF43926), eight bytes a step with eight tables ("slicing by
+/// 8", Kounavis and Berry, Intel 2005). By hand: Foundation's zlib is
+/// private to it, and the tables are a few lines.
+enum CRC32 {
+    /// Table k at [k * 256 ..< (k + 1) * 256]: table 0 is the byte-at-a-time table.
+    static let tables: [UInt32] = {
+        var tables = [UInt32](repeating: 0, count: 8 * 256)
+        for index in 0..<256 {
+            var value = UInt32(index)
+            for _ in 0..<8 { value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+            tables[index] = value
+        }
+        for k in 1..<8 {
+            for index in 0..<256 {
+                let previous = tables[(k - 1) * 256 + index]
+                tables[k * 256 + index] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
+            }
+        }
+        return tables
+    }()
+
+    static func checksum(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        tables.withUnsafeBufferPointer { t in
+            var i = 0
+            let count = bytes.count
+            while i + 8 <= count {
+                let one = (UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24) ^ crc
+                let two = UInt32(bytes[i + 4]) | UInt32(bytes[i + 5]) << 8 | UInt32(bytes[i + 6]) << 16 | UInt32(bytes[i + 7]) << 24
+                crc = t[1792 + Int(one & 0xFF)] ^ t[1536 + Int((one >> 8) & 0xFF)] ^ t[1280 + Int((one >> 16) & 0xFF)] ^ t[1024 + Int(one >> 24)]
+                crc ^= t[768 + Int(two & 0xFF)] ^ t[512 + Int((two >> 8) & 0xFF)] ^ t[256 + Int((two >> 16) & 0xFF)] ^ t[Int(two >> 24)]
+                i += 8
+            }
+            while i < count {
+                crc = t[Int((crc ^ UInt32(bytes[i])) & 0xFF)] ^ (crc >> 8)
+                i += 1
+            }
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+}
