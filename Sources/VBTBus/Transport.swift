@@ -55,6 +55,10 @@ public protocol BusTransport: AnyObject {
     func queryClientLink() throws(ZMQError) -> any FrameLink
     /// The recorder's query endpoint: receives `[peer, empty, request]`, sends `[peer, empty, reply]`.
     func queryServerLink() throws(ZMQError) -> any FrameLink
+    /// A request/reply server bound on `endpoint` (a producer's replay endpoint), as the query endpoint's.
+    func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink
+    /// A client of the server at `endpoint`, as a query client.
+    func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink
 }
 
 /// The transport of a running program: libzmq sockets on the configured
@@ -84,15 +88,19 @@ public final class ZMQTransport: BusTransport {
         return SocketLink(socket)
     }
 
-    public func queryClientLink() throws(ZMQError) -> any FrameLink {
-        let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
-        try socket.connect(config.queryEndpoint)
+    public func queryClientLink() throws(ZMQError) -> any FrameLink { try clientLink(endpoint: config.queryEndpoint) }
+
+    public func queryServerLink() throws(ZMQError) -> any FrameLink { try serverLink(endpoint: config.queryEndpoint) }
+
+    public func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
+        try socket.bind(endpoint)
         return SocketLink(socket)
     }
 
-    public func queryServerLink() throws(ZMQError) -> any FrameLink {
-        let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
-        try socket.bind(config.queryEndpoint)
+    public func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
+        try socket.connect(endpoint)
         return SocketLink(socket)
     }
 }

@@ -38,7 +38,7 @@ public final class MemoryBus: BusTransport {
     public let manualClock: ManualClock
     private var subscribers: [Weak<Queue>] = []
     private var publishers: [Weak<Queue>] = []
-    private var server: Queue?
+    private var servers: [String: Queue] = [:]
     private var clients: [[UInt8]: Weak<Queue>] = [:]
     private var nextClient = 0
     /// Messages sent on the bus so far.
@@ -71,19 +71,27 @@ public final class MemoryBus: BusTransport {
         return Link(queue) { [unowned self] frames in self.deliver(frames) }
     }
 
-    public func queryClientLink() -> any FrameLink {
+    public func queryClientLink() -> any FrameLink { clientLink(endpoint: Self.queryEndpoint) }
+
+    public func queryServerLink() -> any FrameLink { serverLink(endpoint: Self.queryEndpoint) }
+
+    /// The endpoint name the query links use on this bus.
+    public static let queryEndpoint = "memory://query"
+
+    public func clientLink(endpoint: String) -> any FrameLink {
         nextClient += 1
         let identity = Array("client-\(nextClient)".utf8)
         let queue = Queue(prefixes: [])
         clients[identity] = Weak(queue)
         return Link(queue) { [unowned self] frames in
-            self.server?.messages.append([identity] + frames)
+            // A request to an endpoint nobody serves waits nowhere: it is lost, as with nobody bound.
+            self.servers[endpoint]?.messages.append([identity] + frames)
         }
     }
 
-    public func queryServerLink() -> any FrameLink {
+    public func serverLink(endpoint: String) -> any FrameLink {
         let queue = Queue(prefixes: [])
-        server = queue
+        servers[endpoint] = queue
         return Link(queue) { [unowned self] frames in
             // A reply to a client that is gone is dropped, as ROUTER does.
             guard let identity = frames.first, let client = self.clients[identity]?.value else { return }

@@ -422,6 +422,20 @@ public struct HeartbeatMessage: BusPayload, Equatable {
     public var inputs: InputCounters?
     /// The notifier's webhook sink, when it has one.
     public var webhook: SinkCounters?
+    /// A producer that journals: where to ask for what was missed, and the last seq of each of its streams.
+    public var replay: ReplayOffer?
+
+    /// Where a producer answers replay requests (proto/replay.md), and how far each of its streams has gone,
+    /// so a consumer sees a silent tail as well as a hole.
+    public struct ReplayOffer: Sendable, Equatable {
+        /// The producer's replay endpoint, e.g. `ipc:///var/lib/vbt/bridge-rack-01/replay.sock`.
+        public var endpoint: String
+        /// The last seq published on each stream this process journals (its own streams).
+        public var lastSeq: [String: Int]
+
+        /// Creates an offer.
+        public init(endpoint: String, lastSeq: [String: Int]) { (self.endpoint, self.lastSeq) = (endpoint, lastSeq) }
+    }
 
     /// Creates a heartbeat.
     public init(role: String, uptimeS: Double, intervalS: Double, bus: BusCounters? = nil, inputs: InputCounters? = nil) {
@@ -460,6 +474,9 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.retries = try object.integer("retries")
             webhook = counters
         }
+        if let object = try fields.optionalObject("replay") {
+            replay = ReplayOffer(endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"))
+        }
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -495,6 +512,13 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("failed", webhook.failed)
             writer.field("dropped", webhook.dropped)
             writer.field("retries", webhook.retries)
+            writer.endObject()
+        }
+        if let replay {
+            writer.key("replay")
+            writer.beginObject()
+            writer.field("endpoint", replay.endpoint)
+            writer.writeSeqMap("last_seq", replay.lastSeq)
             writer.endObject()
         }
     }
