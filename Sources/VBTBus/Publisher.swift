@@ -123,12 +123,19 @@ public struct HeartbeatSchedule {
     }
 
     /// Publishes when due; `inputs` is only evaluated then.
-    public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?) throws {
+    public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil) throws {
         let now = publisher.clock.monotonicSeconds()
         let started = self.started ?? now
         self.started = started
         guard now >= next else { return }
         next = now + intervalS
-        try publisher.publish(HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs()), station: name)
+        var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs())
+        if let replay, let journal = publisher.journal {
+            // This process's own streams: what it published, so a consumer can see a silent tail.
+            let own = publisher.stamper.instance + "/"
+            let lastSeq = journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) }
+            message.replay = HeartbeatMessage.ReplayOffer(endpoint: replay.endpoint, lastSeq: lastSeq)
+        }
+        try publisher.publish(message, station: name)
     }
 }

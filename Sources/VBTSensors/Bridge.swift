@@ -165,6 +165,19 @@ public final class BridgePublisher {
     public private(set) var published: [String: Int] = [:]
     /// The bridge's own heartbeat (`heartbeat.<name>`); nil publishes none.
     public var heartbeat: HeartbeatSchedule?
+    /// Where what is published is journalled (nil: nowhere), and where ranges of it are answered.
+    public var journal: Journal? {
+        get { publisher.journal }
+        set { publisher.journal = newValue }
+    }
+    public private(set) var replay: ReplayServer?
+    private let transport: any BusTransport
+
+    /// Journals every message from now on into `settings.directory` and answers replay requests on `endpoint`.
+    public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
+        journal = try Journal(settings: settings, instance: publisher.stamper.instance, clock: clock)
+        replay = try ReplayServer(journal: journal!, transport: transport, endpoint: endpoint)
+    }
 
     private struct Pending {
         var station: String
@@ -182,6 +195,7 @@ public final class BridgePublisher {
     public init(transport: any BusTransport, queue: EventQueue, policy: BatchPolicy, logger: Logger) throws(ZMQError) {
         publisher = try Publisher(transport: transport, program: "sensor-bridge")
         clock = transport.clock
+        self.transport = transport
         self.queue = queue
         self.policy = policy
         self.logger = logger
@@ -230,9 +244,11 @@ public final class BridgePublisher {
                 }
             }
             try flushDue(now: clock.monotonicSeconds())
-            try heartbeat?.tick(publisher, inputs: nil)
+            try heartbeat?.tick(publisher, inputs: nil, replay: replay)
+            try replay?.serve()
             if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
                 try flushAll()
+                try journal?.sync()
                 logger.info(
                     "bridge stopped",
                     metadata: [

@@ -251,4 +251,45 @@ struct BridgeProcessTests {
                 return sensors == ["imu", "distance"] && rig.readingCount >= 1500
             })
     }
+
+    @Test(
+        "--journal: the heartbeat offers the replay endpoint and each stream's last seq; a range asked for comes back byte for byte, also from the journal of the bridge before a restart"
+    )
+    func journalAndReplay() throws {
+        let rig = try Rig(prefixes: ["sample.j-1", "heartbeat.bridge-j-1"])
+        let folder = rig.dir.path("journal-j-1")
+        let arguments = ["--simulate", "--station", "j-1", "--speed", "4", "--sets", "1", "--reps", "2", "--rest", "1", "--journal", folder]
+        let bridge = try rig.bridge(arguments)
+        var offer: HeartbeatMessage.ReplayOffer?
+        #expect(
+            try rig.receive(timeoutS: 30) { messages in
+                offer = messages.compactMap { try? $0.payload(as: HeartbeatMessage.self).replay }.last
+                let samples = rig.samples().count
+                return samples >= 30 && (offer?.lastSeq.values.max() ?? 0) >= 30
+            }, "\(bridge.stderrText)")
+        #expect(bridge.terminate() == 0)
+        let endpoint = try #require(offer?.endpoint)
+        #expect(endpoint == "ipc://\(folder)/replay.sock")
+        let live = rig.messages.filter { $0.envelope.type == SampleMessage.type }
+        let src = try #require(live.first?.envelope.src)
+        #expect(offer?.lastSeq[src] != nil, "the offer names the sample stream")
+
+        // A new bridge on the same folder answers for the streams of the one before it.
+        let again = try rig.bridge(arguments)
+        defer { _ = again.terminate() }
+        #expect(again.waitForStderr("journalling", timeoutS: 20), "\(again.stderrText)")
+        let client = try ReplayClient(transport: ZMQTransport(context: rig.context, config: rig.config), endpoint: endpoint)
+        let wanted = live.prefix(20)
+        let first = Int(try #require(wanted.first).envelope.seq), last = Int(try #require(wanted.last).envelope.seq)
+        var reply: ReplayReply?
+        _ = try client.request(src: src, from: first, to: last)
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0.05) {
+                reply = try client.nextReply()
+                return reply != nil
+            }, "no replay answer: \(again.stderrText)")
+        let bodies = try #require(reply).messages.map(\.body)
+        #expect(bodies == wanted.map(\.body), "the originals, in order")
+        #expect(reply?.header.lost == 0)
+    }
 }
