@@ -496,12 +496,16 @@ public struct IngestCounters: Sendable, Equatable, Codable {
     public var droppedOther = 0
     /// Batches that failed and were kept to retry.
     public var failedWrites = 0
+    /// Messages that filled a hole (fetched from a producer's journal, or late).
+    public var recovered = 0
+    /// Messages a stream lacks that no journal holds any more: lost for good.
+    public var lost = 0
 
     /// Empty counters.
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case stored, duplicates, refused, ignored
+        case stored, duplicates, refused, ignored, recovered, lost
         case sampleRows = "sample_rows"
         case droppedSamples = "dropped_samples"
         case droppedOther = "dropped_other"

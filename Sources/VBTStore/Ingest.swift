@@ -13,9 +13,12 @@ import VBTWire
 /// touched (a failed transaction rolls back whole). Each message is written in
 /// its own savepoint, so one row the schema refuses costs only that row.
 ///
-/// Idempotent: per stream (`src`) the last stored `seq` is kept in `sources`;
-/// a message at or below it is a duplicate. Reps are also unique by `rep_id`,
-/// so a rep published twice (around a detector hand-over) is stored once.
+/// Idempotent: per stream (`src`) the last stored `seq` is kept in `sources`,
+/// and the holes below it (`seq` ranges that never arrived) in
+/// `source_holes`; a message at or below the last `seq` is stored only when it
+/// fills a hole (fetched from the producer's journal, or late), else it is a
+/// duplicate. Reps are also unique by `rep_id`, so a rep published twice
+/// (around a detector hand-over) is stored once.
 public final class Ingestor {
     public let store: TrainingStore
     private let logger: Logger
@@ -23,6 +26,9 @@ public final class Ingestor {
     private var pending: [BusMessage] = []
     /// The last stored `seq` per stream, as committed.
     private var lastSeq: [String: UInt64] = [:]
+    /// The holes per stream, as committed (every stream's, loaded once).
+    private var holes: [String: [ClosedRange<UInt64>]] = [:]
+    private var holesLoaded = false
     /// Most messages held while the database is unavailable (raw samples go first).
     public var maxPending = 200_000
 
@@ -85,6 +91,7 @@ public final class Ingestor {
     @discardableResult
     public func flush() throws(StoreError) -> Int {
         guard !pending.isEmpty else { return 0 }
+        try loadHoles()
         let batch = pending
         var result = BatchResult()
         do {
@@ -107,6 +114,8 @@ public final class Ingestor {
         }
         pending.removeAll(keepingCapacity: true)
         for (src, progress) in result.progress { lastSeq[src] = progress.lastSeq }
+        for (src, list) in result.holes { holes[src] = list.isEmpty ? nil : list }
+        counters.recovered += result.recovered
         for (type, count) in result.stored { counters.stored[type, default: 0] += count }
         counters.sampleRows += result.sampleRows
         counters.duplicates += result.duplicates
@@ -148,6 +157,9 @@ public final class Ingestor {
 
     struct BatchResult {
         var progress: [String: Progress] = [:]
+        /// The holes of the streams this batch touched, as they will be once it commits.
+        var holes: [String: [ClosedRange<UInt64>]] = [:]
+        var recovered = 0
         var stored: [String: Int] = [:]
         var sampleRows = 0
         var duplicates = 0
@@ -158,9 +170,18 @@ public final class Ingestor {
         for message in batch {
             let envelope = message.envelope
             let known = try result.progress[envelope.src]?.lastSeq ?? lastStoredSeq(envelope.src, db: db)
+            var fillsHole = false
             if let known, envelope.seq <= known {
-                result.duplicates += 1
-                continue
+                var list = result.holes[envelope.src] ?? holes[envelope.src] ?? []
+                guard let index = list.firstIndex(where: { $0.contains(envelope.seq) }) else {
+                    result.duplicates += 1
+                    continue
+                }
+                let hole = list.remove(at: index)
+                if hole.lowerBound < envelope.seq { list.append(hole.lowerBound...(envelope.seq - 1)) }
+                if envelope.seq < hole.upperBound { list.append((envelope.seq + 1)...hole.upperBound) }
+                result.holes[envelope.src] = list.sorted { $0.lowerBound < $1.lowerBound }
+                fillsHole = true
             }
             var stored = true
             var refused = false
@@ -196,12 +217,23 @@ public final class Ingestor {
             }
             if stored { result.stored[envelope.type, default: 0] += 1 } else if !refused, envelope.type == RepMessage.type { result.duplicates += 1 }
             var progress = result.progress[envelope.src] ?? Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
-            if let known, envelope.seq > known + 1 {
-                progress.gaps += 1
-                progress.missing += Int(envelope.seq - known - 1)
+            if fillsHole {
+                result.recovered += 1
+            } else {
+                // What was skipped is a hole to fill (a new stream first seen late counts from 1).
+                let expected = (known ?? 0) + 1
+                if envelope.seq > expected {
+                    if known != nil {
+                        progress.gaps += 1
+                        progress.missing += Int(envelope.seq - expected)
+                    }
+                    var list = result.holes[envelope.src] ?? holes[envelope.src] ?? []
+                    list.append(expected...(envelope.seq - 1))
+                    result.holes[envelope.src] = list
+                }
+                progress.lastSeq = envelope.seq
+                progress.lastTs = envelope.ts
             }
-            progress.lastSeq = envelope.seq
-            progress.lastTs = envelope.ts
             progress.stored += stored ? 1 : 0
             result.progress[envelope.src] = progress
         }
@@ -212,6 +244,101 @@ public final class Ingestor {
                     ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
                         gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
                     """, arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
+        }
+        for (src, list) in result.holes { try Self.writeHoles(src, list, db: db) }
+    }
+
+    private static func writeHoles(_ src: String, _ list: [ClosedRange<UInt64>], db: Database) throws {
+        try db.execute(sql: "DELETE FROM source_holes WHERE src = ?", arguments: [src])
+        for hole in list {
+            try db.execute(
+                sql: "INSERT INTO source_holes (src, from_seq, to_seq) VALUES (?, ?, ?)", arguments: [src, Int64(hole.lowerBound), Int64(hole.upperBound)])
+        }
+    }
+
+    private func loadHoles() throws(StoreError) {
+        guard !holesLoaded else { return }
+        holes = try store.read { db in
+            var loaded: [String: [ClosedRange<UInt64>]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT src, from_seq, to_seq FROM source_holes ORDER BY src, from_seq") {
+                let from: Int64 = row["from_seq"], to: Int64 = row["to_seq"]
+                loaded[row["src"], default: []].append(UInt64(from)...UInt64(to))
+            }
+            return loaded
+        }
+        holesLoaded = true
+    }
+
+    // MARK: Recovery
+
+    /// Every stream's holes, as committed: what to fetch from the producers' journals.
+    public func streamHoles() throws(StoreError) -> [String: [ClosedRange<UInt64>]] {
+        try loadHoles()
+        return holes
+    }
+
+    /// The last `seq` stored for `src` (nil: a stream never stored).
+    public func storedLastSeq(_ src: String) throws(StoreError) -> UInt64? {
+        try store.read { db in try self.lastStoredSeq(src, db: db) }
+    }
+
+    /// A stream's producer said it published through `through`, but the
+    /// messages after `after` never came: they become a hole to fetch, and the
+    /// stream's progress moves to `through`. Call with nothing pending (what
+    /// is queued would otherwise look like a duplicate of the hole's end).
+    public func addTail(src: String, topic: String, after: UInt64, through: UInt64, ts: Double) throws(StoreError) {
+        precondition(pending.isEmpty, "flush before recording a tail")
+        guard through > after else { return }
+        try loadHoles()
+        var list = holes[src] ?? []
+        list.append((after + 1)...through)
+        try store.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO sources (src, topic, last_seq, stored, gaps, missing, last_ts) VALUES (?, ?, ?, 0, 1, ?, ?)
+                    ON CONFLICT(src) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq), gaps = gaps + 1,
+                        missing = missing + excluded.missing, last_ts = max(last_ts, excluded.last_ts)
+                    """, arguments: [src, topic, Int64(through), Int(through - after), ts])
+            try Self.writeHoles(src, list, db: db)
+        }
+        holes[src] = list
+        lastSeq[src] = max(lastSeq[src] ?? 0, through)
+    }
+
+    /// Messages of `src` no journal holds any more: counted lost, the hole closed.
+    public func markLost(src: String, range: ClosedRange<UInt64>) throws(StoreError) {
+        try loadHoles()
+        var list: [ClosedRange<UInt64>] = []
+        var lost = 0
+        for hole in holes[src] ?? [] {
+            guard hole.overlaps(range) else {
+                list.append(hole)
+                continue
+            }
+            lost += Int(min(hole.upperBound, range.upperBound) - max(hole.lowerBound, range.lowerBound) + 1)
+            if hole.lowerBound < range.lowerBound { list.append(hole.lowerBound...(range.lowerBound - 1)) }
+            if range.upperBound < hole.upperBound { list.append((range.upperBound + 1)...hole.upperBound) }
+        }
+        guard lost > 0 else { return }
+        try store.write { db in
+            try db.execute(sql: "UPDATE sources SET lost = lost + ? WHERE src = ?", arguments: [lost, src])
+            try Self.writeHoles(src, list, db: db)
+        }
+        holes[src] = list.isEmpty ? nil : list
+        counters.lost += lost
+    }
+
+    /// Remembers which producer (its heartbeat's station) answers for `src`.
+    public func setProducer(src: String, producer: String) throws(StoreError) {
+        try store.write { db in try db.execute(sql: "UPDATE sources SET producer = ? WHERE src = ?", arguments: [producer, src]) }
+    }
+
+    /// The producer remembered for each stream that has one.
+    public func producers() throws(StoreError) -> [String: String] {
+        try store.read { db in
+            Dictionary(
+                try Row.fetchAll(db, sql: "SELECT src, producer FROM sources WHERE producer IS NOT NULL").map { ($0["src"], $0["producer"]) },
+                uniquingKeysWith: { first, _ in first })
         }
     }
 
@@ -398,9 +525,15 @@ public final class Ingestor {
     public func forgetSilentStreams(silentForS: Double = 7 * 86_400, now: Double = wallClockSeconds()) throws(StoreError) -> Int {
         let forgotten = try store.write { db -> Int in
             try db.execute(sql: "DELETE FROM sources WHERE last_ts < ?", arguments: [now - silentForS])
-            return db.changesCount
+            let count = db.changesCount
+            try db.execute(sql: "DELETE FROM source_holes WHERE src NOT IN (SELECT src FROM sources)")
+            return count
         }
-        if forgotten > 0 { lastSeq.removeAll() }  // reloaded from the database as streams speak again
+        if forgotten > 0 {
+            // Reloaded from the database as streams speak again.
+            lastSeq.removeAll()
+            holesLoaded = false
+        }
         return forgotten
     }
 

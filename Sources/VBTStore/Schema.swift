@@ -8,7 +8,7 @@ import VBTQuery
 /// The schema's migrations, oldest first.
 public enum Schema {
     /// The migration identifiers in order; the last is the current version.
-    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples"]
+    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery"]
 
     /// The migrator that brings any earlier database to the current version.
     public static var migrator: DatabaseMigrator {
@@ -16,6 +16,7 @@ public enum Schema {
         migrator.registerMigration(versions[0], migrate: v1Core)
         migrator.registerMigration(versions[1], migrate: v2PostureProfilesAlerts)
         migrator.registerMigration(versions[2], migrate: v3RawSamples)
+        migrator.registerMigration(versions[3], migrate: v4Recovery)
         return migrator
     }
 
@@ -221,6 +222,24 @@ public enum Schema {
                     data TEXT NOT NULL
                 );
                 CREATE INDEX samples_by_time ON samples(t);
+                """)
+    }
+
+    /// What a stream lacks and where to ask for it: the holes below each
+    /// stream's last stored `seq` (filled from the producers' journals, or
+    /// counted lost), the producer that answers for the stream (its
+    /// heartbeat's station), and how many of its messages were lost for good.
+    static func v4Recovery(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                ALTER TABLE sources ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE sources ADD COLUMN producer TEXT;
+                CREATE TABLE source_holes (
+                    src TEXT NOT NULL,
+                    from_seq INTEGER NOT NULL,
+                    to_seq INTEGER NOT NULL,
+                    PRIMARY KEY (src, from_seq)
+                );
                 """)
     }
 }

@@ -478,3 +478,52 @@ struct RawReadingTests {
         }
     }
 }
+
+@Suite("Holes: what a stream lacks")
+struct HoleTests {
+    /// Sample messages 1...n of one stream, as a producer sends them.
+    static func stream(_ count: Int, program: String = "sensor-bridge") throws -> [BusMessage] {
+        var producer = Producer(program)
+        return try (1...count).map { index in
+            let t = 1_763_812_345 + Double(index) * 0.02
+            return try producer.message(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500 + Double(index))])), ts: t)
+        }
+    }
+
+    @Test("a skipped range becomes a hole; late or fetched messages fill it, once each; the holes survive a restart")
+    func holesFill() throws {
+        let fixture = try StoreFixture()
+        let messages = try Self.stream(10)
+        let src = messages[0].envelope.src
+        try fixture.ingestor.ingest(Array(messages[0..<3]) + Array(messages[6..<10]))
+        #expect(try fixture.ingestor.streamHoles()[src] == [4...6])
+        try fixture.ingestor.ingest([messages[4]])
+        #expect(try fixture.ingestor.streamHoles()[src] == [4...4, 6...6])
+        try fixture.ingestor.ingest([messages[3], messages[5], messages[4]])
+        #expect(try fixture.ingestor.streamHoles()[src] == nil)
+        #expect(fixture.ingestor.counters.recovered == 3 && fixture.ingestor.counters.duplicates == 1)
+        // A stream first seen late lacks its beginning.
+        let late = try Self.stream(5, program: "notifier")
+        try fixture.ingestor.ingest([late[2], late[3]])
+        #expect(try fixture.ingestor.streamHoles()[late[0].envelope.src] == [1...2])
+        let again = Ingestor(store: fixture.store, logger: quietLogger)
+        #expect(try again.streamHoles()[late[0].envelope.src] == [1...2], "kept in the database")
+    }
+
+    @Test("a tail the producer says it sent becomes a hole; what no journal holds is counted lost, exactly")
+    func tailsAndLoss() throws {
+        let fixture = try StoreFixture()
+        let messages = try Self.stream(15)
+        let src = messages[0].envelope.src
+        try fixture.ingestor.ingest(Array(messages[0..<10]))
+        try fixture.ingestor.addTail(src: src, topic: messages[0].topic, after: 10, through: 15, ts: 1_763_812_400)
+        #expect(try fixture.ingestor.streamHoles()[src] == [11...15])
+        #expect(try fixture.ingestor.storedLastSeq(src) == 15)
+        try fixture.ingestor.ingest([messages[13], messages[14]])
+        try fixture.ingestor.markLost(src: src, range: 11...13)
+        #expect(try fixture.ingestor.streamHoles()[src] == nil)
+        #expect(fixture.ingestor.counters.lost == 3 && fixture.ingestor.counters.recovered == 2)
+        let lost = try fixture.store.read { db in try Int.fetchOne(db, sql: "SELECT lost FROM sources WHERE src = ?", arguments: [src]) }
+        #expect(lost == 3)
+    }
+}
