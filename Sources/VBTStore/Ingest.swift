@@ -279,7 +279,8 @@ public final class Ingestor {
 
     /// The last `seq` stored for `src` (nil: a stream never stored).
     public func storedLastSeq(_ src: String) throws(StoreError) -> UInt64? {
-        try store.read { db in try self.lastStoredSeq(src, db: db) }
+        if let seq = lastSeq[src] { return seq }
+        return try store.read { db in try self.lastStoredSeq(src, db: db) }
     }
 
     /// A stream's producer said it published through `through`, but the

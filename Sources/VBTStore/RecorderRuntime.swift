@@ -30,6 +30,8 @@ public final class RecorderRuntime {
     private let clock: any BusClock
     /// A poll over both sockets, when the transport has sockets.
     private var poller: (poller: ZMQPoller, bus: Int, query: Int)?
+    /// Fetches what streams lack from the producers' journals.
+    private let recovery: RecorderRecovery?
     private let ingestor: Ingestor
     private var service: QueryService
     private let logger: Logger
@@ -57,6 +59,10 @@ public final class RecorderRuntime {
             self.poller = (poller, busIndex, queryIndex)
         }
         ingestor = Ingestor(store: store, logger: logger)
+        do { recovery = try RecorderRecovery(transport: transport, ingestor: ingestor, logger: logger) } catch {
+            logger.error("recovery from journals off: the database cannot be read", metadata: ["error": "\(error.message)"])
+            recovery = nil
+        }
         self.settings = settings
         self.logger = logger
         retryDelay = settings.firstRetryS
@@ -108,8 +114,20 @@ public final class RecorderRuntime {
             for _ in 0..<20_000 {
                 guard let message = try subscriber.next(timeoutMs: 0) else { break }
                 if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
+                if message.envelope.type == HeartbeatMessage.type {
+                    let sources = subscriber.stats.sources
+                    recovery?.note(heartbeat: message) { sources[$0]?.lastSeq }
+                }
                 ingestor.enqueue(message)
             }
+        }
+        if let recovery {
+            let fetched = recovery.step {
+                if ingestor.pendingCount > 0 { flush() }
+                return ingestor.pendingCount == 0
+            }
+            if !fetched.isEmpty, ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
+            for message in fetched { ingestor.enqueue(message) }
         }
         if queryReady { try answerQueries() }
         if ingestor.pendingCount > 0, clock.monotonicSeconds() >= nextFlush || (failure == nil && ingestor.pendingCount >= settings.flushAtMessages) {
@@ -146,9 +164,9 @@ public final class RecorderRuntime {
         do {
             // One chunk a pass: a big backlog is worked off between bus reads, never in one go.
             let chunk = 20_000
-            let deleted = try ingestor.pruneSamples(chunk: chunk, maxChunks: 1)
+            let deleted = try ingestor.pruneSamples(now: clock.wallSeconds(), chunk: chunk, maxChunks: 1)
             if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
-            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams() }
+            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams(now: clock.wallSeconds()) }
         } catch {
             logger.warning("raw samples not pruned", metadata: ["error": "\(error.message)"])
         }

@@ -10,9 +10,9 @@ import VBTWire
 // Semantics kept from the real bus: a subscriber receives the messages whose
 // topic starts with one of its prefixes, from the moment it subscribed, in the
 // order they were sent; a publisher learns every subscription (1 + prefix);
-// a query client's request reaches the server with the client's identity
-// first, and the reply goes back to that client only. Nothing is dropped:
-// tests that want loss drop messages themselves.
+// a client's request reaches the server on its endpoint with the client's
+// identity first, and the reply goes back to that client only. Nothing is
+// dropped unless the test asks for it (`drop`).
 
 /// A clock that moves only when told to. Starts at a fixed, plausible time.
 public final class ManualClock: BusClock {
@@ -43,6 +43,10 @@ public final class MemoryBus: BusTransport {
     private var nextClient = 0
     /// Messages sent on the bus so far.
     public private(set) var sent = 0
+    /// A lossy network, when a test wants one: a message for which this says
+    /// true reaches no subscriber (counted in `dropped`).
+    public var drop: (([[UInt8]]) -> Bool)?
+    public private(set) var dropped = 0
 
     /// An empty bus with its own clock.
     public init(clock: ManualClock = ManualClock()) {
@@ -113,6 +117,10 @@ public final class MemoryBus: BusTransport {
 
     private func deliver(_ frames: [[UInt8]]) {
         sent += 1
+        if let drop, drop(frames) {
+            dropped += 1
+            return
+        }
         let topic = frames.first ?? []
         for subscriber in subscribers.compactMap(\.value) where subscriber.prefixes.contains(where: { topic.starts(with: $0) }) {
             subscriber.messages.append(frames)

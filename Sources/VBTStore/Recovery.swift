@@ -1,0 +1,156 @@
+import Logging
+import VBTBus
+import VBTQuery
+import VBTWire
+
+/// The recorder's side of replay (proto/replay.md): it learns from the
+/// producers' heartbeats where each stream can be asked for, turns a stream's
+/// silent tail into a hole, fetches every hole from the producer's journal,
+/// and counts what no journal holds any more as lost. Owned by the recorder's
+/// loop thread; never waits.
+final class RecorderRecovery {
+    private let transport: any BusTransport
+    private let ingestor: Ingestor
+    private let logger: Logger
+    private let clock: any BusClock
+    /// Per producer (its heartbeat's station): where it answers.
+    private var endpoints: [String: String] = [:]
+    /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
+    private var producers: [String: String]
+    private var clients: [String: ReplayClient] = [:]
+    /// Per stream: the question asked and when to give up on it.
+    private var asked: [String: (id: String, range: ClosedRange<UInt64>, deadline: Double)] = [:]
+    /// Per stream: not asked again before this time (a reply's messages are being stored).
+    private var calm: [String: Double] = [:]
+    private var tails: [(src: String, after: UInt64, through: UInt64, ts: Double)] = []
+    private var nextFetch = 0.0
+    /// Questions asked, and messages received in replies.
+    private(set) var requests = 0
+    private(set) var replayed = 0
+    /// Questions in flight at most, and seqs per question.
+    static let maxAsked = 16
+    static let maxRange: UInt64 = 1_000
+    static let answerTimeoutS = 5.0
+
+    init(transport: any BusTransport, ingestor: Ingestor, logger: Logger) throws(StoreError) {
+        self.transport = transport
+        self.ingestor = ingestor
+        self.logger = logger
+        clock = transport.clock
+        producers = try ingestor.producers()
+    }
+
+    /// Takes note of a heartbeat: a journalling producer's offer says where to
+    /// ask, and whether a stream has a tail this recorder never received.
+    /// `seen` is the last seq the subscriber received of a stream.
+    func note(heartbeat message: BusMessage, seen: (String) -> UInt64?) {
+        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
+        let producer = message.envelope.station
+        endpoints[producer] = offer.endpoint
+        for (src, last) in offer.lastSeq where last > 0 {
+            producers[src] = producer
+            let have = max(seen(src) ?? 0, (try? ingestor.storedLastSeq(src)) ?? 0)
+            if UInt64(last) > have, !tails.contains(where: { $0.src == src && $0.through >= UInt64(last) }) {
+                tails.append((src, have, UInt64(last), message.envelope.ts))
+            }
+        }
+    }
+
+    /// One pass: records tails (`flush` must leave nothing pending first),
+    /// takes the replies that came, asks for holes, gives up on silent
+    /// questions. Returns the replayed messages, for the ingestor.
+    func step(flush: () -> Bool) -> [BusMessage] {
+        recordTails(flush: flush)
+        var fetched: [BusMessage] = []
+        for client in clients.values {
+            while let reply = try? client.nextReply() { fetched += take(reply) }
+        }
+        let now = clock.monotonicSeconds()
+        for (src, question) in asked where now > question.deadline {
+            asked[src] = nil
+            logger.info("replay request unanswered; asking again later", metadata: ["src": "\(src)"])
+        }
+        if now >= nextFetch {
+            nextFetch = now + 0.2
+            ask(now: now)
+        }
+        return fetched
+    }
+
+    private func recordTails(flush: () -> Bool) {
+        guard !tails.isEmpty, flush() else { return }
+        for tail in tails {
+            let topic = tail.src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? tail.src
+            do {
+                try ingestor.addTail(src: tail.src, topic: topic, after: tail.after, through: tail.through, ts: tail.ts)
+                if let producer = producers[tail.src] { try ingestor.setProducer(src: tail.src, producer: producer) }
+                logger.notice(
+                    "stream stopped short of what its producer sent; fetching the rest",
+                    metadata: ["src": "\(tail.src)", "from": "\(tail.after + 1)", "through": "\(tail.through)"])
+            } catch {
+                logger.warning("tail not recorded; will retry", metadata: ["src": "\(tail.src)", "error": "\(error.message)"])
+                return
+            }
+        }
+        tails.removeAll()
+    }
+
+    private func ask(now: Double) {
+        guard asked.count < Self.maxAsked, let holes = try? ingestor.streamHoles() else { return }
+        for (src, list) in holes.sorted(by: { $0.key < $1.key }) where asked[src] == nil && calm[src, default: 0] <= now {
+            guard asked.count < Self.maxAsked, let first = list.first, let producer = producers[src], let endpoint = endpoints[producer] else { continue }
+            let range = first.lowerBound...min(first.upperBound, first.lowerBound + Self.maxRange - 1)
+            do {
+                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
+                clients[endpoint] = client
+                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
+                asked[src] = (id, range, now + Self.answerTimeoutS)
+                requests += 1
+            } catch {
+                logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The messages of one reply; what the journal no longer holds is counted lost.
+    private func take(_ reply: ReplayReply) -> [BusMessage] {
+        let src = reply.header.src
+        guard let question = asked[src], question.id == reply.header.id else { return [] }
+        asked[src] = nil
+        calm[src] = clock.monotonicSeconds() + 1
+        var messages: [BusMessage] = []
+        var returned: Set<UInt64> = []
+        for (topic, body) in reply.messages {
+            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
+            returned.insert(message.envelope.seq)
+            messages.append(message)
+        }
+        replayed += messages.count
+        // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
+        let end = reply.header.more ? min(question.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : question.range.upperBound
+        var runStart: UInt64?
+        if end >= question.range.lowerBound {
+            for seq in question.range.lowerBound...end {
+                if returned.contains(seq) {
+                    if let start = runStart { markLost(src, start...(seq - 1)) }
+                    runStart = nil
+                } else if runStart == nil {
+                    runStart = seq
+                }
+            }
+            if let start = runStart { markLost(src, start...end) }
+        }
+        return messages
+    }
+
+    private func markLost(_ src: String, _ range: ClosedRange<UInt64>) {
+        do {
+            try ingestor.markLost(src: src, range: range)
+            logger.error(
+                "messages lost: no journal holds them any more",
+                metadata: ["src": "\(src)", "from": "\(range.lowerBound)", "through": "\(range.upperBound)", "count": "\(range.count)"])
+        } catch {
+            logger.warning("loss not recorded; will retry", metadata: ["src": "\(src)", "error": "\(error.message)"])
+        }
+    }
+}

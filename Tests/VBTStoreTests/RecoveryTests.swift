@@ -1,0 +1,116 @@
+import Foundation
+import GRDB
+import Logging
+import Testing
+import VBTTesting
+
+@testable import VBTBus
+@testable import VBTQuery
+@testable import VBTStore
+@testable import VBTWire
+
+/// The recorder fetching what it missed from a producer's journal, over the
+/// in-memory bus (a lossy one), with a real SQLite file.
+@Suite("session-recorder recovery, in memory")
+struct RecoveryTests {
+    /// A journalling producer on `bus`: publishes samples, answers replay, sends heartbeats that offer it.
+    final class Producer {
+        let publisher: Publisher
+        let server: ReplayServer
+        var heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+        var t: Double
+
+        init(bus: MemoryBus, dir: TemporaryDirectory, settings: ((inout JournalSettings) -> Void)? = nil) throws {
+            publisher = try Publisher(transport: bus, program: "sensor-bridge")
+            var journal = JournalSettings(directory: dir.path("journal"))
+            settings?(&journal)
+            publisher.journal = try Journal(settings: journal, instance: publisher.stamper.instance, clock: bus.clock)
+            server = try ReplayServer(journal: try #require(publisher.journal), transport: bus, endpoint: "memory://bridge-rack-01/replay")
+            t = bus.clock.wallSeconds()
+        }
+
+        func samples(_ count: Int) throws {
+            for _ in 0..<count {
+                t += 0.02
+                try publisher.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+            }
+        }
+
+        func beat() throws {
+            try heartbeat.tick(publisher, inputs: nil, replay: server)
+        }
+    }
+
+    /// Steps the recorder and the producer's replay endpoint until nothing changes for a while of the clock.
+    static func settle(_ recorder: RecorderRuntime, _ producer: Producer, _ bus: MemoryBus) throws {
+        for _ in 0..<100 {
+            try recorder.step(maxWaitMs: 0)
+            try producer.server.serve()
+            bus.manualClock.advance(0.05)
+        }
+    }
+
+    static func rows(_ store: TrainingStore) throws -> Int {
+        try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM samples") ?? 0 }
+    }
+
+    @Test("a hole and a silent tail are fetched from the producer's journal: every reading stored once, none lost")
+    func holeAndTail() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let producer = try Producer(bus: bus, dir: dir)
+        try producer.beat()
+        // The network loses samples 30-49 and, after 90, everything until the heartbeat.
+        var number = 0
+        bus.drop = { frames in
+            guard frames.first.map({ String(decoding: $0, as: UTF8.self) }) == "sample.rack-01" else { return false }
+            number += 1
+            return (30...49).contains(number) || number > 90
+        }
+        try producer.samples(100)
+        try Self.settle(recorder, producer, bus)
+        #expect(try Self.rows(store) == 70, "what arrived live")
+        bus.manualClock.advance(1)
+        try producer.beat()  // says the stream went to 100
+        try Self.settle(recorder, producer, bus)
+        #expect(bus.dropped == 30)
+        #expect(try Self.rows(store) == 100, "every reading, once")
+        #expect(recorder.counters.recovered == 30 && recorder.counters.lost == 0)
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+    }
+
+    @Test("after the recorder's own restart it fetches what it missed while down; what the journal no longer holds is counted lost, exactly")
+    func restartAndRetention() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let producer = try Producer(bus: bus, dir: dir) {
+            $0.segmentBytes = 4_096
+            $0.maxBytes = 12_288
+        }
+        do {
+            let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+            try producer.beat()
+            try producer.samples(20)
+            try Self.settle(recorder, producer, bus)
+            #expect(try Self.rows(store) == 20)
+        }
+        // The recorder is down: 400 samples go by, more than the journal keeps.
+        try producer.samples(400)
+        let kept = try #require(producer.publisher.journal?.streams.values.first)
+        #expect(kept.lowerBound > 21, "the journal dropped some of what the recorder missed")
+        let again = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        bus.manualClock.advance(1)
+        try producer.beat()
+        try Self.settle(again, producer, bus)
+        let lost = Int(kept.lowerBound) - 21
+        #expect(again.counters.lost == lost, "samples 21-\(kept.lowerBound - 1) are gone, and counted")
+        let stored = try Self.rows(store)
+        #expect(stored == 420 - lost, "kept \(kept), counters \(again.counters)")
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+    }
+}
