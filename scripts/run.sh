@@ -17,12 +17,17 @@ trap cleanup EXIT INT TERM
 pids+=($!)
 echo "run: vbt-bus on ${VBT_PUB_ENDPOINT:-tcp://127.0.0.1:7701} (publish) and ${VBT_SUB_ENDPOINT:-tcp://127.0.0.1:7702} (subscribe)"
 
-# Three simulated athletes, each its own sensor-bridge, looping their sessions.
-"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 &
+# Three simulated athletes, each its own sensor-bridge, looping their sessions. Each
+# journals what it publishes (data/journal/<station>), so a recorder that was down
+# fetches what it missed.
+"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 \
+    --journal data/journal/rack-01 &
 pids+=($!)
-"$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben &
+"$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben \
+    --journal data/journal/bench-01 &
 pids+=($!)
-"$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo &
+"$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo \
+    --journal data/journal/platform-01 &
 pids+=($!)
 
 "$bin/rep-detector" &
