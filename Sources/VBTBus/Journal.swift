@@ -95,8 +95,10 @@ public final class Journal {
     public private(set) var pruned = 0
 
     /// Opens (creating) the folder, reads what earlier processes left (cutting
-    /// off torn tails) and begins a file for `instance`.
-    public init(settings: JournalSettings, instance: String, clock: any BusClock = SystemClock()) throws(JournalError) {
+    /// off torn tails) and begins a file for `instance`. When another process
+    /// holds the folder, waits up to `lockWaitS` for it to let go (a process
+    /// taking over from one that is about to exit).
+    public init(settings: JournalSettings, instance: String, clock: any BusClock = SystemClock(), lockWaitS: Double = 0) throws(JournalError) {
         self.settings = settings
         self.instance = instance
         self.clock = clock
@@ -108,6 +110,8 @@ public final class Journal {
         }
         // One process at a time per folder: a second one would cut the first's open file as a torn tail.
         lockFd = open(settings.directory + "/journal.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let lockDeadline = VBTBus.monotonicSeconds() + lockWaitS
+        while lockFd >= 0, flock(lockFd, LOCK_EX | LOCK_NB) != 0, VBTBus.monotonicSeconds() < lockDeadline { usleep(20_000) }
         guard lockFd >= 0, flock(lockFd, LOCK_EX | LOCK_NB) == 0 else {
             throw JournalError("the journal folder \(settings.directory) is in use by another process: give each producer a folder of its own")
         }

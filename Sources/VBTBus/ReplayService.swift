@@ -73,6 +73,20 @@ public final class ReplayServer {
     }
 }
 
+/// A producer's journal and its replay endpoint, set up together on a publisher.
+public final class ProducerJournal {
+    public let journal: Journal
+    public let replay: ReplayServer
+
+    /// Journals everything `publisher` sends from now on into `settings.directory`,
+    /// and answers replay requests on `endpoint`.
+    public init(settings: JournalSettings, endpoint: String, publisher: Publisher, transport: any BusTransport, lockWaitS: Double = 0) throws {
+        journal = try Journal(settings: settings, instance: publisher.stamper.instance, clock: transport.clock, lockWaitS: lockWaitS)
+        replay = try ReplayServer(journal: journal, transport: transport, endpoint: endpoint)
+        publisher.journal = journal
+    }
+}
+
 /// A reply to a replay request: its header and the messages, as received.
 public struct ReplayReply: Sendable {
     public var header: ReplayHeader

@@ -37,3 +37,44 @@ public func runProgram(
         throw ExitCode.failure
     }
 }
+
+/// The journal options every producer takes (proto/replay.md).
+public struct JournalOptions: ParsableArguments {
+    @Option(help: "Journal everything published into this folder (one process per folder) and answer replay requests, so consumers can fetch what they missed.")
+    public var journal: String?
+
+    @Option(help: "The replay endpoint (default: ipc://<journal folder>/replay.sock); the heartbeat names it.")
+    public var replayEndpoint: String?
+
+    @Option(help: "Journal retention: records older than this many seconds are deleted.")
+    public var journalMaxAge: Double = 1_800
+
+    @Option(help: "Journal retention: the folder never holds more than this many MiB.")
+    public var journalMaxMb: Int = 1_024
+
+    public init() {}
+
+    public func validate() throws {
+        guard journalMaxAge > 0, journalMaxMb >= 1 else { throw ValidationError("--journal-max-age must be above 0 and --journal-max-mb at least 1") }
+    }
+
+    /// The journal's settings and replay endpoint, when `--journal` was given.
+    public var plan: (settings: JournalSettings, endpoint: String)? {
+        guard let journal else { return nil }
+        var settings = JournalSettings(directory: journal)
+        settings.maxAgeS = journalMaxAge
+        settings.maxBytes = journalMaxMb << 20
+        return (settings, replayEndpoint ?? "ipc://\(journal)/replay.sock")
+    }
+}
+
+/// Starts a producer's journal (`start`), or stops the program with one line saying what to do.
+public func openJournal(_ program: String, endpoint: String, _ start: () throws -> Void) throws {
+    do { try start() } catch let error as JournalError {
+        reportProblem("\(program): \(error)")
+        throw ExitCode.failure
+    } catch let error as ZMQError {
+        reportProblem("\(program): cannot bind the replay endpoint \(endpoint): \(error); give another with --replay-endpoint")
+        throw ExitCode.failure
+    }
+}

@@ -24,6 +24,8 @@ public struct DetectorOptions: Sendable {
     /// How long an unanswered question to the recorder is remembered. The
     /// loop never waits for the answer: it detects on, and uses it when it comes.
     public var recorderTimeoutS = 10.0
+    /// Journal what is published (reps, sets, rejections, profiles) and answer replay requests (nil: no journal).
+    public var journal: (settings: JournalSettings, endpoint: String)?
     /// Creates the defaults.
     public init() {}
 }
@@ -47,6 +49,8 @@ public final class DetectorRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
     private let clock: any BusClock
+    private let transport: any BusTransport
+    private var replay: ReplayServer?
     private var detectors: [String: StationDetector] = [:]
     private var positions: [String: Int] = [:]
     /// When each input stream was last heard: streams silent for an hour are forgotten.
@@ -86,6 +90,7 @@ public final class DetectorRuntime {
         self.options = options
         self.logger = logger
         clock = transport.clock
+        self.transport = transport
         subscriber = try Subscriber(
             transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self),
             logger: logger)
@@ -104,6 +109,24 @@ public final class DetectorRuntime {
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+    }
+
+    /// Opens the journal when one is asked for: at the first step of a
+    /// detector starting fresh (a journal that cannot be opened stops it), or
+    /// on completing a takeover (the old detector holds the folder until it
+    /// exits, just after its hand-over: waited for; failing that, detection
+    /// goes on and the error is logged).
+    private func startJournal(lockWaitS: Double) throws {
+        guard let plan = options.journal, replay == nil else { return }
+        do {
+            replay = try ProducerJournal(settings: plan.settings, endpoint: plan.endpoint, publisher: publisher, transport: transport, lockWaitS: lockWaitS)
+                .replay
+            logger.info("journalling", metadata: ["folder": "\(plan.settings.directory)", "replay_endpoint": "\(plan.endpoint)"])
+        } catch  where lockWaitS > 0 {
+            logger.error(
+                "no journal after the takeover: what is published cannot be fetched again",
+                metadata: ["folder": "\(plan.settings.directory)", "error": "\(error)"])
+        }
     }
 
     /// Publishes, but a message that cannot be encoded (a NaN that slipped
@@ -135,16 +158,22 @@ public final class DetectorRuntime {
     }
 
     private var nextHousekeeping: Double?
+    private var journalTried = false
 
     /// One pass of the loop: at most one input message (waiting up to
     /// `timeoutMs` for it on sockets), the recorder's replies, the hand-over,
     /// the heartbeat, and once a second the silent stations.
     public func step(timeoutMs: Int32 = 100) throws {
         guard !isFinished else { return }
+        if case .active = mode, options.journal != nil, replay == nil, !journalTried {
+            journalTried = true
+            try startJournal(lockWaitS: 0)
+        }
         if let message = try subscriber.next(timeoutMs: timeoutMs) { try handle(message) }
         collectReplies()
         try progressTakeover()
-        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        try heartbeat.tick(publisher, inputs: subscriber.stats.totals, replay: replay)
+        try replay?.serve()
         let now = clock.monotonicSeconds()
         if now >= nextHousekeeping ?? now + 1 {
             nextHousekeeping = now + 1
@@ -456,6 +485,8 @@ public final class DetectorRuntime {
         }
         positions = handed
         mode = .active
+        journalTried = true
+        try startJournal(lockWaitS: 5)
         // The old detector saved every pattern it learned before handing over.
         if let path = options.patternsPath, let saved = try? PatternLibrary.load(path: path) { library = saved }
         var replayed = 0

@@ -20,6 +20,8 @@ public final class NotifierRuntime {
     private let statePath: String?
     private let sink: (any AlertSink)?
     private let clock: any BusClock
+    private let transport: any BusTransport
+    private var replay: ReplayServer?
     private var notifier: Notifier
     private let started: Double
     private var nextHeartbeat: Double
@@ -44,6 +46,7 @@ public final class NotifierRuntime {
         self.sink = sink
         self.logger = logger
         clock = transport.clock
+        self.transport = transport
         started = clock.monotonicSeconds()
         nextHeartbeat = started
         var restored = NotifierState()
@@ -75,11 +78,19 @@ public final class NotifierRuntime {
     /// state file when it changed.
     public func step(timeoutMs: Int32 = 100) throws {
         try heartbeat()
+        try replay?.serve()
         if let message = try subscriber.next(timeoutMs: timeoutMs), !message.envelope.src.hasPrefix(publisher.stamper.instance + "/") {
             try emit(notifier.handle(message, now: clock.wallSeconds()))
         }
         try emit(notifier.tick(now: clock.wallSeconds()))
         if notifier.needsSave { save() }
+    }
+
+    /// Journals what is published (timers, alerts, workouts, commands) into
+    /// `settings.directory` and answers replay requests on `endpoint`.
+    public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
+        replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
+        logger.info("journalling", metadata: ["folder": "\(settings.directory)", "replay_endpoint": "\(endpoint)"])
     }
 
     /// Saves the state now (what `run` does on the way out).
@@ -92,6 +103,11 @@ public final class NotifierRuntime {
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
         var heartbeat = base
         heartbeat.webhook = sink?.counters
+        if let replay, let journal = publisher.journal {
+            let own = publisher.stamper.instance + "/"
+            let lastSeq = journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) }
+            heartbeat.replay = HeartbeatMessage.ReplayOffer(endpoint: replay.endpoint, lastSeq: lastSeq)
+        }
         try publisher.publish(heartbeat, station: "notifier")
     }
 

@@ -161,6 +161,8 @@ public final class PostureRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
     private let clock: any BusClock
+    private let transport: any BusTransport
+    private var replay: ReplayServer?
     private let logger: Logger
     private let settings: PostureSettings
     private let storePath: String?
@@ -187,6 +189,7 @@ public final class PostureRuntime {
         subscriber = try Subscriber(transport: transport, prefixes: [SampleMessage.topicPrefix, CommandMessage.topicPrefix], logger: logger)
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
         clock = transport.clock
+        self.transport = transport
         self.settings = settings
         self.storePath = storePath
         self.logger = logger
@@ -196,6 +199,13 @@ public final class PostureRuntime {
                 logger.warning("calibration store unreadable; starting empty", metadata: ["path": "\(storePath)", "error": "\(error)"])
             }
         }
+    }
+
+    /// Journals what is published (posture states, calibrations) into
+    /// `settings.directory` and answers replay requests on `endpoint`.
+    public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
+        replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
+        logger.info("journalling", metadata: ["folder": "\(settings.directory)", "replay_endpoint": "\(endpoint)"])
     }
 
     /// Publishes, but a message that cannot be encoded (a NaN that slipped
@@ -217,7 +227,8 @@ public final class PostureRuntime {
     /// One pass of the loop: the heartbeat, the recorder's replies, and at
     /// most one input message (waiting up to `timeoutMs` for it on sockets).
     public func step(timeoutMs: Int32 = 200) throws {
-        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        try heartbeat.tick(publisher, inputs: subscriber.stats.totals, replay: replay)
+        try replay?.serve()
         collectReplies()
         guard let message = try subscriber.next(timeoutMs: timeoutMs) else { return }
         try handle(message)

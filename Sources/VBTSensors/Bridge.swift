@@ -175,8 +175,7 @@ public final class BridgePublisher {
 
     /// Journals every message from now on into `settings.directory` and answers replay requests on `endpoint`.
     public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
-        journal = try Journal(settings: settings, instance: publisher.stamper.instance, clock: clock)
-        replay = try ReplayServer(journal: journal!, transport: transport, endpoint: endpoint)
+        replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
     }
 
     private struct Pending {

@@ -59,6 +59,7 @@ struct NotifierCommand: AsyncParsableCommand {
     var webhookSeverity: String = "info"
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
         guard defaultRest >= 0, defaultRest <= 3600 else { throw ValidationError("--default-rest must be 0 to 3600 seconds") }
@@ -94,7 +95,7 @@ struct NotifierCommand: AsyncParsableCommand {
             webhookSettings.minSeverity = AlertMessage.Severity(rawValue: webhookSeverity) ?? .info
             return WebhookSink(settings: webhookSettings, logger: logger)
         }
-        let busConfig = bus.config, notifierSettings = settings, statePath = state
+        let busConfig = bus.config, notifierSettings = settings, statePath = state, journalPlan = journalOptions.plan
         let stop = StopFlag()
         // The sink outlives the bus loop: an attempt in flight at shutdown gets a moment to finish, then is cancelled.
         let services = sink.map { [WebhookService(sink: $0, graceS: webhookTimeout + 0.5)] } ?? []
@@ -102,6 +103,9 @@ struct NotifierCommand: AsyncParsableCommand {
             let runtime = try NotifierRuntime(
                 context: context, config: busConfig, settings: notifierSettings, statePath: statePath,
                 sink: sink, logger: logger)
+            if let (settings, endpoint) = journalPlan {
+                try openJournal("notifier", endpoint: endpoint) { try runtime.startJournal(settings, endpoint: endpoint) }
+            }
             try runtime.run(stop: stop)
         }
     }

@@ -39,6 +39,7 @@ struct PostureEvaluator: AsyncParsableCommand {
     var compute: String?
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
         guard hysteresis >= 0, sustainedBad > 0, maxRate > 0 else {
@@ -62,10 +63,13 @@ struct PostureEvaluator: AsyncParsableCommand {
         settings.hysteresisS = hysteresis
         settings.sustainedBadS = sustainedBad
         settings.maxRateHz = maxRate
-        let busConfig = config, postureSettings = settings, storePath = calibrations
+        let busConfig = config, postureSettings = settings, storePath = calibrations, journalPlan = journalOptions.plan
         let stop = StopFlag()
         try await runProgram("posture-evaluator", logger: logger, onShutdown: { stop.set() }) { context in
             let runtime = try PostureRuntime(context: context, config: busConfig, settings: postureSettings, storePath: storePath, logger: logger)
+            if let (settings, endpoint) = journalPlan {
+                try openJournal("posture-evaluator", endpoint: endpoint) { try runtime.startJournal(settings, endpoint: endpoint) }
+            }
             try runtime.run(stop: stop)
         }
     }

@@ -50,6 +50,7 @@ struct RepDetector: AsyncParsableCommand {
     var recorderTimeout: Double = 10
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be more than 0 seconds") }
@@ -66,11 +67,15 @@ struct RepDetector: AsyncParsableCommand {
         options.settings.idleTimeoutS = idleTimeout
         options.patternsPath = patterns
         options.recorderTimeoutS = recorderTimeout
+        options.journal = journalOptions.plan
         let settings = options, busConfig = config
         let stop = StopFlag()
         try await runProgram("rep-detector", logger: logger, onShutdown: { stop.set() }) { context in
             let runtime = try DetectorRuntime(context: context, config: busConfig, options: settings, logger: logger)
-            try runtime.run(stop: stop)
+            do { try runtime.run(stop: stop) } catch let error as JournalError {
+                reportProblem("rep-detector: \(error)")
+                throw ExitCode.failure
+            }
         }
     }
 }

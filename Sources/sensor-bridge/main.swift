@@ -77,21 +77,7 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "Simulated athlete's 1RM in kg.")
     var oneRepMaxKg: Double = 140
 
-    // Journal
-    @Option(
-        help:
-            "Journal everything published into this folder (one bridge per folder) and answer replay requests (proto/replay.md), so consumers can fetch what they missed."
-    )
-    var journal: String?
-
-    @Option(help: "The replay endpoint (default: ipc://<journal folder>/replay.sock); the heartbeat names it.")
-    var replayEndpoint: String?
-
-    @Option(help: "Journal retention: records older than this many seconds are deleted.")
-    var journalMaxAge: Double = 1_800
-
-    @Option(help: "Journal retention: the folder never holds more than this many MiB.")
-    var journalMaxMb: Int = 1_024
+    @OptionGroup var journalOptions: JournalOptions
 
     @Option(help: "Simulation seed: the same seed gives the same session.")
     var seed: UInt64 = 1
@@ -137,7 +123,6 @@ struct SensorBridge: AsyncParsableCommand {
     var batchDelay: Double = 0.02
 
     func validate() throws {
-        guard journalMaxAge > 0, journalMaxMb >= 1 else { throw ValidationError("--journal-max-age must be above 0 and --journal-max-mb at least 1") }
         let standalone = [replay != nil, simulate].filter { $0 }.count
         let live = (serial != nil ? 1 : 0) + ble.count
         guard standalone + (live > 0 ? 1 : 0) == 1 else {
@@ -265,23 +250,14 @@ struct SensorBridge: AsyncParsableCommand {
         let busConfig = config, batchPolicy = policy
         // Live bridges say they are alive; a replay is a load generator, not a station, unless it journals
         // (its heartbeat then says where to ask for what was missed).
-        let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : (journal == nil ? nil : "bridge-replay")
-        var journalSettings = journal.map { JournalSettings(directory: $0) }
-        journalSettings?.maxAgeS = journalMaxAge
-        journalSettings?.maxBytes = journalMaxMb << 20
-        let journalPlan = journalSettings.map { ($0, replayEndpoint ?? "ipc://\($0.directory)/replay.sock") }
+        let journalPlan = journalOptions.plan
+        let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : (journalPlan == nil ? nil : "bridge-replay")
         try await runProgram("sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running", onShutdown: { stop.set() }) {
             context in
             let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
             if let name = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: name) }
             if let (settings, endpoint) = journalPlan {
-                do { try bridge.startJournal(settings, endpoint: endpoint) } catch let error as JournalError {
-                    reportProblem("sensor-bridge: \(error)")
-                    throw ExitCode.failure
-                } catch let error as ZMQError {
-                    reportProblem("sensor-bridge: cannot bind the replay endpoint \(endpoint): \(error); give another with --replay-endpoint")
-                    throw ExitCode.failure
-                }
+                try openJournal("sensor-bridge", endpoint: endpoint) { try bridge.startJournal(settings, endpoint: endpoint) }
                 logger.info("journalling", metadata: ["folder": "\(settings.directory)", "replay_endpoint": "\(endpoint)"])
             }
             if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {

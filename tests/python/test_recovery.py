@@ -72,3 +72,70 @@ def test_a_recorder_killed_mid_stream_fetches_what_it_missed_from_the_bridges_jo
     finally:
         bridge.kill()
         ctx.destroy(linger=0)
+
+
+def test_reps_published_while_the_recorder_was_down_come_from_the_detectors_journal(bus: Bus, tmp_path: Path):
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"rep.rec-2")
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(bus.sub_endpoint)
+    reps: dict[str, dict] = {}
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.poll(int(left * 1000) + 1, zmq.POLLIN):
+                rep = json.loads(sub.recv_multipart()[1])
+                reps[rep["rep_id"]] = rep
+
+    db = tmp_path / "vbt.sqlite"
+    first = Recorder(bus, db)
+    detector = bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json"),
+                                          "--journal", str(tmp_path / "journal-detector")])
+    bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "rec-2", "--speed", "4", "--sets", "2",
+                                  "--reps", "4", "--rest", "4", "--imu-rate", "0"])
+    try:
+        detector.wait_for_log("journalling")
+        wait_until(lambda: (pump(0.2), len(reps) >= 1)[1], "the first rep", timeout=60, detail=bus.describe)
+        first.program.kill()  # SIGKILL, mid-session
+        first.close()
+        wait_until(lambda: (pump(0.2), bridge.proc.poll() is not None)[1], "the session to end", timeout=60, detail=bus.describe)
+        pump(1)
+        assert len(reps) == 8, f"the detector published every rep: {sorted(reps)}"
+        second = Recorder(bus, db, name="session-recorder-2")
+        try:
+            def stored() -> set[str]:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    return {row[0] for row in conn.execute("SELECT id FROM reps WHERE station = 'rec-2'")}
+
+            wait_until(lambda: stored() == set(reps), "every rep stored", timeout=30,
+                       detail=lambda: f"stored {sorted(stored())}\nseen {sorted(reps)}\n{bus.describe()}")
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                rows = {row[0]: row[1] for row in conn.execute("SELECT id, mean_velocity_mps FROM reps WHERE station = 'rec-2'")}
+            assert rows == {rep_id: rep["mean_velocity_mps"] for rep_id, rep in reps.items()}, "the same metrics"
+            counters = second.result("status")["counters"]
+            assert counters["lost"] == 0 and counters["recovered"] > 0, counters
+        finally:
+            second.close()
+    finally:
+        bridge.kill()
+        detector.kill()
+        ctx.destroy(linger=0)
+
+
+def test_a_detector_taking_over_journals_into_the_same_folder_once_the_old_one_exits(bus: Bus, tmp_path: Path):
+    folder = str(tmp_path / "journal-detector")
+    old = bus.spawn("rep-detector-old", ["rep-detector", "--patterns", str(tmp_path / "patterns.json"), "--journal", folder])
+    bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "rec-3", "--loop", "--imu-rate", "0"])
+    try:
+        old.wait_for_log("journalling")
+        new = bus.spawn("rep-detector-new", ["rep-detector", "--takeover", "--patterns", str(tmp_path / "patterns.json"),
+                                             "--journal", folder])
+        new.wait_for_log("took over")
+        assert old.proc.wait(timeout=20) == 0, old.describe()
+        new.wait_for_log("journalling")
+        assert "no journal" not in new.stderr(), new.describe()
+        assert new.terminate() == 0, new.describe()
+    finally:
+        bridge.kill()
