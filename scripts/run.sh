@@ -30,7 +30,7 @@ pids+=($!)
     --journal data/journal/platform-01 &
 pids+=($!)
 
-"$bin/rep-detector" &
+"$bin/rep-detector" --journal data/journal/rep-detector &
 pids+=($!)
 # The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
 "$bin/session-recorder" &
@@ -44,10 +44,10 @@ pids+=($!)
   "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 >/dev/null || true ) &
 # rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
 # she sits well (the first 20 s), then the evaluator follows her slouching.
-"$bin/posture-evaluator" &
+"$bin/posture-evaluator" --journal data/journal/posture-evaluator &
 pids+=($!)
 # Rest timers after each set and alerts (velocity loss, posture, sensors).
-"$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" &
+"$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
 pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
