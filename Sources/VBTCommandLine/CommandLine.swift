@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import ServiceLifecycle
 import VBTBus
@@ -60,7 +61,9 @@ public struct JournalOptions: ParsableArguments {
 
     /// The journal's settings and replay endpoint, when `--journal` was given.
     public var plan: (settings: JournalSettings, endpoint: String)? {
-        guard let journal else { return nil }
+        guard let given = journal else { return nil }
+        // Absolute, so the endpoint the heartbeat offers works from any folder.
+        let journal = URL(fileURLWithPath: given).standardizedFileURL.path
         var settings = JournalSettings(directory: journal)
         settings.maxAgeS = journalMaxAge
         settings.maxBytes = journalMaxMb << 20
