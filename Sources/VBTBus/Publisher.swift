@@ -53,6 +53,14 @@ public final class Publisher {
         try journalled(frames, ts: ts)
     }
 
+    /// A heartbeat's replay offer: `endpoint`, and the last seq of each of this
+    /// process's own journalled streams (so a consumer sees a silent tail); nil without a journal.
+    public func replayOffer(endpoint: String) -> HeartbeatMessage.ReplayOffer? {
+        guard let journal else { return nil }
+        let own = stamper.instance + "/"
+        return HeartbeatMessage.ReplayOffer(endpoint: endpoint, lastSeq: journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) })
+    }
+
     /// Journals a stamped message (when there is a journal), then sends it.
     private func journalled(_ frames: (topic: [UInt8], body: [UInt8]), ts: Double) throws {
         if let journal {
@@ -130,12 +138,7 @@ public struct HeartbeatSchedule {
         guard now >= next else { return }
         next = now + intervalS
         var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs())
-        if let replay, let journal = publisher.journal {
-            // This process's own streams: what it published, so a consumer can see a silent tail.
-            let own = publisher.stamper.instance + "/"
-            let lastSeq = journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) }
-            message.replay = HeartbeatMessage.ReplayOffer(endpoint: replay.endpoint, lastSeq: lastSeq)
-        }
+        if let replay { message.replay = publisher.replayOffer(endpoint: replay.endpoint) }
         try publisher.publish(message, station: name)
     }
 }

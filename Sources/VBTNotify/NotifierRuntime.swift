@@ -103,11 +103,7 @@ public final class NotifierRuntime {
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
         var heartbeat = base
         heartbeat.webhook = sink?.counters
-        if let replay, let journal = publisher.journal {
-            let own = publisher.stamper.instance + "/"
-            let lastSeq = journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) }
-            heartbeat.replay = HeartbeatMessage.ReplayOffer(endpoint: replay.endpoint, lastSeq: lastSeq)
-        }
+        if let replay { heartbeat.replay = publisher.replayOffer(endpoint: replay.endpoint) }
         try publisher.publish(heartbeat, station: "notifier")
     }
 
