@@ -4,36 +4,60 @@
 # detector, the posture evaluator, the session recorder (data/vbt.sqlite), the
 # notifier, and `vbt echo` on what a coach watches (reps, sets, rejected
 # attempts, sensor status, alerts). Ctrl-C stops everything.
+#
+# Every program is started again when it dies (a crash, kill -9), as the deploy/
+# units' Restart=always does: the journals and the recorder's recovery make the
+# history whole again.
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
+state=$(mktemp -d "${TMPDIR:-/tmp}/vbt-run.XXXXXX")
 cleanup() {
+    [ -d "$state" ] || return 0  # already done (TERM, then EXIT)
+    touch "$state/stopping"
+    for pidfile in "$state"/*.pid; do [ -e "$pidfile" ] && kill -TERM "$(cat "$pidfile")" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    rm -rf "$state"
 }
 trap cleanup EXIT INT TERM
 
-"$bin/vbt-bus" &
+# supervise NAME COMMAND...: runs COMMAND, and again 1 s after it dies, until make run stops.
+supervise() {
+    local name=$1
+    shift
+    while [ ! -e "$state/stopping" ]; do
+        "$@" &
+        echo $! >"$state/$name.pid"
+        local status=0
+        wait $! || status=$?
+        [ -e "$state/stopping" ] && break
+        echo "run: $name exited ($status); starting it again in 1 s" >&2
+        sleep 1
+    done
+}
+
+supervise vbt-bus "$bin/vbt-bus" &
 pids+=($!)
 echo "run: vbt-bus on ${VBT_PUB_ENDPOINT:-tcp://127.0.0.1:7701} (publish) and ${VBT_SUB_ENDPOINT:-tcp://127.0.0.1:7702} (subscribe)"
 
 # Three simulated athletes, each its own sensor-bridge, looping their sessions. Each
 # journals what it publishes (data/journal/<station>), so a recorder that was down
 # fetches what it missed.
-"$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 \
+supervise bridge-rack-01 "$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 \
     --journal data/journal/rack-01 &
 pids+=($!)
-"$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben \
+supervise bridge-bench-01 "$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben \
     --journal data/journal/bench-01 &
 pids+=($!)
-"$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo \
+supervise bridge-platform-01 "$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo \
     --journal data/journal/platform-01 &
 pids+=($!)
 
-"$bin/rep-detector" --journal data/journal/rep-detector &
+supervise rep-detector "$bin/rep-detector" --journal data/journal/rep-detector &
 pids+=($!)
 # The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
-"$bin/session-recorder" &
+supervise session-recorder "$bin/session-recorder" &
 pids+=($!)
 # The athletes, and who lifts what where (published as cmd athlete.assign: the detector
 # uses the exercise and load, the recorder stores it).
@@ -44,10 +68,10 @@ pids+=($!)
   "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 >/dev/null || true ) &
 # rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
 # she sits well (the first 20 s), then the evaluator follows her slouching.
-"$bin/posture-evaluator" --journal data/journal/posture-evaluator &
+supervise posture-evaluator "$bin/posture-evaluator" --journal data/journal/posture-evaluator &
 pids+=($!)
 # Rest timers after each set and alerts (velocity loss, posture, sensors).
-"$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
+supervise notifier "$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
 pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
