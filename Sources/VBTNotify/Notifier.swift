@@ -95,7 +95,7 @@ public struct Notifier: Sendable {
             return handle(status, station: station, now: now)
         case HeartbeatMessage.type:
             guard let beat = try? message.payload(as: HeartbeatMessage.self) else { return [] }
-            return handleHeartbeat(beat, name: station, now: now)
+            return handleHeartbeat(beat, name: station, now: now) + reportLoss(beat, name: station, src: message.envelope.src, now: now)
         default:
             return []
         }
@@ -395,6 +395,20 @@ public struct Notifier: Sendable {
         if state.heartbeats[name] == nil { needsSave = true }
         state.heartbeats[name] = WatchedHeartbeat(lastSeen: now, intervalS: max(0.01, beat.intervalS))
         return clearAlert("\(name)/heartbeat-missing", message: "\(name) is back: heartbeat received", now: now)
+    }
+
+    /// A program that fetches what it missed says how much was lost for good: a
+    /// critical notice at each increase (once per program start and total).
+    mutating func reportLoss(_ beat: HeartbeatMessage, name: String, src: String, now: Double) -> [NotifierOutput] {
+        guard let lost = beat.inputs?.lost, lost > 0 else { return [] }
+        let instance = src.split(separator: "/").first.map(String.init) ?? src
+        let alert = AlertMessage(
+            alertId: "\(name)/data-lost/\(instance)/\(lost)", kind: .dataLost, severity: .critical, state: .notice,
+            message: "\(name): \(lost) messages lost for good since it started (no producer's journal held them any more); see its log",
+            since: now, station: Self.alertStation(forHeartbeat: name), athlete: nil)
+        guard let notice = state.alerts.notice(alert) else { return [] }
+        needsSave = true
+        return [.alert(notice)]
     }
 
     /// The station an alert about a silent program belongs to: a bridge's station, else the program's name.

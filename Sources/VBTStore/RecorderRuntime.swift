@@ -100,7 +100,7 @@ public final class RecorderRuntime {
     /// the in-memory bus never waits), stores what arrived, answers queries,
     /// writes when a batch is due and prunes when that is due.
     public func step(maxWaitMs: Int = 100) throws {
-        try heartbeat.tick(publisher, inputs: subscriber.stats.totals)
+        try heartbeat.tick(publisher, inputs: inputs)
         var busReady = true, queryReady = true
         if var polling = poller {
             let now = clock.monotonicSeconds()
@@ -134,6 +134,13 @@ public final class RecorderRuntime {
             flush()
         }
         if clock.monotonicSeconds() >= nextPrune { prune() }
+    }
+
+    /// What the heartbeat says about the input: the subscriber's counters, and what was lost for good.
+    private var inputs: InputCounters {
+        var counters = subscriber.stats.totals
+        counters.lost = ingestor.counters.lost
+        return counters
     }
 
     /// The counters of what was stored, for tests and the heartbeat.

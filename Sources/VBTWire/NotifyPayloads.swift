@@ -63,6 +63,7 @@ public struct AlertMessage: BusPayload, Equatable, Codable {
         case sensorRate = "sensor-rate"
         case heartbeatMissing = "heartbeat-missing"
         case restOver = "rest-over"
+        case dataLost = "data-lost"
     }
 
     /// How urgent.

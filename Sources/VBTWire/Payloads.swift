@@ -377,6 +377,8 @@ public struct InputCounters: Sendable, Equatable, Codable {
     public var missing = 0
     public var duplicates = 0
     public var malformed = 0
+    /// Messages this consumer lacked that no producer's journal held any more: lost for good (the session-recorder says).
+    public var lost: Int?
     /// Creates zeroed counters.
     public init() {}
 }
@@ -463,6 +465,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.missing = try object.integer("missing")
             counters.duplicates = try object.integer("duplicates")
             counters.malformed = try object.integer("malformed")
+            counters.lost = try object.optionalInteger("lost")
             inputs = counters
         }
         if let object = try fields.optionalObject("webhook") {
@@ -502,6 +505,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("missing", inputs.missing)
             writer.field("duplicates", inputs.duplicates)
             writer.field("malformed", inputs.malformed)
+            if let lost = inputs.lost { writer.field("lost", lost) }
             writer.endObject()
         }
         if let webhook {

@@ -339,6 +339,22 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         _ = notifier.handle(busMessage(HeartbeatMessage(role: "vbt-bus", uptimeS: 1, intervalS: 1), station: "bus"), now: t0)
         #expect(notifier.state.heartbeats["bus"] == nil)
     }
+
+    @Test func messagesLostForGoodAreACriticalNoticeAtEachIncrease() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        func recorder(lost: Int?) -> BusMessage {
+            var inputs = InputCounters()
+            inputs.lost = lost
+            return busMessage(HeartbeatMessage(role: "session-recorder", uptimeS: 1, intervalS: 1, inputs: inputs), station: "session-recorder")
+        }
+        #expect(alerts(notifier.handle(recorder(lost: nil), now: t0)).isEmpty)
+        #expect(alerts(notifier.handle(recorder(lost: 0), now: t0 + 1)).isEmpty)
+        let first = alerts(notifier.handle(recorder(lost: 12), now: t0 + 2))
+        #expect(first.map(\.kind) == [.dataLost] && first[0].severity == .critical && first[0].state == .notice)
+        #expect(first[0].message.contains("12 messages lost"))
+        #expect(alerts(notifier.handle(recorder(lost: 12), now: t0 + 3)).isEmpty, "the same loss is said once")
+        #expect(alerts(notifier.handle(recorder(lost: 15), now: t0 + 4)).map(\.kind) == [.dataLost])
+    }
 }
 
 @Suite struct RestartTests {

@@ -104,11 +104,15 @@ struct RecoveryTests {
         let kept = try #require(producer.publisher.journal?.streams.values.first)
         #expect(kept.lowerBound > 21, "the journal dropped some of what the recorder missed")
         let again = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let heartbeats = try Subscriber(transport: bus, prefixes: [HeartbeatMessage.topic(station: "session-recorder")], logger: quietLogger)
         bus.manualClock.advance(1)
         try producer.beat()
         try Self.settle(again, producer, bus)
         let lost = Int(kept.lowerBound) - 21
         #expect(again.counters.lost == lost, "samples 21-\(kept.lowerBound - 1) are gone, and counted")
+        var said: Int?
+        while let beat = try heartbeats.next(timeoutMs: 0) { said = try beat.payload(as: HeartbeatMessage.self).inputs?.lost }
+        #expect(said == lost, "the recorder's heartbeat says so (the notifier turns it into an alert)")
         let stored = try Self.rows(store)
         #expect(stored == 420 - lost, "kept \(kept), counters \(again.counters)")
         #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
