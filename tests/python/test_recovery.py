@@ -14,6 +14,7 @@ Run from the repository root:  python3 -m pytest -q tests/python
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import time
 from pathlib import Path
@@ -139,3 +140,74 @@ def test_a_detector_taking_over_journals_into_the_same_folder_once_the_old_one_e
         assert new.terminate() == 0, new.describe()
     finally:
         bridge.kill()
+
+
+def test_five_recorder_kills_at_random_moments_lose_nothing(bus: Bus, tmp_path: Path):
+    """The short version of the fault run: 4 stations and a detector journalling, the recorder
+    killed with SIGKILL 5 times at seeded random moments and started again 0.5-2 s later;
+    at the end every reading and every rep the bus carried is stored exactly once."""
+    rng = random.Random(20261125)
+    stations = [f"kill-{n}" for n in range(1, 5)]
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    for prefix in (b"sample.kill-", b"rep.kill-"):
+        sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(bus.sub_endpoint)
+    readings: list[tuple[str, float]] = []
+    reps: dict[str, float] = {}
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.poll(int(left * 1000) + 1, zmq.POLLIN):
+                topic, body = sub.recv_multipart()
+                message = json.loads(body)
+                if topic.startswith(b"sample."):
+                    readings.extend((message["station"], reading["t"]) for reading in message["samples"])
+                else:
+                    reps[message["rep_id"]] = message["mean_velocity_mps"]
+
+    db = tmp_path / "vbt.sqlite"
+    recorder = Recorder(bus, db)
+    detector = bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json"),
+                                          "--journal", str(tmp_path / "journal-detector")])
+    bridges = [bus.spawn(f"bridge-{station}", ["sensor-bridge", "--simulate", "--station", station, "--loop", "--speed", "2",
+                                               "--imu-rate", "0", "--seed", str(index + 1), "--rest", "3",
+                                               "--journal", str(tmp_path / f"journal-{station}")])
+               for index, station in enumerate(stations)]
+    recorders = [recorder]
+    try:
+        detector.wait_for_log("journalling")
+        for bridge in bridges:
+            bridge.wait_for_log("journalling")
+        for kill in range(5):
+            pump(rng.uniform(1.0, 3.0))
+            recorders[-1].program.kill()
+            recorders[-1].close()
+            pump(rng.uniform(0.5, 2.0))
+            recorders.append(Recorder(bus, db, name=f"session-recorder-{kill + 2}"))
+        pump(3)
+        last_t = {station: max(t for s, t in readings if s == station) for station in stations}
+        expected = {station: sum(1 for s, t in readings if s == station and t <= last_t[station]) for station in stations}
+        assert all(expected.values()) and reps, "the stations published readings and reps"
+
+        def stored() -> dict[str, int]:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                return {station: conn.execute("SELECT count(*) FROM samples WHERE station = ? AND t <= ?",
+                                              (station, last_t[station])).fetchone()[0] for station in stations}
+
+        def stored_reps() -> dict[str, float]:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                return {row[0]: row[1] for row in conn.execute("SELECT id, mean_velocity_mps FROM reps WHERE station LIKE 'kill-%'")}
+
+        wait_until(lambda: stored() == expected and set(reps) <= set(stored_reps()), "every reading and rep stored", timeout=60,
+                   detail=lambda: f"stored {stored()} expected {expected}; reps {len(stored_reps())} of {len(reps)}\n{bus.describe()}")
+        assert {rep_id: value for rep_id, value in stored_reps().items() if rep_id in reps} == reps, "the same metrics"
+        counters = recorders[-1].result("status")["counters"]
+        assert counters["lost"] == 0, counters
+    finally:
+        for program in [*bridges, detector]:
+            program.kill()
+        recorders[-1].close()
+        ctx.destroy(linger=0)
