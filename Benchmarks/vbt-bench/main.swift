@@ -36,7 +36,8 @@ if arguments.contains("--help") {
 
         --detector-only: only rep detection and posture evaluation.
         --only SECTION: only the named sections (repeatable): codec, bus, detector
-          (rep detection and posture), store. Default: all of them.
+          (rep detection and posture), store, recovery (the recorder fetching
+          what it missed from a journal). Default: all of them.
         --store-readings N: raw readings per store run and sensor (default 200000).
         --store-sensors LIST: imu, distance or imu,distance (default imu: the largest rows).
         --query-runs Q: timed calls per store query (default 50).
@@ -54,7 +55,7 @@ if arguments.contains("--help") {
 let busMessages = option("--messages", 300_000)
 let runs = option("--runs", 5)
 let codecIterations = 200_000
-let sectionNames: Set<String> = ["codec", "bus", "detector", "store"]
+let sectionNames: Set<String> = ["codec", "bus", "detector", "store", "recovery"]
 var chosenSections: Set<String> = []
 for (index, argument) in arguments.enumerated() where argument == "--only" {
     guard index + 1 < arguments.count, sectionNames.contains(arguments[index + 1]) else {
@@ -511,4 +512,11 @@ if wants("store") {
         }
     }
     try storeReport(storeOptions)
+}
+
+if wants("recovery") {
+    let recovery = try recoveryRates(messages: 20_000, runs: runs)
+    print("")
+    print("recorder recovery: 20,000 missed sample messages fetched from the producer's journal and stored (in-process, the work alone)")
+    print("  \(format(median(recovery)))   runs: \(recovery.map(format).joined(separator: ", "))")
 }

@@ -20,7 +20,8 @@ final class RecorderRecovery {
     private var clients: [String: ReplayClient] = [:]
     /// Per stream: the question asked and when to give up on it.
     private var asked: [String: (id: String, range: ClosedRange<UInt64>, deadline: Double)] = [:]
-    /// Per stream: not asked again before this time (a reply's messages are being stored).
+    /// Per stream: not asked again before this time (a reply's messages are being stored:
+    /// a little over the recorder's 100 ms batch, so the hole has shrunk when asked again).
     private var calm: [String: Double] = [:]
     private var tails: [(src: String, after: UInt64, through: UInt64, ts: Double)] = []
     private var nextFetch = 0.0
@@ -31,6 +32,7 @@ final class RecorderRecovery {
     static let maxAsked = 16
     static let maxRange: UInt64 = 1_000
     static let answerTimeoutS = 5.0
+    static let calmS = 0.25
 
     init(transport: any BusTransport, ingestor: Ingestor, logger: Logger) throws(StoreError) {
         self.transport = transport
@@ -117,7 +119,7 @@ final class RecorderRecovery {
         let src = reply.header.src
         guard let question = asked[src], question.id == reply.header.id else { return [] }
         asked[src] = nil
-        calm[src] = clock.monotonicSeconds() + 1
+        calm[src] = clock.monotonicSeconds() + Self.calmS
         var messages: [BusMessage] = []
         var returned: Set<UInt64> = []
         for (topic, body) in reply.messages {
