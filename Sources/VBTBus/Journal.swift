@@ -148,6 +148,16 @@ public final class Journal {
         return all
     }
 
+    /// The first and last seq of `src` the journal holds (nil: none), without merging every stream.
+    public func range(of src: String) -> ClosedRange<UInt64>? {
+        var found: ClosedRange<UInt64>?
+        for segment in segments {
+            guard let range = segment.streams[src] else { continue }
+            found = found.map { min($0.lowerBound, range.lowerBound)...max($0.upperBound, range.upperBound) } ?? range
+        }
+        return found
+    }
+
     /// Bytes in the folder's journal files (what is still buffered included).
     public var totalBytes: Int { segments.reduce(0) { $0 + $1.bytes } }
 

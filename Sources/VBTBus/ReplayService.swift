@@ -49,7 +49,7 @@ public final class ReplayServer {
         do { request = try ReplayRequest(json: body) } catch {
             return [ReplayHeader(id: "", src: "", from: 0, to: 0, count: 0, keptFrom: nil, keptTo: nil, more: false, error: error.reason).json]
         }
-        let kept = journal.streams[request.src]
+        let kept = journal.range(of: request.src)
         var frames: [[UInt8]] = []
         var count = 0, bytes = 0, more = false
         if let kept, request.to >= Int(kept.lowerBound), request.from <= Int(kept.upperBound) {

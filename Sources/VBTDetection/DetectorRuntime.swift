@@ -175,11 +175,11 @@ public final class DetectorRuntime {
         try heartbeat.tick(publisher, inputs: subscriber.stats.totals, replay: replay)
         try replay?.serve()
         let now = clock.monotonicSeconds()
-        if now >= nextHousekeeping ?? now + 1 {
+        let due = nextHousekeeping ?? now + 1  // the first a second after the first step
+        nextHousekeeping = due
+        if now >= due {
             nextHousekeeping = now + 1
             try closeSilentStations()
-        } else if nextHousekeeping == nil {
-            nextHousekeeping = now + 1
         }
     }
 
