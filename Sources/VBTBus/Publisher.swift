@@ -26,10 +26,38 @@ public final class Publisher {
     }
 
     /// Connects on `transport`; its clock stamps `ts`.
-    public init(transport: any BusTransport, program: String, lingerMs: Int32 = 5_000) throws(ZMQError) {
+    public init(transport: any BusTransport, program: String, instance: String? = nil, lingerMs: Int32 = 5_000) throws(ZMQError) {
         link = try transport.publisherLink(lingerMs: lingerMs)
         clock = transport.clock
-        stamper = EnvelopeStamper(program: program)
+        stamper = EnvelopeStamper(program: program, instance: instance)
+    }
+
+    /// Per stream, the last seq an earlier process of this instance already
+    /// published (its journal's): a message stamped at or below it is not sent again.
+    private var alreadySent: [String: UInt64] = [:]
+    /// Messages not sent because the earlier process had sent them.
+    public private(set) var suppressed = 0
+
+    /// Continues an earlier process's streams (this publisher was created with
+    /// its instance name, and has its journal): each topic goes on after
+    /// `positions[topic]` (a checkpoint's), and what is stamped again up to
+    /// the journal's last seq is not sent twice: the earlier process sent it,
+    /// and a consumer that missed it fetches it from the journal. Topics
+    /// `regenerated` says false for (heartbeats: made afresh, never
+    /// recomputed) go on after the journal's last seq instead.
+    public func resume(positions: [String: UInt64], regenerated: (String) -> Bool) {
+        let own = stamper.instance + "/"
+        let sent = journal?.streams.filter { $0.key.hasPrefix(own) }.mapValues(\.upperBound) ?? [:]
+        for (src, last) in sent {
+            let topic = String(src.dropFirst(own.count))
+            if regenerated(topic), let position = positions[topic], position < last {
+                stamper.resume(topic: topic, after: position)
+                alreadySent[src] = last
+            } else {
+                stamper.resume(topic: topic, after: regenerated(topic) ? max(last, positions[topic] ?? 0) : last)
+            }
+        }
+        for (topic, position) in positions where sent[own + topic] == nil { stamper.resume(topic: topic, after: position) }
     }
 
     /// Stamps and sends a typed payload for `station`.
@@ -63,6 +91,13 @@ public final class Publisher {
 
     /// Journals a stamped message (when there is a journal), then sends it.
     private func journalled(_ frames: (topic: [UInt8], body: [UInt8]), ts: Double) throws {
+        if !alreadySent.isEmpty, let sent = alreadySent[stamper.lastSrc] {
+            if stamper.lastSeq <= sent {
+                suppressed += 1
+                return
+            }
+            alreadySent[stamper.lastSrc] = nil
+        }
         if let journal {
             try journal.append(src: stamper.lastSrc, seq: stamper.lastSeq, ts: ts, topic: frames.topic, body: frames.body)
             try journal.tick()

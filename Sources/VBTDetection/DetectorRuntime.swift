@@ -25,7 +25,12 @@ public struct DetectorOptions: Sendable {
     /// loop never waits for the answer: it detects on, and uses it when it comes.
     public var recorderTimeoutS = 10.0
     /// Journal what is published (reps, sets, rejections, profiles) and answer replay requests (nil: no journal).
+    /// With a journal, each station's state is also checkpointed into its folder, and restored after a crash.
     public var journal: (settings: JournalSettings, endpoint: String)?
+    /// Longest time between checkpoints while readings come (one is also written at every set boundary and after every command).
+    public var checkpointIntervalS = 2.0
+    /// How input holes are fetched from the producers' journals.
+    public var recovery = InOrderInput.Settings()
     /// Creates the defaults.
     public init() {}
 }
@@ -43,6 +48,17 @@ public struct DetectorOptions: Sendable {
 /// restores the states and processes its buffer from just after those
 /// positions. Detection is a pure function of the readings, so the rep stream
 /// is the same as if one process had done it all, even mid-rep.
+///
+/// Crash recovery (`--journal`): every station's state, with the input
+/// position reached in each stream and the output streams' seqs, is
+/// checkpointed into the journal's folder (`checkpoint.json`) every
+/// `checkpointIntervalS` while readings come, at every set boundary and after
+/// every command. A detector started on a folder with a checkpoint takes the
+/// crashed instance's name, restores the states, fetches every reading since
+/// from the bridges' journals (`InOrderInput`) and detects again; what it
+/// detects again up to what the crashed process had published keeps its seq
+/// and is not sent twice (`Publisher.resume`), so consumers see one stream
+/// with the same reps, ids and metrics as without the crash.
 public final class DetectorRuntime {
     private let options: DetectorOptions
     private let logger: Logger
@@ -69,6 +85,19 @@ public final class DetectorRuntime {
     /// How far a reading's time may be from its message's send time.
     static let maxReadingSkewS = 3_600.0
     private var heartbeat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+    /// Every sample stream's messages in order, holes fetched from the bridges' journals.
+    private var input: InOrderInput
+    /// The input streams recovery follows: this detector's stations' samples.
+    private let wants: (String) -> Bool
+    private let checkpoint: CheckpointFile?
+    /// The restored checkpoint's output positions, applied once the journal is open.
+    private var resumeOutputs: [String: UInt64]?
+    /// When the next checkpoint is due (monotonic), and whether anything changed since the last.
+    private var checkpointDue = 0.0
+    private var changed = false
+    /// Checkpoints written, and whether this process began from one.
+    public private(set) var checkpoints = 0
+    public private(set) var restored = false
 
     /// The instance name, written into every rep's `detector` field.
     public var instance: String { publisher.stamper.instance }
@@ -92,9 +121,44 @@ public final class DetectorRuntime {
         clock = transport.clock
         self.transport = transport
         subscriber = try Subscriber(
-            transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self),
+            transport: transport,
+            prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             logger: logger)
-        publisher = try Publisher(transport: transport, program: "rep-detector")
+        // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
+        var saved: DetectorCheckpoint?
+        if !options.takeover, let checkpoint {
+            do {
+                if let bytes = try checkpoint.read() { saved = try decoder.decode(DetectorCheckpoint.self, from: Data(bytes)) }
+            } catch {
+                logger.error(
+                    "checkpoint unreadable; starting fresh (what the crashed detector had not published is not detected again)",
+                    metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
+            }
+        }
+        publisher = try Publisher(transport: transport, program: "rep-detector", instance: saved?.instance)
+        let glob = options.stationsGlob
+        wants = { (topic: String) in
+            topic.hasPrefix(SampleMessage.topicPrefix) && fnmatch(glob, String(topic.dropFirst(SampleMessage.topicPrefix.utf8.count)), 0) == 0
+        }
+        input = InOrderInput(
+            transport: transport, logger: logger, settings: options.recovery, wants: wants, positions: saved?.inputs,
+            producers: saved?.producers ?? [:], endpoints: saved?.endpoints ?? [:])
+        if let saved {
+            restored = true
+            resumeOutputs = saved.outputs
+            positions = saved.inputs.mapValues { Int($0) }
+            let now = clock.monotonicSeconds()
+            for detector in saved.stations {
+                var restoredDetector = detector
+                restoredDetector.settings = options.settings
+                detectors[detector.station] = restoredDetector
+                lastArrival[detector.station] = now
+            }
+            for src in positions.keys { positionHeard[src] = now }
+        }
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
         if let path = options.patternsPath {
@@ -106,9 +170,12 @@ public final class DetectorRuntime {
         }
         recorder = options.askRecorder ? try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: options.recorderTimeoutS) : nil
         if library.patterns.isEmpty { requestPatterns() }
-        // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        if let saved {
+            for station in detectors.keys { detectors[station]?.patterns = library.patterns.values.flatMap { $0 } }
+            logger.notice(
+                "restored from the checkpoint; fetching the readings since from the bridges' journals",
+                metadata: ["instance": "\(saved.instance)", "stations": "\(saved.stations.count)", "saved_ts": "\(saved.savedTs)"])
+        }
     }
 
     /// Opens the journal when one is asked for: at the first step of a
@@ -121,6 +188,11 @@ public final class DetectorRuntime {
         do {
             replay = try ProducerJournal(settings: plan.settings, endpoint: plan.endpoint, publisher: publisher, transport: transport, lockWaitS: lockWaitS)
                 .replay
+            if let outputs = resumeOutputs {
+                // Heartbeats are made afresh; everything else is detected again, identically.
+                publisher.resume(positions: outputs, regenerated: { !$0.hasPrefix(HeartbeatMessage.topicPrefix) })
+                resumeOutputs = nil
+            }
             logger.info("journalling", metadata: ["folder": "\(plan.settings.directory)", "replay_endpoint": "\(plan.endpoint)"])
         } catch  where lockWaitS > 0 {
             logger.error(
@@ -151,6 +223,12 @@ public final class DetectorRuntime {
         return false
     }
 
+    /// Whether some input stream waits for messages being fetched from a journal.
+    public var isCatchingUp: Bool { input.isRecovering }
+
+    /// What recovery fetched, and what it could not.
+    public var recovery: InOrderInput.Counters { input.counters }
+
     /// Whether this detector is detecting (not waiting for a hand-over, not handed over).
     public var isActive: Bool {
         if case .active = mode { return true }
@@ -170,11 +248,15 @@ public final class DetectorRuntime {
             try startJournal(lockWaitS: 0)
         }
         if let message = try subscriber.next(timeoutMs: timeoutMs) { try handle(message) }
+        if isActive || isHandingOver {
+            for message in input.poll() { try processAndHandOver(message) }
+        }
         collectReplies()
         try progressTakeover()
-        try heartbeat.tick(publisher, inputs: subscriber.stats.totals, replay: replay)
+        try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
         try replay?.serve()
         let now = clock.monotonicSeconds()
+        if changed, now >= checkpointDue { saveCheckpoint(now: now) }
         let due = nextHousekeeping ?? now + 1  // the first a second after the first step
         nextHousekeeping = due
         if now >= due {
@@ -183,7 +265,41 @@ public final class DetectorRuntime {
         }
     }
 
+    private var isHandingOver: Bool {
+        if case .handingOver = mode { return true }
+        return false
+    }
+
+    /// What the heartbeat says of the input: the subscriber's counters and what recovery could not fetch.
+    private var inputCounters: InputCounters {
+        var counters = subscriber.stats.totals
+        counters.lost = input.counters.lost
+        return counters
+    }
+
+    /// Writes every station's state, the input positions and the output seqs (never fatal: a failure is logged and retried).
+    private func saveCheckpoint(now: Double) {
+        guard let checkpoint, replay != nil, isActive else { return }
+        checkpointDue = now + options.checkpointIntervalS
+        let state = DetectorCheckpoint(
+            instance: instance, savedTs: clock.wallSeconds(), outputs: publisher.stamper.positions,
+            inputs: positions.mapValues { UInt64($0) }, producers: input.producers, endpoints: input.endpoints,
+            stations: detectors.keys.sorted().compactMap { detectors[$0] })
+        do {
+            try checkpoint.write(Array(try encoder.encode(state)))
+            changed = false
+            checkpoints += 1
+        } catch {
+            logger.error("checkpoint not written; retrying", metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
+        }
+    }
+
     // MARK: Messages
+
+    private func processAndHandOver(_ message: BusMessage) throws {
+        try process(message)
+        try finishHandoverIfReady()
+    }
 
     private func handle(_ message: BusMessage) throws {
         switch message.envelope.type {
@@ -195,8 +311,13 @@ public final class DetectorRuntime {
                 return
             }
             if case .active = mode {} else if case .handingOver = mode {} else { return }
-            try process(message)
-            try finishHandoverIfReady()
+            if message.envelope.type == SampleMessage.type {
+                for ready in input.accept(message) { try processAndHandOver(ready) }
+            } else {
+                try processAndHandOver(message)
+            }
+        case HeartbeatMessage.type:
+            input.note(heartbeat: message)
         case TakeoverMessage.type:
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
@@ -264,7 +385,11 @@ public final class DetectorRuntime {
             }
         }
         detectors[station] = detector
+        changed = true
+        // A set boundary and a command (kept by no journal) are checkpointed at once.
+        if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
+            if case .set = output { checkpointDue = 0 }
             if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
         }
     }
@@ -411,9 +536,11 @@ public final class DetectorRuntime {
         for (src, heard) in positionHeard where now - heard > 3_600 {
             positionHeard[src] = nil
             positions[src] = nil
+            input.forget(src)
         }
         for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
-            guard var detector = detectors[station], detector.setIsOpen else { continue }
+            // A station whose readings are being fetched is not silent.
+            guard var detector = detectors[station], detector.setIsOpen, !input.isRecovering(topic: SampleMessage.topic(station: station)) else { continue }
             let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
             detectors[station] = detector
             for output in outputs {
@@ -484,6 +611,9 @@ public final class DetectorRuntime {
             return restored
         }
         positions = handed
+        input = InOrderInput(
+            transport: transport, logger: logger, settings: options.recovery, wants: wants, positions: handed.mapValues { UInt64($0) },
+            producers: input.producers, endpoints: input.endpoints)
         mode = .active
         journalTried = true
         try startJournal(lockWaitS: 5)
@@ -491,11 +621,29 @@ public final class DetectorRuntime {
         if let path = options.patternsPath, let saved = try? PatternLibrary.load(path: path) { library = saved }
         var replayed = 0
         for message in buffer {
-            let before = positions[message.envelope.src]
-            try process(message)
-            if positions[message.envelope.src] != before { replayed += 1 }
+            let ready = message.envelope.type == SampleMessage.type ? input.accept(message) : [message]
+            for message in ready {
+                let before = positions[message.envelope.src]
+                try process(message)
+                if positions[message.envelope.src] != before { replayed += 1 }
+            }
         }
         logger.info(
             "took over", metadata: ["from": "\(from ?? "nobody")", "stations": "\(states.count)", "buffered": "\(buffer.count)", "processed": "\(replayed)"])
     }
+}
+
+/// What a detector checkpoints (`checkpoint.json` in its journal's folder).
+struct DetectorCheckpoint: Codable {
+    /// The instance whose streams a restored detector continues.
+    var instance: String
+    var savedTs: Double
+    /// The last seq published per output topic.
+    var outputs: [String: UInt64]
+    /// The last seq processed per input stream.
+    var inputs: [String: UInt64]
+    /// Per input stream its producer, and where each producer answers replay requests.
+    var producers: [String: String]
+    var endpoints: [String: String]
+    var stations: [StationDetector]
 }

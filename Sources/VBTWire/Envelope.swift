@@ -240,6 +240,24 @@ public struct EnvelopeStamper {
         (lastSrc, lastSeq) = (stream.src, stream.seq)
         return (stream.topic, writer.bytes)
     }
+
+    /// The last seq stamped per topic (`<type>.<station>`): what a checkpoint keeps.
+    public var positions: [String: UInt64] {
+        var all: [String: UInt64] = [:]
+        for (type, stations) in streams {
+            for (station, stream) in stations { all["\(type).\(station)"] = stream.seq }
+        }
+        return all
+    }
+
+    /// Continues `topic`'s stream after `seq` (a process resuming an earlier
+    /// instance's streams, whose name it was created with). A topic that is
+    /// not `<type>.<station>` is ignored.
+    public mutating func resume(topic: String, after seq: UInt64) {
+        let bytes = Array(topic.utf8)
+        guard let (type, station) = try? splitTopic(bytes) else { return }
+        streams[type, default: [:]][station] = Stream(topic: bytes, src: "\(instance)/\(topic)", seq: seq)
+    }
 }
 
 /// A message that cannot be put on the wire.

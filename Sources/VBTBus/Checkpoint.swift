@@ -1,0 +1,65 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A consumer's checkpoint: one file written whole and durably (a temporary
+/// file, fsync, rename over the old one, fsync of the folder), so a crash or
+/// a power cut leaves the previous checkpoint or the new one, never part of
+/// one. Written by hand because Foundation's atomic write does not fsync.
+public struct CheckpointFile: Sendable {
+    /// The file.
+    public let path: String
+
+    /// A checkpoint at `path` (its folder must exist when writing).
+    public init(path: String) { self.path = path }
+
+    /// Replaces the checkpoint with `bytes`.
+    public func write(_ bytes: [UInt8]) throws(JournalError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw JournalError("cannot write the checkpoint \(temporary): \(String(cString: strerror(errno)))") }
+        var written = 0
+        while written < bytes.count {
+            let result = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                let reason = String(cString: strerror(errno))
+                close(fd)
+                throw JournalError("checkpoint write failed (\(temporary)): \(reason); is the disk full?")
+            }
+            written += result
+        }
+        let synced = fdatasync(fd) == 0
+        close(fd)
+        guard synced, rename(temporary, path) == 0 else {
+            throw JournalError("checkpoint not saved (\(path)): \(String(cString: strerror(errno)))")
+        }
+        let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let dirFd = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirFd >= 0 {
+            _ = fsync(dirFd)
+            close(dirFd)
+        }
+    }
+
+    /// The checkpoint's bytes, or nil when there is none.
+    public func read() throws(JournalError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw JournalError("cannot read the checkpoint \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw JournalError("cannot read the checkpoint \(path): \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Logging
+import VBTWire
+
+/// Delivers each input stream's messages in seq order with none missing, for
+/// a consumer whose results depend on order (the rep detector, the posture
+/// evaluator, the notifier): a message ahead of its stream's next seq is held
+/// while the seqs between are fetched from the producer's journal
+/// (proto/replay.md); a stream that stops short of what its producer's
+/// heartbeat says it sent (a silent tail) is fetched too. What no journal
+/// holds any more, or what no producer answers for within `giveUpS`, is
+/// counted lost and skipped, loudly. Owned by the consumer's loop thread;
+/// never waits.
+///
+/// Where to ask comes from heartbeats: a journalling producer's offer names
+/// its endpoint and the streams it holds. A consumer resuming from a
+/// checkpoint passes the positions it had reached (`positions`), and then
+/// also fetches streams it has never seen from their first seq (they began
+/// while it was down); a consumer starting fresh takes each stream from the
+/// first message it receives.
+public final class InOrderInput {
+    /// How long recovery waits.
+    public struct Settings: Sendable {
+        /// How long a hole may wait for a producer that answers before it is counted lost.
+        public var giveUpS = 15.0
+        /// How long a hole waits when no heartbeat has said who can answer for its stream.
+        public var unknownProducerS = 3.0
+        /// How long one question may go unanswered before it is asked again.
+        public var answerTimeoutS = 3.0
+        /// Most seqs asked for in one question.
+        public var maxRange: UInt64 = 1_000
+        /// Most messages held behind one stream's hole (beyond: the hole is given up).
+        public var maxHeld = 100_000
+        /// Creates the defaults.
+        public init() {}
+    }
+
+    /// What recovery did so far.
+    public struct Counters: Sendable, Equatable {
+        /// Messages fetched from journals and delivered.
+        public var recovered = 0
+        /// Messages counted lost: no journal held them, or nobody answered in time.
+        public var lost = 0
+        /// Questions asked.
+        public var requests = 0
+        /// Messages received again after their seq was delivered (dropped).
+        public var duplicates = 0
+    }
+
+    private struct Stream {
+        /// The next seq to deliver.
+        var next: UInt64
+        /// Messages received ahead of `next`, by seq.
+        var held: [UInt64: BusMessage] = [:]
+        /// The last seq the producer says it sent (its heartbeat), when above what was received.
+        var tail: UInt64 = 0
+        /// The question in flight: its id, range and deadline.
+        var asked: (id: String, range: ClosedRange<UInt64>, deadline: Double, endpoint: String)?
+        /// Since when `next` has been missing (monotonic), while it is.
+        var missingSince: Double?
+
+        /// The last seq this consumer knows exists beyond `next - 1`, if any.
+        var wanted: UInt64? {
+            let heldFirst = held.keys.min()
+            if let heldFirst { return heldFirst - 1 }
+            return tail >= next ? tail : nil
+        }
+    }
+
+    public let settings: Settings
+    public private(set) var counters = Counters()
+    private let transport: any BusTransport
+    private let logger: Logger
+    private let clock: any BusClock
+    private let wants: (String) -> Bool
+    private let fromStart: Bool
+    private var streams: [String: Stream] = [:]
+    /// Per stream: its producer (the heartbeat's station); per producer: where it answers.
+    public private(set) var producers: [String: String]
+    public private(set) var endpoints: [String: String]
+    private var clients: [String: ReplayClient] = [:]
+    private var ready: [BusMessage] = []
+
+    /// Follows the streams whose topic `wants` accepts. `positions` are the
+    /// last seqs already delivered per stream (a checkpoint's); with them,
+    /// streams not among them are fetched from their start.
+    public init(
+        transport: any BusTransport, logger: Logger, settings: Settings = Settings(), wants: @escaping (String) -> Bool,
+        positions: [String: UInt64]? = nil, producers: [String: String] = [:], endpoints: [String: String] = [:]
+    ) {
+        self.transport = transport
+        self.logger = logger
+        self.settings = settings
+        clock = transport.clock
+        self.wants = wants
+        fromStart = positions != nil
+        for (src, seq) in positions ?? [:] { streams[src] = Stream(next: seq + 1) }
+        self.producers = producers
+        self.endpoints = endpoints
+    }
+
+    /// The last seq delivered per stream (what a checkpoint keeps).
+    public var positions: [String: UInt64] { streams.mapValues { $0.next - 1 } }
+
+    /// Messages held behind holes, over every stream.
+    public var held: Int { streams.values.reduce(0) { $0 + $1.held.count } }
+
+    /// Whether any stream waits for a hole or a tail.
+    public var isRecovering: Bool { streams.values.contains { $0.wanted != nil } }
+
+    /// Whether a stream of `topic` waits for a hole or a tail (its consumer
+    /// should not judge it silent meanwhile).
+    public func isRecovering(topic: String) -> Bool {
+        streams.contains { $0.value.wanted != nil && $0.key.hasSuffix(topic) && $0.key.dropLast(topic.utf8.count).hasSuffix("/") }
+    }
+
+    /// Forgets a stream (its producer is long gone).
+    public func forget(_ src: String) { streams[src] = nil }
+
+    /// Takes one message received on the bus; returns what may be processed now, in order.
+    public func accept(_ message: BusMessage) -> [BusMessage] {
+        let src = message.envelope.src, seq = message.envelope.seq
+        var stream = streams[src] ?? Stream(next: fromStart ? 1 : seq)
+        if seq < stream.next || stream.held[seq] != nil {
+            counters.duplicates += 1
+            streams[src] = stream
+            return []
+        }
+        if seq > stream.next {
+            if stream.missingSince == nil { stream.missingSince = clock.monotonicSeconds() }
+            stream.held[seq] = message
+            streams[src] = stream
+            if stream.held.count > settings.maxHeld { giveUp(src) }
+            return take()
+        }
+        stream.next = seq + 1
+        streams[src] = stream
+        ready.append(message)
+        drain(src)
+        return take()
+    }
+
+    /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
+    public func note(heartbeat message: BusMessage) {
+        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
+        let producer = message.envelope.station
+        endpoints[producer] = offer.endpoint
+        for (src, last) in offer.lastSeq where last > 0 {
+            let topic = src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? src
+            guard wants(topic) else { continue }
+            producers[src] = producer
+            if streams[src] == nil {
+                guard fromStart else { continue }  // a fresh consumer starts each stream at what it receives
+                streams[src] = Stream(next: 1)
+            }
+            if UInt64(last) >= streams[src]!.next, UInt64(last) > streams[src]!.tail {
+                streams[src]!.tail = UInt64(last)
+                if streams[src]!.missingSince == nil { streams[src]!.missingSince = clock.monotonicSeconds() }
+            }
+        }
+    }
+
+    /// One pass: takes replies, asks for what is missing, gives up on what
+    /// waited too long. Returns what may be processed now, in order.
+    public func poll() -> [BusMessage] {
+        for client in clients.values {
+            while let reply = try? client.nextReply() { take(reply) }
+        }
+        guard streams.values.contains(where: { $0.missingSince != nil }) else { return take() }
+        let now = clock.monotonicSeconds()
+        for src in streams.keys.sorted() {
+            guard var stream = streams[src], let since = stream.missingSince else { continue }
+            guard let last = stream.wanted else {
+                stream.missingSince = nil
+                streams[src] = stream
+                continue
+            }
+            if let asked = stream.asked, now < asked.deadline { continue }
+            stream.asked = nil
+            streams[src] = stream
+            // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
+            if now - since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS) {
+                giveUp(src)
+                continue
+            }
+            guard let producer = producers[src], let endpoint = endpoints[producer] else { continue }
+            let range = stream.next...min(last, stream.next + settings.maxRange - 1)
+            do {
+                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
+                clients[endpoint] = client
+                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
+                streams[src]?.asked = (id, range, now + settings.answerTimeoutS, endpoint)
+                counters.requests += 1
+            } catch {
+                logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            }
+        }
+        return take()
+    }
+
+    private func take() -> [BusMessage] {
+        defer { ready.removeAll(keepingCapacity: true) }
+        return ready
+    }
+
+    /// Delivers what is held from `next` on, in order.
+    private func drain(_ src: String) {
+        guard var stream = streams[src] else { return }
+        while let message = stream.held.removeValue(forKey: stream.next) {
+            ready.append(message)
+            stream.next += 1
+        }
+        if stream.wanted == nil {
+            stream.missingSince = nil
+            stream.asked = nil
+        } else if stream.missingSince == nil {
+            stream.missingSince = clock.monotonicSeconds()
+        }
+        streams[src] = stream
+    }
+
+    /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
+    private func take(_ reply: ReplayReply) {
+        let src = reply.header.src
+        guard var stream = streams[src], let asked = stream.asked, asked.id == reply.header.id else { return }
+        stream.asked = nil
+        var returned: [UInt64: BusMessage] = [:]
+        for (topic, body) in reply.messages {
+            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
+            returned[message.envelope.seq] = message
+        }
+        // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
+        let end = reply.header.more ? min(asked.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : asked.range.upperBound
+        var lostFrom: UInt64?
+        while stream.next <= asked.range.upperBound {
+            if let message = returned[stream.next] ?? stream.held.removeValue(forKey: stream.next) {
+                if returned[stream.next] != nil { counters.recovered += 1 }
+                if let from = lostFrom { logLoss(src, from...(stream.next - 1), reason: "the producer's journal no longer holds them") }
+                lostFrom = nil
+                ready.append(message)
+            } else if stream.next <= end {
+                counters.lost += 1
+                if lostFrom == nil { lostFrom = stream.next }
+            } else {
+                break  // `more`: asked again from here
+            }
+            stream.next += 1
+        }
+        if let from = lostFrom { logLoss(src, from...(stream.next - 1), reason: "the producer's journal no longer holds them") }
+        streams[src] = stream
+        drain(src)
+        if streams[src]?.wanted != nil { streams[src]?.missingSince = clock.monotonicSeconds() }
+    }
+
+    /// Skips what `src` waited for too long: counted lost, and what was held after it delivered.
+    private func giveUp(_ src: String) {
+        guard var stream = streams[src], let last = stream.wanted else { return }
+        let range = stream.next...last
+        counters.lost += range.count
+        logLoss(src, range, reason: producers[src].map { "\($0) did not answer within \(settings.giveUpS) s" } ?? "no producer offers its journal")
+        stream.next = last + 1
+        stream.asked = nil
+        stream.missingSince = nil
+        streams[src] = stream
+        drain(src)
+    }
+
+    private func logLoss(_ src: String, _ range: ClosedRange<UInt64>, reason: String) {
+        logger.error(
+            "input messages lost",
+            metadata: ["src": "\(src)", "from": "\(range.lowerBound)", "through": "\(range.upperBound)", "count": "\(range.count)", "reason": "\(reason)"])
+    }
+}
