@@ -1,6 +1,61 @@
+import Foundation
+import VBTWire
+
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// What a consumer that resumes after a crash checkpoints: its own state, the
+/// input position reached in each stream, where those streams' producers
+/// answer, and the last seq of each of its output topics.
+public struct ConsumerCheckpoint<State: Codable>: Codable {
+    /// The instance whose streams a restored process continues.
+    public var instance: String
+    /// When it was written (wall clock).
+    public var savedTs: Double
+    /// The last seq published per output topic.
+    public var outputs: [String: UInt64]
+    /// The last seq processed per input stream.
+    public var inputs: [String: UInt64]
+    /// Per input stream its producer, and where each producer answers replay requests.
+    public var producers: [String: String]
+    public var endpoints: [String: String]
+    /// The consumer's own state.
+    public var state: State
+
+    /// Creates a checkpoint of `publisher`'s streams, `input`'s positions and producers, and `state`.
+    public init(publisher: Publisher, input: InOrderInput, inputs: [String: UInt64]? = nil, state: State) {
+        instance = publisher.stamper.instance
+        savedTs = publisher.clock.wallSeconds()
+        outputs = publisher.stamper.positions
+        self.inputs = inputs ?? input.positions
+        producers = input.producers
+        endpoints = input.endpoints
+        self.state = state
+    }
+
+    /// Encodes it (infinities and NaN, which states hold, as strings).
+    public func encoded() throws -> [UInt8] { Array(try Self.encoder.encode(self)) }
+
+    /// Reads the checkpoint in `file`; nil when there is none.
+    public static func load(_ file: CheckpointFile) throws -> Self? {
+        guard let bytes = try file.read() else { return nil }
+        return try decoder.decode(Self.self, from: Data(bytes))
+    }
+
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return encoder
+    }
+
+    static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return decoder
+    }
+}
 
 /// A consumer's checkpoint: one file written whole and durably (a temporary
 /// file, fsync, rename over the old one, fsync of the folder), so a crash or

@@ -50,7 +50,8 @@ public final class Publisher {
         let sent = journal?.streams.filter { $0.key.hasPrefix(own) }.mapValues(\.upperBound) ?? [:]
         for (src, last) in sent {
             let topic = String(src.dropFirst(own.count))
-            if regenerated(topic), let position = positions[topic], position < last {
+            // A topic the checkpoint does not name had published nothing when it was written.
+            if regenerated(topic), case let position = positions[topic] ?? 0, position < last {
                 stamper.resume(topic: topic, after: position)
                 alreadySent[src] = last
             } else {

@@ -128,11 +128,9 @@ public final class DetectorRuntime {
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
-        var saved: DetectorCheckpoint?
+        var saved: ConsumerCheckpoint<[StationDetector]>?
         if !options.takeover, let checkpoint {
-            do {
-                if let bytes = try checkpoint.read() { saved = try decoder.decode(DetectorCheckpoint.self, from: Data(bytes)) }
-            } catch {
+            do { saved = try ConsumerCheckpoint.load(checkpoint) } catch {
                 logger.error(
                     "checkpoint unreadable; starting fresh (what the crashed detector had not published is not detected again)",
                     metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
@@ -151,7 +149,7 @@ public final class DetectorRuntime {
             resumeOutputs = saved.outputs
             positions = saved.inputs.mapValues { Int($0) }
             let now = clock.monotonicSeconds()
-            for detector in saved.stations {
+            for detector in saved.state {
                 var restoredDetector = detector
                 restoredDetector.settings = options.settings
                 detectors[detector.station] = restoredDetector
@@ -174,7 +172,7 @@ public final class DetectorRuntime {
             for station in detectors.keys { detectors[station]?.patterns = library.patterns.values.flatMap { $0 } }
             logger.notice(
                 "restored from the checkpoint; fetching the readings since from the bridges' journals",
-                metadata: ["instance": "\(saved.instance)", "stations": "\(saved.stations.count)", "saved_ts": "\(saved.savedTs)"])
+                metadata: ["instance": "\(saved.instance)", "stations": "\(saved.state.count)", "saved_ts": "\(saved.savedTs)"])
         }
     }
 
@@ -281,12 +279,10 @@ public final class DetectorRuntime {
     private func saveCheckpoint(now: Double) {
         guard let checkpoint, replay != nil, isActive else { return }
         checkpointDue = now + options.checkpointIntervalS
-        let state = DetectorCheckpoint(
-            instance: instance, savedTs: clock.wallSeconds(), outputs: publisher.stamper.positions,
-            inputs: positions.mapValues { UInt64($0) }, producers: input.producers, endpoints: input.endpoints,
-            stations: detectors.keys.sorted().compactMap { detectors[$0] })
+        let state = ConsumerCheckpoint(
+            publisher: publisher, input: input, inputs: positions.mapValues { UInt64($0) }, state: detectors.keys.sorted().compactMap { detectors[$0] })
         do {
-            try checkpoint.write(Array(try encoder.encode(state)))
+            try checkpoint.write(try state.encoded())
             changed = false
             checkpoints += 1
         } catch {
@@ -631,19 +627,4 @@ public final class DetectorRuntime {
         logger.info(
             "took over", metadata: ["from": "\(from ?? "nobody")", "stations": "\(states.count)", "buffered": "\(buffer.count)", "processed": "\(replayed)"])
     }
-}
-
-/// What a detector checkpoints (`checkpoint.json` in its journal's folder).
-struct DetectorCheckpoint: Codable {
-    /// The instance whose streams a restored detector continues.
-    var instance: String
-    var savedTs: Double
-    /// The last seq published per output topic.
-    var outputs: [String: UInt64]
-    /// The last seq processed per input stream.
-    var inputs: [String: UInt64]
-    /// Per input stream its producer, and where each producer answers replay requests.
-    var producers: [String: String]
-    var endpoints: [String: String]
-    var stations: [StationDetector]
 }

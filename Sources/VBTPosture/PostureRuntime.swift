@@ -17,18 +17,25 @@ public struct PostureSettings: Sendable, Codable, Equatable {
 }
 
 /// One station's posture state: calibration, collection, hysteresis.
-public struct PostureTracker: Sendable {
+/// Codable: the evaluator checkpoints it.
+public struct PostureTracker: Sendable, Codable {
     public let station: String
     public var settings: PostureSettings
     public var athlete: String?
     public private(set) var calibration: PostureCalibration?
     private var collecting: Collection?
     private var reported: Bool?
-    private var candidate: (Bool, Double)?
+    private var candidate: Candidate?
     private var badSince: Double?
     private var lastPublishedT = -Double.infinity
 
-    struct Collection: Sendable {
+    /// A state seen but not yet held for the hysteresis, and since when.
+    struct Candidate: Sendable, Codable {
+        var correct: Bool
+        var since: Double
+    }
+
+    struct Collection: Sendable, Codable {
         var athlete: String
         var seconds: Double
         var startT: Double?
@@ -97,14 +104,14 @@ public struct PostureTracker: Sendable {
             reported = result.correct
             changed = true
         } else if result.correct != reported {
-            if let (state, since) = candidate, state == result.correct {
-                if t - since >= settings.hysteresisS {
+            if let held = candidate, held.correct == result.correct {
+                if t - held.since >= settings.hysteresisS {
                     reported = result.correct
                     candidate = nil
                     changed = true
                 }
             } else {
-                candidate = (result.correct, t)
+                candidate = Candidate(correct: result.correct, since: t)
             }
         } else {
             candidate = nil
@@ -157,9 +164,17 @@ public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
 }
 
 /// The posture-evaluator process's loop (one thread owns both sockets).
+///
+/// Crash recovery (with a journal): as the rep detector does, every
+/// station's tracker, the input positions and the output seqs are
+/// checkpointed into the journal's folder every `checkpointIntervalS` while
+/// readings come and after every command; an evaluator started on a folder
+/// with a checkpoint continues the crashed instance's streams, fetches the
+/// readings since from the bridges' journals and evaluates them again, what
+/// was already published not sent twice.
 public final class PostureRuntime {
     private let subscriber: Subscriber
-    private let publisher: Publisher
+    private var publisher: Publisher
     private let clock: any BusClock
     private let transport: any BusTransport
     private var replay: ReplayServer?
@@ -176,6 +191,20 @@ public final class PostureRuntime {
     private var calibrationRequests: [String: (station: String, athlete: String, deadline: Double)] = [:]
     /// How long an unanswered question is remembered.
     static let recorderTimeoutS = 10.0
+    /// Every sample stream in order, holes fetched from the bridges' journals.
+    private var input: InOrderInput
+    private var checkpoint: CheckpointFile?
+    private var checkpointDue = 0.0
+    private var changed = false
+    /// Longest time between checkpoints while readings come.
+    public var checkpointIntervalS = 2.0
+    /// Whether this process began from a checkpoint, and checkpoints written.
+    public private(set) var restored = false
+    public private(set) var checkpoints = 0
+    /// What recovery fetched, and what it could not.
+    public var recovery: InOrderInput.Counters { input.counters }
+    /// Whether some input stream waits for messages being fetched.
+    public var isCatchingUp: Bool { input.isRecovering }
 
     /// Connects to the bus and loads the stored calibrations.
     public convenience init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
@@ -186,7 +215,9 @@ public final class PostureRuntime {
 
     /// Connects on `transport` (its clock is the evaluator's); the recorder is asked at `queryEndpoint`.
     public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(transport: transport, prefixes: [SampleMessage.topicPrefix, CommandMessage.topicPrefix], logger: logger)
+        subscriber = try Subscriber(
+            transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
+        input = InOrderInput(transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) })
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
         clock = transport.clock
         self.transport = transport
@@ -203,9 +234,48 @@ public final class PostureRuntime {
 
     /// Journals what is published (posture states, calibrations) into
     /// `settings.directory` and answers replay requests on `endpoint`.
+    /// A checkpoint in the folder (a crashed evaluator's) is restored first:
+    /// call this before the first `step`.
     public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
+        let file = CheckpointFile(path: settings.directory + "/checkpoint.json")
+        checkpoint = file
+        var saved: ConsumerCheckpoint<[PostureTracker]>?
+        do { saved = try ConsumerCheckpoint.load(file) } catch {
+            logger.error("checkpoint unreadable; starting fresh", metadata: ["path": "\(file.path)", "error": "\(error)"])
+        }
+        if let saved {
+            publisher = try Publisher(transport: transport, program: "posture-evaluator", instance: saved.instance)
+            for var tracker in saved.state {
+                tracker.settings = self.settings
+                trackers[tracker.station] = tracker
+            }
+            input = InOrderInput(
+                transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) }, positions: saved.inputs,
+                producers: saved.producers, endpoints: saved.endpoints)
+            restored = true
+        }
         replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
+        if let saved {
+            publisher.resume(positions: saved.outputs, regenerated: { !$0.hasPrefix(HeartbeatMessage.topicPrefix) })
+            logger.notice(
+                "restored from the checkpoint; fetching the readings since from the bridges' journals",
+                metadata: ["instance": "\(saved.instance)", "stations": "\(saved.state.count)", "saved_ts": "\(saved.savedTs)"])
+        }
         logger.info("journalling", metadata: ["folder": "\(settings.directory)", "replay_endpoint": "\(endpoint)"])
+    }
+
+    /// Writes the trackers, input positions and output seqs (a failure is logged and retried).
+    private func saveCheckpoint(now: Double) {
+        guard let checkpoint else { return }
+        checkpointDue = now + checkpointIntervalS
+        do {
+            let state = ConsumerCheckpoint(publisher: publisher, input: input, state: trackers.keys.sorted().compactMap { trackers[$0] })
+            try checkpoint.write(try state.encoded())
+            changed = false
+            checkpoints += 1
+        } catch {
+            logger.error("checkpoint not written; retrying", metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
+        }
     }
 
     /// Publishes, but a message that cannot be encoded (a NaN that slipped
@@ -227,11 +297,23 @@ public final class PostureRuntime {
     /// One pass of the loop: the heartbeat, the recorder's replies, and at
     /// most one input message (waiting up to `timeoutMs` for it on sockets).
     public func step(timeoutMs: Int32 = 200) throws {
-        try heartbeat.tick(publisher, inputs: subscriber.stats.totals, replay: replay)
+        var counters = subscriber.stats.totals
+        counters.lost = input.counters.lost
+        try heartbeat.tick(publisher, inputs: counters, replay: replay)
         try replay?.serve()
         collectReplies()
+        for message in input.poll() { try handle(message) }
+        let now = clock.monotonicSeconds()
+        if changed, now >= checkpointDue { saveCheckpoint(now: now) }
         guard let message = try subscriber.next(timeoutMs: timeoutMs) else { return }
-        try handle(message)
+        switch message.envelope.type {
+        case SampleMessage.type:
+            for ready in input.accept(message) { try handle(ready) }
+        case HeartbeatMessage.type:
+            input.note(heartbeat: message)
+        default:
+            try handle(message)
+        }
     }
 
     /// Asks the recorder for `athlete`'s latest calibration, for `station`.
@@ -288,9 +370,12 @@ public final class PostureRuntime {
         trackers[station] ?? PostureTracker(station: station, settings: settings)
     }
 
+    /// One input message, in its stream's order.
     private func handle(_ message: BusMessage) throws {
         let station = message.envelope.station
+        changed = true
         if message.envelope.type == CommandMessage.type {
+            checkpointDue = 0  // a command is kept by no journal: checkpointed at once
             guard let command = try? message.payload(as: CommandMessage.self),
                 command.target == "*" || command.target == "posture-evaluator"
             else { return }

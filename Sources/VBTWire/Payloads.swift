@@ -21,7 +21,7 @@ public struct PayloadError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Three numbers, written as `[x,y,z]`.
-public struct Vector3: Sendable, Equatable {
+public struct Vector3: Sendable, Equatable, Codable {
     public var x: Double, y: Double, z: Double
     /// Creates a vector.
     public init(_ x: Double, _ y: Double, _ z: Double) { (self.x, self.y, self.z) = (x, y, z) }
