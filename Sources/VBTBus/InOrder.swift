@@ -57,6 +57,11 @@ public final class InOrderInput {
         var asked: (id: String, range: ClosedRange<UInt64>, deadline: Double, endpoint: String)?
         /// Since when `next` has been missing (monotonic), while it is.
         var missingSince: Double?
+        /// Taken from its start by a resumed consumer that had never seen it:
+        /// a start the journal no longer holds may predate the checkpoint, so
+        /// it is skipped, not counted lost (the session-recorder counts what
+        /// is lost for good).
+        var unseen = false
 
         /// The last seq this consumer knows exists beyond `next - 1`, if any.
         var wanted: UInt64? {
@@ -101,6 +106,18 @@ public final class InOrderInput {
     /// The last seq delivered per stream (what a checkpoint keeps).
     public var positions: [String: UInt64] { streams.mapValues { $0.next - 1 } }
 
+    /// The positions, producers and endpoints, for a state file.
+    public var snapshot: InputPositions { InputPositions(positions: positions, producers: producers, endpoints: endpoints) }
+
+    /// Resumes from `snapshot` (nil: starts fresh).
+    public convenience init(
+        transport: any BusTransport, logger: Logger, settings: Settings = Settings(), wants: @escaping (String) -> Bool, resuming snapshot: InputPositions?
+    ) {
+        self.init(
+            transport: transport, logger: logger, settings: settings, wants: wants, positions: snapshot?.positions,
+            producers: snapshot?.producers ?? [:], endpoints: snapshot?.endpoints ?? [:])
+    }
+
     /// Messages held behind holes, over every stream.
     public var held: Int { streams.values.reduce(0) { $0 + $1.held.count } }
 
@@ -119,7 +136,7 @@ public final class InOrderInput {
     /// Takes one message received on the bus; returns what may be processed now, in order.
     public func accept(_ message: BusMessage) -> [BusMessage] {
         let src = message.envelope.src, seq = message.envelope.seq
-        var stream = streams[src] ?? Stream(next: fromStart ? 1 : seq)
+        var stream = streams[src] ?? Stream(next: fromStart ? 1 : seq, unseen: fromStart)
         if seq < stream.next || stream.held[seq] != nil {
             counters.duplicates += 1
             streams[src] = stream
@@ -150,7 +167,7 @@ public final class InOrderInput {
             producers[src] = producer
             if streams[src] == nil {
                 guard fromStart else { continue }  // a fresh consumer starts each stream at what it receives
-                streams[src] = Stream(next: 1)
+                streams[src] = Stream(next: 1, unseen: true)
             }
             if UInt64(last) >= streams[src]!.next, UInt64(last) > streams[src]!.tail {
                 streams[src]!.tail = UInt64(last)
@@ -228,6 +245,13 @@ public final class InOrderInput {
             guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
             returned[message.envelope.seq] = message
         }
+        if stream.unseen, let keptFrom = reply.header.keptFrom, UInt64(keptFrom) > stream.next, returned[stream.next] == nil {
+            logger.info(
+                "a stream begun before this consumer's checkpoint is taken from what its producer still holds",
+                metadata: ["src": "\(src)", "from": "\(keptFrom)"])
+            stream.next = UInt64(keptFrom)
+        }
+        stream.unseen = false
         // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
         let end = reply.header.more ? min(asked.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : asked.range.upperBound
         var lostFrom: UInt64?
@@ -269,4 +293,14 @@ public final class InOrderInput {
             "input messages lost",
             metadata: ["src": "\(src)", "from": "\(range.lowerBound)", "through": "\(range.upperBound)", "count": "\(range.count)", "reason": "\(reason)"])
     }
+}
+
+/// Where a consumer's input streams stood: kept in its state file, so a
+/// restarted consumer fetches what it missed (`InOrderInput(resuming:)`).
+public struct InputPositions: Sendable, Codable, Equatable {
+    /// The last seq processed per stream.
+    public var positions: [String: UInt64]
+    /// Per stream its producer; per producer where it answers replay requests.
+    public var producers: [String: String]
+    public var endpoints: [String: String]
 }

@@ -34,6 +34,10 @@ public struct NotifierState: Sendable, Codable, Equatable, JSONFileStored {
     public var heartbeats: [String: WatchedHeartbeat] = [:]
     /// Best streaming rate per `<station>/<sensor>` since the link connected.
     public var sensorRatesHz: [String: Double] = [:]
+    /// Where each input stream stood when the state was saved: a restarted
+    /// notifier fetches what it missed from the producers' journals (nil: a
+    /// state file from before, or none).
+    public var input: InputPositions?
     /// An empty state.
     public init() {}
 }

@@ -13,6 +13,13 @@ public protocol AlertSink: Sendable {
 }
 
 /// The notifier process's loop: one thread owns both sockets; the clock is injected.
+///
+/// Nothing missed: sets, reps, posture and sensor status are taken in each
+/// stream's order, holes fetched from their producers' journals
+/// (`InOrderInput`); the state file keeps where each stream stood, so a
+/// restarted notifier fetches what was published while it was down and acts
+/// on it (a set that ended meanwhile still starts its rest and raises its
+/// alerts; an alert already open is not raised twice).
 public final class NotifierRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
@@ -26,6 +33,17 @@ public final class NotifierRuntime {
     private let started: Double
     private var nextHeartbeat: Double
     private let heartbeatIntervalS = 1.0
+    private var input: InOrderInput
+    /// When the input positions are next saved, if they moved (monotonic).
+    private var nextPositionsSave: Double
+    /// How often moved input positions are saved (a state change saves at once).
+    public var positionsSaveIntervalS = 2.0
+    /// What recovery fetched, and what it could not.
+    public var recovery: InOrderInput.Counters { input.counters }
+    /// Whether some input stream waits for messages being fetched.
+    public var isCatchingUp: Bool { input.isRecovering }
+    /// The inputs taken in order: what producers journal.
+    static let ordered = MessageTypes.prefixes(SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self)
 
     /// Connects to the bus and restores the state file (timers resume with the right remaining time).
     public convenience init(
@@ -58,6 +76,8 @@ public final class NotifierRuntime {
             }
         }
         notifier = Notifier(settings: settings, state: restored, now: clock.wallSeconds())
+        input = InOrderInput(transport: transport, logger: logger, wants: { topic in Self.ordered.contains { topic.hasPrefix($0) } }, resuming: restored.input)
+        nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
         let timers = restored.stations.values.filter { $0.timer != nil }.count
         logger.info(
             "notifier state restored",
@@ -80,11 +100,21 @@ public final class NotifierRuntime {
         try heartbeat()
         try replay?.serve()
         if let message = try subscriber.next(timeoutMs: timeoutMs), !message.envelope.src.hasPrefix(publisher.stamper.instance + "/") {
-            try emit(notifier.handle(message, now: clock.wallSeconds()))
+            if message.envelope.type == HeartbeatMessage.type { input.note(heartbeat: message) }
+            if Self.ordered.contains(where: { message.topic.hasPrefix($0) }) {
+                for ready in input.accept(message) { try emit(notifier.handle(ready, now: clock.wallSeconds())) }
+            } else {
+                try emit(notifier.handle(message, now: clock.wallSeconds()))
+            }
         }
+        for ready in input.poll() { try emit(notifier.handle(ready, now: clock.wallSeconds())) }
         try emit(notifier.tick(now: clock.wallSeconds()))
-        if notifier.needsSave { save() }
+        let now = clock.monotonicSeconds()
+        if notifier.needsSave || (now >= nextPositionsSave && input.positions != savedPositions) { save() }
     }
+
+    /// The input positions the state file holds.
+    private var savedPositions: [String: UInt64]?
 
     /// Journals what is published (timers, alerts, workouts, commands) into
     /// `settings.directory` and answers replay requests on `endpoint`.
@@ -100,7 +130,9 @@ public final class NotifierRuntime {
         let now = clock.monotonicSeconds()
         guard now >= nextHeartbeat else { return }
         nextHeartbeat = now + heartbeatIntervalS
-        let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: subscriber.stats.totals)
+        var inputs = subscriber.stats.totals
+        inputs.lost = input.counters.lost
+        let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: inputs)
         var heartbeat = base
         heartbeat.webhook = sink?.counters
         if let replay { heartbeat.replay = publisher.replayOffer(endpoint: replay.endpoint) }
@@ -109,9 +141,13 @@ public final class NotifierRuntime {
 
     private func save() {
         guard let statePath else { notifier.markSaved(); return }
+        nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
         do {
-            try notifier.state.save(path: statePath)
+            var state = notifier.state
+            state.input = input.snapshot
+            try state.save(path: statePath)
             notifier.markSaved()
+            savedPositions = state.input?.positions
         } catch {
             logger.error("notifier state not saved; check the folder is writable", metadata: ["path": "\(statePath)", "error": "\(error)"])
         }

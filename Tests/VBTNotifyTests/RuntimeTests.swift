@@ -58,3 +58,76 @@ struct NotifierRuntimeTests {
         #expect(try step().isEmpty, "an ended rest says nothing more")
     }
 }
+
+/// The notifier dying (no goodbye: its object dropped after its last state
+/// save) while the detector goes on: the restarted notifier fetches what was
+/// published meanwhile from the detector's journal, in order, and acts on it.
+@Suite("notifier crash recovery, in memory")
+struct NotifierCrashTests {
+    static let logger = NotifierRuntimeTests.logger
+
+    /// The notices and timers the notifier published, as (kind or timer state, id).
+    static func run(crash: Bool) throws -> (said: [String], recovered: Int, lost: Int) {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let statePath = dir.path("notifier.json")
+        var settings = NotifierSettings()
+        settings.snapshotS = 1e9
+        let detector = try Publisher(transport: bus, program: "rep-detector")
+        detector.journal = try Journal(
+            settings: JournalSettings(directory: dir.path("journal-detector")), instance: detector.stamper.instance, clock: bus.clock)
+        let server = try ReplayServer(journal: try #require(detector.journal), transport: bus, endpoint: "memory://rep-detector/replay")
+        var beat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(TimerMessage.self, AlertMessage.self), logger: Self.logger)
+        var notifier: NotifierRuntime? = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+        var said: [String] = []
+        func settle() throws {
+            for _ in 0..<200 {
+                try notifier?.step(timeoutMs: 0)
+                try server.serve()
+                bus.manualClock.advance(0.05)
+                try beat.tick(detector, inputs: nil, replay: server)
+                while let message = try listener.next(timeoutMs: 0) {
+                    if let alert = try? message.payload(as: AlertMessage.self) {
+                        said.append("\(alert.kind.rawValue) \(alert.state.rawValue) \(alert.alertId)")
+                    }
+                    if let timer = try? message.payload(as: TimerMessage.self), timer.remainingS == timer.durationS {
+                        said.append("timer \(timer.state.rawValue)")
+                    }
+                }
+            }
+        }
+        func rep(_ index: Int, lossPct: Double) throws {
+            try detector.publish(
+                RepMessage(
+                    setId: "s1", repId: "r\(index)", index: index, meanVelocityMps: 0.6, peakVelocityMps: 1, meanPropulsiveVelocityMps: 0.6,
+                    romMm: 500, concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: lossPct, tEnd: 1_795_435_200 + Double(index), detector: "d",
+                    concentricStartT: 1_795_435_199 + Double(index), concentricEndT: 1_795_435_200 + Double(index)),
+                station: "rack-01", athlete: "ana")
+        }
+        try detector.publish(SetMessage(setId: "s1", event: .start), station: "rack-01", athlete: "ana")
+        try rep(1, lossPct: 0)
+        try settle()
+        if crash { notifier = nil }  // killed: its last save is what a restart reads
+        try rep(2, lossPct: 45)
+        try detector.publish(
+            SetMessage(setId: "s1", event: .end, reps: 2, reason: .velocityLoss, bestMeanVelocityMps: 0.6, velocityLossPct: 45),
+            station: "rack-01", athlete: "ana")
+        try settle()
+        if crash {
+            #expect(said.isEmpty, "nobody listens while the notifier is down")
+            notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+            try settle()
+        }
+        return (said, notifier?.recovery.recovered ?? 0, notifier?.recovery.lost ?? 0)
+    }
+
+    @Test("a velocity-loss rep and the set's end published while the notifier was down: after the restart it says what it says without the crash, once")
+    func missedWhileDown() throws {
+        let clean = try Self.run(crash: false)
+        #expect(clean.said.contains("timer running") && clean.said.contains { $0.hasPrefix("velocity-loss") }, "\(clean.said)")
+        let crashed = try Self.run(crash: true)
+        #expect(crashed.said == clean.said)
+        #expect(crashed.recovered == 2 && crashed.lost == 0)
+    }
+}
