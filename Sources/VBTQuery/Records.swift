@@ -490,9 +490,11 @@ public struct IngestCounters: Sendable, Equatable, Codable {
     public var refused = 0
     /// Messages of types the recorder does not keep (heartbeats, hand-overs, timers).
     public var ignored = 0
-    /// Raw-sample messages dropped because the database was unavailable for too long.
+    /// Raw-sample messages dropped from memory because the database was unavailable for
+    /// too long: they become holes, fetched again from the producers' journals once it is back
+    /// (what no journal holds is then counted in `lost`).
     public var droppedSamples = 0
-    /// Other messages dropped for the same reason (only after every raw sample was dropped first).
+    /// Other messages dropped from memory for the same reason (only after every raw sample was dropped first).
     public var droppedOther = 0
     /// Batches that failed and were kept to retry.
     public var failedWrites = 0

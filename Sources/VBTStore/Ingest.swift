@@ -30,7 +30,13 @@ public final class Ingestor {
     private var holes: [String: [ClosedRange<UInt64>]] = [:]
     private var holesLoaded = false
     /// Most messages held while the database is unavailable (raw samples go first).
-    public var maxPending = 200_000
+    /// Beyond it the oldest are dropped from memory: the stream's progress stays
+    /// below them, so they become a hole or a silent tail and are fetched again
+    /// from their producer's journal once the database is back. Memory stays
+    /// bounded however long the disk is full.
+    public var maxPending = 50_000
+    /// Per stream, the lowest seq dropped from memory that is not yet a hole in the database.
+    private var shedFrom: [String: UInt64] = [:]
 
     /// Types kept in the database.
     public static let keptTypes = Set(
@@ -48,6 +54,20 @@ public final class Ingestor {
 
     /// Messages waiting to be written.
     public var pendingCount: Int { pending.count }
+
+    /// The last seq of `src` this recorder holds, given `received` (the last it
+    /// received): lower when messages were dropped from memory and not yet
+    /// written, so a producer's heartbeat shows them as a tail to fetch.
+    public func lastSeqHeld(_ src: String, received: UInt64?) -> UInt64? {
+        guard let shed = shedFrom[src] else { return received }
+        let pendingLast = pending.lazy.filter { $0.envelope.src == src }.map(\.envelope.seq).max()
+        // What is still queued above the dropped ones will leave a hole below it when written.
+        if let pendingLast, pendingLast > shed { return received }
+        return shed - 1
+    }
+
+    /// A tail fetched for `src` is recorded: what was dropped from memory is now a hole.
+    public func tailRecorded(_ src: String) { shedFrom[src] = nil }
 
     /// Queues a message (or counts it as ignored when it is not kept).
     public func enqueue(_ message: BusMessage) {
@@ -72,18 +92,29 @@ public final class Ingestor {
         pending.removeAll { message in
             guard dropped < max(excess, maxPending / 10), message.envelope.type == SampleMessage.type else { return false }
             dropped += 1
+            noteShed(message)
             return true
         }
         if dropped > 0 {
             counters.droppedSamples += dropped
-            logger.error("database unavailable too long; oldest raw samples dropped", metadata: ["dropped": "\(dropped)", "pending": "\(pending.count)"])
+            logger.error(
+                "database unavailable too long; oldest raw samples dropped from memory, to be fetched again from the producers' journals",
+                metadata: ["dropped": "\(dropped)", "pending": "\(pending.count)"])
         }
         if pending.count > maxPending {
             let drop = pending.count - maxPending
+            for message in pending.prefix(drop) { noteShed(message) }
             pending.removeFirst(drop)
             counters.droppedOther += drop
-            logger.critical("database unavailable too long; oldest messages dropped", metadata: ["dropped": "\(drop)"])
+            logger.error(
+                "database unavailable too long; oldest messages dropped from memory, to be fetched again from the producers' journals",
+                metadata: ["dropped": "\(drop)"])
         }
+    }
+
+    private func noteShed(_ message: BusMessage) {
+        let src = message.envelope.src, seq = message.envelope.seq
+        shedFrom[src] = min(shedFrom[src] ?? seq, seq)
     }
 
     /// Writes everything queued in one transaction. On failure the queue is
@@ -113,7 +144,11 @@ public final class Ingestor {
             throw error
         }
         pending.removeAll(keepingCapacity: true)
-        for (src, progress) in result.progress { lastSeq[src] = progress.lastSeq }
+        for (src, progress) in result.progress {
+            lastSeq[src] = progress.lastSeq
+            // Written above what was dropped from memory: the dropped ones are a hole now.
+            if let shed = shedFrom[src], progress.lastSeq > shed { shedFrom[src] = nil }
+        }
         for (src, list) in result.holes { holes[src] = list.isEmpty ? nil : list }
         counters.recovered += result.recovered
         for (type, count) in result.stored { counters.stored[type, default: 0] += count }

@@ -16,6 +16,9 @@ public struct RecorderSettings: Sendable, Equatable {
     public var maxRetryS = 5.0
     /// How often old raw samples are pruned, s.
     public var pruneIntervalS = 600.0
+    /// Most messages held in memory while the database is unavailable; beyond
+    /// it the oldest are fetched again from the producers' journals later (`Ingestor.maxPending`).
+    public var maxPending = 50_000
     /// Creates the defaults.
     public init() {}
 }
@@ -59,6 +62,7 @@ public final class RecorderRuntime {
             self.poller = (poller, busIndex, queryIndex)
         }
         ingestor = Ingestor(store: store, logger: logger)
+        ingestor.maxPending = settings.maxPending
         do { recovery = try RecorderRecovery(transport: transport, ingestor: ingestor, logger: logger) } catch {
             logger.error("recovery from journals off: the database cannot be read", metadata: ["error": "\(error.message)"])
             recovery = nil
@@ -116,7 +120,7 @@ public final class RecorderRuntime {
                 if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
                 if message.envelope.type == HeartbeatMessage.type {
                     let sources = subscriber.stats.sources
-                    recovery?.note(heartbeat: message) { sources[$0]?.lastSeq }
+                    recovery?.note(heartbeat: message) { ingestor.lastSeqHeld($0, received: sources[$0]?.lastSeq) }
                 }
                 ingestor.enqueue(message)
             }

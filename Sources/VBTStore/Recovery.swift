@@ -85,6 +85,7 @@ final class RecorderRecovery {
             let topic = tail.src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? tail.src
             do {
                 try ingestor.addTail(src: tail.src, topic: topic, after: tail.after, through: tail.through, ts: tail.ts)
+                ingestor.tailRecorded(tail.src)
                 if let producer = producers[tail.src] { try ingestor.setProducer(src: tail.src, producer: producer) }
                 logger.notice(
                     "stream stopped short of what its producer sent; fetching the rest",

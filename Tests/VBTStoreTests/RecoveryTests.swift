@@ -29,10 +29,10 @@ struct RecoveryTests {
             t = bus.clock.wallSeconds()
         }
 
-        func samples(_ count: Int) throws {
+        func samples(_ count: Int, station: String = "rack-01") throws {
             for _ in 0..<count {
                 t += 0.02
-                try publisher.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+                try publisher.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: station, ts: t)
             }
         }
 
@@ -115,6 +115,56 @@ struct RecoveryTests {
         #expect(said == lost, "the recorder's heartbeat says so (the notifier turns it into an alert)")
         let stored = try Self.rows(store)
         #expect(stored == 420 - lost, "kept \(kept), counters \(again.counters)")
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+    }
+
+    @Test(
+        "the database locked for long: the backlog is bounded in memory, what is dropped from it is fetched from the journal once the lock goes; every reading once"
+    )
+    func boundedBacklog() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        var settings = RecorderSettings()
+        settings.maxPending = 100
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        let producer = try Producer(bus: bus, dir: dir)
+        try producer.beat()
+        try producer.samples(10)
+        try Self.settle(recorder, producer, bus)
+        #expect(try Self.rows(store) == 10)
+
+        // Another connection holds the write lock (as another process would).
+        let other = try DatabaseQueue(path: store.settings.path)
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            try? other.write { db in
+                try db.execute(sql: "INSERT INTO athletes (id, name, created_ts) VALUES ('lock', 'Lock', 1)")
+                held.signal()
+                release.wait()
+                throw CancellationError()  // roll back
+            }
+            done.signal()
+        }
+        held.wait()
+        // rack-01 then stops; rack-02 goes on: every one of rack-01's queued readings is dropped from memory (a silent tail).
+        try producer.samples(140)
+        try producer.samples(150, station: "rack-02")
+        for _ in 0..<20 {
+            try recorder.step(maxWaitMs: 0)
+            bus.manualClock.advance(0.05)
+        }
+        #expect(recorder.counters.droppedSamples > 0, "the backlog was held to its bound: \(recorder.counters)")
+        release.signal()
+        done.wait()
+        bus.manualClock.advance(6)  // past the longest retry delay
+        try producer.beat()  // says how far the stream went
+        try Self.settle(recorder, producer, bus)
+        try producer.beat()
+        try Self.settle(recorder, producer, bus)
+        #expect(try Self.rows(store) == 300, "every reading, once: \(recorder.counters)")
+        #expect(recorder.counters.lost == 0 && recorder.counters.recovered > 0)
         #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
     }
 }
