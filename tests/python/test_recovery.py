@@ -21,7 +21,7 @@ from pathlib import Path
 
 import zmq
 
-from test_recorder import Recorder
+from test_recorder import Recorder, small_disk  # noqa: F401 (fixture)
 from test_wire import Bus, bus, wait_until  # noqa: F401 (fixture)
 
 
@@ -210,4 +210,82 @@ def test_five_recorder_kills_at_random_moments_lose_nothing(bus: Bus, tmp_path: 
         for program in [*bridges, detector]:
             program.kill()
         recorders[-1].close()
+        ctx.destroy(linger=0)
+
+
+def test_a_recorder_killed_while_its_disk_is_full_loses_nothing_once_space_returns(bus: Bus, tmp_path: Path, small_disk: Path):
+    """The database's disk fills up (a 4 MiB tmpfs); the recorder holds what it cannot write, is
+    killed with SIGKILL (its backlog gone with it), started again on the still-full disk, and the
+    space then returns: every reading and rep the bus carried is stored exactly once, none lost."""
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    for prefix in (b"sample.full-1", b"rep.full-1"):
+        sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(bus.sub_endpoint)
+    readings: list[float] = []
+    reps: dict[str, float] = {}
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.poll(int(left * 1000) + 1, zmq.POLLIN):
+                topic, body = sub.recv_multipart()
+                message = json.loads(body)
+                if topic.startswith(b"sample."):
+                    readings.extend(reading["t"] for reading in message["samples"])
+                else:
+                    reps[message["rep_id"]] = message["mean_velocity_mps"]
+
+    db = small_disk / "vbt.sqlite"
+    recorder = Recorder(bus, db)
+    detector = bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json"),
+                                          "--journal", str(tmp_path / "journal-detector")])
+    bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "full-1", "--loop", "--speed", "2",
+                                  "--imu-rate", "0", "--rest", "3", "--journal", str(tmp_path / "journal-full-1")])
+    second = None
+    try:
+        bridge.wait_for_log("journalling")
+        pump(2)
+        filler = small_disk / "filler"
+        with open(filler, "wb") as handle:
+            try:
+                while True:
+                    handle.write(b"\0" * 65536)
+                    handle.flush()
+            except OSError:
+                pass
+        wait_until(lambda: (pump(0.2), recorder.result("status").get("last_error"))[1], "the recorder to report the full disk",
+                   timeout=30, detail=bus.describe)
+        pump(2)
+        assert recorder.result("status")["pending"] > 0, "readings wait in memory"
+        recorder.program.kill()  # SIGKILL: the backlog in memory is gone
+        recorder.close()
+        pump(1)
+        second = Recorder(bus, db, name="session-recorder-2")  # on the disk that is still full
+        pump(2)
+        filler.unlink()
+        pump(4)
+        last_t = max(readings)
+        expected = sum(1 for t in readings if t <= last_t)
+        assert reps, "the detector published reps"
+
+        def stored() -> tuple[int, dict[str, float]]:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                count = conn.execute("SELECT count(*) FROM samples WHERE station = 'full-1' AND t <= ?", (last_t,)).fetchone()[0]
+                rows = {row[0]: row[1] for row in conn.execute("SELECT id, mean_velocity_mps FROM reps WHERE station = 'full-1'")}
+            return count, rows
+
+        wait_until(lambda: stored()[0] == expected and set(reps) <= set(stored()[1]), "every reading and rep stored", timeout=60,
+                   detail=lambda: f"stored {stored()[0]} of {expected} readings, {len(stored()[1])} of {len(reps)} reps\n{bus.describe()}")
+        assert {rep_id: value for rep_id, value in stored()[1].items() if rep_id in reps} == reps, "the same metrics"
+        counters = second.result("status")["counters"]
+        assert counters["lost"] == 0 and counters["recovered"] > 0, counters
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        for program in (bridge, detector):
+            program.kill()
+        if second:
+            second.close()
         ctx.destroy(linger=0)
