@@ -148,6 +148,24 @@ public final class Journal {
         return all
     }
 
+    /// The streams of the newest files not named by `excluded`, at most `limit`
+    /// of them, each with the last seq kept: an earlier process's streams,
+    /// which a restarted producer still answers for.
+    public func recentStreams(excluding excluded: (String) -> Bool, limit: Int) -> [String: UInt64] {
+        var found: [String: UInt64] = [:]
+        for segment in segments.reversed() {
+            for (src, range) in segment.streams where !excluded(src) {
+                if let known = found[src] {
+                    found[src] = max(known, range.upperBound)
+                } else if found.count < limit {
+                    found[src] = range.upperBound
+                }
+            }
+            if found.count >= limit { break }
+        }
+        return found
+    }
+
     /// The first and last seq of `src` the journal holds (nil: none), without merging every stream.
     public func range(of src: String) -> ClosedRange<UInt64>? {
         var found: ClosedRange<UInt64>?

@@ -83,11 +83,16 @@ public final class Publisher {
     }
 
     /// A heartbeat's replay offer: `endpoint`, and the last seq of each of this
-    /// process's own journalled streams (so a consumer sees a silent tail); nil without a journal.
-    public func replayOffer(endpoint: String) -> HeartbeatMessage.ReplayOffer? {
+    /// process's own journalled streams (so a consumer sees a silent tail),
+    /// and of the most recent streams of the processes before it in the same
+    /// folder (at most `earlierStreams`: a consumer sees the tail of a
+    /// producer that died, or ended, before it could fetch it); nil without a journal.
+    public func replayOffer(endpoint: String, earlierStreams: Int = 64) -> HeartbeatMessage.ReplayOffer? {
         guard let journal else { return nil }
         let own = stamper.instance + "/"
-        return HeartbeatMessage.ReplayOffer(endpoint: endpoint, lastSeq: journal.streams.filter { $0.key.hasPrefix(own) }.mapValues { Int($0.upperBound) })
+        var last = journal.recentStreams(excluding: { $0.hasPrefix(own) }, limit: earlierStreams).mapValues { Int($0) }
+        for (src, range) in journal.streams where src.hasPrefix(own) { last[src] = Int(range.upperBound) }
+        return HeartbeatMessage.ReplayOffer(endpoint: endpoint, lastSeq: last)
     }
 
     /// Journals a stamped message (when there is a journal), then sends it.

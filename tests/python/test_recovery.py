@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -289,3 +291,52 @@ def test_a_recorder_killed_while_its_disk_is_full_loses_nothing_once_space_retur
         if second:
             second.close()
         ctx.destroy(linger=0)
+
+
+def test_a_consumer_past_its_high_water_mark_recovers_what_the_bus_dropped(tmp_path: Path):
+    """A bus with a small high-water mark (50 messages a peer) and a recorder that stops reading
+    (SIGSTOP) while a journalling bridge publishes a whole session as fast as it can: the bus
+    drops what the recorder cannot take; when it reads again (SIGCONT) it counts the jumps as gaps,
+    sees from the heartbeat of the station's bridge (started again on the same folder) how far the
+    stream went, and fetches the rest from the journal: every message of the stream stored once,
+    none lost."""
+    bus = Bus(tmp_path)
+    bus.start(extra=["--high-water-mark", "50"])
+    db = tmp_path / "vbt.sqlite"
+    recorder = Recorder(bus, db)
+    try:
+        wait_until(lambda: recorder.result("status"), "the recorder to answer")
+        recorder.program.proc.send_signal(signal.SIGSTOP)  # falls behind: reads nothing
+        bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "hwm-1", "--speed", "0", "--sets", "6",
+                                      "--reps", "6", "--rest", "20", "--imu-rate", "200", "--wait-subscribers", "5",
+                                      "--journal", str(tmp_path / "journal-hwm-1")])
+        assert bridge.proc.wait(timeout=120) == 0, bridge.describe()
+        published = int(re.search(r"published=sample=(\d+)", bridge.stderr()).group(1))
+        assert published > 3_000, f"a flood: {published} messages"
+        # The flood's bridge has ended; the station's bridge started again on its folder answers
+        # for the stream before it, and its heartbeat says how far that stream went.
+        again = bus.spawn("bridge-again", ["sensor-bridge", "--simulate", "--station", "hwm-2", "--loop", "--imu-rate", "0",
+                                            "--journal", str(tmp_path / "journal-hwm-1")])
+        again.wait_for_log("journalling")
+        recorder.program.proc.send_signal(signal.SIGCONT)
+
+        def stream() -> tuple[int, int, int]:
+            """The flood stream's last seq, messages stored, and holes left, as the database says."""
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                row = conn.execute("SELECT src, last_seq, stored FROM sources WHERE topic = 'sample.hwm-1'").fetchone()
+                if not row:
+                    return 0, 0, -1
+                holes = conn.execute("SELECT count(*) FROM source_holes WHERE src = ?", (row[0],)).fetchone()[0]
+                return row[1], row[2], holes
+
+        wait_until(lambda: stream() == (published, published, 0), f"all {published} messages stored", timeout=120,
+                   detail=lambda: f"last seq, stored, holes: {stream()}\n{recorder.result('status')}\n{bus.describe()}")
+        status = recorder.result("status")
+        # What the bus dropped was counted (a jump is a gap, a stream that stopped short a tail),
+        # and every one of those messages came from the journal.
+        assert status["inputs"]["gaps"] > 0 or "stream stopped short of what its producer sent" in recorder.program.stderr(), status
+        assert status["counters"]["recovered"] > 0 and status["counters"]["lost"] == 0, status
+    finally:
+        recorder.program.proc.send_signal(signal.SIGCONT)
+        recorder.close()
+        bus.stop_all()

@@ -182,7 +182,7 @@ class Bus:
         self.sub_endpoint = ""
         self.env: dict[str, str] = {}
 
-    def start(self, heartbeat_interval: float = 0.2) -> None:
+    def start(self, heartbeat_interval: float = 0.2, extra: list[str] | None = None) -> None:
         last = None
         for attempt in range(3):  # another process may grab a port between pick and bind
             self.pub_endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -190,7 +190,7 @@ class Bus:
             self.env = dict(os.environ, VBT_PUB_ENDPOINT=self.pub_endpoint,
                             VBT_SUB_ENDPOINT=self.sub_endpoint, VBT_LOG_LEVEL="info")
             bus = self.spawn(f"vbt-bus-{attempt}",
-                             ["vbt-bus", "--heartbeat-interval", str(heartbeat_interval)])
+                             ["vbt-bus", "--heartbeat-interval", str(heartbeat_interval), *(extra or [])])
             try:
                 bus.wait_for_log("bus forwarding")
                 self.process = bus
