@@ -8,11 +8,25 @@ public struct BusConfig: Sendable, Equatable {
     public var pubEndpoint = "tcp://127.0.0.1:7701"
     /// Subscribers connect here (the bus's XPUB side). Env `VBT_SUB_ENDPOINT`.
     public var subEndpoint = "tcp://127.0.0.1:7702"
-    /// Messages queued per peer before libzmq drops (PUB/XPUB never block).
-    /// One million 200-byte messages is minutes of a full gym (50 racks at
-    /// 100 Hz is 5,000 msg/s), so only a stuck consumer ever reaches it, and
-    /// then its gap counters say so.
-    public var highWaterMark: Int32 = 1_000_000
+    /// Messages queued per peer before libzmq drops (PUB/XPUB never block),
+    /// sized to a memory budget (`highWaterMark(forMemoryMB:)`): by default
+    /// 512 MiB over 8 queues of 1 KiB messages, 65,536 messages a queue, about
+    /// 6 s of a 1,000-station gym (10,000 messages a second). A consumer that
+    /// falls further behind loses messages at the bus, never memory beyond
+    /// the budget: it counts them as gaps and fetches them from the producers'
+    /// journals (proto/replay.md) once it catches up.
+    public var highWaterMark: Int32 = BusConfig.highWaterMark(forMemoryMB: BusConfig.defaultQueueMemoryMB)
+    /// The default memory budget for one process's bus queues, MiB.
+    public static let defaultQueueMemoryMB = 512
+    /// The message size the budget is reckoned in (a 16-reading IMU batch is about 2 KiB, a rep under 1 KiB).
+    public static let budgetMessageBytes = 1_024
+    /// The queues a budget is shared by (a bus's slow subscribers, at once).
+    public static let budgetQueues = 8
+
+    /// The high-water mark that keeps `budgetQueues` full queues within `memoryMB`.
+    public static func highWaterMark(forMemoryMB memoryMB: Int) -> Int32 {
+        Int32(clamping: max(1, memoryMB) * (1 << 20) / budgetMessageBytes / budgetQueues)
+    }
     /// The session-recorder's request/reply endpoint (it binds, clients connect). Env `VBT_QUERY_ENDPOINT`.
     public var queryEndpoint = "tcp://127.0.0.1:7703"
 

@@ -76,7 +76,41 @@ public final class Journal {
         var lastTs: Double
         /// Per stream: the first and last seq in this file.
         var streams: [String: ClosedRange<UInt64>]
+        /// Per stream: where some of its records begin (every `indexStride`-th, the first
+        /// included), so a range is read from near its start, not from the file's.
+        var index: [String: [(seq: UInt64, offset: Int)]] = [:]
+        /// Per stream: records since its last index entry.
+        var sinceIndexed: [String: Int] = [:]
+
+        mutating func note(src: String, seq: UInt64, offset: Int) {
+            let count = sinceIndexed[src, default: Journal.indexStride]
+            if count >= Journal.indexStride {
+                index[src, default: []].append((seq, offset))
+                sinceIndexed[src] = 1
+            } else {
+                sinceIndexed[src] = count + 1
+            }
+        }
+
+        /// Where to begin reading `src` for seqs from `from` on.
+        func start(of src: String, from: UInt64) -> Int {
+            guard let entries = index[src], var found = entries.first?.offset else { return 0 }
+            var low = 0, high = entries.count - 1
+            while low <= high {
+                let middle = (low + high) / 2
+                if entries[middle].seq <= from {
+                    found = entries[middle].offset
+                    low = middle + 1
+                } else {
+                    high = middle - 1
+                }
+            }
+            return found
+        }
     }
+
+    /// Records of a stream between two index entries.
+    static let indexStride = 32
 
     public let settings: JournalSettings
     private let clock: any BusClock
@@ -205,6 +239,7 @@ public final class Journal {
         appended += 1
         // In place: a copy of the segment would copy its table of streams on every append.
         let last = segments.count - 1
+        segments[last].note(src: src, seq: seq, offset: segments[last].bytes)
         segments[last].bytes += buffer.count - start
         if segments[last].firstTs == 0 { segments[last].firstTs = ts }
         if ts > segments[last].lastTs { segments[last].lastTs = ts }
@@ -253,11 +288,15 @@ public final class Journal {
     public func read(src: String, from: UInt64, to: UInt64, limit: Int = .max) throws(JournalError) -> [JournalRecord] {
         try sync()
         var found: [JournalRecord] = []
+        let wanted = Array(src.utf8)
         for segment in segments {
             guard let range = segment.streams[src], range.overlaps(from...max(from, to)) else { continue }
-            try Self.records(in: segment.path) { record in
-                if record.src == src, record.seq >= from, record.seq <= to { found.append(record) }
-                return true
+            // A stream's records are in seq order within a file: read from the index entry at or
+            // before `from`, and stop past `to`; other streams' records are skipped unparsed.
+            try Self.records(in: segment.path, from: segment.start(of: src, from: from), src: wanted) { record, _ in
+                if record.seq > to { return false }
+                if record.seq >= from { found.append(record) }
+                return found.count < limit
             }
             if found.count >= limit { break }
         }
@@ -299,7 +338,8 @@ public final class Journal {
     private func scan(_ path: String) throws(JournalError) -> Segment? {
         var segment = Segment(path: path, bytes: 0, firstTs: 0, lastTs: 0, streams: [:])
         var good = 0
-        let size = try Self.records(in: path) { record in
+        let size = try Self.records(in: path) { record, offset in
+            segment.note(src: record.src, seq: record.seq, offset: offset)
             if segment.firstTs == 0 { segment.firstTs = record.ts }
             segment.lastTs = max(segment.lastTs, record.ts)
             if let range = segment.streams[record.src] {
@@ -325,20 +365,31 @@ public final class Journal {
 
     /// Calls `body` for each whole, checked record of the file; returns the file's size.
     @discardableResult
+    /// With `src`, only that stream's records are checked and passed (the others are skipped
+    /// unread: the file was checked when the journal opened, or written by this process);
+    /// reading begins at byte `start`. `body` gets each record and where it begins.
     static func records(
-        in path: String, _ body: (JournalRecord) -> Bool, validBytes: (Int) -> Void = { _ in }
+        in path: String, from start: Int = 0, src: [UInt8]? = nil, _ body: (JournalRecord, Int) -> Bool, validBytes: (Int) -> Void = { _ in }
     ) throws(JournalError) -> Int {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) } catch {
             throw JournalError("cannot read the journal file \(path): \(error)")
         }
-        var offset = 0
+        var offset = start
         data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
             let bytes = raw.bindMemory(to: UInt8.self)
             while offset + 8 <= bytes.count {
                 let length = Int(Self.get(UInt32.self, bytes, offset))
                 let end = offset + 4 + length
                 guard length >= 28, end <= bytes.count else { break }
+                if let src {
+                    let srcCount = Int(Self.get(UInt16.self, bytes, offset + 24))
+                    guard offset + 32 + srcCount <= end else { break }
+                    if !src.elementsEqual(bytes[(offset + 32)..<(offset + 32 + srcCount)]) {
+                        offset = end
+                        continue
+                    }
+                }
                 let crc = Self.get(UInt32.self, bytes, offset + 4)
                 guard CRC32.checksum(UnsafeBufferPointer(rebasing: bytes[(offset + 8)..<end])) == crc else { break }
                 let seq = Self.get(UInt64.self, bytes, offset + 8)
@@ -352,8 +403,9 @@ public final class Journal {
                     src: String(decoding: bytes[fields..<(fields + srcCount)], as: UTF8.self), seq: seq, ts: ts,
                     topic: Array(bytes[(fields + srcCount)..<(fields + srcCount + topicCount)]),
                     body: Array(bytes[(fields + srcCount + topicCount)..<end]))
+                let begin = offset
                 offset = end
-                guard body(record) else { break }
+                guard body(record, begin) else { break }
             }
         }
         validBytes(offset)

@@ -22,21 +22,28 @@ struct VBTBusCommand: AsyncParsableCommand {
     @Option(help: "Seconds between heartbeat.bus messages.")
     var heartbeatInterval: Double = 1.0
 
-    @Option(help: "Messages queued per peer before a slow peer loses messages (seen as gaps).")
-    var highWaterMark: Int32 = BusConfig().highWaterMark
+    @Option(
+        help: ArgumentHelp(
+            "Memory for the queues of slow peers, MiB: sets the high-water mark (8 full queues of 1 KiB messages fit).",
+            discussion: "A peer further behind loses messages at the bus; it counts them as gaps and fetches them from the producers' journals."))
+    var memoryBudgetMb: Int = BusConfig.defaultQueueMemoryMB
+
+    @Option(help: "Messages queued per peer before a slow peer loses messages (overrides --memory-budget-mb).")
+    var highWaterMark: Int32?
 
     func validate() throws {
         guard heartbeatInterval > 0, heartbeatInterval <= 60 else {
             throw ValidationError("--heartbeat-interval must be between 0 and 60 seconds")
         }
-        guard highWaterMark >= 0 else { throw ValidationError("--high-water-mark must be 0 (unbounded) or more") }
+        guard highWaterMark ?? 0 >= 0 else { throw ValidationError("--high-water-mark must be 0 (unbounded) or more") }
+        guard memoryBudgetMb >= 1 else { throw ValidationError("--memory-budget-mb must be 1 or more") }
     }
 
     func run() async throws {
         let logger = bootstrapLogging(label: "vbt-bus")
         var configuration = Forwarder.Configuration()
         configuration.bus = bus.config
-        configuration.bus.highWaterMark = highWaterMark
+        configuration.bus.highWaterMark = highWaterMark ?? BusConfig.highWaterMark(forMemoryMB: memoryBudgetMb)
         configuration.heartbeatIntervalS = heartbeatInterval
         let settings = configuration
         try await runProgram("vbt-bus", logger: logger, hint: "is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT") {

@@ -13,9 +13,11 @@ struct BusProcessTests {
     /// A 200-byte-class sample body for load tests.
     static let loadBody = #"{"sensor":"distance","device":"sim","samples":[{"t":1763812345.123456,"distance_mm":512.5,"state":"CONCENTRIC"}]}"#
 
-    private func startBus(_ config: BusConfig, in dir: TemporaryDirectory, heartbeat: Double = 0.1) throws -> ManagedProcess {
+    private func startBus(
+        _ config: BusConfig, in dir: TemporaryDirectory, heartbeat: Double = 0.1, extra: [String] = []
+    ) throws -> ManagedProcess {
         let bus = try ManagedProcess(
-            "vbt-bus", ["--heartbeat-interval", "\(heartbeat)"],
+            "vbt-bus", ["--heartbeat-interval", "\(heartbeat)"] + extra,
             environment: config.environmentVariables, workDirectory: dir.url)
         #expect(bus.waitForStderr("bus forwarding", timeoutS: 20), "vbt-bus did not start: \(bus.stderrText)")
         return bus
@@ -38,7 +40,9 @@ struct BusProcessTests {
         let dir = try TemporaryDirectory()
         let config = freeBusConfig()
         let perPublisher = 100_000
-        let bus = try startBus(config, in: dir)
+        // Publishers at full speed outrun these subscribers, which have no
+        // journal to fetch from: the bus must hold the whole flood.
+        let bus = try startBus(config, in: dir, extra: ["--high-water-mark", "\(2 * perPublisher)"])
         let recorders = try (1...3).map { index in
             try startRecorder(config, in: dir, name: "sub\(index)", extra: ["--count", "\(2 * perPublisher)", "sample."])
         }
