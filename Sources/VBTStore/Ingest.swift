@@ -76,10 +76,8 @@ public final class Ingestor {
             counters.ignored += 1
             return
         }
-        if type == PostureMessage.type, message.fields["changed"] != .bool(true) {
-            counters.ignored += 1  // only changes of posture are history; the live stream is not
-            return
-        }
+        // Only changes of posture are history; the rest of the live stream still
+        // moves the stream's progress (or each change would look like a hole).
         pending.append(message)
         if pending.count > maxPending { shed() }
     }
@@ -155,6 +153,7 @@ public final class Ingestor {
         counters.sampleRows += result.sampleRows
         counters.duplicates += result.duplicates
         counters.refused += result.refused
+        counters.ignored += result.ignored
         return batch.count
     }
 
@@ -198,6 +197,7 @@ public final class Ingestor {
         var stored: [String: Int] = [:]
         var sampleRows = 0
         var duplicates = 0
+        var ignored = 0
         var refused = 0
     }
 
@@ -220,7 +220,10 @@ public final class Ingestor {
             }
             var stored = true
             var refused = false
-            if envelope.type == SampleMessage.type {
+            if Self.isProgressOnly(message) {
+                stored = false
+                result.ignored += 1
+            } else if envelope.type == SampleMessage.type {
                 if let rows = try insertSamples(message, db: db) {
                     result.sampleRows += rows
                 } else {
@@ -281,6 +284,12 @@ public final class Ingestor {
                     """, arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
         }
         for (src, list) in result.holes { try Self.writeHoles(src, list, db: db) }
+    }
+
+    /// A message of a kept stream that is not history itself (a posture reading
+    /// that is no change): it moves its stream's progress and nothing else.
+    static func isProgressOnly(_ message: BusMessage) -> Bool {
+        message.envelope.type == PostureMessage.type && message.fields["changed"] != .bool(true)
     }
 
     private static func writeHoles(_ src: String, _ list: [ClosedRange<UInt64>], db: Database) throws {

@@ -82,6 +82,38 @@ struct RecoveryTests {
         #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
     }
 
+    @Test("a posture stream keeps only its changes, yet every message moves its progress: no hole, nothing fetched, nothing lost")
+    func postureProgress() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let producer = try Producer(bus: bus, dir: dir)
+        try producer.beat()
+        // 60 readings of posture, a change every 10th (the evaluator's live stream).
+        var t = bus.clock.wallSeconds()
+        for index in 1...60 {
+            t += 0.02
+            let change = index % 10 == 0
+            let message = PostureMessage(
+                correct: index % 20 != 0, changed: change, accDensity: 1, magDensity: 1, accThreshold: 2, magThreshold: 2,
+                badForS: 0, sustainedBad: false, t: t)
+            try producer.publisher.publish(message, station: "rack-01", ts: t)
+        }
+        try Self.settle(recorder, producer, bus)
+        bus.manualClock.advance(1)
+        try producer.beat()
+        try Self.settle(recorder, producer, bus)
+        let changes = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM posture_changes") }
+        #expect(changes == 6, "only the changes are history")
+        let lastSeq = try store.read { db in try Int.fetchOne(db, sql: "SELECT last_seq FROM sources WHERE topic = 'posture.rack-01'") }
+        #expect(lastSeq == 60)
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+        #expect(recorder.counters.recovered == 0 && recorder.counters.lost == 0)
+        #expect(recorder.counters.ignored >= 54)
+    }
+
     @Test("after the recorder's own restart it fetches what it missed while down; what the journal no longer holds is counted lost, exactly")
     func restartAndRetention() throws {
         let dir = try TemporaryDirectory()
