@@ -80,7 +80,7 @@ public struct Recording: Sendable {
 }
 
 /// Replays a recording: fresh src/seq/ts, every reading's `t` shifted by one
-/// constant per pass so the recording starts now, paced by `speed`.
+/// constant per pass so the recording starts now (or at `startT`), paced by `speed`.
 public struct ReplaySource: SensorSource {
     public let recording: Recording
     /// 1 = real time, 2 = twice as fast, 0 = as fast as possible.
@@ -90,12 +90,18 @@ public struct ReplaySource: SensorSource {
     /// With N > 1, each recorded station is published N times as `<station>-1` ... `<station>-N`.
     public let stations: Int
     public let path: String
+    /// Where the first pass's first reading is placed (Unix seconds); nil is now.
+    /// With it, two replays of one recording give the same reading times (and so
+    /// the same rep ids), whenever they run; later passes follow at the recording's
+    /// reading span, as without it.
+    public let startT: Double?
 
     public var name: String { "replay:\(path)" }
 
     /// Creates a replay source.
-    public init(path: String, recording: Recording, speed: Double, loop: Bool, stations: Int) {
+    public init(path: String, recording: Recording, speed: Double, loop: Bool, stations: Int, startT: Double? = nil) {
         (self.path, self.recording, self.speed, self.loop, self.stations) = (path, recording, speed, loop, stations)
+        self.startT = startT
     }
 
     /// The station names one recorded station is published as.
@@ -111,7 +117,7 @@ public struct ReplaySource: SensorSource {
         let readingCount = recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count }
         let step = readingCount > 1 ? readingSpan / Double(readingCount - 1) : 0.01
         var pass = 0
-        var passStartT = wallClockSeconds()
+        var passStartT = startT ?? wallClockSeconds()
         repeat {
             let offset = passStartT - (recording.firstReadingT ?? 0)
             let startedAt = monotonicSeconds()
@@ -128,9 +134,10 @@ public struct ReplaySource: SensorSource {
                 }
             }
             pass += 1
-            // The next pass starts now on the wall clock, but never before the
-            // previous pass's last reading (sensor time must not go backwards).
-            passStartT = max(wallClockSeconds(), passStartT + readingSpan + step)
+            // The next pass starts now on the wall clock (right after the previous
+            // one with a fixed start), but never before the previous pass's last
+            // reading (sensor time must not go backwards).
+            passStartT = max(startT == nil ? wallClockSeconds() : -Double.infinity, passStartT + readingSpan + step)
             if speed > 0 && loop && !stop.isSet {
                 // Wait out the recording's tail so the next pass keeps real-time pacing.
                 let tail = startedAt + duration / speed - monotonicSeconds()

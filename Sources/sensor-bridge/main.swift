@@ -15,7 +15,7 @@ struct SensorBridge: AsyncParsableCommand {
               --ble witmotion[:NAMEPREFIX|@ADDRESS]   WitMotion IMU over BLE (name starts with WT)
               --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
               --serial PATH --protocol witmotion|arduino-distance [--baud N]
-              --replay FILE [--speed X] [--loop] [--stations N]
+              --replay FILE [--speed X] [--loop] [--stations N] [--t0 T]
               --simulate [--exercise squat|bench|deadlift] [--load-kg KG] [--seed N] ...
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
@@ -56,6 +56,13 @@ struct SensorBridge: AsyncParsableCommand {
 
     @Option(help: "Replay: publish every recorded station N times as <station>-1 ... <station>-N.")
     var stations: Int = 1
+
+    @Option(
+        name: .customLong("t0"),
+        help:
+            "Replay: place the recording's first reading at T (Unix seconds) instead of now; the pace is unchanged. Two replays with the same --t0 give the same reading times, so the same rep ids (keep T within the hour: the rep-detector skips readings an hour off their message's time)."
+    )
+    var t0: Double?
 
     @Option(help: "Replay: the message types to publish, comma-separated.")
     var replayTypes: String = "sample,status"
@@ -153,6 +160,10 @@ struct SensorBridge: AsyncParsableCommand {
             throw ValidationError("--imu-rate for a WitMotion sensor must be one of \(WitMotion.rateCodes.keys.sorted())")
         }
         guard speed >= 0 else { throw ValidationError("--speed must be 0 (as fast as possible) or more") }
+        if let t0 {
+            guard replay != nil else { throw ValidationError("--t0 places a replay in time: add --replay FILE") }
+            guard t0.isFinite, t0 > 0 else { throw ValidationError("--t0 must be a time in Unix seconds, e.g. \(Int(wallClockSeconds()))") }
+        }
         guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
         guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
         guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
@@ -198,7 +209,7 @@ struct SensorBridge: AsyncParsableCommand {
                         "other_types": "\(recording.skippedTypes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
                     ])
             }
-            let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations)
+            let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations, startT: t0)
             firstTopic = recording.messages.first.map { "\($0.type).\(source.copies(of: $0.station)[0])" }
             sources.append(source)
             finite = loop ? 0 : 1

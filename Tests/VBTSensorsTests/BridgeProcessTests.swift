@@ -142,7 +142,7 @@ struct BridgeProcessTests {
         for arguments in [
             ["--station", "x"], ["--serial", "/dev/null", "--station", "x"], ["--simulate"],
             ["--simulate", "--station", "x", "--exercise", "curl"], ["--ble", "fitbit", "--station", "x"],
-            ["--replay", "f", "--simulate", "--station", "x"],
+            ["--replay", "f", "--simulate", "--station", "x"], ["--simulate", "--station", "x", "--t0", "1700000000"],
         ] {
             let wrong = try rig.bridge(arguments)
             let code = wrong.waitForExit(timeoutS: 20)
@@ -209,6 +209,31 @@ struct BridgeProcessTests {
         #expect(samples.allSatisfy { $0.envelope.athlete == "ana" })
         #expect(!rig.messages.contains { $0.envelope.src.hasPrefix("old") })
         #expect(bridge.stderrText.contains("other_types=heartbeat=1"))
+    }
+
+    @Test("replay with --t0: the recording's first reading is placed at T, and two replays give the same reading times")
+    func replayAtT0() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path("session.jsonl")
+        let (count, intervals) = try Self.writeRecording(path)
+        let t0 = (wallClockSeconds() - 600).rounded()
+        var runs: [[Double]] = []
+        for _ in 0..<2 {
+            let rig = try Rig(prefixes: ["sample.", "status."])  // the recording's first message is a status
+            let bridge = try rig.bridge(["--replay", path, "--speed", "0", "--t0", "\(t0)"])
+            #expect(bridge.waitForExit(timeoutS: 60) == 0, "\(bridge.stderrText)")
+            #expect(try rig.receive(timeoutS: 10) { _ in rig.readingCount >= count })
+            runs.append(
+                rig.samples().flatMap { sample -> [Double] in
+                    if case .distance(let list) = sample.readings { return list.map(\.t) }
+                    return []
+                })
+        }
+        #expect(runs[0].count == count && runs[0] == runs[1], "the same reading times in both replays")
+        #expect(abs((runs[0].first ?? 0) - t0) < 1e-6, "the recording starts at --t0")
+        for (got, want) in zip(zip(runs[0], runs[0].dropFirst()).map { $1 - $0 }, intervals) {
+            #expect(abs(got - want) < 2e-6, "intervals are sensor time and survive replay")
+        }
     }
 
     @Test("replay with --stations 50 publishes 50 renamed copies of every station")
