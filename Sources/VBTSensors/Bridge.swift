@@ -205,9 +205,13 @@ public final class BridgePublisher {
         try publisher.waitForSubscriber(topic: topic, timeoutS: timeoutS)
     }
 
-    /// Publishes until stopped, or until `finiteSources` sources have finished.
-    public func run(stop: StopFlag, finiteSources: Int) throws {
+    /// Publishes until stopped, or until `finiteSources` sources have finished
+    /// and `lingerS` more seconds have gone by: a journalling bridge whose
+    /// replay or simulation has ended keeps sending heartbeats and answering
+    /// replay requests that long, so consumers still fetch what they missed.
+    public func run(stop: StopFlag, finiteSources: Int, lingerS: Double = 0) throws {
         var finished = 0
+        var endedAt: Double?
         var pollItems = [readablePollFD(queue.fd)]
         while true {
             let now = clock.monotonicSeconds()
@@ -245,7 +249,14 @@ public final class BridgePublisher {
             try flushDue(now: clock.monotonicSeconds())
             try heartbeat?.tick(publisher, inputs: nil, replay: replay)
             try replay?.serve()
-            if stop.isSet || (finiteSources > 0 && finished >= finiteSources) {
+            let sourcesDone = finiteSources > 0 && finished >= finiteSources
+            if sourcesDone, endedAt == nil, lingerS > 0, !stop.isSet {
+                try flushAll()
+                try journal?.sync()
+                endedAt = clock.monotonicSeconds()
+                logger.info("sources finished; answering replay requests a while longer", metadata: ["linger_s": "\(lingerS)"])
+            }
+            if stop.isSet || (sourcesDone && clock.monotonicSeconds() - (endedAt ?? -.infinity) >= lingerS) {
                 try flushAll()
                 try journal?.sync()
                 logger.info(

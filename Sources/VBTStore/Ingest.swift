@@ -69,10 +69,22 @@ public final class Ingestor {
     /// A tail fetched for `src` is recorded: what was dropped from memory is now a hole.
     public func tailRecorded(_ src: String) { shedFrom[src] = nil }
 
+    /// Whether messages of `type` are kept (so their streams are tracked, and their holes fetched).
+    public func keeps(type: String) -> Bool {
+        Self.keptTypes.contains(type) && (type != SampleMessage.type || store.settings.sampleRetentionDays > 0)
+    }
+
+    /// Whether the stream `src` (`<instance>/<type>.<station>`) is one this recorder keeps.
+    public func keeps(src: String) -> Bool {
+        guard let slash = src.firstIndex(of: "/") else { return false }
+        let topic = src[src.index(after: slash)...]
+        return keeps(type: String(topic.prefix { $0 != "." }))
+    }
+
     /// Queues a message (or counts it as ignored when it is not kept).
     public func enqueue(_ message: BusMessage) {
         let type = message.envelope.type
-        guard Self.keptTypes.contains(type), type != "sample" || store.settings.sampleRetentionDays > 0 else {
+        guard keeps(type: type) else {
             counters.ignored += 1
             return
         }

@@ -25,6 +25,8 @@ final class RecorderRecovery {
     private var calm: [String: Double] = [:]
     private var tails: [(src: String, after: UInt64, through: UInt64, ts: Double)] = []
     private var nextFetch = 0.0
+    /// The stream asked for last: the next pass starts after it.
+    private var lastAsked = ""
     /// Questions asked, and messages received in replies.
     private(set) var requests = 0
     private(set) var replayed = 0
@@ -49,7 +51,8 @@ final class RecorderRecovery {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
-        for (src, last) in offer.lastSeq where last > 0 {
+        // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
+        for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
             producers[src] = producer
             let have = max(seen(src) ?? 0, (try? ingestor.storedLastSeq(src)) ?? 0)
             if UInt64(last) > have, !tails.contains(where: { $0.src == src && $0.through >= UInt64(last) }) {
@@ -100,7 +103,11 @@ final class RecorderRecovery {
 
     private func ask(now: Double) {
         guard asked.count < Self.maxAsked, let holes = try? ingestor.streamHoles() else { return }
-        for (src, list) in holes.sorted(by: { $0.key < $1.key }) where asked[src] == nil && calm[src, default: 0] <= now {
+        // Round robin from where the last pass stopped, so many holes of some
+        // producers never starve the others'.
+        let sorted = holes.filter { ingestor.keeps(src: $0.key) }.sorted { $0.key < $1.key }
+        let start = sorted.firstIndex { $0.key > lastAsked } ?? 0
+        for (src, list) in sorted[start...] + sorted[..<start] where asked[src] == nil && calm[src, default: 0] <= now {
             guard asked.count < Self.maxAsked, let first = list.first, let producer = producers[src], let endpoint = endpoints[producer] else { continue }
             let range = first.lowerBound...min(first.upperBound, first.lowerBound + Self.maxRange - 1)
             do {
@@ -108,6 +115,7 @@ final class RecorderRecovery {
                 clients[endpoint] = client
                 guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
                 asked[src] = (id, range, now + Self.answerTimeoutS)
+                lastAsked = src
                 requests += 1
             } catch {
                 logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])

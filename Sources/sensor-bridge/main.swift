@@ -68,6 +68,12 @@ struct SensorBridge: AsyncParsableCommand {
     var replayTypes: String = "sample,status"
 
     @Option(
+        help:
+            "When a replay or simulation ends, keep sending heartbeats and answering replay requests this many seconds before exiting, so consumers fetch what they missed (needs --journal)."
+    )
+    var linger: Double = 0
+
+    @Option(
         help: "Seconds to wait at start for a subscriber to this station's samples, so the first messages are not published into the void (0: do not wait).")
     var waitSubscribers: Double = 5
 
@@ -164,6 +170,10 @@ struct SensorBridge: AsyncParsableCommand {
             guard replay != nil else { throw ValidationError("--t0 places a replay in time: add --replay FILE") }
             guard t0.isFinite, t0 > 0 else { throw ValidationError("--t0 must be a time in Unix seconds, e.g. \(Int(wallClockSeconds()))") }
         }
+        guard linger.isFinite, linger >= 0, linger <= 86_400 else { throw ValidationError("--linger must be between 0 and 86400 seconds") }
+        if linger > 0, journalOptions.plan == nil {
+            throw ValidationError("--linger keeps answering replay requests from the journal: add --journal DIR")
+        }
         guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
         guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
         guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
@@ -258,6 +268,7 @@ struct SensorBridge: AsyncParsableCommand {
         let publisherTopic = firstTopic ?? station.map { SampleMessage.topic(station: $0) }
         let sourceList = sources
         let finiteSources = finite
+        let lingerS = linger
         let busConfig = config, batchPolicy = policy
         // Live bridges say they are alive; a replay is a load generator, not a station, unless it journals
         // (its heartbeat then says where to ask for what was missed).
@@ -282,7 +293,7 @@ struct SensorBridge: AsyncParsableCommand {
                     logger.warning("sensor source still running at exit", metadata: ["source": "\(thread.name)"])
                 }
             }
-            try bridge.run(stop: stop, finiteSources: finiteSources)
+            try bridge.run(stop: stop, finiteSources: finiteSources, lingerS: lingerS)
         }
     }
 }

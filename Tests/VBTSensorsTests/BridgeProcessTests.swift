@@ -317,4 +317,32 @@ struct BridgeProcessTests {
         #expect(bodies == wanted.map(\.body), "the originals, in order")
         #expect(reply?.header.lost == 0)
     }
+
+    @Test("--linger: a simulation that has ended keeps answering replay requests until stopped; --linger without --journal is refused")
+    func lingerAfterTheEnd() throws {
+        let rig = try Rig(prefixes: ["sample.l-1"])
+        let folder = rig.dir.path("journal-l-1")
+        let bridge = try rig.bridge([
+            "--simulate", "--station", "l-1", "--speed", "0", "--sets", "1", "--reps", "1", "--rest", "0", "--journal", folder, "--linger", "600",
+        ])
+        defer { _ = bridge.terminate() }
+        #expect(bridge.waitForStderr("sources finished", timeoutS: 60), "\(bridge.stderrText)")
+        #expect(bridge.isRunning, "still there, answering")
+        try rig.receive(timeoutS: 10) { _ in rig.samples().count >= 5 }
+        let src = try #require(rig.messages.first { $0.envelope.type == SampleMessage.type }?.envelope.src)
+        let client = try ReplayClient(transport: ZMQTransport(context: rig.context, config: rig.config), endpoint: "ipc://\(folder)/replay.sock")
+        _ = try client.request(src: src, from: 1, to: 5)
+        var reply: ReplayReply?
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0.05) {
+                reply = try client.nextReply()
+                return reply != nil
+            }, "no replay answer after the end: \(bridge.stderrText)")
+        #expect(reply?.messages.count == 5)
+        #expect(bridge.terminate() == 0)
+
+        let refused = try rig.bridge(["--simulate", "--station", "l-2", "--linger", "5"])
+        #expect(refused.waitForExit(timeoutS: 20) != 0)
+        #expect(refused.stderrText.contains("--journal"), "\(refused.stderrText)")
+    }
 }

@@ -114,6 +114,38 @@ struct RecoveryTests {
         #expect(recorder.counters.ignored >= 54)
     }
 
+    @Test("a producer's streams of types the recorder does not keep (sensor status) are not tracked: no tail, no hole, only the kept ones fetched")
+    func unkeptStreams() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let producer = try Producer(bus: bus, dir: dir)
+        try producer.beat()
+        // The network loses everything after the 40th message; the heartbeat says what was sent.
+        var number = 0
+        bus.drop = { frames in
+            guard frames.first.map({ String(decoding: $0, as: UTF8.self).hasPrefix("heartbeat.") }) == false else { return false }
+            number += 1
+            return number > 40
+        }
+        for state in [StatusMessage.State.connecting, .streaming] {
+            try producer.publisher.publish(StatusMessage(state: state, sensor: "distance", device: "sim"), station: "rack-01")
+        }
+        try producer.samples(60)
+        try producer.publisher.publish(StatusMessage(state: .disconnected, sensor: "distance", device: "sim", reason: "cable"), station: "rack-01")
+        try Self.settle(recorder, producer, bus)
+        bus.manualClock.advance(1)
+        try producer.beat()
+        try Self.settle(recorder, producer, bus)
+        #expect(try Self.rows(store) == 60, "every reading, once")
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty, "no hole for the status stream")
+        let tracked = try store.read { db in try String.fetchAll(db, sql: "SELECT topic FROM sources ORDER BY topic") }
+        #expect(tracked == ["sample.rack-01"])
+        #expect(recorder.counters.recovered == 22 && recorder.counters.lost == 0)
+    }
+
     @Test("after the recorder's own restart it fetches what it missed while down; what the journal no longer holds is counted lost, exactly")
     func restartAndRetention() throws {
         let dir = try TemporaryDirectory()

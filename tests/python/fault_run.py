@@ -262,7 +262,7 @@ class Installation:
         }
         self.bridge_command = ["sensor-bridge", "--replay", str(recording.path), "--stations", str(copies),
                                "--speed", "1", "--t0", f"{t0:.6f}", "--replay-types", "sample,status,cmd",
-                               "--journal", str(journal / "bridge")]
+                               "--journal", str(journal / "bridge"), "--linger", "3600"]
 
     # The log line that says a (re)started program is at work.
     READY = {"vbt-bus": ["bus forwarding"], "session-recorder": ["bus connected"],
@@ -288,7 +288,8 @@ class Installation:
         self.bridge_started = time.time()
 
     def replay_done(self) -> bool:
-        if self.bridge is not None and self.bridge.proc.poll() is not None:
+        """The replay has published its last reading (the bridge lingers to answer replay requests)."""
+        if self.bridge is not None and (self.bridge.proc.poll() is not None or "sources finished" in self.bridge.stderr()):
             if self.replay_ended is None:
                 self.replay_ended = time.time()
             return True
