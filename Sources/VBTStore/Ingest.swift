@@ -345,6 +345,8 @@ public final class Ingestor {
     /// is queued would otherwise look like a duplicate of the hole's end).
     public func addTail(src: String, topic: String, after: UInt64, through: UInt64, ts: Double) throws(StoreError) {
         precondition(pending.isEmpty, "flush before recording a tail")
+        // Only what lies above the stream's progress (an earlier tail of the same stream may already hold the rest).
+        let after = max(after, try storedLastSeq(src) ?? 0)
         guard through > after else { return }
         try loadHoles()
         var list = holes[src] ?? []

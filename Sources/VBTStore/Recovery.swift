@@ -55,7 +55,10 @@ final class RecorderRecovery {
         for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
             producers[src] = producer
             let have = max(seen(src) ?? 0, (try? ingestor.storedLastSeq(src)) ?? 0)
-            if UInt64(last) > have, !tails.contains(where: { $0.src == src && $0.through >= UInt64(last) }) {
+            guard UInt64(last) > have else { continue }
+            if let index = tails.firstIndex(where: { $0.src == src }) {
+                tails[index].through = max(tails[index].through, UInt64(last))
+            } else {
                 tails.append((src, have, UInt64(last), message.envelope.ts))
             }
         }

@@ -146,6 +146,30 @@ struct RecoveryTests {
         #expect(recorder.counters.recovered == 22 && recorder.counters.lost == 0)
     }
 
+    @Test("two heartbeats of a stream's growing silent tail before the recorder writes: one tail, fetched whole")
+    func growingTail() throws {
+        let dir = try TemporaryDirectory()
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let producer = try Producer(bus: bus, dir: dir)
+        try producer.beat()
+        try producer.samples(10)
+        try Self.settle(recorder, producer, bus)
+        bus.drop = { frames in frames.first.map { String(decoding: $0, as: UTF8.self).hasPrefix("sample.") } == true }
+        for _ in 0..<2 {
+            try producer.samples(10)
+            bus.manualClock.advance(1)
+            try producer.beat()
+        }
+        bus.drop = nil
+        try Self.settle(recorder, producer, bus)
+        #expect(try Self.rows(store) == 30, "every reading, once")
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+        #expect(recorder.counters.recovered == 20 && recorder.counters.lost == 0)
+    }
+
     @Test("after the recorder's own restart it fetches what it missed while down; what the journal no longer holds is counted lost, exactly")
     func restartAndRetention() throws {
         let dir = try TemporaryDirectory()
