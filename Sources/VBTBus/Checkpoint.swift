@@ -118,3 +118,18 @@ public struct CheckpointFile: Sendable {
         }
     }
 }
+
+/// Where a producer's output streams stood when its state was saved: a
+/// restarted process continues them (`Publisher.resume(afterSaved:identity:)`).
+public struct OutputPositions: Sendable, Codable, Equatable {
+    /// The instance whose streams go on.
+    public var instance: String
+    /// The last seq published per topic.
+    public var positions: [String: UInt64]
+
+    /// The positions of `publisher`'s streams now.
+    public init(_ publisher: Publisher) {
+        instance = publisher.stamper.instance
+        positions = publisher.stamper.positions
+    }
+}

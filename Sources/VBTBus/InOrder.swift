@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import VBTWire
 
@@ -84,6 +85,7 @@ public final class InOrderInput {
     public private(set) var endpoints: [String: String]
     private var clients: [String: ReplayClient] = [:]
     private var ready: [BusMessage] = []
+    private var catchUp = CatchUpReport()
 
     /// Follows the streams whose topic `wants` accepts. `positions` are the
     /// last seqs already delivered per stream (a checkpoint's); with them,
@@ -182,6 +184,7 @@ public final class InOrderInput {
         for client in clients.values {
             while let reply = try? client.nextReply() { take(reply) }
         }
+        catchUp.update(missing: isRecovering, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
         guard streams.values.contains(where: { $0.missingSince != nil }) else { return take() }
         let now = clock.monotonicSeconds()
         for src in streams.keys.sorted() {
@@ -303,4 +306,34 @@ public struct InputPositions: Sendable, Codable, Equatable {
     /// Per stream its producer; per producer where it answers replay requests.
     public var producers: [String: String]
     public var endpoints: [String: String]
+}
+
+/// Says once per episode when a consumer that was missing messages (a hole, a
+/// silent tail, a restart) has them all again: `caught up`, with the wall time,
+/// how long it took and what was fetched. The fault run (tests/python/fault_run.py)
+/// reads it to time recovery after each kind of kill.
+public struct CatchUpReport: Sendable {
+    private var since: Double?
+    private var recoveredBefore = 0
+    private var lostBefore = 0
+
+    public init() {}
+
+    /// Call on every pass with whether anything is still missing and the running counts.
+    public mutating func update(missing: Bool, recovered: Int, lost: Int, clock: any BusClock, logger: Logger) {
+        switch (since, missing) {
+        case (nil, true):
+            (since, recoveredBefore, lostBefore) = (clock.monotonicSeconds(), recovered, lost)
+        case (let start?, false):
+            since = nil
+            logger.notice(
+                "caught up",
+                metadata: [
+                    "at": "\(String(format: "%.3f", clock.wallSeconds()))", "after_s": "\(String(format: "%.3f", clock.monotonicSeconds() - start))",
+                    "recovered": "\(recovered - recoveredBefore)", "lost": "\(lost - lostBefore)",
+                ])
+        default:
+            break
+        }
+    }
 }

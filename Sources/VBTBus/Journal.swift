@@ -120,6 +120,8 @@ public final class Journal {
     private var lockFd: Int32 = -1
     private var index = 0
     private var buffer: [UInt8] = []
+    /// Written to the kernel since the last `fdatasync`.
+    private var unsynced = false
     private var nextSync: Double
     /// Bytes of torn tails cut off at open, and records in them lost.
     public private(set) var repairedBytes = 0
@@ -213,8 +215,10 @@ public final class Journal {
     /// Bytes in the folder's journal files (what is still buffered included).
     public var totalBytes: Int { segments.reduce(0) { $0 + $1.bytes } }
 
-    /// Appends one published message. It reaches the disk at the next `sync`
-    /// (at most `syncIntervalS` later when the caller calls `tick`).
+    /// Appends one published message. It is handed to the kernel at once (a
+    /// process killed right after still leaves it in the file: the journal
+    /// holds everything its producer sent) and reaches the disk at the next
+    /// `sync` (at most `syncIntervalS` later when the caller calls `tick`).
     public func append(src: String, seq: UInt64, ts: Double, topic: [UInt8], body: [UInt8]) throws(JournalError) {
         let srcCount = src.utf8.count
         guard srcCount <= Int(UInt16.max), topic.count <= Int(UInt16.max) else {
@@ -252,6 +256,8 @@ public final class Journal {
             try sync()
             try openNext()
             prune()
+        } else {
+            try writeOut()
         }
     }
 
@@ -266,20 +272,32 @@ public final class Journal {
 
     /// Writes what is buffered and waits until the disk has it.
     public func sync() throws(JournalError) {
+        try writeOut()
+        guard unsynced else { return }
+        unsynced = false
+        guard fdatasync(fd) == 0 else {
+            throw JournalError("journal sync failed (\(segments.last?.path ?? "")): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Hands what is buffered to the kernel (no wait for the disk).
+    private func writeOut() throws(JournalError) {
         guard !buffer.isEmpty else { return }
         var written = 0
         while written < buffer.count {
             let result = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
             if result < 0 {
                 if errno == EINTR { continue }
+                let reason = errno
+                buffer.removeFirst(written)  // what the kernel took is not written again
+                if written > 0 { unsynced = true }
+                errno = reason
                 throw JournalError("journal write failed (\(segments.last?.path ?? "")): \(String(cString: strerror(errno))); is the disk full?")
             }
             written += result
         }
         buffer.removeAll(keepingCapacity: true)
-        guard fdatasync(fd) == 0 else {
-            throw JournalError("journal sync failed (\(segments.last?.path ?? "")): \(String(cString: strerror(errno)))")
-        }
+        unsynced = true
     }
 
     /// The records of stream `src` from `from` through `to` (inclusive), in

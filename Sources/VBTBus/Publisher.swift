@@ -61,6 +61,42 @@ public final class Publisher {
         for (topic, position) in positions where sent[own + topic] == nil { stamper.resume(topic: topic, after: position) }
     }
 
+    /// Per stream: what an earlier process of this instance sent after its
+    /// last saved state, by identity (see `resume(afterSaved:identity:)`), and
+    /// until when it is looked for (monotonic).
+    private var sentSinceSave: [String: [String: Int]] = [:]
+    private var sentSinceSaveUntil = 0.0
+    private var identity: ((_ topic: [UInt8], _ body: [UInt8]) -> String?)?
+
+    /// Continues an earlier process's streams when its state was saved at
+    /// `positions` (the last seq per topic then) and it may have sent more
+    /// before it died. What it sent after `positions` (its journal's records)
+    /// is remembered by `identity` (nil: a message never matched, e.g. a
+    /// timer tick); for `windowS` seconds a message this process makes again
+    /// with the same identity is not sent twice. New messages go on after the
+    /// journal's last seq, so no seq is reused. Unlike `resume(positions:regenerated:)`
+    /// it does not need the outputs regenerated in the same order (a notifier's
+    /// depend on the wall clock).
+    public func resume(
+        afterSaved positions: [String: UInt64], identity: @escaping (_ topic: [UInt8], _ body: [UInt8]) -> String?, windowS: Double = 60
+    ) throws {
+        let own = stamper.instance + "/"
+        let streams = journal?.streams.filter { $0.key.hasPrefix(own) } ?? [:]
+        for (src, range) in streams {
+            let topic = String(src.dropFirst(own.count))
+            let saved = positions[topic] ?? 0
+            stamper.resume(topic: topic, after: max(range.upperBound, saved))
+            guard range.upperBound > saved, let journal else { continue }
+            for record in try journal.read(src: src, from: saved + 1, to: range.upperBound) {
+                guard let id = identity(record.topic, record.body) else { continue }
+                sentSinceSave[src, default: [:]][id, default: 0] += 1
+            }
+        }
+        for (topic, position) in positions where streams[own + topic] == nil { stamper.resume(topic: topic, after: position) }
+        self.identity = identity
+        sentSinceSaveUntil = clock.monotonicSeconds() + windowS
+    }
+
     /// Stamps and sends a typed payload for `station`.
     public func publish<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil, ts: Double? = nil) throws {
         let ts = ts ?? clock.wallSeconds()
@@ -97,6 +133,18 @@ public final class Publisher {
 
     /// Journals a stamped message (when there is a journal), then sends it.
     private func journalled(_ frames: (topic: [UInt8], body: [UInt8]), ts: Double) throws {
+        if !sentSinceSave.isEmpty, sentSinceSave[stamper.lastSrc] != nil {
+            if clock.monotonicSeconds() > sentSinceSaveUntil {
+                sentSinceSave.removeAll()
+            } else if let id = identity?(frames.topic, frames.body), let count = sentSinceSave[stamper.lastSrc]?[id] {
+                sentSinceSave[stamper.lastSrc]?[id] = count > 1 ? count - 1 : nil
+                if sentSinceSave[stamper.lastSrc]?.isEmpty == true { sentSinceSave[stamper.lastSrc] = nil }
+                // Not sent: the seq it took is given back.
+                stamper.resume(topic: String(decoding: frames.topic, as: UTF8.self), after: stamper.lastSeq - 1)
+                suppressed += 1
+                return
+            }
+        }
         if !alreadySent.isEmpty, let sent = alreadySent[stamper.lastSrc] {
             if stamper.lastSeq <= sent {
                 suppressed += 1

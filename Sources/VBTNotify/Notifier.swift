@@ -38,6 +38,10 @@ public struct NotifierState: Sendable, Codable, Equatable, JSONFileStored {
     /// notifier fetches what it missed from the producers' journals (nil: a
     /// state file from before, or none).
     public var input: InputPositions?
+    /// Where its own output streams stood (with `--journal`): a restarted
+    /// notifier continues them and does not send again what the process
+    /// before it sent after this was saved (nil: no journal, or a file from before).
+    public var output: OutputPositions?
     /// An empty state.
     public init() {}
 }

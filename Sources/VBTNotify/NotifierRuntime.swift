@@ -22,7 +22,7 @@ public protocol AlertSink: Sendable {
 /// alerts; an alert already open is not raised twice).
 public final class NotifierRuntime {
     private let subscriber: Subscriber
-    private let publisher: Publisher
+    private var publisher: Publisher
     private let logger: Logger
     private let statePath: String?
     private let sink: (any AlertSink)?
@@ -34,6 +34,8 @@ public final class NotifierRuntime {
     private var nextHeartbeat: Double
     private let heartbeatIntervalS = 1.0
     private var input: InOrderInput
+    /// The restored state's output positions, continued once the journal opens.
+    private let restoredOutput: OutputPositions?
     /// When the input positions are next saved, if they moved (monotonic).
     private var nextPositionsSave: Double
     /// How often moved input positions are saved (a state change saves at once).
@@ -75,6 +77,7 @@ public final class NotifierRuntime {
                     metadata: ["path": "\(statePath)", "error": "\(error)"])
             }
         }
+        restoredOutput = restored.output
         notifier = Notifier(settings: settings, state: restored, now: clock.wallSeconds())
         input = InOrderInput(transport: transport, logger: logger, wants: { topic in Self.ordered.contains { topic.hasPrefix($0) } }, resuming: restored.input)
         nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
@@ -118,9 +121,36 @@ public final class NotifierRuntime {
 
     /// Journals what is published (timers, alerts, workouts, commands) into
     /// `settings.directory` and answers replay requests on `endpoint`.
+    /// A state saved with output positions continues that process's streams:
+    /// what it sent after the save (its journal says) is not sent again when
+    /// this process makes it anew. Call before the first `step`.
     public func startJournal(_ settings: JournalSettings, endpoint: String) throws {
+        if let output = restoredOutput {
+            publisher = try Publisher(transport: transport, program: "notifier", instance: output.instance)
+        }
         replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
+        if let output = restoredOutput {
+            try publisher.resume(afterSaved: output.positions, identity: Self.identity)
+            logger.notice("continuing the streams of the notifier before the restart", metadata: ["instance": "\(output.instance)"])
+        }
         logger.info("journalling", metadata: ["folder": "\(settings.directory)", "replay_endpoint": "\(endpoint)"])
+    }
+
+    /// What makes two outputs the same event: an alert's id and state, a
+    /// command's name, target and arguments (its id is new each time). Timer
+    /// ticks and workout snapshots have none: sent again, they only refresh a display.
+    static func identity(topic: [UInt8], body: [UInt8]) -> String? {
+        guard let message = try? decodeMessage(topic: topic, body: body) else { return nil }
+        switch message.envelope.type {
+        case AlertMessage.type:
+            guard let alert = try? message.payload(as: AlertMessage.self) else { return nil }
+            return "alert|\(alert.alertId)|\(alert.state.rawValue)"
+        case CommandMessage.type:
+            guard let command = try? message.payload(as: CommandMessage.self) else { return nil }
+            return "cmd|\(command.command)|\(command.target)|\(command.args.fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })"
+        default:
+            return nil
+        }
     }
 
     /// Saves the state now (what `run` does on the way out).
@@ -145,6 +175,7 @@ public final class NotifierRuntime {
         do {
             var state = notifier.state
             state.input = input.snapshot
+            state.output = replay == nil ? nil : OutputPositions(publisher)
             try state.save(path: statePath)
             notifier.markSaved()
             savedPositions = state.input?.positions

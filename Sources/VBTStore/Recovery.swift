@@ -27,6 +27,7 @@ final class RecorderRecovery {
     private var nextFetch = 0.0
     /// The stream asked for last: the next pass starts after it.
     private var lastAsked = ""
+    private var catchUp = CatchUpReport()
     /// Questions asked, and messages received in replies.
     private(set) var requests = 0
     private(set) var replayed = 0
@@ -82,6 +83,9 @@ final class RecorderRecovery {
             nextFetch = now + 0.2
             ask(now: now)
         }
+        let holes = (try? ingestor.streamHoles()) ?? [:]
+        let missing = !tails.isEmpty || holes.contains { ingestor.keeps(src: $0.key) && producers[$0.key] != nil }
+        catchUp.update(missing: missing, recovered: ingestor.counters.recovered, lost: ingestor.counters.lost, clock: clock, logger: logger)
         return fetched
     }
 

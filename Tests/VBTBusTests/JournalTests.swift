@@ -46,6 +46,21 @@ struct JournalTests {
         #expect(again.repairedBytes == 0)
     }
 
+    @Test("an appended message is in the file at once, before any sync: a producer killed right after sending it leaves it journalled")
+    func writeThrough() throws {
+        let dir = try TemporaryDirectory()
+        let clock = ManualClock()
+        let journal = try Journal(settings: JournalSettings(directory: dir.path("j")), instance: "bridge-1", clock: clock)
+        for seq in 1...3 {
+            try journal.append(src: "a", seq: UInt64(seq), ts: clock.wallSeconds(), topic: Array("sample.a".utf8), body: Self.body("a", UInt64(seq)))
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path("j")).filter { $0.hasSuffix(".journal") }
+        let onFile = try names.reduce(0) { total, name in
+            total + ((try FileManager.default.attributesOfItem(atPath: dir.path("j") + "/" + name)[.size] as? Int) ?? 0)
+        }
+        #expect(onFile == journal.totalBytes && onFile > 3 * Self.body("a", 1).count, "the kernel has every record without a sync")
+    }
+
     @Test("a torn tail (a crash mid-write) and a corrupt record are cut off at open; every whole record before them reads back")
     func tornTail() throws {
         let dir = try TemporaryDirectory()

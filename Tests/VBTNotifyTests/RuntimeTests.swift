@@ -122,6 +122,63 @@ struct NotifierCrashTests {
         return (said, notifier?.recovery.recovered ?? 0, notifier?.recovery.lost ?? 0)
     }
 
+    @Test("the notifier dies after sending an alert and before saving its state: started again, it continues its streams and does not send the alert twice")
+    func diesBeforeItsSave() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let statePath = dir.path("notifier.json")
+        var settings = NotifierSettings()
+        settings.snapshotS = 1e9
+        let detector = try Publisher(transport: bus, program: "rep-detector")
+        detector.journal = try Journal(
+            settings: JournalSettings(directory: dir.path("journal-detector")), instance: detector.stamper.instance, clock: bus.clock)
+        let server = try ReplayServer(journal: try #require(detector.journal), transport: bus, endpoint: "memory://rep-detector/replay")
+        var beat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(AlertMessage.self), logger: Self.logger)
+        func start() throws -> NotifierRuntime {
+            let notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+            try notifier.startJournal(JournalSettings(directory: dir.path("journal-notifier")), endpoint: "memory://notifier/replay")
+            return notifier
+        }
+        var notifier: NotifierRuntime? = try start()
+        var alerts: [(src: String, seq: UInt64, id: String)] = []
+        func settle() throws {
+            for _ in 0..<100 {
+                try notifier?.step(timeoutMs: 0)
+                try server.serve()
+                bus.manualClock.advance(0.05)
+                try beat.tick(detector, inputs: nil, replay: server)
+                while let message = try listener.next(timeoutMs: 0) {
+                    let alert = try message.payload(as: AlertMessage.self)
+                    alerts.append((message.envelope.src, message.envelope.seq, "\(alert.kind.rawValue) \(alert.state.rawValue) \(alert.alertId)"))
+                }
+            }
+        }
+        try detector.publish(SetMessage(setId: "s1", event: .start), station: "rack-01", athlete: "ana")
+        try settle()
+        let before = try Data(contentsOf: URL(fileURLWithPath: statePath))
+        try detector.publish(
+            RepMessage(
+                setId: "s1", repId: "r1", index: 1, meanVelocityMps: 0.6, peakVelocityMps: 1, meanPropulsiveVelocityMps: 0.6, romMm: 500,
+                concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: 45, tEnd: 1_795_435_201, detector: "d", concentricStartT: 1_795_435_200,
+                concentricEndT: 1_795_435_201),
+            station: "rack-01", athlete: "ana")
+        try settle()
+        #expect(alerts.map(\.id) == ["velocity-loss notice rack-01/velocity-loss/s1"])
+        // Killed before the state with that alert reached the disk: the file is the one before.
+        notifier = nil
+        try before.write(to: URL(fileURLWithPath: statePath))
+        notifier = try start()
+        try settle()
+        #expect(alerts.count == 1, "sent once: \(alerts)")
+        // What it sends next continues the same stream, after the seq already used.
+        try detector.publish(
+            SetMessage(setId: "s2", event: .end, reps: 1, reason: .velocityLoss, bestMeanVelocityMps: 0.6, velocityLossPct: 45),
+            station: "rack-01", athlete: "ana")
+        try settle()
+        #expect(alerts.count == 2 && alerts[1].src == alerts[0].src && alerts[1].seq == alerts[0].seq + 1, "\(alerts)")
+    }
+
     @Test("a velocity-loss rep and the set's end published while the notifier was down: after the restart it says what it says without the crash, once")
     func missedWhileDown() throws {
         let clean = try Self.run(crash: false)

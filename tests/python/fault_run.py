@@ -38,9 +38,11 @@ import json
 import math
 import os
 import random
+import re
 import secrets
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -332,6 +334,20 @@ class Installation:
                     found[program.name] = lines
         return found
 
+    CAUGHT_UP = re.compile(r"\bat=(\d+(?:\.\d+)?) .*\bcaught up\b|\bcaught up\b.*\bat=(\d+(?:\.\d+)?)")
+
+    def caught_up_times(self) -> list[tuple[str, float]]:
+        """Every `caught up` line (a consumer has fetched all it missed: VBTBus CatchUpReport), as (program, wall time)."""
+        found = []
+        for programs in self.node.generations.values():
+            for program in programs:
+                for line in program.stderr().splitlines():
+                    if "caught up" in line:
+                        match = self.CAUGHT_UP.search(line)
+                        if match:
+                            found.append((program.name, float(match.group(1) or match.group(2))))
+        return sorted(found, key=lambda item: item[1])
+
 
 # --------------------------------------------------------------------------
 # Reading the stores
@@ -478,6 +494,7 @@ class Kill:
     restarted_wall: float | None = None
     reading_t: float = 0.0
     ready_s: float | None = None  # from restart to working again
+    caught_up_s: float | None = None  # from restart until every program has fetched what it missed
     error: str | None = None
 
 
@@ -549,6 +566,26 @@ def run_faults(inst: Installation, plan: list[Kill], restart: bool, stop: thread
             kill.ready_s = round(time.time() - kill.restarted_wall, 2)
         except AssertionError as error:
             kill.error = str(error).splitlines()[0]
+
+
+def time_recovery(plan: list[Kill], caught_up: list[tuple[str, float]], window_s: float = 60.0) -> None:
+    """Per kill: from the restart until the last `caught up` line before the next
+    kill (every consumer that missed something has fetched it), within `window_s`."""
+    done = [k for k in plan if k.restarted_wall]
+    for index, kill in enumerate(done):
+        end = min(done[index + 1].killed_wall if index + 1 < len(done) else math.inf, kill.restarted_wall + window_s)
+        times = [at for _, at in caught_up if kill.restarted_wall <= at < end]
+        kill.caught_up_s = round(max(times) - kill.restarted_wall, 2) if times else None
+
+
+def recovery_summary(plan: list[Kill]) -> dict[str, dict]:
+    """Per kind of kill: the median and the longest time from restart to caught up."""
+    by_target: dict[str, list[float]] = {}
+    for kill in plan:
+        if kill.caught_up_s is not None:
+            by_target.setdefault(kill.target, []).append(kill.caught_up_s)
+    return {target: {"kills": len(times), "median_s": round(statistics.median(times), 2), "max_s": max(times)}
+            for target, times in sorted(by_target.items())}
 
 
 def attribute(result: dict, plan: list[Kill], t0: float) -> list[dict]:
@@ -634,13 +671,15 @@ def run(kills: int, copies: int, seed: int, folder: Path, profile: Profile, targ
         for inst in (clean, faulted):
             inst.stop()
     result = compare(clean.db, faulted.db)
+    time_recovery(plan, faulted.caught_up_times())
+    result["recovery"] = recovery_summary(plan)
     result["diagnosis"] = attribute(result, plan, t0)
     for entry in result["categories"].values():
         entry.pop("_lost_all", None)
         entry.pop("_doubled_all", None)
     result["kills"] = [{"target": k.target, "at_s": round(k.killed_wall - faulted.bridge_started, 1) if k.killed_wall else k.at_s,
                         "down_s": k.down_s, "reading_t": round(k.reading_t - t0, 1) if k.killed_wall else None,
-                        "ready_s": k.ready_s, "error": k.error} for k in plan]
+                        "ready_s": k.ready_s, "caught_up_s": k.caught_up_s, "error": k.error} for k in plan]
     kills_done = [k for k in plan if k.killed_wall]
     result["kills_done"] = len(kills_done)
     result["kills_by_target"] = dict(Counter(k.target for k in kills_done))
@@ -695,8 +734,14 @@ def format_report(result: dict) -> str:
         out.append(f"kills done: {result['kills_done']} {result['kills_by_target']}")
         for index, kill in enumerate(result["kills"], 1):
             out.append(f"  {index:>2}. {kill['target']:<18} at {kill['at_s']:>6} s (reading time +{kill['reading_t']} s), "
-                       f"down {kill['down_s']} s, working again {kill['ready_s']} s after restart"
+                       f"down {kill['down_s']} s, working again {kill['ready_s']} s after restart, "
+                       f"caught up {kill['caught_up_s'] if kill['caught_up_s'] is not None else '-'} s after restart"
                        + (f"  [{kill['error']}]" if kill["error"] else ""))
+    if result.get("recovery"):
+        out.append("")
+        out.append("recovery time by kind of kill (restart until every consumer has fetched what it missed):")
+        for target, row in result["recovery"].items():
+            out.append(f"  {target:<18} {row['kills']} kills, median {row['median_s']} s, longest {row['max_s']} s")
     if result.get("diagnosis"):
         out.append("")
         out.append("what was lost/doubled from each kill to the next (by reading time):")
