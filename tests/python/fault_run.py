@@ -581,10 +581,14 @@ def time_recovery(plan: list[Kill], caught_up: list[tuple[str, float]], window_s
 def recovery_summary(plan: list[Kill]) -> dict[str, dict]:
     """Per kind of kill: the median and the longest time from restart to caught up."""
     by_target: dict[str, list[float]] = {}
+    nothing: Counter = Counter()
     for kill in plan:
         if kill.caught_up_s is not None:
             by_target.setdefault(kill.target, []).append(kill.caught_up_s)
-    return {target: {"kills": len(times), "median_s": round(statistics.median(times), 2), "max_s": max(times)}
+        elif kill.restarted_wall:
+            nothing[kill.target] += 1
+    return {target: {"kills": len(times), "median_s": round(statistics.median(times), 2), "max_s": max(times),
+                     "nothing_to_fetch": nothing[target]}
             for target, times in sorted(by_target.items())}
 
 
@@ -735,13 +739,15 @@ def format_report(result: dict) -> str:
         for index, kill in enumerate(result["kills"], 1):
             out.append(f"  {index:>2}. {kill['target']:<18} at {kill['at_s']:>6} s (reading time +{kill['reading_t']} s), "
                        f"down {kill['down_s']} s, working again {kill['ready_s']} s after restart, "
-                       f"caught up {kill['caught_up_s'] if kill['caught_up_s'] is not None else '-'} s after restart"
+                       + (f"caught up {kill['caught_up_s']} s after restart" if kill["caught_up_s"] is not None
+                          else "nothing to fetch")
                        + (f"  [{kill['error']}]" if kill["error"] else ""))
     if result.get("recovery"):
         out.append("")
         out.append("recovery time by kind of kill (restart until every consumer has fetched what it missed):")
         for target, row in result["recovery"].items():
-            out.append(f"  {target:<18} {row['kills']} kills, median {row['median_s']} s, longest {row['max_s']} s")
+            out.append(f"  {target:<18} {row['kills']} kills, median {row['median_s']} s, longest {row['max_s']} s"
+                       + (f" ({row['nothing_to_fetch']} more with nothing to fetch)" if row.get("nothing_to_fetch") else ""))
     if result.get("diagnosis"):
         out.append("")
         out.append("what was lost/doubled from each kill to the next (by reading time):")

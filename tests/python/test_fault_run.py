@@ -90,3 +90,18 @@ def test_five_kills_one_of_each_program_lose_and_double_nothing(tmp_path: Path):
     assert result["kills_done"] == 5 and set(result["kills_by_target"]) == set(fault_run.TARGETS), report
     assert result["categories"]["reps"]["clean"] > 0 and result["categories"]["posture"]["clean"] > 0, report
     assert result["ok"], report
+
+
+def test_recovery_is_timed_from_each_restart_to_the_last_caught_up_before_the_next_kill():
+    first = fault_run.Kill("session-recorder", 10, 1, killed_wall=100.0, restarted_wall=101.0)
+    second = fault_run.Kill("vbt-bus", 20, 1, killed_wall=110.0, restarted_wall=111.0)
+    third = fault_run.Kill("session-recorder", 30, 1, killed_wall=120.0, restarted_wall=121.0)
+    lines = [("session-recorder.1", 101.5), ("rep-detector.0", 102.25), ("notifier.0", 112.0), ("session-recorder.2", 190.0)]
+    fault_run.time_recovery([first, second, third], lines)
+    assert (first.caught_up_s, second.caught_up_s) == (1.25, 1.0)
+    assert third.caught_up_s is None, "a line past the window is not this kill's"
+    summary = fault_run.recovery_summary([first, second, third])
+    assert summary["session-recorder"] == {"kills": 1, "median_s": 1.25, "max_s": 1.25, "nothing_to_fetch": 1}
+    match = fault_run.Installation.CAUGHT_UP.search(
+        "2026-11-25T23:53:21+0000 notice rep-detector: after_s=0.4 at=1795650796.679 lost=0 recovered=44 [VBTBus] caught up")
+    assert match and float(match.group(1) or match.group(2)) == 1795650796.679
