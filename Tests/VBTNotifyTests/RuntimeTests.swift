@@ -65,28 +65,44 @@ struct NotifierRuntimeTests {
 @Suite("notifier crash recovery, in memory")
 struct NotifierCrashTests {
     static let logger = NotifierRuntimeTests.logger
+    static var settings: NotifierSettings {
+        var settings = NotifierSettings()
+        settings.snapshotS = 1e9
+        return settings
+    }
+
+    /// One pass of the notifier, the detector's replay endpoint and its heartbeat, and 50 ms of the clock.
+    static func pass(
+        _ notifier: NotifierRuntime?, _ detector: Publisher, _ server: ReplayServer, _ beat: inout HeartbeatSchedule, _ bus: MemoryBus
+    ) throws {
+        try notifier?.step(timeoutMs: 0)
+        try server.serve()
+        bus.manualClock.advance(0.05)
+        try beat.tick(detector, inputs: nil, replay: server)
+    }
+
+    /// A rep detector's publisher journalling into `dir`, its replay endpoint and its heartbeat.
+    static func journallingDetector(_ bus: MemoryBus, _ dir: TemporaryDirectory) throws -> (Publisher, ReplayServer, HeartbeatSchedule) {
+        let detector = try Publisher(transport: bus, program: "rep-detector")
+        detector.journal = try Journal(
+            settings: JournalSettings(directory: dir.path("journal-detector")), instance: detector.stamper.instance, clock: bus.clock)
+        let server = try ReplayServer(journal: try #require(detector.journal), transport: bus, endpoint: "memory://rep-detector/replay")
+        return (detector, server, HeartbeatSchedule(role: "rep-detector", name: "rep-detector"))
+    }
 
     /// The notices and timers the notifier published, as (kind or timer state, id).
     static func run(crash: Bool) throws -> (said: [String], recovered: Int, lost: Int) {
         let dir = try TemporaryDirectory()
         let bus = MemoryBus()
         let statePath = dir.path("notifier.json")
-        var settings = NotifierSettings()
-        settings.snapshotS = 1e9
-        let detector = try Publisher(transport: bus, program: "rep-detector")
-        detector.journal = try Journal(
-            settings: JournalSettings(directory: dir.path("journal-detector")), instance: detector.stamper.instance, clock: bus.clock)
-        let server = try ReplayServer(journal: try #require(detector.journal), transport: bus, endpoint: "memory://rep-detector/replay")
-        var beat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+        let (detector, server, schedule) = try Self.journallingDetector(bus, dir)
+        var beat = schedule
         let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(TimerMessage.self, AlertMessage.self), logger: Self.logger)
-        var notifier: NotifierRuntime? = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+        var notifier: NotifierRuntime? = try NotifierRuntime(transport: bus, settings: Self.settings, statePath: statePath, sink: nil, logger: Self.logger)
         var said: [String] = []
         func settle() throws {
             for _ in 0..<200 {
-                try notifier?.step(timeoutMs: 0)
-                try server.serve()
-                bus.manualClock.advance(0.05)
-                try beat.tick(detector, inputs: nil, replay: server)
+                try Self.pass(notifier, detector, server, &beat, bus)
                 while let message = try listener.next(timeoutMs: 0) {
                     if let alert = try? message.payload(as: AlertMessage.self) {
                         said.append("\(alert.kind.rawValue) \(alert.state.rawValue) \(alert.alertId)")
@@ -116,7 +132,7 @@ struct NotifierCrashTests {
         try settle()
         if crash {
             #expect(said.isEmpty, "nobody listens while the notifier is down")
-            notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+            notifier = try NotifierRuntime(transport: bus, settings: Self.settings, statePath: statePath, sink: nil, logger: Self.logger)
             try settle()
         }
         return (said, notifier?.recovery.recovered ?? 0, notifier?.recovery.lost ?? 0)
@@ -127,16 +143,11 @@ struct NotifierCrashTests {
         let dir = try TemporaryDirectory()
         let bus = MemoryBus()
         let statePath = dir.path("notifier.json")
-        var settings = NotifierSettings()
-        settings.snapshotS = 1e9
-        let detector = try Publisher(transport: bus, program: "rep-detector")
-        detector.journal = try Journal(
-            settings: JournalSettings(directory: dir.path("journal-detector")), instance: detector.stamper.instance, clock: bus.clock)
-        let server = try ReplayServer(journal: try #require(detector.journal), transport: bus, endpoint: "memory://rep-detector/replay")
-        var beat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+        let (detector, server, schedule) = try Self.journallingDetector(bus, dir)
+        var beat = schedule
         let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(AlertMessage.self), logger: Self.logger)
         func start() throws -> NotifierRuntime {
-            let notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+            let notifier = try NotifierRuntime(transport: bus, settings: Self.settings, statePath: statePath, sink: nil, logger: Self.logger)
             try notifier.startJournal(JournalSettings(directory: dir.path("journal-notifier")), endpoint: "memory://notifier/replay")
             return notifier
         }
@@ -144,10 +155,7 @@ struct NotifierCrashTests {
         var alerts: [(src: String, seq: UInt64, id: String)] = []
         func settle() throws {
             for _ in 0..<100 {
-                try notifier?.step(timeoutMs: 0)
-                try server.serve()
-                bus.manualClock.advance(0.05)
-                try beat.tick(detector, inputs: nil, replay: server)
+                try Self.pass(notifier, detector, server, &beat, bus)
                 while let message = try listener.next(timeoutMs: 0) {
                     let alert = try message.payload(as: AlertMessage.self)
                     alerts.append((message.envelope.src, message.envelope.seq, "\(alert.kind.rawValue) \(alert.state.rawValue) \(alert.alertId)"))

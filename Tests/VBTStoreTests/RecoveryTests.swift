@@ -41,6 +41,23 @@ struct RecoveryTests {
         }
     }
 
+    /// A recorder on a real SQLite file and a journalling producer, on one in-memory bus.
+    final class Rig {
+        let dir: TemporaryDirectory
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store: TrainingStore
+        let recorder: RecorderRuntime
+        let producer: Producer
+
+        init(settings: RecorderSettings = RecorderSettings()) throws {
+            dir = try TemporaryDirectory()
+            store = try makeStore(folder)
+            recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+            producer = try Producer(bus: bus, dir: dir)
+        }
+    }
+
     /// Steps the recorder and the producer's replay endpoint until nothing changes for a while of the clock.
     static func settle(_ recorder: RecorderRuntime, _ producer: Producer, _ bus: MemoryBus) throws {
         for _ in 0..<100 {
@@ -56,12 +73,8 @@ struct RecoveryTests {
 
     @Test("a hole and a silent tail are fetched from the producer's journal: every reading stored once, none lost")
     func holeAndTail() throws {
-        let dir = try TemporaryDirectory()
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
-        let producer = try Producer(bus: bus, dir: dir)
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         // The network loses samples 30-49 and, after 90, everything until the heartbeat.
         var number = 0
@@ -84,12 +97,8 @@ struct RecoveryTests {
 
     @Test("a posture stream keeps only its changes, yet every message moves its progress: no hole, nothing fetched, nothing lost")
     func postureProgress() throws {
-        let dir = try TemporaryDirectory()
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
-        let producer = try Producer(bus: bus, dir: dir)
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         // 60 readings of posture, a change every 10th (the evaluator's live stream).
         var t = bus.clock.wallSeconds()
@@ -116,12 +125,8 @@ struct RecoveryTests {
 
     @Test("a producer's streams of types the recorder does not keep (sensor status) are not tracked: no tail, no hole, only the kept ones fetched")
     func unkeptStreams() throws {
-        let dir = try TemporaryDirectory()
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
-        let producer = try Producer(bus: bus, dir: dir)
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         // The network loses everything after the 40th message; the heartbeat says what was sent.
         var number = 0
@@ -148,12 +153,8 @@ struct RecoveryTests {
 
     @Test("two heartbeats of a stream's growing silent tail before the recorder writes: one tail, fetched whole")
     func growingTail() throws {
-        let dir = try TemporaryDirectory()
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
-        let producer = try Producer(bus: bus, dir: dir)
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         try producer.samples(10)
         try Self.settle(recorder, producer, bus)
@@ -210,14 +211,10 @@ struct RecoveryTests {
         "the database locked for long: the backlog is bounded in memory, what is dropped from it is fetched from the journal once the lock goes; every reading once"
     )
     func boundedBacklog() throws {
-        let dir = try TemporaryDirectory()
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
         var settings = RecorderSettings()
         settings.maxPending = 100
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
-        let producer = try Producer(bus: bus, dir: dir)
+        let rig = try Rig(settings: settings)
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         try producer.samples(10)
         try Self.settle(recorder, producer, bus)
