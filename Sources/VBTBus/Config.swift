@@ -1,3 +1,5 @@
+import VBTWire
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,6 +18,14 @@ public struct BusConfig: Sendable, Equatable {
     /// the budget: it counts them as gaps and fetches them from the producers'
     /// journals (proto/replay.md) once it catches up.
     public var highWaterMark: Int32 = BusConfig.highWaterMark(forMemoryMB: BusConfig.defaultQueueMemoryMB)
+    /// The largest frame a bus socket reads (`ZMQSocket.setMaxFrameBytes`):
+    /// the largest message any consumer accepts (`BusLimits.maxMessageBytes`).
+    /// A peer sending more is disconnected by libzmq before the frame is
+    /// queued, so an oversize message never reaches the bus's subscribers
+    /// and never takes their memory. Subscriptions (inbound on XPUB sockets)
+    /// are topic prefixes, far smaller.
+    public static let maxFrameBytes = BusLimits.maxMessageBytes
+
     /// The default memory budget for one process's bus queues, MiB.
     public static let defaultQueueMemoryMB = 512
     /// The message size the budget is reckoned in (a 16-reading IMU batch is about 2 KiB, a rep under 1 KiB).

@@ -39,6 +39,8 @@ public final class Forwarder {
         backend = try ZMQSocket(context, .xpub, lingerMs: 1_000)
         try frontend.setHighWaterMark(configuration.bus.highWaterMark)
         try backend.setHighWaterMark(configuration.bus.highWaterMark)
+        try frontend.setMaxFrameBytes(BusConfig.maxFrameBytes)
+        try backend.setMaxFrameBytes(BusConfig.maxFrameBytes)
         // Pass every subscribe upstream, even repeats, so each new subscriber
         // triggers a heartbeat it can take as "the bus has my subscription".
         try backend.setOption(ZMQ_XPUB_VERBOSE, 1)

@@ -76,6 +76,7 @@ public final class ZMQTransport: BusTransport {
     public func subscriberLink(prefixes: [String]) throws(ZMQError) -> any FrameLink {
         let socket = try ZMQSocket(context, .sub, lingerMs: 0)
         try socket.setOption(ZMQ_RCVHWM, config.highWaterMark)
+        try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
         for prefix in prefixes { try socket.subscribe(prefix) }
         try socket.connect(config.subEndpoint)
         return SocketLink(socket)
@@ -84,6 +85,7 @@ public final class ZMQTransport: BusTransport {
     public func publisherLink(lingerMs: Int32) throws(ZMQError) -> any FrameLink {
         let socket = try ZMQSocket(context, .xpub, lingerMs: lingerMs)
         try socket.setHighWaterMark(config.highWaterMark)
+        try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
         try socket.connect(config.pubEndpoint)
         return SocketLink(socket)
     }

@@ -168,6 +168,15 @@ public final class ZMQSocket {
         return value
     }
 
+    /// Refuses inbound frames over `bytes` (`ZMQ_MAXMSGSIZE`, checked per frame
+    /// as it is read): libzmq drops the peer that sent one, before any of it
+    /// is queued or forwarded.
+    public func setMaxFrameBytes(_ bytes: Int) throws(ZMQError) {
+        var value = Int64(bytes)
+        let rc = zmq_setsockopt(handle, ZMQ_MAXMSGSIZE, &value, MemoryLayout<Int64>.size)
+        if rc != 0 { throw ZMQError.last("zmq_setsockopt(ZMQ_MAXMSGSIZE)") }
+    }
+
     /// Sets both high-water marks (messages queued per peer; 0 means unbounded).
     public func setHighWaterMark(_ messages: Int32) throws(ZMQError) {
         try setOption(ZMQ_SNDHWM, messages)

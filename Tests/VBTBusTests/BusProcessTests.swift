@@ -161,7 +161,9 @@ struct BusProcessTests {
             try raw.send(frames: [topic, sampleBody(seq: goodSent, src: src)])
         }
         try sendGood()
-        for input in malformedCases {
+        // An oversize frame never gets through the bus (the next test); every other kind does.
+        let cases = malformedCases.filter { $0.expected != .oversize }
+        for input in cases {
             try raw.send(frames: input.frames)
             try sendGood()
         }
@@ -175,10 +177,42 @@ struct BusProcessTests {
             })
         #expect(goodReceived == (1...UInt64(goodSent)).map { $0 })
         var expected: [String: Int] = [:]
-        for input in malformedCases { expected[input.expected.rawValue, default: 0] += 1 }
-        #expect(malformedCases.count >= 20)
+        for input in cases { expected[input.expected.rawValue, default: 0] += 1 }
+        #expect(cases.count >= 20)
         #expect(subscriber.stats.malformed == expected)
         #expect(subscriber.stats.sources[src]?.gaps == 0)
+        raw.close()
+        #expect(bus.terminate() == 0)
+    }
+
+    @Test("a frame over the size limit is refused by the bus as it is read: no subscriber gets it, the sender is cut off, others flow on")
+    func oversizeRefusedAtTheBus() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let bus = try startBus(config, in: dir)
+        let context = ZMQContext()
+        let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: [""]), "bus did not answer")
+        let good = try Publisher(context: context, config: config, program: "good")
+        #expect(try good.waitForSubscriber(topic: "sample.rack-02", timeoutS: 20))
+        // A raw socket, as an attacker's: a sample of 4 MiB.
+        let raw = try ZMQSocket(context, .pub)
+        try raw.connect(config.pubEndpoint)
+        let huge = Array("{\"v\":1,\"pad\":\"\(String(repeating: "x", count: 4 << 20))\"}".utf8)
+        var received = 0
+        var sizes: [Int] = []
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0) {
+                try raw.send(frames: [Array("sample.rack-01".utf8), huge])
+                try good.publish(StatusMessage(state: .streaming, sensor: "distance", device: "sim"), station: "rack-02")
+                while let message = try subscriber.next(timeoutMs: 20) {
+                    received += 1
+                    sizes.append(message.body.count)
+                }
+                return received >= 20
+            })
+        #expect(sizes.allSatisfy { $0 < BusConfig.maxFrameBytes }, "nothing over the limit reached the subscriber")
+        #expect(subscriber.stats.malformed["oversize"] == nil)
+        #expect(subscriber.stats.sources.values.contains { $0.topic == "status.rack-02" && $0.gaps == 0 })
         raw.close()
         #expect(bus.terminate() == 0)
     }
