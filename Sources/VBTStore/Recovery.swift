@@ -13,8 +13,10 @@ final class RecorderRecovery {
     private let ingestor: Ingestor
     private let logger: Logger
     private let clock: any BusClock
-    /// Per producer (its heartbeat's station): where it answers.
+    /// Per producer (its heartbeat's station): where it answers, and the
+    /// instance it runs as now (its heartbeat's `src` before the slash).
     private var endpoints: [String: String] = [:]
+    private var instances: [String: String] = [:]
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]
     private var clients: [String: ReplayClient] = [:]
@@ -36,6 +38,10 @@ final class RecorderRecovery {
     static let maxRange: UInt64 = 1_000
     static let answerTimeoutS = 5.0
     static let calmS = 0.25
+    /// How long a stream whose hole runs past its producer's journal waits before it is asked again.
+    static let aheadCalmS = 5.0
+    /// Streams already reported as running ahead of their producer (logged once each).
+    private var warnedAhead: Set<String> = []
 
     init(transport: any BusTransport, ingestor: Ingestor, logger: Logger) throws(StoreError) {
         self.transport = transport
@@ -52,6 +58,7 @@ final class RecorderRecovery {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
+        instances[producer] = String(Self.instance(of: message.envelope.src))
         // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
         for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
             producers[src] = producer
@@ -145,7 +152,20 @@ final class RecorderRecovery {
         }
         replayed += messages.count
         // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
-        let end = reply.header.more ? min(question.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : question.range.upperBound
+        var end = reply.header.more ? min(question.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : question.range.upperBound
+        // A stream its producer is still publishing: what lies past the journal's end has not been
+        // published yet (a hole up there comes from a forged or corrupt seq), so it is not lost: the
+        // real messages fill that hole as they come. Asked again later, not at once.
+        if !reply.header.more, let keptTo = reply.header.keptTo, keptTo >= 0, UInt64(keptTo) < end, isLive(src) {
+            end = UInt64(keptTo)
+            calm[src] = clock.monotonicSeconds() + Self.aheadCalmS
+            if !warnedAhead.contains(src) {
+                warnedAhead.insert(src)
+                logger.warning(
+                    "a stream's seq ran ahead of what its producer has published (forged or corrupt?); not counted lost",
+                    metadata: ["src": "\(src)", "published_through": "\(keptTo)"])
+            }
+        }
         var runStart: UInt64?
         if end >= question.range.lowerBound {
             for seq in question.range.lowerBound...end {
@@ -160,6 +180,14 @@ final class RecorderRecovery {
         }
         return messages
     }
+
+    /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
+    private func isLive(_ src: String) -> Bool {
+        guard let producer = producers[src], let instance = instances[producer] else { return false }
+        return Self.instance(of: src) == instance
+    }
+
+    static func instance(of src: String) -> Substring { src.prefix { $0 != "/" } }
 
     private func markLost(_ src: String, _ range: ClosedRange<UInt64>) {
         do {

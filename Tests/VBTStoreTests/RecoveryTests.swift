@@ -171,6 +171,36 @@ struct RecoveryTests {
         #expect(recorder.counters.recovered == 20 && recorder.counters.lost == 0)
     }
 
+    @Test("a forged message with a stream's src and a huge seq does not silence the stream: nothing counted lost, every real reading stored")
+    func hostileSeq() throws {
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
+        try producer.beat()
+        try producer.samples(10)
+        try Self.settle(recorder, producer, bus)
+        // An attacker copies the stream's src (visible on the bus) with seq 2^53 - 1.
+        let journal = try #require(producer.publisher.journal)
+        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let original = try #require(try journal.read(src: src, from: 1, to: 1).first)
+        let forgedBody = String(decoding: original.body, as: UTF8.self).replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":9007199254740991,")
+        #expect(forgedBody.contains("9007199254740991"))
+        try bus.publisherLink(lingerMs: 0).send(topic: original.topic, body: Array(forgedBody.utf8))
+        try producer.samples(20)
+        bus.manualClock.advance(1)
+        try producer.beat()
+        try Self.settle(recorder, producer, bus)
+        bus.manualClock.advance(10)
+        try Self.settle(recorder, producer, bus)
+        try producer.samples(10)
+        bus.manualClock.advance(1)
+        try producer.beat()
+        try Self.settle(recorder, producer, bus)
+        #expect(recorder.counters.lost == 0, "nothing the producer has not published is counted lost")
+        // The 40 real readings, and the forged copy of the first (authentication, not this, keeps it out).
+        let rows = try Self.rows(store)
+        #expect(rows == 41, "every real reading stored, also those after the forgery: \(rows) \(recorder.counters)")
+    }
+
     @Test("after the recorder's own restart it fetches what it missed while down; what the journal no longer holds is counted lost, exactly")
     func restartAndRetention() throws {
         let dir = try TemporaryDirectory()
