@@ -45,6 +45,9 @@ public final class InOrderInput {
         public var requests = 0
         /// Messages received again after their seq was delivered (dropped).
         public var duplicates = 0
+        /// Messages dropped because their `seq` ran far past what their
+        /// producer has published (forged or corrupt: they would silence the stream).
+        public var ahead = 0
     }
 
     private struct Stream {
@@ -86,6 +89,8 @@ public final class InOrderInput {
     private var clients: [String: ReplayClient] = [:]
     private var ready: [BusMessage] = []
     private var catchUp = CatchUpReport()
+    /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
+    private var instances: [String: String] = [:]
 
     /// Follows the streams whose topic `wants` accepts. `positions` are the
     /// last seqs already delivered per stream (a checkpoint's); with them,
@@ -163,6 +168,7 @@ public final class InOrderInput {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
+        instances[producer] = String(message.envelope.src.prefix { $0 != "/" })
         for (src, last) in offer.lastSeq where last > 0 {
             let topic = src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? src
             guard wants(topic) else { continue }
@@ -256,7 +262,22 @@ public final class InOrderInput {
         }
         stream.unseen = false
         // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
-        let end = reply.header.more ? min(asked.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : asked.range.upperBound
+        var end = reply.header.more ? min(asked.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : asked.range.upperBound
+        // A stream its producer is still publishing: past the journal's end nothing is lost (not
+        // published yet), and a held message far past it (more than a question's worth) is forged
+        // or corrupt: dropped, or it would hold the stream back and at last make it skip ahead.
+        if !reply.header.more, let keptTo = reply.header.keptTo, keptTo >= 0, isLive(src) {
+            let published = UInt64(keptTo)
+            end = min(end, published)
+            let implausible = stream.held.keys.filter { $0 > published + settings.maxRange }
+            if !implausible.isEmpty {
+                for seq in implausible { stream.held[seq] = nil }
+                counters.ahead += implausible.count
+                logger.warning(
+                    "messages far past what their producer has published dropped (forged or corrupt seq)",
+                    metadata: ["src": "\(src)", "published_through": "\(published)", "dropped": "\(implausible.count)"])
+            }
+        }
         var lostFrom: UInt64?
         while stream.next <= asked.range.upperBound {
             if let message = returned[stream.next] ?? stream.held.removeValue(forKey: stream.next) {
@@ -273,9 +294,20 @@ public final class InOrderInput {
             stream.next += 1
         }
         if let from = lostFrom { logLoss(src, from...(stream.next - 1), reason: "the producer's journal no longer holds them") }
+        let aheadOfProducer = end < asked.range.upperBound && !reply.header.more
         streams[src] = stream
         drain(src)
-        if streams[src]?.wanted != nil { streams[src]?.missingSince = clock.monotonicSeconds() }
+        if streams[src]?.wanted != nil {
+            streams[src]?.missingSince = clock.monotonicSeconds()
+            // Waiting for what the producer has not published yet: not asked again at once.
+            if aheadOfProducer { streams[src]?.asked = ("", end...end, clock.monotonicSeconds() + 1, asked.endpoint) }
+        }
+    }
+
+    /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
+    private func isLive(_ src: String) -> Bool {
+        guard let producer = producers[src], let instance = instances[producer] else { return false }
+        return src.prefix { $0 != "/" } == instance
     }
 
     /// Skips what `src` waited for too long: counted lost, and what was held after it delivered.

@@ -1,0 +1,70 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+
+@testable import VBTBus
+@testable import VBTWire
+
+/// `InOrderInput` over the in-memory bus (a labelled test double) with a real
+/// journal: a producer publishing samples, its replay endpoint and heartbeat.
+@Suite("in-order input")
+struct InOrderTests {
+    static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("a forged message with a stream's src and seq 2^53-1 is dropped once the producer says it never got that far: the stream goes on, nothing lost")
+    func forgedSeq() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let producer = try Publisher(transport: bus, program: "sensor-bridge")
+        producer.journal = try Journal(
+            settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
+        let server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
+        var beat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+        let subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: Self.logger)
+        let input = InOrderInput(transport: bus, logger: Self.logger, wants: { $0.hasPrefix("sample.") })
+        var delivered: [UInt64] = []
+        var t = bus.clock.wallSeconds()
+        func samples(_ count: Int) throws {
+            for _ in 0..<count {
+                t += 0.02
+                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+            }
+        }
+        func pump(_ passes: Int) throws {
+            for _ in 0..<passes {
+                while let message = try subscriber.next(timeoutMs: 0) {
+                    if message.envelope.type == HeartbeatMessage.type {
+                        input.note(heartbeat: message)
+                    } else {
+                        delivered += input.accept(message).map(\.envelope.seq)
+                    }
+                }
+                delivered += input.poll().map(\.envelope.seq)
+                try server.serve()
+                bus.manualClock.advance(0.05)
+                try beat.tick(producer, inputs: nil, replay: server)
+            }
+        }
+        try beat.tick(producer, inputs: nil, replay: server)
+        try samples(10)
+        try pump(20)
+        // An attacker copies the stream's src (visible on the bus) with seq 2^53 - 1.
+        let journal = try #require(producer.journal)
+        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let original = try #require(try journal.read(src: src, from: 1, to: 1).first)
+        let forged = String(decoding: original.body, as: UTF8.self).replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":9007199254740991,")
+        #expect(forged.contains("9007199254740991"))
+        try bus.publisherLink(lingerMs: 0).send(topic: original.topic, body: Array(forged.utf8))
+        try samples(20)
+        try pump(40)
+        // Longer than the input ever waits for a hole (giveUpS): it must not skip ahead to the forgery.
+        try pump(Int(input.settings.giveUpS / 0.05) + 40)
+        try samples(10)
+        try pump(40)
+        #expect(delivered == Array(1...40), "every real message once, in order")
+        #expect(input.counters.lost == 0)
+        #expect(input.counters.ahead == 1)
+        #expect(!input.isRecovering)
+    }
+}
