@@ -168,7 +168,7 @@ public final class InOrderInput {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
-        instances[producer] = String(message.envelope.src.prefix { $0 != "/" })
+        instances[producer] = String(streamInstance(message.envelope.src))
         for (src, last) in offer.lastSeq where last > 0 {
             let topic = src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? src
             guard wants(topic) else { continue }
@@ -190,8 +190,10 @@ public final class InOrderInput {
         for client in clients.values {
             while let reply = try? client.nextReply() { take(reply) }
         }
-        catchUp.update(missing: isRecovering, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
-        guard streams.values.contains(where: { $0.missingSince != nil }) else { return take() }
+        // One pass over the streams per poll (it runs for every message received).
+        let missing = streams.values.contains { $0.missingSince != nil }
+        catchUp.update(missing: missing, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
+        guard missing else { return take() }
         let now = clock.monotonicSeconds()
         for src in streams.keys.sorted() {
             guard var stream = streams[src], let since = stream.missingSince else { continue }
@@ -261,14 +263,12 @@ public final class InOrderInput {
             stream.next = UInt64(keptFrom)
         }
         stream.unseen = false
-        // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
-        var end = reply.header.more ? min(asked.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : asked.range.upperBound
-        // A stream its producer is still publishing: past the journal's end nothing is lost (not
-        // published yet), and a held message far past it (more than a question's worth) is forged
+        let live = isLive(src)
+        let end = reply.header.lostThrough(asked: asked.range, live: live)
+        // A held message far past a live stream's journal end (more than a question's worth) is forged
         // or corrupt: dropped, or it would hold the stream back and at last make it skip ahead.
-        if !reply.header.more, let keptTo = reply.header.keptTo, keptTo >= 0, isLive(src) {
+        if live, !reply.header.more, let keptTo = reply.header.keptTo, keptTo >= 0 {
             let published = UInt64(keptTo)
-            end = min(end, published)
             let implausible = stream.held.keys.filter { $0 > published + settings.maxRange }
             if !implausible.isEmpty {
                 for seq in implausible { stream.held[seq] = nil }
@@ -307,7 +307,7 @@ public final class InOrderInput {
     /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
     private func isLive(_ src: String) -> Bool {
         guard let producer = producers[src], let instance = instances[producer] else { return false }
-        return src.prefix { $0 != "/" } == instance
+        return streamInstance(src) == instance
     }
 
     /// Skips what `src` waited for too long: counted lost, and what was held after it delivered.

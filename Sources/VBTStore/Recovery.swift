@@ -58,7 +58,7 @@ final class RecorderRecovery {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
-        instances[producer] = String(Self.instance(of: message.envelope.src))
+        instances[producer] = String(streamInstance(message.envelope.src))
         // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
         for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
             producers[src] = producer
@@ -89,10 +89,10 @@ final class RecorderRecovery {
         if now >= nextFetch {
             nextFetch = now + 0.2
             ask(now: now)
+            let holes = (try? ingestor.streamHoles()) ?? [:]
+            let missing = !tails.isEmpty || holes.contains { ingestor.keeps(src: $0.key) && producers[$0.key] != nil }
+            catchUp.update(missing: missing, recovered: ingestor.counters.recovered, lost: ingestor.counters.lost, clock: clock, logger: logger)
         }
-        let holes = (try? ingestor.streamHoles()) ?? [:]
-        let missing = !tails.isEmpty || holes.contains { ingestor.keeps(src: $0.key) && producers[$0.key] != nil }
-        catchUp.update(missing: missing, recovered: ingestor.counters.recovered, lost: ingestor.counters.lost, clock: clock, logger: logger)
         return fetched
     }
 
@@ -151,13 +151,9 @@ final class RecorderRecovery {
             messages.append(message)
         }
         replayed += messages.count
-        // Without `more`, every asked seq that did not come is gone; with it, only those below the journal's start.
-        var end = reply.header.more ? min(question.range.upperBound, UInt64(max(reply.header.keptFrom ?? 0, 1)) - 1) : question.range.upperBound
-        // A stream its producer is still publishing: what lies past the journal's end has not been
-        // published yet (a hole up there comes from a forged or corrupt seq), so it is not lost: the
-        // real messages fill that hole as they come. Asked again later, not at once.
-        if !reply.header.more, let keptTo = reply.header.keptTo, keptTo >= 0, UInt64(keptTo) < end, isLive(src) {
-            end = UInt64(keptTo)
+        let end = reply.header.lostThrough(asked: question.range, live: isLive(src))
+        // Past a live stream's journal end: the real messages fill that hole as they come. Asked again later, not at once.
+        if end < question.range.upperBound, !reply.header.more, let keptTo = reply.header.keptTo {
             calm[src] = clock.monotonicSeconds() + Self.aheadCalmS
             if !warnedAhead.contains(src) {
                 warnedAhead.insert(src)
@@ -184,10 +180,8 @@ final class RecorderRecovery {
     /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
     private func isLive(_ src: String) -> Bool {
         guard let producer = producers[src], let instance = instances[producer] else { return false }
-        return Self.instance(of: src) == instance
+        return streamInstance(src) == instance
     }
-
-    static func instance(of src: String) -> Substring { src.prefix { $0 != "/" } }
 
     private func markLost(_ src: String, _ range: ClosedRange<UInt64>) {
         do {

@@ -173,6 +173,9 @@ private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(Malform
     }
 }
 
+/// The instance part of a stream's `src` (`<instance>/<topic>`): which process start published it.
+public func streamInstance(_ src: String) -> Substring { src.prefix { $0 != "/" } }
+
 /// Stamps outgoing messages: one `src` and `seq` counter per topic, so a
 /// subscriber that filters by prefix still sees each stream whole and can
 /// count its gaps. `src` is `<instance>/<topic>`.

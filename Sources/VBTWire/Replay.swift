@@ -58,6 +58,17 @@ public struct ReplayHeader: Sendable, Equatable {
         (self.keptFrom, self.keptTo, self.more, self.error) = (keptFrom, keptTo, more, error)
     }
 
+    /// The last seq of `asked` that is lost when the reply lacks it. Without
+    /// `more`, every asked seq that did not come is gone; with it, only those
+    /// below the journal's start. For a stream its producer is still
+    /// publishing (`live`), nothing past the journal's end is lost: it has not
+    /// been published yet (a hole up there comes from a forged or corrupt seq).
+    public func lostThrough(asked: ClosedRange<UInt64>, live: Bool) -> UInt64 {
+        if more { return min(asked.upperBound, UInt64(max(keptFrom ?? 0, 1)) - 1) }
+        if live, let keptTo, keptTo >= 0 { return min(asked.upperBound, UInt64(keptTo)) }
+        return asked.upperBound
+    }
+
     /// Reads a header frame.
     public init(json bytes: [UInt8]) throws(PayloadError) {
         let value: JSONValue
