@@ -37,27 +37,45 @@ supervise() {
     done
 }
 
-supervise vbt-bus "$bin/vbt-bus" &
+# Secured as an installation is (proto/security.md): the installation's keys are made
+# once under data/keys, one per station and per service plus a coach key for the
+# commands below; every program connects with its own key over CURVE.
+keys=data/keys
+if [ ! -e "$keys/server.key_secret" ]; then
+    "$bin/vbt" keys init "$keys" >/dev/null
+    for station in rack-01 bench-01 platform-01; do "$bin/vbt" keys add "$keys" "$station" --role bridge --station "$station" >/dev/null; done
+    for service in rep-detector posture-evaluator notifier session-recorder; do "$bin/vbt" keys add "$keys" "$service" --role service >/dev/null; done
+    "$bin/vbt" keys add "$keys" coach --role coach >/dev/null
+    echo "run: made the installation's keys in $keys (vbt keys list $keys)"
+fi
+export VBT_BUS_CERT=$keys/server.key
+# key NAME: the environment of a program running with NAME's key (for env, which execs).
+key() { echo "VBT_CERT=$keys/clients/$1.key_secret"; }
+# The bus and the recorder's query endpoint let in only the keys in authorized/.
+server=(VBT_SERVER_CERT=$keys/server.key_secret VBT_AUTHORIZED=$keys/authorized)
+export VBT_CERT=$keys/clients/coach.key_secret  # the vbt commands below are the coach's
+
+supervise vbt-bus env "${server[@]}" "$bin/vbt-bus" &
 pids+=($!)
 echo "run: vbt-bus on ${VBT_PUB_ENDPOINT:-tcp://127.0.0.1:7701} (publish) and ${VBT_SUB_ENDPOINT:-tcp://127.0.0.1:7702} (subscribe)"
 
 # Three simulated athletes, each its own sensor-bridge, looping their sessions. Each
 # journals what it publishes (data/journal/<station>), so a recorder that was down
 # fetches what it missed.
-supervise bridge-rack-01 "$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 \
+supervise bridge-rack-01 env "$(key rack-01)" "$bin/sensor-bridge" --simulate --loop --station rack-01 --exercise squat --load-kg 100 --seed 1 --rest 20 --athlete ana --posture-rate 20 \
     --journal data/journal/rack-01 &
 pids+=($!)
-supervise bridge-bench-01 "$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben \
+supervise bridge-bench-01 env "$(key bench-01)" "$bin/sensor-bridge" --simulate --loop --station bench-01 --exercise bench --load-kg 70 --one-rep-max-kg 95 --seed 2 --rest 20 --athlete ben \
     --journal data/journal/bench-01 &
 pids+=($!)
-supervise bridge-platform-01 "$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo \
+supervise bridge-platform-01 env "$(key platform-01)" "$bin/sensor-bridge" --simulate --loop --station platform-01 --exercise deadlift --load-kg 140 --one-rep-max-kg 180 --seed 3 --rest 20 --athlete cleo \
     --journal data/journal/platform-01 &
 pids+=($!)
 
-supervise rep-detector "$bin/rep-detector" --journal data/journal/rep-detector &
+supervise rep-detector env "$(key rep-detector)" "$bin/rep-detector" --journal data/journal/rep-detector &
 pids+=($!)
 # The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
-supervise session-recorder "$bin/session-recorder" &
+supervise session-recorder env "$(key session-recorder)" "${server[@]}" "$bin/session-recorder" &
 pids+=($!)
 # The athletes, and who lifts what where (published as cmd athlete.assign: the detector
 # uses the exercise and load, the recorder stores it).
@@ -68,16 +86,17 @@ pids+=($!)
   "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 >/dev/null || true ) &
 # rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
 # she sits well (the first 20 s), then the evaluator follows her slouching.
-supervise posture-evaluator "$bin/posture-evaluator" --journal data/journal/posture-evaluator &
+supervise posture-evaluator env "$(key posture-evaluator)" "$bin/posture-evaluator" --journal data/journal/posture-evaluator &
 pids+=($!)
 # Rest timers after each set and alerts (velocity loss, posture, sensors).
-supervise notifier "$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
+supervise notifier env "$(key notifier)" "$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
 pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
 echo "run: 3 simulated stations (rack-01, bench-01, platform-01), rep-detector, posture-evaluator, session-recorder (data/vbt.sqlite), notifier"
 echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
-echo "run: in another shell try: $bin/vbt watch    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
+echo "run: in another shell, with the coach's key: export VBT_CERT=$keys/clients/coach.key_secret VBT_BUS_CERT=$keys/server.key"
+echo "run: then try: $bin/vbt watch    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
 "$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. alert. workout. &
 pids+=($!)
 wait -n "${pids[@]}"

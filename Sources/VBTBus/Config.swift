@@ -25,6 +25,12 @@ public struct BusConfig: Sendable, Equatable {
     /// and never takes their memory. Subscriptions (inbound on XPUB sockets)
     /// are topic prefixes, far smaller.
     public static let maxFrameBytes = BusLimits.maxMessageBytes
+    /// The largest request frame the query and replay endpoints read (a request
+    /// is a small JSON object; a pattern put is the largest, far under this).
+    public static let maxRequestBytes = 1 << 20
+    /// The keys this program runs with (`BusSecurity.fromEnvironment()`); nil
+    /// runs plaintext, which the programs allow on loopback only (`--insecure`).
+    public var security: BusSecurity?
 
     /// The default memory budget for one process's bus queues, MiB.
     public static let defaultQueueMemoryMB = 512

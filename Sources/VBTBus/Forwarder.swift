@@ -2,6 +2,10 @@ import CZeroMQ
 import Logging
 import VBTWire
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The bus: an XSUB/XPUB forwarder that counts what it moves and publishes
 /// its counters as `heartbeat.bus`. Owned by one thread (not `Sendable`).
 ///
@@ -27,6 +31,16 @@ public final class Forwarder {
     private var stamper = EnvelopeStamper(program: "vbt-bus")
     private var counters = HeartbeatMessage.BusCounters()
     private let started = monotonicSeconds()
+    /// On a secured bus: who gets in, and so who sent each message.
+    private let zap: ZAPHandler?
+    /// The last sender's User-Id and what it may publish (most batches come from one peer).
+    private var lastUser = [CChar](repeating: 0, count: 41)
+    private var lastPeer: AuthorizedPeer?
+    private var lastGeneration = -1
+    /// Messages refused per sender (public key), each sender logged once.
+    private var refusedBy: [String: Int] = [:]
+    /// On a secured bus: the failed handshakes of both sides, as monitor events.
+    private let handshakes: [ZMQSocket]
 
     /// This run's instance name (the part of `src` before the slash).
     public var instance: String { stamper.instance }
@@ -44,6 +58,32 @@ public final class Forwarder {
         // Pass every subscribe upstream, even repeats, so each new subscriber
         // triggers a heartbeat it can take as "the bus has my subscription".
         try backend.setOption(ZMQ_XPUB_VERBOSE, 1)
+        if let security = configuration.bus.security {
+            guard let server = security.serverCertificate, let folder = security.authorizedFolder else {
+                throw ZMQError(code: EINVAL, operation: "CURVE: vbt-bus needs VBT_SERVER_CERT and VBT_AUTHORIZED")
+            }
+            let authorized: AuthorizedKeys
+            do { authorized = try AuthorizedKeys(folder: folder) } catch { throw ZMQError(code: EINVAL, operation: error.description) }
+            zap = try ZAPHandler(context: context, authorized: authorized, logger: logger)
+            try frontend.secureAsServer(server)
+            try backend.secureAsServer(server)
+            var monitors: [ZMQSocket] = []
+            for (side, socket) in [("pub", frontend), ("sub", backend)] {
+                let endpoint = "inproc://vbt-bus-handshakes-\(side)"
+                try socket.monitorHandshakeFailures(on: endpoint)
+                let monitor = try ZMQSocket(context, .pair, lingerMs: 0)
+                try monitor.connect(endpoint)
+                monitors.append(monitor)
+            }
+            handshakes = monitors
+            counters.refused = 0
+            counters.refusedConnections = 0
+        } else {
+            handshakes = []
+            guard isLoopback(configuration.bus.pubEndpoint) else { throw plaintextRefused(configuration.bus.pubEndpoint) }
+            guard isLoopback(configuration.bus.subEndpoint) else { throw plaintextRefused(configuration.bus.subEndpoint) }
+            zap = nil
+        }
         try frontend.bind(configuration.bus.pubEndpoint)
         try backend.bind(configuration.bus.subEndpoint)
     }
@@ -53,6 +93,7 @@ public final class Forwarder {
         var poller = ZMQPoller()
         let front = poller.addReadable(frontend)
         let back = poller.addReadable(backend)
+        let monitors = handshakes.map { poller.addReadable($0) }
         var nextHeartbeat = monotonicSeconds()
         logger.info(
             "bus forwarding",
@@ -60,6 +101,7 @@ public final class Forwarder {
                 "pub.endpoint": "\(configuration.bus.pubEndpoint)",
                 "sub.endpoint": "\(configuration.bus.subEndpoint)",
                 "bus.instance": "\(instance)",
+                "security": "\(zap == nil ? "plaintext (loopback only)" : "CURVE, \(zap?.authorized.peers.count ?? 0) keys authorized")",
             ])
         do {
             while true {
@@ -75,6 +117,9 @@ public final class Forwarder {
                     if poller.isReadable(back), try forwardSubscriptions() {
                         nextHeartbeat = 0
                     }
+                    for (index, monitor) in zip(monitors, handshakes) where poller.isReadable(index) {
+                        try countRefusedHandshakes(monitor)
+                    }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
                     try sendHeartbeat()
@@ -83,8 +128,30 @@ public final class Forwarder {
             }
         } catch  where error.isTerminated {
             logger.info("bus stopping", metadata: ["msgs.in": "\(counters.msgsIn)", "bytes.in": "\(counters.bytesIn)"])
+            for monitor in handshakes { monitor.close() }
             frontend.close()
             backend.close()
+        }
+    }
+
+    /// Counts (and logs, the first 100) the handshakes a monitor reports failed:
+    /// a peer with no key, a wrong mechanism, or a key ZAP refused.
+    private func countRefusedHandshakes(_ monitor: ZMQSocket) throws(ZMQError) {
+        while let event = try monitor.receive(dontWait: true, maxFrames: 2) {
+            counters.refusedConnections = (counters.refusedConnections ?? 0) + 1
+            let refused = counters.refusedConnections ?? 0
+            guard refused <= 100, let head = event.frames.first, head.count >= 6 else { continue }
+            let code = Int32(head[0]) | Int32(head[1]) << 8
+            // The ZAP handler has logged a refused key already, naming it.
+            if code == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH { continue }
+            let reason =
+                switch code {
+                case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: "no CURVE key, or a broken handshake"
+                default: "handshake failed"
+                }
+            logger.warning(
+                refused == 100 ? "connection refused (further refusals are counted in heartbeat.bus, not logged)" : "connection refused",
+                metadata: ["reason": "\(reason)", "bus.endpoint": "\(String(decoding: event.frames.count > 1 ? event.frames[1] : [], as: UTF8.self))"])
         }
     }
 
@@ -104,6 +171,10 @@ public final class Forwarder {
                     if code == EAGAIN && first { return (messages, bytes) }
                     throw ZMQError(code: code, operation: "zmq_msg_recv")
                 }
+                if first, zap != nil, !mayForward(&msg) {
+                    try drain(source, &msg)
+                    continue
+                }
                 first = false
                 bytes += Int(rc)
                 let more = zmq_msg_more(&msg) != 0
@@ -114,6 +185,45 @@ public final class Forwarder {
             messages += 1
         }
         return (messages, bytes)
+    }
+
+    /// Whether the message whose first frame (its topic) is `msg` is inside
+    /// its sender's role; counts and logs it when not.
+    private func mayForward(_ msg: inout zmq_msg_t) -> Bool {
+        guard let zap, let user = ZMQSocket.userId(of: &msg) else {
+            counters.refused = (counters.refused ?? 0) + 1
+            return false
+        }
+        let generation = zap.authorized.generation
+        if generation != lastGeneration || strncmp(user, lastUser, 41) != 0 {
+            let key = String(cString: user)
+            lastPeer = zap.authorized.peer(publicKey: key)
+            lastGeneration = generation
+            key.withCString { _ = strncpy(&lastUser, $0, 40) }
+        }
+        let topic = UnsafeRawBufferPointer(start: zmq_msg_data(&msg), count: zmq_msg_size(&msg))
+        if let peer = lastPeer, peer.rights.allows(topic) { return true }
+        counters.refused = (counters.refused ?? 0) + 1
+        let key = String(cString: user)
+        refusedBy[key, default: 0] += 1
+        if refusedBy[key] == 1 {
+            let shown = String(decoding: topic.prefix(64), as: UTF8.self)
+            logger.warning(
+                "message refused: outside the sender's role (this sender's next refusals are counted, not logged)",
+                metadata: [
+                    "peer": "\(lastPeer?.name ?? "a revoked key \(key.prefix(8))...")", "peer.role": "\(lastPeer?.role.description ?? "none")",
+                    "zmq.topic": "\(shown)",
+                ])
+        }
+        return false
+    }
+
+    /// Reads and drops the rest of a refused message's frames.
+    private func drain(_ source: ZMQSocket, _ msg: inout zmq_msg_t) throws(ZMQError) {
+        while zmq_msg_more(&msg) != 0 {
+            let (rc, code) = retryingInterrupts { zmq_msg_recv(&msg, source.handle, 0) }
+            if rc < 0 { throw ZMQError(code: code, operation: "zmq_msg_recv") }
+        }
     }
 
     /// Passes subscription changes upstream; returns whether any was a subscribe.

@@ -1,4 +1,5 @@
 import CZeroMQ
+import Logging
 import VBTWire
 
 // The seam under every runtime: a runtime asks a transport for its links and
@@ -59,6 +60,13 @@ public protocol BusTransport: AnyObject {
     func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink
     /// A client of the server at `endpoint`, as a query client.
     func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink
+    /// On a secured transport, who is allowed in (a received message's
+    /// `userId` names its sender there); nil in plaintext.
+    var authorized: AuthorizedKeys? { get }
+}
+
+extension BusTransport {
+    public var authorized: AuthorizedKeys? { nil }
 }
 
 /// The transport of a running program: libzmq sockets on the configured
@@ -67,6 +75,9 @@ public final class ZMQTransport: BusTransport {
     public let context: ZMQContext
     public let config: BusConfig
     public let clock: any BusClock
+    /// The ZAP handler of this transport's server sockets, started with the first.
+    public private(set) var zap: ZAPHandler?
+    public var authorized: AuthorizedKeys? { zap?.authorized }
 
     /// A transport on `config`'s endpoints.
     public init(context: ZMQContext, config: BusConfig, clock: any BusClock = SystemClock()) {
@@ -78,6 +89,7 @@ public final class ZMQTransport: BusTransport {
         try socket.setOption(ZMQ_RCVHWM, config.highWaterMark)
         try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
         for prefix in prefixes { try socket.subscribe(prefix) }
+        try secureClient(socket, config.subEndpoint)
         try socket.connect(config.subEndpoint)
         return SocketLink(socket)
     }
@@ -86,24 +98,77 @@ public final class ZMQTransport: BusTransport {
         let socket = try ZMQSocket(context, .xpub, lingerMs: lingerMs)
         try socket.setHighWaterMark(config.highWaterMark)
         try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
+        try secureClient(socket, config.pubEndpoint)
         try socket.connect(config.pubEndpoint)
         return SocketLink(socket)
     }
 
-    public func queryClientLink() throws(ZMQError) -> any FrameLink { try clientLink(endpoint: config.queryEndpoint) }
+    public func queryClientLink() throws(ZMQError) -> any FrameLink {
+        let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
+        try secureClient(socket, config.queryEndpoint)
+        try socket.connect(config.queryEndpoint)
+        return SocketLink(socket)
+    }
 
-    public func queryServerLink() throws(ZMQError) -> any FrameLink { try serverLink(endpoint: config.queryEndpoint) }
-
-    public func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink {
+    public func queryServerLink() throws(ZMQError) -> any FrameLink {
         let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
+        try socket.setMaxFrameBytes(BusConfig.maxRequestBytes)
+        if let security = config.security {
+            guard let server = security.serverCertificate, let folder = security.authorizedFolder else {
+                throw ZMQError(code: EINVAL, operation: "CURVE: the query endpoint needs VBT_SERVER_CERT and VBT_AUTHORIZED")
+            }
+            try startZAP(folder: folder)
+            try socket.secureAsServer(server)
+            socket.readsUserId = true
+        } else {
+            try requireLoopback(config.queryEndpoint)
+        }
+        try socket.bind(config.queryEndpoint)
+        return SocketLink(socket)
+    }
+
+    /// A producer's replay endpoint. Secured installations keep it on this
+    /// computer (the default `ipc://` in the journal's folder, readable by the
+    /// folder's owner only): a replay over the network would need the
+    /// consumers' keys at every station.
+    public func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink {
+        try requireLoopback(endpoint)
+        let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
+        try socket.setMaxFrameBytes(BusConfig.maxRequestBytes)
         try socket.bind(endpoint)
         return SocketLink(socket)
     }
 
     public func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink {
+        try requireLoopback(endpoint)
         let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
         try socket.connect(endpoint)
         return SocketLink(socket)
+    }
+
+    /// Makes `socket` a CURVE client of the bus's server key, when this
+    /// installation has keys; without keys, only a loopback `endpoint` is allowed.
+    private func secureClient(_ socket: ZMQSocket, _ endpoint: String) throws(ZMQError) {
+        guard let security = config.security else { return try requireLoopback(endpoint) }
+        let keys = try security.clientKeys()
+        try socket.secureAsClient(keys.certificate, serverKey: keys.serverKey)
+    }
+
+    private func requireLoopback(_ endpoint: String) throws(ZMQError) {
+        if !isLoopback(endpoint) { throw plaintextRefused(endpoint) }
+    }
+
+    private func startZAP(folder: String) throws(ZMQError) {
+        guard zap == nil else { return }
+        do {
+            zap = try ZAPHandler(context: context, authorized: try AuthorizedKeys(folder: folder), logger: Logger(label: "vbt.zap"))
+        } catch let error as SecurityError {
+            throw ZMQError(code: EINVAL, operation: error.description)
+        } catch let error as ZMQError {
+            throw error
+        } catch {
+            throw ZMQError(code: EINVAL, operation: "\(error)")
+        }
     }
 }
 

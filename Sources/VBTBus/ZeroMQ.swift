@@ -99,7 +99,7 @@ public final class ZMQContext: @unchecked Sendable {
 
 /// The socket types the product uses.
 public enum ZMQSocketType: Sendable {
-    case pub, sub, xpub, xsub, pair, push, pull, router, dealer
+    case pub, sub, xpub, xsub, pair, push, pull, router, dealer, rep
 
     var raw: Int32 {
         switch self {
@@ -112,6 +112,7 @@ public enum ZMQSocketType: Sendable {
         case .pull: ZMQ_PULL
         case .router: ZMQ_ROUTER
         case .dealer: ZMQ_DEALER
+        case .rep: ZMQ_REP
         }
     }
 }
@@ -121,6 +122,8 @@ public final class ZMQSocket {
     let handle: UnsafeMutableRawPointer
     private let context: ZMQContext  // keeps the context alive while the socket is open
     private var closed = false
+    /// Whether `receive` reads each message's ZAP User-Id (a CURVE server's sockets).
+    public var readsUserId = false
 
     /// Milliseconds a closing socket may keep trying to deliver queued messages.
     public static let defaultLingerMs: Int32 = 2_000
@@ -191,6 +194,14 @@ public final class ZMQSocket {
     /// Sets how long a blocking receive waits before failing with `EAGAIN` (-1 forever).
     public func setReceiveTimeout(ms: Int32) throws(ZMQError) {
         try setOption(ZMQ_RCVTIMEO, ms)
+    }
+
+    /// Reports this socket's failed handshakes (no key, a wrong mechanism, a
+    /// key ZAP refused) as events on a PAIR socket connected to `endpoint`
+    /// (`zmq_socket_monitor`); `HandshakeMonitor` reads them.
+    public func monitorHandshakeFailures(on endpoint: String) throws(ZMQError) {
+        let events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+        if zmq_socket_monitor(handle, endpoint, Int32(events)) != 0 { throw ZMQError.last("zmq_socket_monitor(\(endpoint))") }
     }
 
     // MARK: Endpoints
@@ -264,6 +275,8 @@ public final class ZMQSocket {
                 if code == EAGAIN && first { return nil }
                 throw ZMQError(code: code, operation: "zmq_msg_recv")
             }
+            // Not on a ROUTER's first frame: libzmq makes that one (the peer's routing id) itself.
+            if readsUserId, message.userId == nil, let user = ZMQSocket.userId(of: &msg) { message.userId = String(cString: user) }
             first = false
             message.frameCount += 1
             message.byteCount += Int(rc)
@@ -286,6 +299,8 @@ public struct ReceivedMessage: Sendable {
     public var frameCount = 0
     /// Total payload bytes over all frames.
     public var byteCount = 0
+    /// The sender's ZAP User-Id (its public key) on a socket that `readsUserId`.
+    public var userId: String?
 
     /// An empty message, filled by `ZMQSocket.receive`.
     public init() {}

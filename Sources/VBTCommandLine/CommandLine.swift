@@ -13,13 +13,38 @@ public struct BusOptions: ParsableArguments {
     @Option(help: "Endpoint subscribers connect to, or the bus binds (overrides VBT_SUB_ENDPOINT).")
     public var subEndpoint: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Run without keys (plaintext; also VBT_INSECURE=1): only when every endpoint is on this computer.",
+            discussion: "Without it a program needs its keys (VBT_CERT and VBT_BUS_CERT; proto/security.md)."))
+    public var insecure = false
+
     public init() {}
 
-    /// Defaults, overridden by the environment, overridden by these options.
+    public func validate() throws { _ = try security() }
+
+    /// The keys from the environment; nil (plaintext) only when asked for with
+    /// --insecure or VBT_INSECURE=1. Every socket refuses a non-loopback
+    /// endpoint without keys (`ZMQTransport`), whatever the options.
+    public func security() throws -> BusSecurity? {
+        let security: BusSecurity?
+        do { security = try BusSecurity.fromEnvironment() } catch { throw ValidationError(error.description) }
+        if security != nil { return security }
+        guard insecure || environment("VBT_INSECURE") == "1" else {
+            throw ValidationError(
+                "no keys: set VBT_CERT and VBT_BUS_CERT (vbt-bus and session-recorder also VBT_SERVER_CERT and VBT_AUTHORIZED); "
+                    + "`vbt keys init` and `vbt keys add` make them, `make run` does it all. "
+                    + "To run without keys on this computer only, pass --insecure.")
+        }
+        return nil
+    }
+
+    /// Defaults, overridden by the environment, overridden by these options, with the keys.
     public var config: BusConfig {
         var config = BusConfig.fromEnvironment()
         if let pubEndpoint { config.pubEndpoint = pubEndpoint }
         if let subEndpoint { config.subEndpoint = subEndpoint }
+        config.security = try? security()
         return config
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VBTBus
 import VBTQuery
 import VBTWire
 
@@ -34,12 +35,26 @@ public struct QueryService {
     /// Answers one request. Never throws: a bad request gets an error reply naming what to fix.
     public func handle(_ request: Data) -> Data { answer(request).reply }
 
+    /// Who asks: anyone (plaintext on this computer, or in-process), or an
+    /// authenticated peer (nil: its key was revoked since it connected).
+    public enum Access {
+        case anyone
+        case peer(AuthorizedPeer?)
+    }
+
+    /// The queries that change what is stored; the rest only read.
+    public static let writes: Set<QueryName> = [.athleteAdd, .athleteWeighIn, .planCreate, .patternPut]
+
     /// Answers one request, saying what it was (for logs with the correlation id).
-    public func answer(_ request: Data) -> Answer {
+    public func answer(_ request: Data, access: Access = .anyone) -> Answer {
         let decoder = JSONDecoder()
         guard let head = try? decoder.decode(QueryHead.self, from: request) else {
             let failure = QueryFailure(kind: "bad-request", message: "a request is one JSON object {\"id\": \"...\", \"query\": \"...\", \"args\": {...}}")
             return Answer(reply: reply(id: nil, failure: failure), failure: failure)
+        }
+        if case .peer(let peer) = access, let refusal = Self.refusal(of: head.query, by: peer) {
+            let failure = QueryFailure(kind: "forbidden", message: refusal)
+            return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         }
         do {
             func optionalArgs<A: Decodable>(_ type: A.Type, default value: A) throws -> A {
@@ -99,6 +114,16 @@ public struct QueryService {
             let failure = QueryFailure(kind: "other", message: "\(error)")
             return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         }
+    }
+
+    /// Why `peer` may not ask `query`, or nil when it may (proto/security.md).
+    static func refusal(of query: String, by peer: AuthorizedPeer?) -> String? {
+        guard let peer else { return "this key has been revoked" }
+        guard peer.role.mayQuery else { return "\(peer.name) (\(peer.role)) may not use the query endpoint" }
+        if let name = QueryName(rawValue: query), writes.contains(name), !peer.role.mayWriteQueries {
+            return "\(peer.name) (\(peer.role)) may only read: \(query) changes what is stored (coach or service keys may)"
+        }
+        return nil
     }
 
     private struct Success<R: Encodable>: Encodable {

@@ -30,6 +30,8 @@ public final class RecorderRuntime {
     private let subscriber: Subscriber
     private let publisher: Publisher
     private let queryServer: any FrameLink
+    /// On a secured installation, the keys allowed in: each query is checked against its sender's role.
+    private let authorized: AuthorizedKeys?
     private let clock: any BusClock
     /// A poll over both sockets, when the transport has sockets.
     private var poller: (poller: ZMQPoller, bus: Int, query: Int)?
@@ -55,6 +57,7 @@ public final class RecorderRuntime {
         subscriber = try Subscriber(transport: transport, prefixes: [""], logger: logger)
         publisher = try Publisher(transport: transport, program: "session-recorder")
         queryServer = try transport.queryServerLink()
+        authorized = transport.authorized
         clock = transport.clock
         if let bus = subscriber.socket, let query = queryServer.socket {
             var poller = ZMQPoller()
@@ -196,7 +199,8 @@ public final class RecorderRuntime {
                 reply = Data(#"{"ok":false,"error":{"kind":"bad-request","message":"a request is one JSON frame of at most 1 MiB"}}"#.utf8)
             } else {
                 let started = clock.monotonicSeconds()
-                let answer = service.answer(Data(body))
+                let access: QueryService.Access = authorized.map { .peer($0.peer(publicKey: request.userId ?? "")) } ?? .anyone
+                let answer = service.answer(Data(body), access: access)
                 reply = answer.reply
                 var metadata: Logger.Metadata = [
                     "correlation_id": "\(answer.id ?? "")", "query": "\(answer.query ?? "")",

@@ -411,6 +411,10 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var bytesOut = 0
         public var subscribeEvents = 0
         public var unsubscribeEvents = 0
+        /// On a secured bus: messages dropped because their topic is outside the sender's role.
+        public var refused: Int?
+        /// On a secured bus: connections refused at the CURVE handshake (no key, unknown or revoked key).
+        public var refusedConnections: Int?
         /// Creates zeroed counters.
         public init() {}
     }
@@ -456,6 +460,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.bytesOut = try object.integer("bytes_out")
             counters.subscribeEvents = try object.integer("subscribe_events")
             counters.unsubscribeEvents = try object.integer("unsubscribe_events")
+            counters.refused = try object.optionalInteger("refused")
+            counters.refusedConnections = try object.optionalInteger("refused_connections")
             bus = counters
         }
         if let object = try fields.optionalObject("inputs") {
@@ -495,6 +501,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("bytes_out", bus.bytesOut)
             writer.field("subscribe_events", bus.subscribeEvents)
             writer.field("unsubscribe_events", bus.unsubscribeEvents)
+            if let refused = bus.refused { writer.field("refused", refused) }
+            if let refused = bus.refusedConnections { writer.field("refused_connections", refused) }
             writer.endObject()
         }
         if let inputs {

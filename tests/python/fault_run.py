@@ -128,7 +128,9 @@ class Node:
         self.pub_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.sub_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.env = dict(os.environ, VBT_PUB_ENDPOINT=self.pub_endpoint, VBT_SUB_ENDPOINT=self.sub_endpoint,
-                        VBT_LOG_LEVEL=os.environ.get("VBT_LOG_LEVEL", "info"), **(env_extra or {}))
+                        VBT_LOG_LEVEL=os.environ.get("VBT_LOG_LEVEL", "info"),
+                        # plaintext on loopback, said explicitly (proto/security.md)
+                        VBT_INSECURE=os.environ.get("VBT_INSECURE", "1"), **(env_extra or {}))
         self.args: dict[str, list[str]] = {}
         self.current: dict[str, Program] = {}
         self.generations: dict[str, list[Program]] = {}
