@@ -39,8 +39,8 @@ public final class Forwarder {
     private var lastGeneration = -1
     /// Messages refused per sender (public key), each sender logged once.
     private var refusedBy: [String: Int] = [:]
-    /// On a secured bus: the failed handshakes of both sides, as monitor events.
-    private let handshakes: [ZMQSocket]
+    /// Both sides' connections, as monitor events.
+    private let connectionMonitors: [ZMQSocket]
 
     /// This run's instance name (the part of `src` before the slash).
     public var instance: String { stamper.instance }
@@ -67,23 +67,25 @@ public final class Forwarder {
             zap = try ZAPHandler(context: context, authorized: authorized, logger: logger)
             try frontend.secureAsServer(server)
             try backend.secureAsServer(server)
-            var monitors: [ZMQSocket] = []
-            for (side, socket) in [("pub", frontend), ("sub", backend)] {
-                let endpoint = "inproc://vbt-bus-handshakes-\(side)"
-                try socket.monitorHandshakeFailures(on: endpoint)
-                let monitor = try ZMQSocket(context, .pair, lingerMs: 0)
-                try monitor.connect(endpoint)
-                monitors.append(monitor)
-            }
-            handshakes = monitors
             counters.refused = 0
             counters.refusedConnections = 0
         } else {
-            handshakes = []
             guard isLoopback(configuration.bus.pubEndpoint) else { throw plaintextRefused(configuration.bus.pubEndpoint) }
             guard isLoopback(configuration.bus.subEndpoint) else { throw plaintextRefused(configuration.bus.subEndpoint) }
             zap = nil
         }
+        var monitors: [ZMQSocket] = []
+        for (side, socket) in [("pub", frontend), ("sub", backend)] {
+            try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs)
+            let endpoint = "inproc://vbt-bus-connections-\(side)"
+            try socket.monitorConnections(on: endpoint)
+            let monitor = try ZMQSocket(context, .pair, lingerMs: 0)
+            try monitor.connect(endpoint)
+            monitors.append(monitor)
+        }
+        connectionMonitors = monitors
+        counters.connections = 0
+        counters.disconnections = 0
         try frontend.bind(configuration.bus.pubEndpoint)
         try backend.bind(configuration.bus.subEndpoint)
     }
@@ -93,7 +95,7 @@ public final class Forwarder {
         var poller = ZMQPoller()
         let front = poller.addReadable(frontend)
         let back = poller.addReadable(backend)
-        let monitors = handshakes.map { poller.addReadable($0) }
+        let monitors = connectionMonitors.map { poller.addReadable($0) }
         var nextHeartbeat = monotonicSeconds()
         logger.info(
             "bus forwarding",
@@ -117,8 +119,8 @@ public final class Forwarder {
                     if poller.isReadable(back), try forwardSubscriptions() {
                         nextHeartbeat = 0
                     }
-                    for (index, monitor) in zip(monitors, handshakes) where poller.isReadable(index) {
-                        try countRefusedHandshakes(monitor)
+                    for (index, monitor) in zip(monitors, connectionMonitors) where poller.isReadable(index) {
+                        try countConnections(monitor)
                     }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
@@ -128,30 +130,33 @@ public final class Forwarder {
             }
         } catch  where error.isTerminated {
             logger.info("bus stopping", metadata: ["msgs.in": "\(counters.msgsIn)", "bytes.in": "\(counters.bytesIn)"])
-            for monitor in handshakes { monitor.close() }
+            for monitor in connectionMonitors { monitor.close() }
             frontend.close()
             backend.close()
         }
     }
 
-    /// Counts (and logs, the first 100) the handshakes a monitor reports failed:
-    /// a peer with no key, a wrong mechanism, or a key ZAP refused.
-    private func countRefusedHandshakes(_ monitor: ZMQSocket) throws(ZMQError) {
+    /// Counts the connections a monitor reports made and ended, and the
+    /// handshakes it reports failed (a peer with no key, a wrong mechanism, a
+    /// key ZAP refused), logging the first 100 refusals.
+    private func countConnections(_ monitor: ZMQSocket) throws(ZMQError) {
         while let event = try monitor.receive(dontWait: true, maxFrames: 2) {
-            counters.refusedConnections = (counters.refusedConnections ?? 0) + 1
-            let refused = counters.refusedConnections ?? 0
-            guard refused <= 100, let head = event.frames.first, head.count >= 6 else { continue }
+            guard let head = event.frames.first, head.count >= 6 else { continue }
             let code = Int32(head[0]) | Int32(head[1]) << 8
-            // The ZAP handler has logged a refused key already, naming it.
-            if code == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH { continue }
-            let reason =
-                switch code {
-                case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: "no CURVE key, or a broken handshake"
-                default: "handshake failed"
-                }
-            logger.warning(
-                refused == 100 ? "connection refused (further refusals are counted in heartbeat.bus, not logged)" : "connection refused",
-                metadata: ["reason": "\(reason)", "bus.endpoint": "\(String(decoding: event.frames.count > 1 ? event.frames[1] : [], as: UTF8.self))"])
+            switch code {
+            case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: counters.connections = (counters.connections ?? 0) + 1
+            case ZMQ_EVENT_DISCONNECTED: counters.disconnections = (counters.disconnections ?? 0) + 1
+            default:
+                guard zap != nil else { continue }
+                counters.refusedConnections = (counters.refusedConnections ?? 0) + 1
+                let refused = counters.refusedConnections ?? 0
+                // The ZAP handler has logged a refused key already, naming it.
+                guard refused <= 100, code != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH else { continue }
+                let reason = code == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "no CURVE key, or a broken handshake" : "handshake failed"
+                logger.warning(
+                    refused == 100 ? "connection refused (further refusals are counted in heartbeat.bus, not logged)" : "connection refused",
+                    metadata: ["reason": "\(reason)", "bus.endpoint": "\(String(decoding: event.frames.count > 1 ? event.frames[1] : [], as: UTF8.self))"])
+            }
         }
     }
 

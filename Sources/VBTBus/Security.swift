@@ -382,7 +382,7 @@ public struct BusSecurity: Sendable, Equatable {
         if security.certificate != nil && security.serverKey == nil {
             throw SecurityError("VBT_CERT is set but VBT_BUS_CERT is not: set it to the installation's server.key")
         }
-        if security.serverKey != nil && security.certificate == nil {
+        if security.serverKey != nil && security.certificate == nil && security.serverCertificate == nil {
             throw SecurityError("VBT_BUS_CERT is set but VBT_CERT is not: set it to this program's .key_secret (`vbt keys add`)")
         }
         if security.serverCertificate != nil && security.authorizedFolder == nil {

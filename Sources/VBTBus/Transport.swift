@@ -149,6 +149,7 @@ public final class ZMQTransport: BusTransport {
     /// Makes `socket` a CURVE client of the bus's server key, when this
     /// installation has keys; without keys, only a loopback `endpoint` is allowed.
     private func secureClient(_ socket: ZMQSocket, _ endpoint: String) throws(ZMQError) {
+        try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs)
         guard let security = config.security else { return try requireLoopback(endpoint) }
         let keys = try security.clientKeys()
         try socket.secureAsClient(keys.certificate, serverKey: keys.serverKey)

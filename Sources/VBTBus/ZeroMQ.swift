@@ -196,12 +196,28 @@ public final class ZMQSocket {
         try setOption(ZMQ_RCVTIMEO, ms)
     }
 
-    /// Reports this socket's failed handshakes (no key, a wrong mechanism, a
-    /// key ZAP refused) as events on a PAIR socket connected to `endpoint`
-    /// (`zmq_socket_monitor`); `HandshakeMonitor` reads them.
-    public func monitorHandshakeFailures(on endpoint: String) throws(ZMQError) {
-        let events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+    /// Reports this socket's connections as events on a PAIR socket bound at
+    /// `endpoint` (`zmq_socket_monitor`): handshakes that succeeded, those that
+    /// failed (no key, a wrong mechanism, a key ZAP refused) and disconnections.
+    public func monitorConnections(on endpoint: String) throws(ZMQError) {
+        let events =
+            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
         if zmq_socket_monitor(handle, endpoint, Int32(events)) != 0 { throw ZMQError.last("zmq_socket_monitor(\(endpoint))") }
+    }
+
+    /// ZMTP heartbeats (`ZMQ_HEARTBEAT_IVL`, `_TIMEOUT`, `_TTL`): a peer silent
+    /// for `timeoutMs` (a Wi-Fi link gone, a station computer unplugged) is
+    /// disconnected, and a connecting side connects again, in seconds rather
+    /// than after TCP's retransmission timeout (about 15 minutes on Linux).
+    /// A connect attempt is given up after `timeoutMs` too (`ZMQ_CONNECT_TIMEOUT`)
+    /// and tried again, so a link that comes back is used within seconds, not
+    /// after the kernel's SYN retries back off (up to about 2 minutes).
+    public func setLiveness(intervalMs: Int32, timeoutMs: Int32) throws(ZMQError) {
+        try setOption(ZMQ_HEARTBEAT_IVL, intervalMs)
+        try setOption(ZMQ_HEARTBEAT_TIMEOUT, timeoutMs)
+        try setOption(ZMQ_HEARTBEAT_TTL, timeoutMs)
+        try setOption(ZMQ_CONNECT_TIMEOUT, timeoutMs)
     }
 
     // MARK: Endpoints

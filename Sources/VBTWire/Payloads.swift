@@ -415,6 +415,10 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var refused: Int?
         /// On a secured bus: connections refused at the CURVE handshake (no key, unknown or revoked key).
         public var refusedConnections: Int?
+        /// Connections made (handshakes completed), both sides, since the bus started.
+        public var connections: Int?
+        /// Connections ended (a peer gone, a link down past the liveness timeout, a refused handshake).
+        public var disconnections: Int?
         /// Creates zeroed counters.
         public init() {}
     }
@@ -462,6 +466,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.unsubscribeEvents = try object.integer("unsubscribe_events")
             counters.refused = try object.optionalInteger("refused")
             counters.refusedConnections = try object.optionalInteger("refused_connections")
+            counters.connections = try object.optionalInteger("connections")
+            counters.disconnections = try object.optionalInteger("disconnections")
             bus = counters
         }
         if let object = try fields.optionalObject("inputs") {
@@ -503,6 +509,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("unsubscribe_events", bus.unsubscribeEvents)
             if let refused = bus.refused { writer.field("refused", refused) }
             if let refused = bus.refusedConnections { writer.field("refused_connections", refused) }
+            if let connections = bus.connections { writer.field("connections", connections) }
+            if let disconnections = bus.disconnections { writer.field("disconnections", disconnections) }
             writer.endObject()
         }
         if let inputs {
