@@ -4,7 +4,7 @@ SWIFT   ?= swift
 PYTHON  ?= python3
 BIN_DIR  = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: deps build lint test test-fast test-swift test-python run bench soak clean
+.PHONY: deps build lint test test-fast test-swift test-python run bench soak install clean
 
 deps:
 	@bash scripts/deps.sh
@@ -57,6 +57,16 @@ bench: deps
 SOAK_SEED ?= 1
 soak: build
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/fault_run.py --kills 20 --stations 20 --seed $(SOAK_SEED)
+
+# Installs on this machine (deploy/README.md): ROLE=server, or ROLE=station
+# STATIONS="rack-01 rack-02"; DESTDIR=DIR installs into a folder instead. The
+# programs are built with the static Swift standard library: a station
+# computer needs no Swift toolchain.
+ROLE ?= server
+STATIONS ?=
+install: deps
+	$(SWIFT) build -c release --static-swift-stdlib
+	bash deploy/install.sh --root $(or $(DESTDIR),/) --bin-dir $(REL_BIN_DIR) $(ROLE) $(STATIONS)
 
 clean:
 	rm -rf .build

@@ -12,6 +12,7 @@ pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
 command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)  # vbt watch's test runs it in a real terminal
 command -v nm >/dev/null 2>&1 || apt_packages+=(binutils)  # the layering test reads the binaries' symbols
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test: a network namespace per host
+command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the deploy test checks the units with it
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
