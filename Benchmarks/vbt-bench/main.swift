@@ -227,8 +227,15 @@ func rawBusRate(messages: Int) -> Double {
 
 /// The typed path: Publisher (stamp + encode) -> Forwarder -> Subscriber (decode, check, count) + payload decode.
 /// With `journal`, the publisher journals every message into that folder first (fsync every 50 ms).
-func typedBusRate(messages: Int, journal: String? = nil) -> Double {
-    let config = endpoints()
+/// With `keys` (a folder `benchKeys` filled), every connection is CURVE and the bus checks each message's role.
+func typedBusRate(messages: Int, journal: String? = nil, keys: String? = nil) -> Double {
+    let plain = endpoints()
+    func secured(_ client: String?) -> BusConfig {
+        var config = plain
+        if let keys { config.security = benchSecurity(keys, client: client) }
+        return config
+    }
+    let config = secured(nil), pubConfig = secured("bench-bridge"), subConfig = secured("bench-viewer")
     let busContext = ZMQContext()
     var logger = Logger(label: "vbt-bench")
     logger.logLevel = .error
@@ -245,7 +252,7 @@ func typedBusRate(messages: Int, journal: String? = nil) -> Double {
     let result = ResultBox()
     let subContext = ZMQContext()
     let subDone = spawn("typed.sub") { [logger] in
-        let subscriber = try Subscriber(context: subContext, config: config, prefixes: ["sample."], logger: logger)
+        let subscriber = try Subscriber(context: subContext, config: subConfig, prefixes: ["sample."], logger: logger)
         subscribed.signal()
         var received = 0
         var started = 0.0
@@ -262,7 +269,7 @@ func typedBusRate(messages: Int, journal: String? = nil) -> Double {
     subscribed.wait()
     let pubContext = ZMQContext()
     let pubDone = spawn("typed.pub") {
-        let publisher = try Publisher(context: pubContext, config: config, program: "vbt-bench", lingerMs: 10_000)
+        let publisher = try Publisher(context: pubContext, config: pubConfig, program: "vbt-bench", lingerMs: 10_000)
         if let journal { publisher.journal = try Journal(settings: JournalSettings(directory: journal), instance: publisher.stamper.instance) }
         guard try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 10) else { fatalError("no subscriber") }
         for _ in 0..<messages { try publisher.publish(payload, station: "rack-01") }
@@ -272,6 +279,35 @@ func typedBusRate(messages: Int, journal: String? = nil) -> Double {
     busContext.shutdown()
     busDone.wait()
     return result.value
+}
+
+/// Makes the installation's keys in `folder` for the secured bus benchmark: a
+/// bridge of rack-01 publishes, a viewer subscribes.
+func makeBenchKeys(_ folder: String) throws {
+    try FileManager.default.createDirectory(atPath: folder + "/authorized", withIntermediateDirectories: true)
+    try Certificate.generate(metadata: ["name": "server"]).write(base: folder + "/server", comment: "vbt-bench")
+    for (name, role) in [("bench-bridge", PeerRole.bridge(station: "rack-01")), ("bench-viewer", .viewer)] {
+        let certificate = try Certificate.generate(metadata: role.metadata.merging(["name": name]) { a, _ in a })
+        try certificate.write(base: folder + "/" + name, comment: "vbt-bench")
+        try certificate.publicOnly.write(base: folder + "/authorized/" + name, comment: "vbt-bench")
+    }
+}
+
+/// The bus's keys (`client` nil) or a client's, from `makeBenchKeys`'s folder.
+func benchSecurity(_ folder: String, client: String?) -> BusSecurity {
+    var security = BusSecurity()
+    do {
+        if let client {
+            security.certificate = try Certificate.load(path: folder + "/" + client + ".key_secret")
+            security.serverKey = try Certificate.load(path: folder + "/server.key").publicKey
+        } else {
+            security.serverCertificate = try Certificate.load(path: folder + "/server.key_secret")
+            security.authorizedFolder = folder + "/authorized"
+        }
+    } catch {
+        fatalError("vbt-bench keys: \(error)")
+    }
+    return security
 }
 
 /// Journal appends alone, one core: stamp-free records of the bus message's size, fsync every 50 ms.
@@ -470,12 +506,14 @@ if wants("codec") {
 }
 
 if wants("bus") {
-    var raw: [Double] = [], typed: [Double] = [], journalled: [Double] = [], appends: [Double] = []
+    var raw: [Double] = [], typed: [Double] = [], journalled: [Double] = [], appends: [Double] = [], secured: [Double] = []
     let journalRoot = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-bench-journal-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: journalRoot) }
+    try makeBenchKeys(journalRoot + "/keys")
     for run in 0..<runs {
         raw.append(rawBusRate(messages: busMessages))
         typed.append(typedBusRate(messages: busMessages))
+        secured.append(typedBusRate(messages: busMessages, keys: journalRoot + "/keys"))
         journalled.append(typedBusRate(messages: busMessages, journal: journalRoot + "/bus-\(run)"))
         appends.append(try journalAppendRate(messages: busMessages, directory: journalRoot + "/append-\(run)"))
     }
@@ -484,6 +522,8 @@ if wants("bus") {
     print("  raw libzmq (XPUB -> zmq_proxy -> SUB, no JSON)   \(format(median(raw)))   runs: \(raw.map(format).joined(separator: ", "))")
     print("  vbt typed (Publisher -> Forwarder -> Subscriber) \(format(median(typed)))   runs: \(typed.map(format).joined(separator: ", "))")
     print(String(format: "  typed / raw = %.2f (aim: at least 0.25)", median(typed) / median(raw)))
+    print("  vbt typed over CURVE, roles checked per message \(format(median(secured)))   runs: \(secured.map(format).joined(separator: ", "))")
+    print(String(format: "  CURVE / plaintext = %.2f", median(secured) / median(typed)))
     print("  vbt typed, the publisher journalling         \(format(median(journalled)))   runs: \(journalled.map(format).joined(separator: ", "))")
     print(String(format: "  journalled / typed = %.2f", median(journalled) / median(typed)))
     let readingsPerMessage = Double(payload.readings.count)
