@@ -257,10 +257,13 @@ private func z85String(_ buffer: [CChar]) -> String {
 }
 
 /// Whether `text` is a Z85-encoded 32-byte key.
-public func isZ85Key(_ text: String) -> Bool {
-    guard text.utf8.count == 40 else { return false }
+public func isZ85Key(_ text: String) -> Bool { z85Decode(text) != nil }
+
+/// The 32 bytes of a Z85-encoded key.
+func z85Decode(_ text: String) -> [UInt8]? {
+    guard text.utf8.count == 40 else { return nil }
     var decoded = [UInt8](repeating: 0, count: 32)
-    return zmq_z85_decode(&decoded, text) != nil
+    return zmq_z85_decode(&decoded, text) == nil ? nil : decoded
 }
 
 /// The Z85 text of a 32-byte key, as a ZAP request carries it.
@@ -307,6 +310,9 @@ public final class AuthorizedKeys: Sendable {
 
     /// The peer holding `publicKey` (Z85), if it is authorized now.
     public func peer(publicKey: String) -> AuthorizedPeer? { state.withLock { $0.peers[publicKey] } }
+
+    /// The certificates of the last reading that could not be used, with why.
+    public var problems: [String] { state.withLock { $0.problems } }
 
     /// Every authorized peer, by public key.
     public var peers: [String: AuthorizedPeer] { state.withLock { $0.peers } }

@@ -49,14 +49,20 @@ public final class ZAPHandler: Sendable {
             ready.withLock { $0 = .failure(error) }
             return
         }
-        for problem in authorized.reloadIfChanged() + [] { logger.warning("certificate not used", metadata: ["problem": "\(problem)"]) }
+        for problem in authorized.problems { logger.warning("certificate not used", metadata: ["problem": "\(problem)"]) }
         ready.withLock { $0 = .success(()) }
         var logged = Set<String>()
+        var checked = monotonicSeconds()
         while true {
             do {
-                // A revoked key stops working within this timeout, for the bus's checks too.
-                for problem in authorized.reloadIfChanged() {
-                    logger.warning("certificate not used", metadata: ["problem": "\(problem)"])
+                // A revoked key stops working within half a second, for the bus's checks too; the
+                // folder is read at most that often, so a thousand stations reconnecting at once
+                // do not each cost a scan of it.
+                if monotonicSeconds() - checked >= 0.5 {
+                    checked = monotonicSeconds()
+                    for problem in authorized.reloadIfChanged() {
+                        logger.warning("certificate not used", metadata: ["problem": "\(problem)"])
+                    }
                 }
                 guard let request = try socket.receive(maxFrames: 8) else { continue }
                 let (reply, refusal) = answer(request)
