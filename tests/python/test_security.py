@@ -26,6 +26,7 @@ import pytest
 import zmq
 import zmq.auth
 
+from attacker import FORGED, envelope
 from test_wire import Program, binary, free_port, wait_until
 
 STATIONS = ["rack-01", "rack-02", "rack-03"]
@@ -38,12 +39,6 @@ def vbt(args: list[str], env: dict[str, str], check: bool = True, timeout: float
     if check:
         assert result.returncode == 0, f"vbt {' '.join(args)} exited {result.returncode}:\n{result.stderr}"
     return result
-
-
-def envelope(kind: str, station: str, seq: int, fields: dict | None = None) -> list[bytes]:
-    body = {"v": 1, "type": kind, "station": station, "src": f"attacker-1/{kind}.{station}", "seq": seq,
-            "ts": time.time(), "athlete": "intruder", **(fields or {})}
-    return [f"{kind}.{station}".encode(), json.dumps(body, separators=(",", ":")).encode()]
 
 
 def secure(sock: zmq.Socket, cert: Path, server_key: bytes) -> None:
@@ -201,13 +196,7 @@ def test_attacker_injects_nothing(gym):
     station_a = ctx.socket(zmq.PUB)
     secure(station_a, gym.cert("rack-01"), gym.server_key)
     station_a.connect(gym.pub)
-    outside = [
-        envelope("sample", "rack-02", 2**53 - 1),  # as another station, with a seq meant to silence it
-        envelope("cmd", "rack-01", 1, {"id": "c1", "command": "athlete.assign", "args": {"athlete": "intruder", "rom_mm": 100}}),
-        envelope("rep", "rack-01", 1, {"mean_velocity_m_s": 9.99}),
-        envelope("heartbeat", "bus", 1, {"role": "vbt-bus", "uptime_s": 1, "interval_s": 1}),
-        envelope("alert", "rack-01", 1, {"kind": "fire"}),
-    ]
+    outside = FORGED  # as station rack-02, cmd, rep, heartbeat.bus, alert
     sent = 0
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
