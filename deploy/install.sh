@@ -38,7 +38,8 @@ esac
 [ "$root" = / ] && [ "$(id -u)" -ne 0 ] && { echo "install: run as root (sudo make install ...)" >&2; exit 1; }
 
 install -d -m 0755 "$root/usr/local/bin" "$root/etc/systemd/system" "$root/etc/sysusers.d" "$root/usr/local/share/doc/vbt/deploy"
-for program in "${programs[@]}"; do install -m 0755 "$bin_dir/$program" "$root/usr/local/bin/$program"; done
+# Stripped: the symbols are half of a static binary's size.
+for program in "${programs[@]}"; do install -s -m 0755 "$bin_dir/$program" "$root/usr/local/bin/$program"; done
 install -m 0644 "$here/systemd/vbt.target" "$root/etc/systemd/system/vbt.target"
 for unit in "${units[@]}"; do install -m 0644 "$here/systemd/$unit.service" "$root/etc/systemd/system/$unit.service"; done
 [ "$role" = station ] && install -m 0644 "$here/systemd/sensor-bridge@.service" "$root/etc/systemd/system/sensor-bridge@.service"
