@@ -39,6 +39,8 @@ public final class Forwarder {
     private var lastGeneration = -1
     /// Messages refused per sender (public key), each sender logged once.
     private var refusedBy: [String: Int] = [:]
+    /// The senders `heartbeat.bus` names in `refused_by`; the rest are summed as `others`.
+    static let refusedSendersShown = 64
     /// Both sides' connections, as monitor events.
     private let connectionMonitors: [ZMQSocket]
 
@@ -68,6 +70,7 @@ public final class Forwarder {
             try frontend.secureAsServer(server)
             try backend.secureAsServer(server)
             counters.refused = 0
+            counters.refusedBy = [:]
             counters.refusedConnections = 0
         } else {
             guard isLoopback(configuration.bus.pubEndpoint) else { throw plaintextRefused(configuration.bus.pubEndpoint) }
@@ -211,6 +214,10 @@ public final class Forwarder {
         counters.refused = (counters.refused ?? 0) + 1
         let key = String(cString: user)
         refusedBy[key, default: 0] += 1
+        let name = lastPeer?.name ?? "revoked key \(key.prefix(8))"
+        var perSender = counters.refusedBy ?? [:]
+        perSender[perSender[name] != nil || perSender.count < Self.refusedSendersShown ? name : "others", default: 0] += 1
+        counters.refusedBy = perSender
         if refusedBy[key] == 1 {
             let shown = String(decoding: topic.prefix(64), as: UTF8.self)
             logger.warning(

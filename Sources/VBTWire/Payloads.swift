@@ -413,6 +413,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var unsubscribeEvents = 0
         /// On a secured bus: messages dropped because their topic is outside the sender's role.
         public var refused: Int?
+        /// On a secured bus: the refused messages per sender (its certificate's name), at most 64 senders.
+        public var refusedBy: [String: Int]?
         /// On a secured bus: connections refused at the CURVE handshake (no key, unknown or revoked key).
         public var refusedConnections: Int?
         /// Connections made (handshakes completed), both sides, since the bus started.
@@ -466,6 +468,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.unsubscribeEvents = try object.integer("unsubscribe_events")
             counters.refused = try object.optionalInteger("refused")
             counters.refusedConnections = try object.optionalInteger("refused_connections")
+            if object["refused_by"] != nil { counters.refusedBy = try object.seqMap("refused_by") }
             counters.connections = try object.optionalInteger("connections")
             counters.disconnections = try object.optionalInteger("disconnections")
             bus = counters
@@ -508,6 +511,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("subscribe_events", bus.subscribeEvents)
             writer.field("unsubscribe_events", bus.unsubscribeEvents)
             if let refused = bus.refused { writer.field("refused", refused) }
+            if let refusedBy = bus.refusedBy { writer.writeSeqMap("refused_by", refusedBy) }
             if let refused = bus.refusedConnections { writer.field("refused_connections", refused) }
             if let connections = bus.connections { writer.field("connections", connections) }
             if let disconnections = bus.disconnections { writer.field("disconnections", disconnections) }

@@ -229,6 +229,7 @@ def test_a_gym_across_hosts(tmp_path):
                    and watched.last("heartbeat.bus")["bus"]["refused_connections"] >= before["refused_connections"] + 3,
                    "heartbeat.bus to count the refused messages and connections",
                    detail=lambda: f"{watched.last('heartbeat.bus')}\n{describe()}")
+        assert watched.last("heartbeat.bus")["bus"]["refused_by"].get("rack-01", 0) >= 5, watched.last("heartbeat.bus")
         intruders = [m for m in watched.messages() if '"athlete":"intruder"' in m["body"]]
         assert intruders == [], intruders[:3]
         assert report["received_from_bus"] == {"no-key": 0, "unknown-key": 0, "revoked-key": 0}, report
