@@ -5,6 +5,16 @@ import ServiceLifecycle
 import VBTBus
 import VBTWire
 
+/// This build's version, the same for every program: raised with each
+/// release (CHANGELOG-free: the git history says what changed).
+public let vbtVersion = "0.15.0"
+
+/// What `--version` prints: the program, its version, the wire format it
+/// speaks (proto/README.md, `v`) and the libzmq it runs on.
+public func versionText(_ program: String) -> String {
+    "\(program) \(vbtVersion) (wire v\(BusLimits.version), libzmq \(ZMQContext.version))"
+}
+
 /// The bus endpoint options every program takes (proto/README.md, "Wire format").
 public struct BusOptions: ParsableArguments {
     @Option(help: "Endpoint publishers connect to, or the bus binds (overrides VBT_PUB_ENDPOINT).")

@@ -23,7 +23,8 @@ struct NotifierCommand: AsyncParsableCommand {
             Timers, plans and open alerts are kept in --state and survive a restart.
             --webhook URL posts every alert as JSON from its own task (bounded queue; a slow or dead
             webhook never stalls the bus; drops are counted in heartbeat.notifier).
-            """)
+            """,
+        version: versionText("notifier"))
 
     @Option(help: "Where timers, plans and open alerts are kept (JSON).")
     var state: String = "data/notifier.json"

@@ -21,7 +21,8 @@ struct PostureEvaluator: AsyncParsableCommand {
             --compute FILE fits a calibration offline from a JSON file {"acc": [[x,y,z],...],
             "mag": [[x,y,z],...], "accPoints": [...], "magPoints": [...]} and prints it with the
             densities of the points, then exits (for checking the maths).
-            """)
+            """,
+        version: versionText("posture-evaluator"))
 
     @Option(help: "Where calibrations are stored, per athlete (JSON).")
     var calibrations: String = "data/calibrations.json"

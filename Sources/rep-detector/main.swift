@@ -32,7 +32,8 @@ struct RepDetector: AsyncParsableCommand {
 
             --takeover replaces a running detector without losing or repeating a rep: the running \
             one hands its state over and exits 0.
-            """)
+            """,
+        version: versionText("rep-detector"))
 
     @Option(help: "Stations to serve, a shell glob, so several detectors can split a large gym.")
     var stations: String = "*"

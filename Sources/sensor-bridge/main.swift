@@ -20,7 +20,8 @@ struct SensorBridge: AsyncParsableCommand {
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
             message: at most --batch-size readings, none waiting longer than --batch-delay.
-            """)
+            """,
+        version: versionText("sensor-bridge"))
 
     @Option(help: "The station these sensors belong to, e.g. rack-01 (not used by --replay, which keeps the recorded names).")
     var station: String?

@@ -23,7 +23,8 @@ struct SessionRecorder: AsyncParsableCommand {
             Answers JSON queries on --query-endpoint (a ROUTER socket; proto/query.md): athletes,
             exercises, plans, assignments, calibrations, patterns, history, progress, weekly
             statistics, export pages. `vbt` is its client.
-            """)
+            """,
+        version: versionText("session-recorder"))
 
     @Option(help: "The SQLite database (overrides VBT_DB; default data/vbt.sqlite).")
     var db: String?

@@ -15,7 +15,8 @@ struct VBTBusCommand: AsyncParsableCommand {
             Every --heartbeat-interval seconds, and at once after each new subscription, the bus
             publishes heartbeat.bus with its message and byte counters. SIGTERM or SIGINT stops
             it cleanly (exit 0).
-            """)
+            """,
+        version: versionText("vbt-bus"))
 
     @OptionGroup var bus: BusOptions
 

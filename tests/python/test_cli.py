@@ -3,6 +3,8 @@ with per-src rates and gap counts; every program answers --help and refuses
 bad flags with a non-zero exit."""
 
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,6 +41,12 @@ def test_help_and_bad_flags():
         assert result.returncode == 0 and "USAGE" in result.stdout.upper(), (program, result.stderr)
         bad = subprocess.run([binary(program), "--no-such-flag"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert bad.returncode != 0 and bad.stderr.strip(), (program, bad.returncode)
+        # --version answers without keys or a bus: the program, its version, the wire it speaks, its libzmq.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VBT_")}
+        version = subprocess.run([binary(program), "--version"], capture_output=True, text=True, timeout=30,
+                                 stdin=subprocess.DEVNULL, env=env)
+        assert version.returncode == 0, (program, version.stderr)
+        assert re.fullmatch(rf"{program} \d+\.\d+\.\d+ \(wire v1, libzmq \d+\.\d+\.\d+\)\n", version.stdout), version.stdout
 
 
 def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
