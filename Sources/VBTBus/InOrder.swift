@@ -87,6 +87,8 @@ public final class InOrderInput {
     public private(set) var producers: [String: String]
     public private(set) var endpoints: [String: String]
     private var clients: [String: ReplayClient] = [:]
+    /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
+    private var unusable: Set<String> = []
     private var ready: [BusMessage] = []
     private var catchUp = CatchUpReport()
     /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
@@ -210,7 +212,7 @@ public final class InOrderInput {
                 giveUp(src)
                 continue
             }
-            guard let producer = producers[src], let endpoint = endpoints[producer] else { continue }
+            guard let producer = producers[src], let endpoint = endpoints[producer], !unusable.contains(endpoint) else { continue }
             let range = stream.next...min(last, stream.next + settings.maxRange - 1)
             do {
                 let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
@@ -219,7 +221,9 @@ public final class InOrderInput {
                 streams[src]?.asked = (id, range, now + settings.answerTimeoutS, endpoint)
                 counters.requests += 1
             } catch {
-                logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+                if unusable.insert(endpoint).inserted {
+                    logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+                }
             }
         }
         return take()

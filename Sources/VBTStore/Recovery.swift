@@ -20,6 +20,8 @@ final class RecorderRecovery {
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]
     private var clients: [String: ReplayClient] = [:]
+    /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
+    private var unusable: Set<String> = []
     /// Per stream: the question asked and when to give up on it.
     private var asked: [String: (id: String, range: ClosedRange<UInt64>, deadline: Double)] = [:]
     /// Per stream: not asked again before this time (a reply's messages are being stored:
@@ -122,7 +124,9 @@ final class RecorderRecovery {
         let sorted = holes.filter { ingestor.keeps(src: $0.key) }.sorted { $0.key < $1.key }
         let start = sorted.firstIndex { $0.key > lastAsked } ?? 0
         for (src, list) in sorted[start...] + sorted[..<start] where asked[src] == nil && calm[src, default: 0] <= now {
-            guard asked.count < Self.maxAsked, let first = list.first, let producer = producers[src], let endpoint = endpoints[producer] else { continue }
+            guard asked.count < Self.maxAsked, let first = list.first, let producer = producers[src], let endpoint = endpoints[producer],
+                !unusable.contains(endpoint)
+            else { continue }
             let range = first.lowerBound...min(first.upperBound, first.lowerBound + Self.maxRange - 1)
             do {
                 let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
@@ -132,7 +136,9 @@ final class RecorderRecovery {
                 lastAsked = src
                 requests += 1
             } catch {
-                logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+                if unusable.insert(endpoint).inserted {
+                    logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+                }
             }
         }
     }

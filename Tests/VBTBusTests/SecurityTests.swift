@@ -102,6 +102,21 @@ struct SecurityTests {
         #expect(handler.answer(request(key: coach.publicKey)).reply[2] == Array("400".utf8))
     }
 
+    @Test("without keys every socket refuses an endpoint off this computer, whatever the options said")
+    func plaintextSockets() throws {
+        var config = BusConfig()
+        config.subEndpoint = "tcp://10.0.0.2:7702"
+        config.queryEndpoint = "tcp://10.0.0.2:7703"
+        let transport = ZMQTransport(context: ZMQContext(), config: config)
+        #expect(throws: ZMQError.self) { try transport.subscriberLink(prefixes: [""]) }
+        #expect(throws: ZMQError.self) { try transport.queryClientLink() }
+        #expect(throws: ZMQError.self) { try transport.queryServerLink() }
+        // A heartbeat offering a replay endpoint elsewhere (forged, or a station's own ipc://) is never connected to.
+        #expect(throws: ZMQError.self) { try transport.clientLink(endpoint: "tcp://203.0.113.9:9000") }
+        #expect(throws: ZMQError.self) { try transport.serverLink(endpoint: "tcp://*:9000") }
+        _ = try transport.clientLink(endpoint: "tcp://127.0.0.1:9")
+    }
+
     @Test("plaintext only on this computer")
     func loopback() {
         for endpoint in ["tcp://127.0.0.1:7701", "tcp://127.1.2.3:1", "tcp://localhost:7702", "tcp://[::1]:7701", "ipc:///tmp/x", "inproc://a"] {
