@@ -189,8 +189,11 @@ struct Record: AsyncParsableCommand {
 
     @OptionGroup var bus: BusOptions
 
-    @Option(help: "The recording file to write (truncated if it exists).")
+    @Option(help: "The recording file to write (an existing file only with --force).")
     var out: String
+
+    @Flag(help: "Overwrite --out if it exists.")
+    var force = false
 
     @Argument(help: "Topic prefixes to record (none: everything).")
     var prefixes: [String] = []
@@ -211,6 +214,9 @@ struct Record: AsyncParsableCommand {
         guard statsInterval >= 0.05, statsInterval <= 3600 else { throw ValidationError("--stats-interval must be between 0.05 and 3600 seconds") }
         if let duration { guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be more than 0 seconds") } }
         if let count { guard count >= 1 else { throw ValidationError("--count must be 1 or more") } }
+        if !force && FileManager.default.fileExists(atPath: out) {
+            throw ValidationError("\(out) exists: choose another --out, or pass --force to overwrite it")
+        }
     }
 
     func run() async throws {

@@ -174,6 +174,7 @@ def make_recording(folder: Path, profile: Profile, sim_speed: float = 4.0, timeo
     try:
         bus = node.spawn("vbt-bus", ["vbt-bus"])
         bus.wait_for_log("bus forwarding")
+        raw.unlink(missing_ok=True)  # a folder used before: vbt record keeps an existing file
         record = node.spawn("vbt-record", ["vbt", "record", "--out", str(raw), "sample.", "status.", "cmd."])
         record.wait_for_log("bus connected")
 

@@ -49,6 +49,15 @@ def test_help_and_bad_flags():
         assert re.fullmatch(rf"{program} \d+\.\d+\.\d+ \(wire v1, libzmq \d+\.\d+\.\d+\)\n", version.stdout), version.stdout
 
 
+def test_record_keeps_an_existing_file(tmp_path: Path):
+    kept = tmp_path / "session.jsonl"
+    kept.write_text("an earlier recording\n")
+    result = subprocess.run([binary("vbt"), "record", "--out", str(kept), "--count", "1"], capture_output=True, text=True,
+                            timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0 and "--force" in result.stderr, result.stderr
+    assert kept.read_text() == "an earlier recording\n"
+
+
 def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
     """Every training command has --help; with no recorder listening, one line and exit 1, never a hang."""
     import os
