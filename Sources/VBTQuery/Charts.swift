@@ -64,7 +64,9 @@ public enum SVGChart {
         guard !values.isEmpty else {
             return out + "<text x=\"\(fmt(x0 + plotW / 2))\" y=\"\(fmt(y0 + plotH / 2))\" text-anchor=\"middle\" fill=\"#888\">no data yet</text>\n</g>\n"
         }
-        let (yMin, yMax, yStep) = niceRange(values.min()!, values.max()!)
+        // Counts (sets, reps) are whole numbers: their axis steps are too.
+        let integral = values.allSatisfy { $0 == $0.rounded() }
+        let (yMin, yMax, yStep) = niceRange(values.min()!, values.max()!, integral: integral)
         func y(_ value: Double) -> Double { y0 + plotH - (value - yMin) / (yMax - yMin) * plotH }
         // Horizontal grid with labels.
         var tick = yMin
@@ -93,10 +95,17 @@ public enum SVGChart {
             let xMin = xs.min() ?? 0, xMax = xs.max() ?? 1
             let span = xMax > xMin ? xMax - xMin : 1
             func x(_ value: Double) -> Double { xMax > xMin ? x0 + (value - xMin) / span * plotW : x0 + plotW / 2 }
+            // Five labels at most, each shown once (two days span five ticks of the same date),
+            // the first and last kept inside the plot.
+            var shown: [String] = []
             for index in 0..<5 {
                 let value = xMin + span * Double(index) / 4
                 if xMax == xMin && index > 0 { break }
-                out += "<text x=\"\(fmt(x(value)))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"middle\">\(escape(xLabel(value)))</text>\n"
+                let text = xLabel(value)
+                if shown.contains(text) { continue }
+                shown.append(text)
+                let anchor = xMax == xMin ? "middle" : index == 0 ? "start" : index == 4 ? "end" : "middle"
+                out += "<text x=\"\(fmt(x(value)))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"\(anchor)\">\(escape(text))</text>\n"
             }
             for (index, line) in series.enumerated() {
                 let color = palette[index % palette.count]
@@ -117,23 +126,28 @@ public enum SVGChart {
         return out + "</g>\n"
     }
 
-    /// A range covering [low, high] with 4-6 round steps.
-    static func niceRange(_ low: Double, _ high: Double) -> (Double, Double, Double) {
+    /// A range covering [low, high] with 4-6 round steps; whole steps of 1, 2
+    /// or 5 times a power of ten (at least 1) when `integral`.
+    static func niceRange(_ low: Double, _ high: Double, integral: Bool = false) -> (Double, Double, Double) {
         let nonNegative = low >= 0
         var low = low, high = high
         if high - low < 1e-9 { low -= max(1, abs(low) * 0.1); high += max(1, abs(high) * 0.1) }
         let raw = (high - low) / 5
         let magnitude = pow(10, floor(log10(raw)))
-        let step = [1.0, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? raw
+        let multiples: [Double] = integral ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10]
+        var step = multiples.map { $0 * magnitude }.first { $0 >= raw } ?? raw
+        if integral { step = max(1, step.rounded()) }
         // Loads, velocities and counts are never negative: neither is the axis.
         let bottom = floor(low / step) * step
         return (nonNegative ? max(0, bottom) : bottom, ceil(high / step) * step, step)
     }
 
+    /// `value` with as many decimals as `step` needs (2.5 steps: one), so no two ticks read the same.
     static func label(_ value: Double, step: Double) -> String {
         if value == value.rounded(), abs(value) < 1e9 { return String(Int(value)) }
-        let decimals = max(0, min(3, Int(-floor(log10(max(step, 1e-6))))))
-        return String(format: "%.\(decimals)f", value)
+        var decimals = 0
+        while decimals < 3, abs(step * pow(10, Double(decimals)) - (step * pow(10, Double(decimals))).rounded()) > 1e-6 { decimals += 1 }
+        return String(format: "%.\(max(decimals, 1))f", value)
     }
 
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }

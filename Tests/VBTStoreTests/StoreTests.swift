@@ -3,9 +3,9 @@ import GRDB
 import Logging
 import Testing
 import VBTBus
-import VBTQuery
 import VBTWire
 
+@testable import VBTQuery
 @testable import VBTStore
 
 /// A fresh folder per test, removed afterwards.
@@ -525,5 +525,40 @@ struct HoleTests {
         #expect(fixture.ingestor.counters.lost == 3 && fixture.ingestor.counters.recovered == 2)
         let lost = try fixture.store.read { db in try Int.fetchOne(db, sql: "SELECT lost FROM sources WHERE src = ?", arguments: [src]) }
         #expect(lost == 3)
+    }
+}
+
+@Suite("Charts")
+struct ChartTests {
+    /// The y-axis tick labels of a rendered panel, top to bottom order aside.
+    static func yTicks(_ svg: String) -> [String] {
+        svg.split(separator: "\n").filter { $0.contains("text-anchor=\"end\">") && $0.hasPrefix("<text x=\"64.0\"") }.map {
+            String($0.split(separator: ">")[1].split(separator: "<")[0])
+        }
+    }
+
+    @Test("counts get whole ticks, and no two ticks read the same (2.5 steps show their decimal)")
+    func ticks() {
+        let sets = ChartPanel(title: "sets", yUnit: "sets", kind: .bars(categories: ["Mon", "Tue", "Wed"], values: [3, 12, 7]))
+        let setTicks = Self.yTicks(SVGChart.render(title: "t", panels: [sets]))
+        #expect(!setTicks.isEmpty && setTicks.allSatisfy { Int($0) != nil }, "\(setTicks)")
+        #expect(Set(setTicks).count == setTicks.count)
+        let (_, _, step) = SVGChart.niceRange(0, 12.5)
+        #expect(step == 2.5)
+        #expect(SVGChart.label(7.5, step: 2.5) == "7.5" && SVGChart.label(5, step: 2.5) == "5" && SVGChart.label(0.25, step: 0.05) == "0.25")
+        let volume = ChartPanel(title: "v", yUnit: "kg", kind: .bars(categories: ["a", "b"], values: [0.5, 12.4]))
+        let volumeTicks = Self.yTicks(SVGChart.render(title: "t", panels: [volume]))
+        #expect(Set(volumeTicks).count == volumeTicks.count, "\(volumeTicks)")
+    }
+
+    @Test("a line chart over two days names each date once, the first and last inside the plot")
+    func dates() {
+        let day = 86_400.0
+        let series = ChartPanel.Series(name: "e1RM", points: [(x: 0, y: 150), (x: day, y: 155)])
+        let panel = ChartPanel(title: "e1RM", yUnit: "kg", kind: .lines([series], xLabel: { "day \(Int($0 / day))" }))
+        let svg = SVGChart.render(title: "t", panels: [panel])
+        let labels = svg.split(separator: "\n").filter { $0.contains(">day ") && !$0.contains("<title>") }
+        #expect(labels.count == 2, "\(labels)")
+        #expect(labels.first?.contains("text-anchor=\"start\"") == true && labels.last?.contains("text-anchor=\"end\"") == true)
     }
 }
