@@ -73,11 +73,45 @@ public final class ExportFolder {
 public enum ExportFormat: String, Sendable, CaseIterable {
     case json, csv
 
-    /// The CSV text of a table: a header row, then one line per row (RFC 4180, CRLF).
-    public static func csv(columns: [String], rows: [[Cell]]) -> Data {
-        var text = columns.joined(separator: ",") + "\r\n"
+    /// The CSV text of a table: a header row, then one line per row (RFC 4180,
+    /// CRLF); with `bom`, a UTF-8 byte order mark first, so spreadsheets read
+    /// non-ASCII names right.
+    public static func csv(columns: [String], rows: [[Cell]], bom: Bool = false) -> Data {
+        var text = (bom ? "\u{FEFF}" : "") + columns.joined(separator: ",") + "\r\n"
         for row in rows { text += row.map(\.csv).joined(separator: ",") + "\r\n" }
         return Data(text.utf8)
+    }
+
+    /// Whether `column` holds Unix seconds (proto/query.md: `ts`, `*_ts`, `t_end`).
+    static func isTime(_ column: String) -> Bool { column == "ts" || column.hasSuffix("_ts") || column == "t_end" }
+
+    /// The table with each time column followed by `<column>_iso`: the same
+    /// instant in ISO 8601 (UTC, milliseconds), for people and spreadsheets.
+    public static func withISOTimes(columns: [String], rows: [[Cell]]) -> (columns: [String], rows: [[Cell]]) {
+        let times = columns.indices.filter { isTime(columns[$0]) }
+        guard !times.isEmpty else { return (columns, rows) }
+        var outColumns: [String] = []
+        for (index, column) in columns.enumerated() {
+            outColumns.append(column)
+            if times.contains(index) { outColumns.append(column + "_iso") }
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        let outRows = rows.map { row in
+            var out: [Cell] = []
+            for (index, cell) in row.enumerated() {
+                out.append(cell)
+                guard times.contains(index) else { continue }
+                switch cell {
+                case .real(let seconds): out.append(.text(formatter.string(from: Date(timeIntervalSince1970: seconds))))
+                case .int(let seconds): out.append(.text(formatter.string(from: Date(timeIntervalSince1970: Double(seconds)))))
+                default: out.append(.null)
+                }
+            }
+            return out
+        }
+        return (outColumns, outRows)
     }
 
     /// A table as a JSON array of objects, one per row, keyed by column.

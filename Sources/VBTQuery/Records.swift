@@ -414,7 +414,10 @@ public enum Cell: Codable, Sendable, Equatable {
         case .null: return ""
         case .int(let value): return String(value)
         case .real(let value): return "\(value)"
-        case .text(let value):
+        case .text(let raw):
+            // A text starting like a formula (=, +, -, @, tab, CR) would run as one in a
+            // spreadsheet (OWASP, "CSV Injection"): a leading apostrophe keeps it text.
+            let value = raw.first.map { "=+-@\t\r".contains($0) } == true ? "'" + raw : raw
             guard value.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return value }
             return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
         }

@@ -510,12 +510,17 @@ struct Export: ParsableCommand {
         discussion: """
             Writes only inside --out (created if missing): vbt-export.json, or one <table>.csv per table.
             File names are fixed; a symbolic link in the folder is refused rather than followed.
+            Every time column (ts, *_ts, t_end: Unix seconds) is followed by <column>_iso, the same
+            instant in ISO 8601 UTC. A CSV text starting like a formula (=, +, -, @) is written with a
+            leading apostrophe, so a spreadsheet shows it rather than running it.
             """)
     @Option(help: "json or csv.") var format: String
     @Option(help: "The folder to write into.") var out: String
     @Option(help: "Only this athlete's rows.") var athlete: String?
     @Option(help: "Tables, comma-separated (default: athletes, weigh_ins, sessions, sets, reps, rejected, profiles).")
     var tables = "athletes,weigh_ins,sessions,sets,reps,rejected,profiles"
+    @Flag(help: "Start each CSV file with a UTF-8 byte order mark (for spreadsheets that misread non-ASCII names without it).")
+    var bom = false
     @OptionGroup var recorder: RecorderOptions
 
     func validate() throws {
@@ -543,8 +548,9 @@ struct Export: ParsableCommand {
                     after = page.next
                 } while after != nil
                 counts[table] = rows.count
+                (columns, rows) = ExportFormat.withISOTimes(columns: columns, rows: rows)
                 switch format {
-                case .csv: try folder.write("\(table).csv", ExportFormat.csv(columns: columns, rows: rows))
+                case .csv: try folder.write("\(table).csv", ExportFormat.csv(columns: columns, rows: rows, bom: bom))
                 case .json: everything[table] = ExportFormat.jsonObjects(columns: columns, rows: rows)
                 }
             }

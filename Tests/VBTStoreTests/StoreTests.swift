@@ -437,6 +437,22 @@ struct ExportTests {
         let data = ExportFormat.csv(columns: ["a", "b", "c", "d"], rows: [[.text("x,y"), .text("say \"hi\""), .null, .real(0.5)]])
         #expect(String(decoding: data, as: UTF8.self) == "a,b,c,d\r\n\"x,y\",\"say \"\"hi\"\"\",,0.5\r\n")
     }
+
+    @Test("CSV never holds a live formula; the BOM is asked for; time columns get their ISO 8601 twin")
+    func spreadsheetSafe() {
+        let names: [Cell] = [.text("=HYPERLINK(\"http://x\",\"y\")"), .text("+1"), .text("-2"), .text("@SUM(A1)"), .text("\tx"), .text("Zoë")]
+        let text = String(decoding: ExportFormat.csv(columns: ["a", "b", "c", "d", "e", "f"], rows: [names]), as: UTF8.self)
+        #expect(text == "a,b,c,d,e,f\r\n\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",'+1,'-2,'@SUM(A1),'\tx,Zoë\r\n")
+        let marked = ExportFormat.csv(columns: ["a"], rows: [[.int(-3)]], bom: true)
+        #expect(Array(marked.prefix(3)) == [0xEF, 0xBB, 0xBF] && String(decoding: marked.dropFirst(3), as: UTF8.self) == "a\r\n-3\r\n")
+        let (columns, rows) = ExportFormat.withISOTimes(
+            columns: ["id", "ts", "started_ts", "t_end", "load_kg"], rows: [[.int(1), .real(1_795_600_000.25), .null, .int(0), .real(100)]])
+        #expect(columns == ["id", "ts", "ts_iso", "started_ts", "started_ts_iso", "t_end", "t_end_iso", "load_kg"])
+        #expect(
+            rows == [
+                [.int(1), .real(1_795_600_000.25), .text("2026-11-25T09:46:40.250Z"), .null, .null, .int(0), .text("1970-01-01T00:00:00.000Z"), .real(100)]
+            ])
+    }
 }
 
 @Suite("Raw readings")

@@ -9,6 +9,7 @@ a clear error, nothing already stored lost, and recovery once the cause goes.
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import secrets
@@ -193,6 +194,12 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         with open(tmp_path / "csv" / "reps.csv", newline="") as handle:
             rows = list(csv.DictReader(handle))
         assert sorted(r["id"] for r in rows) == sorted(by_id)
+        # Each time beside its ISO 8601 twin; with --bom a spreadsheet's UTF-8 marker first.
+        for row in rows:
+            iso = datetime.datetime.fromisoformat(row["ts_iso"].replace("Z", "+00:00"))
+            assert abs(iso.timestamp() - float(row["ts"])) < 0.001, row
+        vbt(bus, "export", "--format", "csv", "--bom", "--out", str(tmp_path / "bom"), "--tables", "reps")
+        assert (tmp_path / "bom" / "reps.csv").read_bytes().startswith(b"\xef\xbb\xbfid,")
 
         # The assignment came through the bus and was stored; history, stats and progress see the session.
         assignment = recorder.result("assignment.get", {"station": "rack-01"})
