@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from test_wire import Bus, binary, bus, wait_until  # noqa: F401 (fixture)
+from test_wire import Bus, binary, bus, free_port, wait_until  # noqa: F401 (fixture)
 
 SAMPLE = {"sensor": "distance", "samples": [{"t": 1763812345.5, "distance_mm": 512}]}
 
@@ -76,3 +76,19 @@ def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
     bad = subprocess.run([binary("vbt"), "export", "--format", "xml", "--out", str(tmp_path)], capture_output=True, text=True,
                          timeout=30, stdin=subprocess.DEVNULL, env=env)
     assert bad.returncode != 0 and "json or csv" in bad.stderr, bad.stderr
+
+
+def test_status_lists_the_programs(bus: Bus, tmp_path: Path):
+    """vbt status: a line per program heard, from its heartbeat; exit 1 and one line when nothing is heard."""
+    bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json")]).wait_for_log("bus connected")
+    def listed() -> str | None:
+        result = subprocess.run([binary("vbt"), "status", "--seconds", "1.5"], env=bus.env, capture_output=True, text=True,
+                                timeout=30, stdin=subprocess.DEVNULL)
+        return result.stdout if result.returncode == 0 and "rep-detector" in result.stdout else None
+    table = wait_until(listed, "vbt status to list the detector", detail=bus.describe)
+    assert re.search(r"^bus\s+vbt-bus\s+vbt-bus-\w+\s+\d+ s\s+forwarded \d+", table, re.M), table
+    assert re.search(r"^rep-detector\s+rep-detector\s+rep-detector-\w+\s+\d+ s\s+received \d+, gaps 0, lost 0, malformed 0", table, re.M), table
+    env = dict(bus.env, VBT_SUB_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
+    silent = subprocess.run([binary("vbt"), "status", "--seconds", "0.5"], env=env, capture_output=True, text=True, timeout=30,
+                            stdin=subprocess.DEVNULL)
+    assert silent.returncode == 1 and "no heartbeat" in silent.stderr, silent.stderr
