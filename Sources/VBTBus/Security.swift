@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import VBTWire
 
-// The bus's security (../shared/docs/CONTRACTS.md section 6, proto/security.md):
+// The bus's security (proto/security.md):
 // CURVE keys in ZeroMQ's certificate files, the roles they carry, and what each
 // role may publish. Written here because libzmq gives the mechanism (CURVE,
 // ZAP) but no certificate files or policy: czmq's zcert/zauth do that in C and
@@ -346,7 +346,7 @@ public final class AuthorizedKeys: Sendable {
     }
 }
 
-/// The keys a program runs with, from the environment (CONTRACTS.md section 6).
+/// The keys a program runs with, from the environment (proto/security.md).
 /// Absent (nil in `BusConfig.security`) means plaintext, allowed on loopback only.
 public struct BusSecurity: Sendable, Equatable {
     /// This program's own secret certificate (`VBT_CERT`): how it connects.

@@ -105,7 +105,10 @@ public struct PageArgs: Codable, Sendable {
 /// `assignment.get`.
 public struct StationArgs: Codable, Sendable {
     public var station: String
-    public init(station: String) { self.station = station }
+    /// `assignment.get` only: the assignment made by this command, rather than the latest.
+    public var cmdId: String?
+    public init(station: String, cmdId: String? = nil) { (self.station, self.cmdId) = (station, cmdId) }
+    enum CodingKeys: String, CodingKey { case station; case cmdId = "cmd_id" }
 }
 
 /// `calibration.get`.

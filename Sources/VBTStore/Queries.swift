@@ -183,9 +183,16 @@ extension TrainingStore {
     }
 
     /// A station's latest assignment, if any.
-    public func assignment(station: String) throws(StoreError) -> AssignmentRecord? {
+    /// A station's latest assignment, or with `cmdId` the one that command made.
+    public func assignment(station: String, cmdId: String? = nil) throws(StoreError) -> AssignmentRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM assignments WHERE station = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station]).map {
+            let row =
+                try cmdId.map {
+                    try Row.fetchOne(
+                        db, sql: "SELECT * FROM assignments WHERE station = ? AND cmd_id = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station, $0])
+                }
+                ?? Row.fetchOne(db, sql: "SELECT * FROM assignments WHERE station = ? ORDER BY ts DESC, id DESC LIMIT 1", arguments: [station])
+            return row.map {
                 AssignmentRecord(
                     station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"],
                     ts: $0["ts"], cmdId: $0["cmd_id"])

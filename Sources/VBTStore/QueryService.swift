@@ -83,7 +83,9 @@ public struct QueryService {
             case .planCreate: result = try store.createPlan(try args(Plan.self))
             case .planShow: result = try store.plan(try args(IdArgs.self).id)
             case .planList: result = try store.plans()
-            case .assignmentGet: result = Optional(try store.assignment(station: try args(StationArgs.self).station))
+            case .assignmentGet:
+                let a = try args(StationArgs.self)
+                result = Optional(try store.assignment(station: a.station, cmdId: a.cmdId))
             case .calibrationGet: result = Optional(try store.calibration(athlete: try args(AthleteArgs.self).athlete))
             case .patternList: result = try store.patterns(exercise: try optionalArgs(ExerciseFilterArgs.self, default: ExerciseFilterArgs()).exercise)
             case .patternPut:

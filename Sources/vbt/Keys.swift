@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import VBTBus
 
-// `vbt keys`: the installation's CURVE certificates (CONTRACTS.md section 6,
-// proto/security.md). DIR holds the server's certificate, `clients/` every
+// `vbt keys`: the installation's CURVE certificates (proto/security.md).
+// DIR holds the server's certificate, `clients/` every
 // client's pair, `authorized/` the public certificates the bus and the
 // recorder let in.
 

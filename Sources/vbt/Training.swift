@@ -398,7 +398,9 @@ extension QueryClient {
     func waitStored(station: String, commandId: String, timeoutS: Double) throws -> AssignmentRecord {
         let deadline = monotonicSeconds() + timeoutS
         while true {
-            if let stored = try ask(.assignmentGet, StationArgs(station: station), as: AssignmentRecord?.self), stored.cmdId == commandId {
+            // Asked by its command id: the notifier's own athlete.assign for a plan's next item may come
+            // a moment later and be the station's latest by then.
+            if let stored = try ask(.assignmentGet, StationArgs(station: station, cmdId: commandId), as: AssignmentRecord?.self), stored.cmdId == commandId {
                 return stored
             }
             guard monotonicSeconds() < deadline else {

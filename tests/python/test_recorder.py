@@ -223,8 +223,14 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         fresh.wait_for_log("patterns fetched from the session-recorder")
         assert fresh.terminate() == 0
 
-        # Plan assignment publishes plan.assign and athlete.assign; the recorder stores it.
+        # Plan assignment publishes plan.assign and athlete.assign; the recorder stores it. The
+        # notifier answers plan.assign with its own athlete.assign a moment later: vbt still
+        # finds the one it sent, by its command id (it used to exit 1 over the notifier's).
+        notifier = bus.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json")])
+        notifier.wait_for_log("bus connected")
         vbt(bus, "plan", "assign", "ana-strength", "--station", "rack-02")
+        wait_until(lambda: recorder.result("assignment.get", {"station": "rack-02"})["cmd_id"].startswith("notifier"),
+                   "the notifier's own athlete.assign to be the station's latest", detail=bus.describe)
         assert recorder.result("assignment.get", {"station": "rack-02"})["exercise"] == "squat"
 
         # A restart of the recorder keeps everything and stores nothing twice.
