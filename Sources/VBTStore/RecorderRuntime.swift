@@ -100,7 +100,15 @@ public final class RecorderRuntime {
         if ingestor.pendingCount > 0 {
             logger.error("stopping with messages not written", metadata: ["pending": "\(ingestor.pendingCount)", "error": "\(failure?.message ?? "")"])
         }
-        logger.info("session recorder stopped", metadata: ["counters": "\(ingestor.counters)"])
+        let counters = ingestor.counters
+        logger.info(
+            "session recorder stopped",
+            metadata: [
+                "stored": "\(counters.stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
+                "sample_rows": "\(counters.sampleRows)", "duplicates": "\(counters.duplicates)", "refused": "\(counters.refused)",
+                "ignored": "\(counters.ignored)", "dropped": "\(counters.droppedSamples + counters.droppedOther)",
+                "failed_writes": "\(counters.failedWrites)", "recovered": "\(counters.recovered)", "lost": "\(counters.lost)",
+            ])
     }
 
     /// One pass of the loop: waits up to `maxWaitMs` for input (on sockets;
