@@ -23,6 +23,8 @@ public enum CommandName {
     public static let restExtend = "rest.extend"
     /// The rest-timer commands, all for the notifier.
     public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
+    /// Every command a vbt program acts on.
+    public static let all: Set<String> = Set([athleteAssign, planAssign, setEnd, setLoad, postureCalibrate]).union(rest)
 }
 
 /// `set.load`'s arguments: the load now on the bar.

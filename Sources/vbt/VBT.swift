@@ -290,8 +290,12 @@ struct Pub: AsyncParsableCommand {
     @Option(help: "The athlete field of the envelope.")
     var athlete: String?
 
+    @Flag(help: "Send it even when this build's decoders refuse it (proto/ checks skipped): to test how consumers take bad input.")
+    var noCheck = false
+
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be 1 or more") }
+        if !noCheck { try checkAgainstProto() }
         guard rate == 0 || (rate >= 0.01 && rate <= 1_000_000) else {
             throw ValidationError("--rate must be 0 (as fast as possible) or between 0.01 and 1000000")
         }
@@ -300,6 +304,23 @@ struct Pub: AsyncParsableCommand {
         }
         guard case .object? = try? JSONParser.parse(Array(json.utf8)) else {
             throw ValidationError("the message must be one JSON object, e.g. '{\"command\":\"set.end\"}'")
+        }
+    }
+
+    /// The message must be one proto/ knows, with fields its type's decoder takes, and a
+    /// command one some program acts on: what every consumer would refuse is refused here.
+    private func checkAgainstProto() throws {
+        guard let (type, _) = try? splitTopic(Array(topic.utf8)), case .object(let fields)? = try? JSONParser.parse(Array(json.utf8)) else { return }
+        guard let payload = MessageTypes.named(type) else {
+            throw ValidationError(
+                "no message type '\(type)' in proto/; known: \(MessageTypes.all.map { $0.type }.joined(separator: ", ")) (--no-check sends it anyway)")
+        }
+        do { _ = try payload.init(fields: fields) } catch {
+            throw ValidationError("\(type) message refused by proto/\(type).schema.json: \(error) (--no-check sends it anyway)")
+        }
+        if type == CommandMessage.type, case .string(let command)? = fields["command"], !CommandName.all.contains(command) {
+            throw ValidationError(
+                "no command '\(command)'; known: \(CommandName.all.sorted().joined(separator: ", ")) (--no-check sends it anyway)")
         }
     }
 

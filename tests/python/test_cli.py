@@ -92,3 +92,13 @@ def test_status_lists_the_programs(bus: Bus, tmp_path: Path):
     silent = subprocess.run([binary("vbt"), "status", "--seconds", "0.5"], env=env, capture_output=True, text=True, timeout=30,
                             stdin=subprocess.DEVNULL)
     assert silent.returncode == 1 and "no heartbeat" in silent.stderr, silent.stderr
+
+
+def test_pub_checks_against_proto():
+    """vbt pub refuses what every consumer would refuse, naming what is wrong; --no-check is the way round."""
+    for topic, body, says in [("rep.rack-01", '{"foo":1}', "refused by proto/rep.schema.json"),
+                              ("cmd.rack-01", '{"id":"c1","command":"athlete.asign","target":"*"}', "no command 'athlete.asign'"),
+                              ("zzz.rack-01", "{}", "no message type 'zzz'")]:
+        result = subprocess.run([binary("vbt"), "pub", topic, body, "--wait-subscribers", "0"], capture_output=True, text=True,
+                                timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode != 0 and says in result.stderr and "--no-check" in result.stderr, (topic, result.stderr)
