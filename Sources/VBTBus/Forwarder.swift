@@ -170,8 +170,13 @@ public final class Forwarder {
         var msg = zmq_msg_t()
         zmq_msg_init(&msg)
         defer { zmq_msg_close(&msg) }
-        while messages < limit {
+        // Refused messages count towards `limit` too, so a peer flooding messages outside
+        // its role cannot keep the loop from heartbeats and subscriptions.
+        var handled = 0
+        while handled < limit {
+            handled += 1
             var first = true
+            var refused = false
             while true {
                 let flags = first ? ZMQ_DONTWAIT : 0
                 let (rc, code) = retryingInterrupts { zmq_msg_recv(&msg, source.handle, flags) }
@@ -181,7 +186,8 @@ public final class Forwarder {
                 }
                 if first, zap != nil, !mayForward(&msg) {
                     try drain(source, &msg)
-                    continue
+                    refused = true
+                    break
                 }
                 first = false
                 bytes += Int(rc)
@@ -190,7 +196,7 @@ public final class Forwarder {
                 if sent < 0 { throw ZMQError(code: sendCode, operation: "zmq_msg_send") }
                 if !more { break }
             }
-            messages += 1
+            if !refused { messages += 1 }
         }
         return (messages, bytes)
     }
