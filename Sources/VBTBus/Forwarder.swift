@@ -172,6 +172,8 @@ public final class Forwarder {
         defer { zmq_msg_close(&msg) }
         // Refused messages count towards `limit` too, so a peer flooding messages outside
         // its role cannot keep the loop from heartbeats and subscriptions.
+        // Read once a pass: a revocation reaches the next pass.
+        let generation = zap?.authorized.generation ?? 0
         var handled = 0
         while handled < limit {
             handled += 1
@@ -184,7 +186,7 @@ public final class Forwarder {
                     if code == EAGAIN && first { return (messages, bytes) }
                     throw ZMQError(code: code, operation: "zmq_msg_recv")
                 }
-                if first, zap != nil, !mayForward(&msg) {
+                if first, zap != nil, !mayForward(&msg, generation: generation) {
                     try drain(source, &msg)
                     refused = true
                     break
@@ -203,12 +205,12 @@ public final class Forwarder {
 
     /// Whether the message whose first frame (its topic) is `msg` is inside
     /// its sender's role; counts and logs it when not.
-    private func mayForward(_ msg: inout zmq_msg_t) -> Bool {
+    /// `generation` is the authorized keys' generation read once for the pass.
+    private func mayForward(_ msg: inout zmq_msg_t, generation: Int) -> Bool {
         guard let zap, let user = ZMQSocket.userId(of: &msg) else {
             counters.refused = (counters.refused ?? 0) + 1
             return false
         }
-        let generation = zap.authorized.generation
         if generation != lastGeneration || strncmp(user, lastUser, 41) != 0 {
             let key = String(cString: user)
             lastPeer = zap.authorized.peer(publicKey: key)
@@ -221,15 +223,14 @@ public final class Forwarder {
         let key = String(cString: user)
         refusedBy[key, default: 0] += 1
         let name = lastPeer?.name ?? "revoked key \(key.prefix(8))"
-        var perSender = counters.refusedBy ?? [:]
-        perSender[perSender[name] != nil || perSender.count < Self.refusedSendersShown ? name : "others", default: 0] += 1
-        counters.refusedBy = perSender
+        let shownAs = counters.refusedBy?[name] != nil || (counters.refusedBy?.count ?? 0) < Self.refusedSendersShown ? name : "others"
+        counters.refusedBy?[shownAs, default: 0] += 1
         if refusedBy[key] == 1 {
             let shown = String(decoding: topic.prefix(64), as: UTF8.self)
             logger.warning(
                 "message refused: outside the sender's role (this sender's next refusals are counted, not logged)",
                 metadata: [
-                    "peer": "\(lastPeer?.name ?? "a revoked key \(key.prefix(8))...")", "peer.role": "\(lastPeer?.role.description ?? "none")",
+                    "peer": "\(name)", "peer.role": "\(lastPeer?.role.description ?? "none")",
                     "zmq.topic": "\(shown)",
                 ])
         }

@@ -17,12 +17,9 @@ import Synchronization
 public final class ZAPHandler: Sendable {
     /// The certificates allowed in.
     public let authorized: AuthorizedKeys
-    /// Handshakes accepted and refused so far.
-    public var accepted: Int { counts.withLock { $0.accepted } }
-    public var refused: Int { counts.withLock { $0.refused } }
-
-    private let counts = Mutex<(accepted: Int, refused: Int)>((0, 0))
-    private let ready = Mutex<Result<Void, ZMQError>?>(nil)
+    /// Whether the handler's socket is bound (set once, before `started` is signalled).
+    private let outcome = Mutex<Result<Void, ZMQError>?>(nil)
+    private let started = DispatchSemaphore(value: 0)
 
     /// The endpoint libzmq asks (RFC 27).
     static let endpoint = "inproc://zeromq.zap.01"
@@ -33,10 +30,8 @@ public final class ZAPHandler: Sendable {
         let thread = Thread { [self] in self.serve(context: context, logger: logger) }
         thread.name = "zap"
         thread.start()
-        while true {
-            if let outcome = ready.withLock({ $0 }) { try outcome.get(); return }
-            usleep(1_000)
-        }
+        started.wait()
+        try outcome.withLock { $0 ?? .success(()) }.get()
     }
 
     private func serve(context: ZMQContext, logger: Logger) {
@@ -46,11 +41,13 @@ public final class ZAPHandler: Sendable {
             try socket.bind(Self.endpoint)
             try socket.setReceiveTimeout(ms: 500)
         } catch {
-            ready.withLock { $0 = .failure(error) }
+            outcome.withLock { $0 = .failure(error) }
+            started.signal()
             return
         }
         for problem in authorized.problems { logger.warning("certificate not used", metadata: ["problem": "\(problem)"]) }
-        ready.withLock { $0 = .success(()) }
+        outcome.withLock { $0 = .success(()) }
+        started.signal()
         var logged = Set<String>()
         var checked = monotonicSeconds()
         while true {
@@ -68,14 +65,11 @@ public final class ZAPHandler: Sendable {
                 let (reply, refusal) = answer(request)
                 try socket.send(frames: reply)
                 if let refusal {
-                    counts.withLock { $0.refused += 1 }
                     // Once per address and reason, so a client retrying every 100 ms does not flood the log.
                     if logged.count < 10_000, logged.insert(refusal.address + refusal.reason).inserted {
                         logger.warning(
                             "connection refused", metadata: ["peer.address": "\(refusal.address)", "reason": "\(refusal.reason)"])
                     }
-                } else {
-                    counts.withLock { $0.accepted += 1 }
                 }
             } catch  where error.isTerminated {
                 socket.close()
