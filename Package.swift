@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "posture-evaluator", targets: ["posture-evaluator"]),
         .executable(name: "session-recorder", targets: ["session-recorder"]),
         .executable(name: "notifier", targets: ["notifier"]),
+        .executable(name: "coach-console", targets: ["coach-console"]),
         .library(name: "VBTWire", targets: ["VBTWire"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
@@ -37,6 +38,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // Already under AsyncHTTPClient; named so the webhook may import NIOHTTP1 (its request types).
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        // The coach console: HTTP, its WebSocket push, sessions and bcrypt password hashes,
+        // and /metrics in Prometheus text format.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -141,6 +149,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The coach console's pure parts: the live board a browser draws (every station's
+        // state from bus messages, pushed as changes), accounts with bcrypt hashes, the
+        // gym's metrics from heartbeats. The HTTP server is the program's.
+        .target(
+            name: "VBTConsole",
+            dependencies: [
+                "VBTWire", "VBTBus",
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus", .product(name: "Logging", package: "swift-log")]
@@ -215,8 +234,26 @@ let package = Package(
                 "VBTDetection",  // `vbt eval` runs the detectors offline
                 "VBTQuery",
                 "VBTNotify",
+                "VBTConsole",  // `vbt console user add`
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "coach-console",
+            dependencies: [
+                "VBTWire", "VBTBus",
+                "VBTCommandLine",
+                "VBTConsole",
+                "VBTQuery",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
@@ -247,6 +284,10 @@ let package = Package(
         .testTarget(
             name: "VBTNotifyTests",
             dependencies: ["VBTNotify", "VBTPosture", "VBTWire", "VBTBus", "VBTTesting"]
+        ),
+        .testTarget(
+            name: "VBTConsoleTests",
+            dependencies: ["VBTConsole", "VBTWire", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTSensorsTests",

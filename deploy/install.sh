@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs vbt on a gym server or a station computer (deploy/README.md):
 #
-#   deploy/install.sh server                 the bus, recorder, detector, posture evaluator, notifier
+#   deploy/install.sh server                 the bus, recorder, detector, posture evaluator, notifier, coach console
 #   deploy/install.sh station rack-01 ...    sensor bridges for these stations
 #
 # Options (before the role): --root DIR installs into DIR instead of / (a
@@ -29,7 +29,7 @@ done
 role=${1:-}
 shift || true
 case $role in
-    server) programs=(vbt vbt-bus session-recorder rep-detector posture-evaluator notifier); units=(vbt-bus session-recorder rep-detector posture-evaluator notifier) ;;
+    server) programs=(vbt vbt-bus session-recorder rep-detector posture-evaluator notifier coach-console); units=(vbt-bus session-recorder rep-detector posture-evaluator notifier coach-console) ;;
     station) [ $# -gt 0 ] || { echo "install: name the stations: deploy/install.sh station rack-01 [rack-02 ...]" >&2; exit 2; }
              programs=(vbt sensor-bridge); units=() ;;
     *) echo "usage: deploy/install.sh [--root DIR] [--bin-dir DIR] server | station NAME..." >&2; exit 2 ;;
@@ -54,7 +54,7 @@ vbt=$root/usr/local/bin/vbt
 if [ "$role" = server ]; then
     if [ ! -e "$keys/server.key_secret" ]; then
         "$vbt" keys init "$keys"
-        for unit in session-recorder rep-detector posture-evaluator notifier; do "$vbt" keys add "$keys" "$unit" --role service >/dev/null; done
+        for unit in session-recorder rep-detector posture-evaluator notifier coach-console; do "$vbt" keys add "$keys" "$unit" --role service >/dev/null; done
         echo "install: the installation's keys are in /etc/vbt/keys; add each station's with"
         echo "         vbt keys add /etc/vbt/keys rack-01 --role bridge --station rack-01"
     fi

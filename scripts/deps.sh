@@ -13,6 +13,8 @@ command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)  # vbt watch's test runs
 command -v nm >/dev/null 2>&1 || apt_packages+=(binutils)  # the layering test reads the binaries' symbols
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test: a network namespace per host
 command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the deploy test checks the units with it
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
+command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -33,6 +35,7 @@ $python -c 'import zmq' 2>/dev/null || py_packages+=(pyzmq)
 $python -c 'import pytest' 2>/dev/null || py_packages+=(pytest)
 $python -c 'import numpy, scipy' 2>/dev/null || py_packages+=(numpy scipy)
 $python -c 'import mpmath' 2>/dev/null || py_packages+=(mpmath)
+$python -c 'import selenium' 2>/dev/null || py_packages+=(selenium)
 if [ ${#py_packages[@]} -gt 0 ]; then
     echo "deps: installing Python test tools ${py_packages[*]}"
     $python -m pip install --quiet "${py_packages[@]}" 2>/dev/null \

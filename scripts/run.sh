@@ -3,7 +3,8 @@
 # live gym: the bus, three simulated stations (no hardware needed), the rep
 # detector, the posture evaluator, the session recorder (data/vbt.sqlite), the
 # notifier, and `vbt echo` on what a coach watches (reps, sets, rejected
-# attempts, sensor status, alerts). Ctrl-C stops everything.
+# attempts, sensor status, alerts), and the coach console at http://127.0.0.1:8080/
+# (a demo coach account is made on the first run). Ctrl-C stops everything.
 #
 # Every program is started again when it dies (a crash, kill -9), as the deploy/
 # units' Restart=always does: the journals and the recorder's recovery make the
@@ -21,6 +22,13 @@ cleanup() {
     rm -rf "$state"
 }
 trap cleanup EXIT INT TERM
+
+# On a terminal the live board (vbt watch) takes the screen: the programs' logs go to a file.
+if [ -t 1 ]; then
+    mkdir -p data
+    echo "run: the programs' logs go to data/run.log (tail -f data/run.log in another shell)"
+    exec 2>>data/run.log
+fi
 
 # supervise NAME COMMAND...: runs COMMAND, and again 1 s after it dies, until make run stops.
 supervise() {
@@ -44,10 +52,12 @@ keys=data/keys
 if [ ! -e "$keys/server.key_secret" ]; then
     "$bin/vbt" keys init "$keys" >/dev/null
     for station in rack-01 bench-01 platform-01; do "$bin/vbt" keys add "$keys" "$station" --role bridge --station "$station" >/dev/null; done
-    for service in rep-detector posture-evaluator notifier session-recorder; do "$bin/vbt" keys add "$keys" "$service" --role service >/dev/null; done
+    for service in rep-detector posture-evaluator notifier session-recorder coach-console; do "$bin/vbt" keys add "$keys" "$service" --role service >/dev/null; done
     "$bin/vbt" keys add "$keys" coach --role coach >/dev/null
     echo "run: made the installation's keys in $keys (vbt keys list $keys)"
 fi
+# Older data/keys folders (made before the console existed) get its key too.
+[ -e "$keys/clients/coach-console.key_secret" ] || "$bin/vbt" keys add "$keys" coach-console --role service >/dev/null
 export VBT_BUS_CERT=$keys/server.key
 # key NAME: the environment of a program running with NAME's key (for env, which execs).
 key() { echo "VBT_CERT=$keys/clients/$1.key_secret"; }
@@ -93,10 +103,29 @@ supervise notifier env "$(key notifier)" "$bin/notifier" --state "${TMPDIR:-/tmp
 pids+=($!)
 ( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
+# The coach console, with a demo coach account made on the first run (vbt console user add for real ones).
+users=data/console-users
+demo_password=squat-bench-deadlift
+if [ ! -e "$users" ]; then
+    printf '%s\n' "$demo_password" | "$bin/vbt" console user add coach --role coach --users "$users" >/dev/null
+    echo "run: made the demo console account 'coach' in $users"
+fi
+console_listen=${VBT_CONSOLE_LISTEN:-127.0.0.1:8080}
+supervise coach-console env "$(key coach-console)" "$bin/coach-console" --users "$users" --listen "$console_listen" &
+pids+=($!)
+
 echo "run: 3 simulated stations (rack-01, bench-01, platform-01), rep-detector, posture-evaluator, session-recorder (data/vbt.sqlite), notifier"
-echo "run: watching reps, sets and sensor status with 'vbt echo' (Ctrl-C to stop); the first reps come after ~10 s"
+echo "run: the coach console: http://$console_listen/  (log in as coach, password $demo_password unless you changed it)"
 echo "run: in another shell, with the coach's key: export VBT_CERT=$keys/clients/coach.key_secret VBT_BUS_CERT=$keys/server.key"
-echo "run: then try: $bin/vbt watch    or    $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
-"$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. alert. workout. &
+echo "run: then try: $bin/vbt history    or    $bin/vbt stats week --chart week.svg"
+if [ -t 1 ]; then
+    # A terminal: the live board for people (vbt watch); q or Ctrl-C stops everything.
+    echo "run: the live board follows in 3 s; the first reps come after ~10 s"
+    sleep 3
+    "$bin/vbt" watch </dev/tty &
+else
+    # Not a terminal (a log file, CI): one line per message.
+    "$bin/vbt" echo rep. set. rejected. profile. posture. calibration. status. alert. workout. &
+fi
 pids+=($!)
 wait -n "${pids[@]}"

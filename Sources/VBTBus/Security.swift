@@ -41,6 +41,8 @@ public enum PeerRole: Sendable, Hashable, CustomStringConvertible {
         "notifier": ([TimerMessage.type, AlertMessage.type, WorkoutMessage.type, CommandMessage.type], ["notifier"]),
         "session-recorder": ([], ["session-recorder"]),
         "sensor-bridge": ([SampleMessage.type, StatusMessage.type], ["bridge-replay"]),
+        // The coach console sends the commands its coaches give on its pages.
+        "coach-console": ([CommandMessage.type], ["coach-console"]),
     ]
 
     /// Reads a role from certificate metadata; nil with the reason when it is missing or wrong.

@@ -55,7 +55,7 @@ struct Keys: ParsableCommand {
             discussion: """
                 Roles: bridge (one station's readings, status and heartbeat; needs --station), service
                 (its program's own messages: NAME or --program is rep-detector, posture-evaluator, notifier,
-                session-recorder, or sensor-bridge for a replay), coach (station commands; reads and
+                session-recorder, coach-console, or sensor-bridge for a replay), coach (station commands; reads and
                 writes at the query endpoint), viewer (reads only).
                 """)
 

@@ -36,7 +36,8 @@ def test_echo_and_hz(bus: Bus, tmp_path: Path):
 
 
 def test_help_and_bad_flags():
-    for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier", "session-recorder"]:
+    for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier", "session-recorder",
+                    "coach-console"]:
         result = subprocess.run([binary(program), "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode == 0 and "USAGE" in result.stdout.upper(), (program, result.stderr)
         bad = subprocess.run([binary(program), "--no-such-flag"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
@@ -102,3 +103,20 @@ def test_pub_checks_against_proto():
         result = subprocess.run([binary("vbt"), "pub", topic, body, "--wait-subscribers", "0"], capture_output=True, text=True,
                                 timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode != 0 and says in result.stderr and "--no-check" in result.stderr, (topic, result.stderr)
+
+
+def test_console_refuses_a_lan_address_and_a_short_password(tmp_path: Path):
+    """The console listens on the network only when told to (passwords would cross it in clear);
+    an account's password is checked before anything is written."""
+    lan = subprocess.run([binary("coach-console"), "--listen", "0.0.0.0:8080", "--insecure"], capture_output=True, text=True,
+                         timeout=30, stdin=subprocess.DEVNULL)
+    assert lan.returncode != 0 and "--allow-lan" in lan.stderr, lan.stderr
+    users = tmp_path / "users"
+    short = subprocess.run([binary("vbt"), "console", "user", "add", "ana", "--role", "coach", "--users", str(users)],
+                           input="short\n", capture_output=True, text=True, timeout=30)
+    assert short.returncode != 0 and "at least 8" in short.stderr and not users.exists(), short.stderr
+    added = subprocess.run([binary("vbt"), "console", "user", "add", "ana", "--role", "viewer", "--users", str(users)],
+                           input="long enough\n", capture_output=True, text=True, timeout=30)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([binary("vbt"), "console", "user", "list", "--users", str(users)], capture_output=True, text=True, timeout=30)
+    assert listed.stdout == "ana\tviewer\n" and "long enough" not in users.read_text()

@@ -18,7 +18,7 @@ import pytest
 from test_wire import BIN_DIR, binary
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier"]
+SERVICES = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier", "coach-console"]
 
 
 def install(root: Path, *args: str) -> str:

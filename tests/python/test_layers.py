@@ -23,7 +23,7 @@ from test_wire import BIN_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "Sources"
-PROGRAMS_WITHOUT_STORE = ["vbt", "vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier"]
+PROGRAMS_WITHOUT_STORE = ["vbt", "vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier", "coach-console"]
 
 
 def test_the_wire_module_imports_nothing() -> None:

@@ -1,0 +1,353 @@
+import Foundation
+import VBTBus
+import VBTWire
+
+/// What the coach console shows: every station's athlete, exercise and load, set n of N,
+/// rep n of N, the current set's reps, the last set's summary, rejected attempts,
+/// posture, rest, sensor links and open alerts. A pure value: bus messages and the
+/// clock in, station states out, each with the version it last changed at so a
+/// browser is sent only what changed since it last drew.
+public struct ConsoleBoard: Sendable {
+    /// Seconds without a bridge's heartbeat before its station's sensors show as silent
+    /// (three of the bridges' 1 s heartbeats; proto/heartbeat.schema.json).
+    public var silentAfterS = 3.0
+    /// Rejected attempts kept per station, newest last.
+    public var rejectedKept = 5
+
+    public private(set) var stations: [String: StationState] = [:]
+    /// Open alerts that belong to no single station (a program's missing heartbeat), by id.
+    public private(set) var gymAlerts: [String: AlertView] = [:]
+    /// The board's version when `gymAlerts` last changed.
+    public private(set) var gymAlertsVersion: UInt64 = 0
+    /// Raised with every change; a station's `version` is the board's at its last change.
+    public private(set) var version: UInt64 = 0
+    /// Messages taken in, and those that did not decode (counted, never shown).
+    public private(set) var messages = 0
+    public private(set) var malformed = 0
+
+    public init() {}
+
+    /// Takes in one message received at `now` (monotonic seconds).
+    public mutating func apply(_ message: BusMessage, now: Double) {
+        let station = message.envelope.station
+        let athlete = message.envelope.athlete
+        messages += 1
+        func decode<P: BusPayload>(_ type: P.Type) -> P? {
+            if let payload = try? message.payload(as: type) { return payload }
+            malformed += 1
+            return nil
+        }
+        switch message.envelope.type {
+        case RepMessage.type:
+            guard let rep = decode(RepMessage.self) else { return }
+            update(station, athlete: athlete) { $0.take(rep, now: now) }
+        case SetMessage.type:
+            guard let set = decode(SetMessage.self) else { return }
+            update(station, athlete: athlete) { $0.take(set, now: now) }
+        case RejectedMessage.type:
+            guard let rejected = decode(RejectedMessage.self) else { return }
+            let kept = rejectedKept
+            update(station, athlete: athlete) {
+                $0.rejected.append(.init(reason: rejected.reason, detail: rejected.detail, meanVelocityMps: rejected.meanVelocityMps))
+                if $0.rejected.count > kept { $0.rejected.removeFirst($0.rejected.count - kept) }
+            }
+        case PostureMessage.type:
+            guard let posture = decode(PostureMessage.self) else { return }
+            // Posture readings come at the wearable's rate; only a change is a change to draw.
+            let view = PostureView(correct: posture.correct, badForS: (posture.badForS * 1).rounded(.down), sustainedBad: posture.sustainedBad)
+            guard stations[station]?.posture != view || (athlete != nil && stations[station]?.athlete != athlete) else { return }
+            update(station, athlete: athlete) { $0.posture = view }
+        case CalibrationMessage.type:
+            guard decode(CalibrationMessage.self) != nil else { return }
+            update(station, athlete: athlete) { $0.calibrations += 1 }
+        case TimerMessage.type:
+            guard let timer = decode(TimerMessage.self) else { return }
+            update(station, athlete: athlete) { $0.rest = RestView(timer) }
+        case WorkoutMessage.type:
+            guard let workout = decode(WorkoutMessage.self) else { return }
+            update(station, athlete: athlete) { $0.take(workout) }
+        case StatusMessage.type:
+            guard let status = decode(StatusMessage.self) else { return }
+            update(station, athlete: athlete) {
+                $0.sensors[status.sensor] = SensorView(
+                    state: status.state.rawValue, rateHz: status.rateHz.map { $0.rounded() }, batteryPct: status.batteryPct, reason: status.reason)
+                $0.bridgeSeenAt = now
+                $0.silent = false
+            }
+        case HeartbeatMessage.type:
+            // A bridge's heartbeat (heartbeat.bridge-<station>) says its station's link is alive.
+            let name = station
+            guard name.hasPrefix("bridge-"), name != "bridge-replay" else { return }
+            let of = String(name.dropFirst("bridge-".count))
+            if stations[of]?.silent == false {
+                stations[of]?.bridgeSeenAt = now  // not a change to draw
+            } else {
+                update(of, athlete: nil) {
+                    $0.bridgeSeenAt = now
+                    $0.silent = false
+                }
+            }
+        case AlertMessage.type:
+            guard var alert = decode(AlertMessage.self) else { return }
+            alert.station = station
+            let open = alert.state == .raised || alert.state == .repeat
+            // An alert about a program (not a station's bridge) is the whole gym's.
+            if stations[station] == nil, alert.program != nil {
+                guard open || gymAlerts[alert.alertId] != nil else { return }
+                gymAlerts[alert.alertId] = open ? AlertView(alert) : nil
+                version += 1
+                gymAlertsVersion = version
+                return
+            }
+            guard open || stations[station]?.alerts[alert.alertId] != nil else { return }
+            update(station, athlete: nil) { $0.alerts[alert.alertId] = open ? AlertView(alert) : nil }
+        case CommandMessage.type:
+            guard let command = try? message.payload(as: CommandMessage.self), command.command == CommandName.athleteAssign,
+                let assign = try? AthleteAssign(args: command.args)
+            else { return }
+            update(station, athlete: nil) { $0.take(assign) }
+        default:
+            return
+        }
+    }
+
+    /// Marks stations whose bridge has been silent for `silentAfterS` at `now`.
+    public mutating func tick(now: Double) {
+        for (name, state) in stations where !state.silent {
+            guard let seen = state.bridgeSeenAt, now - seen > silentAfterS else { continue }
+            update(name, athlete: nil) { $0.silent = true }
+        }
+    }
+
+    /// The stations changed after `version`, by name.
+    public func changed(since version: UInt64) -> [StationState] {
+        stations.values.filter { $0.version > version }.sorted { $0.station < $1.station }
+    }
+
+    private mutating func update(_ station: String, athlete: String?, _ change: (inout StationState) -> Void) {
+        var state = stations[station] ?? StationState(station: station)
+        if let athlete, state.athlete != athlete { state.athlete = athlete }
+        change(&state)
+        version += 1
+        state.version = version
+        stations[station] = state
+    }
+}
+
+/// One station as the console draws it. Encoded as JSON for the browser (snake_case keys).
+public struct StationState: Sendable, Equatable, Codable {
+    public var station: String
+    public var version: UInt64 = 0
+    public var athlete: String?
+    public var exercise: String?
+    public var loadKg: Double?
+    /// The plan's set n of N (the notifier's workout), when a plan runs.
+    public var set: Int?
+    public var sets: Int?
+    /// The plan's reps for this set (rep n of N), when it gives them.
+    public var plannedReps: Int?
+    public var workoutState: String?
+    /// Whether a set is going on now.
+    public var inSet = false
+    public var setId: String?
+    /// The reps of the current set (or the last one, until the next starts), in order.
+    public var reps: [RepBar] = []
+    public var velocityLossPct: Double?
+    /// The athlete's velocity-loss threshold: the plan's or assignment's, else the detector's default (20 %).
+    public var vlThresholdPct = 20.0
+    public var lastSet: SetSummary?
+    public var rejected: [RejectedView] = []
+    public var posture: PostureView?
+    /// Posture calibrations finished here since the console started.
+    public var calibrations = 0
+    public var rest: RestView?
+    public var sensors: [String: SensorView] = [:]
+    /// Whether the station's bridge has gone quiet (no heartbeat or status for `silentAfterS`).
+    public var silent = false
+    public var alerts: [String: AlertView] = [:]
+    /// Monotonic seconds of the last sign of life from the bridge; the server's own, not sent.
+    var bridgeSeenAt: Double?
+
+    public init(station: String) { self.station = station }
+
+    /// The last rep's mean velocity.
+    public var lastMeanVelocityMps: Double? { reps.last?.meanVelocityMps }
+
+    enum CodingKeys: String, CodingKey {
+        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts
+        case loadKg = "load_kg"
+        case plannedReps = "planned_reps"
+        case workoutState = "workout_state"
+        case inSet = "in_set"
+        case setId = "set_id"
+        case velocityLossPct = "velocity_loss_pct"
+        case vlThresholdPct = "vl_threshold_pct"
+        case lastSet = "last_set"
+    }
+
+    mutating func take(_ rep: RepMessage, now: Double) {
+        if rep.setId != setId {
+            // A rep of a set whose start was not seen (the console started mid-set): begin it here.
+            setId = rep.setId
+            reps = []
+            inSet = true
+        }
+        reps.removeAll { $0.index == rep.index }
+        reps.append(
+            .init(
+                index: rep.index, meanVelocityMps: rep.meanVelocityMps, peakVelocityMps: rep.peakVelocityMps, zone: rep.zone,
+                velocityLossPct: rep.velocityLossPct))
+        reps.sort { $0.index < $1.index }
+        velocityLossPct = rep.velocityLossPct
+        if let exercise = rep.exercise { self.exercise = exercise }
+        if let load = rep.loadKg { loadKg = load }
+    }
+
+    mutating func take(_ set: SetMessage, now: Double) {
+        switch set.event {
+        case .start:
+            setId = set.setId
+            inSet = true
+            reps = []
+            velocityLossPct = 0
+            rest = nil
+        case .end:
+            inSet = false
+            if let loss = set.velocityLossPct { velocityLossPct = loss }
+            let own = set.setId == setId ? reps : []
+            lastSet = SetSummary(
+                setId: set.setId, reps: set.reps ?? own.count, bestMeanVelocityMps: set.bestMeanVelocityMps ?? own.map(\.meanVelocityMps).max(),
+                lastMeanVelocityMps: own.last?.meanVelocityMps, velocityLossPct: set.velocityLossPct, reason: set.reason?.rawValue)
+        }
+        if let exercise = set.exercise { self.exercise = exercise }
+        if let load = set.loadKg { loadKg = load }
+    }
+
+    mutating func take(_ workout: WorkoutMessage) {
+        exercise = workout.exercise ?? exercise
+        loadKg = workout.loadKg ?? loadKg
+        set = workout.set
+        sets = workout.sets
+        plannedReps = workout.reps
+        workoutState = workout.state.rawValue
+        vlThresholdPct = workout.vlThresholdPct
+    }
+
+    mutating func take(_ assign: AthleteAssign) {
+        if let athlete = assign.athlete { self.athlete = athlete }
+        if let exercise = assign.exercise { self.exercise = exercise }
+        if let load = assign.loadKg { loadKg = load }
+        if let threshold = assign.vlThresholdPct { vlThresholdPct = threshold }
+    }
+}
+
+/// One rep of the current set, a bar on the station's chart.
+public struct RepBar: Sendable, Equatable, Codable {
+    public var index: Int
+    public var meanVelocityMps: Double
+    public var peakVelocityMps: Double
+    public var zone: String?
+    public var velocityLossPct: Double
+
+    enum CodingKeys: String, CodingKey {
+        case index, zone
+        case meanVelocityMps = "mean_velocity_mps"
+        case peakVelocityMps = "peak_velocity_mps"
+        case velocityLossPct = "velocity_loss_pct"
+    }
+}
+
+/// A set's end, as the station view sums it up.
+public struct SetSummary: Sendable, Equatable, Codable {
+    public var setId: String
+    public var reps: Int
+    public var bestMeanVelocityMps: Double?
+    public var lastMeanVelocityMps: Double?
+    public var velocityLossPct: Double?
+    /// Why it ended: idle, velocity-loss or command (proto/set.schema.json).
+    public var reason: String?
+
+    enum CodingKeys: String, CodingKey {
+        case reps, reason
+        case setId = "set_id"
+        case bestMeanVelocityMps = "best_mean_velocity_mps"
+        case lastMeanVelocityMps = "last_mean_velocity_mps"
+        case velocityLossPct = "velocity_loss_pct"
+    }
+}
+
+public struct RejectedView: Sendable, Equatable, Codable {
+    public var reason: String
+    public var detail: String
+    public var meanVelocityMps: Double
+
+    enum CodingKeys: String, CodingKey {
+        case reason, detail
+        case meanVelocityMps = "mean_velocity_mps"
+    }
+}
+
+public struct PostureView: Sendable, Equatable, Codable {
+    public var correct: Bool
+    /// Whole seconds of bad posture so far.
+    public var badForS: Double
+    public var sustainedBad: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case correct
+        case badForS = "bad_for_s"
+        case sustainedBad = "sustained_bad"
+    }
+}
+
+/// The rest timer as the notifier last sent it; the browser counts down from `remaining_s`
+/// by its own clock between the notifier's once-a-second messages.
+public struct RestView: Sendable, Equatable, Codable {
+    public var state: String
+    public var durationS: Double
+    public var remainingS: Double
+
+    init(_ timer: TimerMessage) {
+        state = timer.state.rawValue
+        durationS = timer.durationS
+        remainingS = timer.remainingS
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case state
+        case durationS = "duration_s"
+        case remainingS = "remaining_s"
+    }
+}
+
+public struct SensorView: Sendable, Equatable, Codable {
+    public var state: String
+    public var rateHz: Double?
+    public var batteryPct: Double?
+    public var reason: String?
+
+    enum CodingKeys: String, CodingKey {
+        case state, reason
+        case rateHz = "rate_hz"
+        case batteryPct = "battery_pct"
+    }
+}
+
+public struct AlertView: Sendable, Equatable, Codable {
+    public var alertId: String
+    public var kind: String
+    public var severity: String
+    public var message: String
+
+    init(_ alert: AlertMessage) {
+        alertId = alert.alertId
+        kind = alert.kind.rawValue
+        severity = alert.severity.rawValue
+        message = alert.message
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case kind, severity, message
+        case alertId = "alert_id"
+    }
+}

@@ -1,0 +1,137 @@
+import VBTConsole
+
+/// The console's pages: small HTML shells; the script (Assets.swift) draws the stations from
+/// the WebSocket's updates. Nothing is loaded from elsewhere (the Content-Security-Policy
+/// allows only the console itself), so the pages work on a gym network without the internet.
+enum Pages {
+    static func login(message: String?) -> String {
+        let notice = message.map { #"<p class="notice" role="alert">\#(escape($0))</p>"# } ?? ""
+        return page(
+            title: "vbt: log in", body: "login",
+            main: """
+                <form class="login" method="post" action="/login">
+                  <h1>vbt coach console</h1>
+                  \(notice)
+                  <label>Name <input name="username" autocomplete="username" required autofocus></label>
+                  <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+                  <button type="submit">Log in</button>
+                </form>
+                """)
+    }
+
+    static func board(user: String, role: ConsoleRole, csrf: String) -> String {
+        page(
+            title: "vbt: the gym", body: "board", user: user, role: role, csrf: csrf,
+            main: """
+                <div class="tools">
+                  <input id="filter" type="search" placeholder="Filter: station or athlete" aria-label="Filter stations">
+                  <label>Sort <select id="sort">
+                    <option value="station">station</option><option value="athlete">athlete</option>
+                    <option value="velocity">last velocity</option><option value="loss">velocity loss</option>
+                    <option value="alerts">alerts first</option>
+                  </select></label>
+                  <span id="count" class="muted"></span>
+                </div>
+                <div id="gym-alerts" class="gym-alerts"></div>
+                <div id="stations" class="grid"><p class="muted waiting">Waiting for the first station…</p></div>
+                """)
+    }
+
+    static func station(_ name: String, user: String, role: ConsoleRole, csrf: String) -> String {
+        let commands =
+            role == .coach
+            ? """
+            <section class="commands" aria-label="Commands">
+              <h2>Commands</h2>
+              <form id="assign" class="command">
+                <input name="athlete" placeholder="athlete" aria-label="athlete">
+                <input name="exercise" placeholder="exercise" aria-label="exercise">
+                <input name="load_kg" type="number" step="0.5" min="0" max="1000" placeholder="kg" aria-label="load in kg">
+                <button type="submit">Assign</button>
+              </form>
+              <div class="command-buttons">
+                <button data-command="set.end">End set</button>
+                <button data-command="rest.pause">Pause rest</button>
+                <button data-command="rest.resume">Resume rest</button>
+                <button data-command="rest.skip">Skip rest</button>
+                <button data-command="rest.extend" data-seconds="30">Rest +30 s</button>
+                <button data-command="posture.calibrate">Calibrate posture</button>
+              </div>
+              <ol id="command-log" class="command-log"></ol>
+            </section>
+            """ : #"<p class="muted">Viewer account: commands need a coach's account.</p>"#
+        return page(
+            title: "vbt: \(name)", body: "station", station: name, user: user, role: role, csrf: csrf,
+            main: """
+                <p><a href="/">← every station</a></p>
+                <div class="station-layout">
+                <div>
+                <div id="stations" class="single"></div>
+                \(commands)
+                </div>
+                <section class="set-view">
+                  <h2>This set</h2>
+                  <svg id="bars" class="bars-chart" viewBox="0 0 600 240" role="img" aria-label="mean velocity of each rep"></svg>
+                  <div id="summary" class="summary" data-field="set-summary"></div>
+                  <h2>Rejected attempts</h2>
+                  <ul id="rejected" class="rejected" data-field="rejected"></ul>
+                </section>
+                </div>
+                """)
+    }
+
+    private static func page(
+        title: String, body: String, station: String? = nil, user: String? = nil, role: ConsoleRole? = nil, csrf: String? = nil, main: String
+    ) -> String {
+        let header =
+            user.map { user in
+                """
+                <header class="top">
+                  <a class="brand" href="/">vbt</a>
+                  <span id="link" class="link" data-field="bus">connecting…</span>
+                  <span class="who">\(escape(user)) (\(role?.rawValue ?? ""))</span>
+                  <form method="post" action="/logout"><input type="hidden" name="csrf" value="\(escape(csrf ?? ""))"><button>Log out</button></form>
+                </header>
+                """
+            } ?? ""
+        let script = user == nil ? "" : #"<script src="/assets/console.js" defer></script>"#
+        let stationAttribute = station.map { #" data-station-view="\#(escape($0))""# } ?? ""
+        return """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta name="csrf" content="\(escape(csrf ?? ""))">
+            <meta name="role" content="\(role?.rawValue ?? "")">
+            <title>\(escape(title))</title>
+            <link rel="stylesheet" href="/assets/console.css">
+            \(script)
+            </head>
+            <body class="\(body)"\(stationAttribute)>
+            \(header)
+            <main>
+            \(main)
+            </main>
+            </body>
+            </html>
+            """
+    }
+
+    /// Text made safe inside HTML elements and attribute values.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.count)
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}

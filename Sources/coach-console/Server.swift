@@ -1,0 +1,307 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdAuth
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import VBTBus
+import VBTConsole
+import VBTWire
+
+/// A logged-in browser: who, in what role, and the token its requests that change anything carry.
+struct ConsoleSession: Codable, Sendable {
+    var user: String
+    var role: ConsoleRole
+    var csrf: String
+}
+
+/// Every request's context: Hummingbird's core, the session (HummingbirdAuth) and the
+/// WebSocket upgrade's handler (HummingbirdWebSocket).
+struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestContext {
+    typealias Session = ConsoleSession
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<ConsoleContext>
+    let sessions: SessionContext<ConsoleSession>
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        sessions = .init()
+    }
+
+    /// The session, once `RequireLogin` has checked it.
+    var session: ConsoleSession? { sessions.session }
+}
+
+/// The console's HTTP side: pages, the WebSocket push, login and logout, commands.
+struct ConsoleServer {
+    let live: LiveBoard
+    let accounts: AccountBook
+    let outbox: CommandOutbox
+    let host: String
+    let port: Int
+    let sessionS: Double
+    let logger: Logger
+    /// The least time between two updates to one browser (at most 20 a second), on top of
+    /// waiting until it has drawn the last.
+    static let minUpdateIntervalMs = 50
+
+    /// The services to run beside the bus loop: the session store's tidying and the HTTP server.
+    var services: [any Service] {
+        let storage = MemoryPersistDriver()
+        let cookie = SessionCookieParameters(name: "vbt_session", path: "/", secure: false, sameSite: .strict)
+        let sessions = SessionMiddleware<ConsoleContext>(
+            storage: storage,
+            configuration: .init(sessionCookieParameters: cookie, keyPrefix: "console.", defaultSessionExpiration: .seconds(Int64(sessionS))))
+        let router = Router(context: ConsoleContext.self)
+        router.add(middleware: SecurityHeaders())
+        router.add(middleware: sessions)
+        router.add(middleware: RequireLogin(accounts: accounts))
+        addPages(router)
+        let webSocketRouter = Router(context: ConsoleContext.self)
+        webSocketRouter.add(middleware: sessions)
+        webSocketRouter.add(middleware: RequireLogin(accounts: accounts))
+        addPush(webSocketRouter)
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: webSocketRouter,
+                configuration: .init(ws: .init(maxFrameSize: 1 << 16, autoPing: .enabled(timePeriod: .seconds(10))))),
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { [logger, host, port] _ in
+                logger.info("console listening", metadata: ["address": "http://\(host):\(port)/"])
+            },
+            logger: logger)
+        return [storage, app]
+    }
+
+    private func addPages(_ router: Router<ConsoleContext>) {
+        let accounts = self.accounts, outbox = self.outbox, live = self.live, logger = self.logger, sessionS = self.sessionS
+        router.get("/login") { request, context -> Response in
+            if context.session != nil { return .redirect(to: "/", type: .normal) }
+            let failed = request.uri.queryParameters["failed"] != nil
+            return html(Pages.login(message: failed ? "Wrong name or password, or too many tries: wait a minute." : nil))
+        }
+        router.post("/login") { request, context -> Response in
+            guard sameOrigin(request, required: false) else { return problem(.forbidden, "cross-site login refused") }
+            let body = try await request.body.collect(upTo: 8_192)
+            let form = FormFields(String(buffer: body))
+            let name = form["username"] ?? "", password = form["password"] ?? ""
+            let now = monotonicSeconds()
+            // bcrypt takes tens of milliseconds: off the event loop.
+            let account = await Task.detached { accounts.check(name: name, password: password, now: now) }.value
+            guard let account else {
+                logger.notice("login refused", metadata: ["user": "\(name.prefix(32))", "locked": "\(accounts.isLocked(name: name, now: now))"])
+                return .redirect(to: "/login?failed=1", type: .normal)
+            }
+            context.sessions.createSession(ConsoleSession(user: account.name, role: account.role, csrf: randomToken()), expiresIn: .seconds(Int64(sessionS)))
+            logger.info("logged in", metadata: ["user": "\(account.name)", "role": "\(account.role.rawValue)"])
+            return .redirect(to: "/", type: .normal)
+        }
+        router.post("/logout") { request, context -> Response in
+            guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
+            let body = try await request.body.collect(upTo: 8_192)
+            guard sameOrigin(request, required: true), FormFields(String(buffer: body))["csrf"] == session.csrf else {
+                return problem(.forbidden, "logout refused: the page's token is missing or stale; reload the page")
+            }
+            context.sessions.clearSession()
+            return .redirect(to: "/login", type: .normal)
+        }
+        router.get("/") { _, context -> Response in
+            guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
+            return html(Pages.board(user: session.user, role: session.role, csrf: session.csrf))
+        }
+        router.get("/station/{name}") { _, context -> Response in
+            guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
+            let name = context.parameters.get("name") ?? ""
+            guard isStationName(name) else { return problem(.notFound, "no such station") }
+            return html(Pages.station(name, user: session.user, role: session.role, csrf: session.csrf))
+        }
+        router.get("/assets/console.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
+        router.get("/assets/console.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
+        router.get("/api/board") { _, _ -> Response in
+            let update = live.update(since: 0)
+            return Response(
+                status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(bytes: live.json(update))))
+        }
+        router.post("/api/command") { request, context -> Response in
+            guard let session = context.session else { return problem(.unauthorized, "log in first") }
+            guard session.role == .coach else { return problem(.forbidden, "a viewer account cannot send commands; ask a coach") }
+            guard sameOrigin(request, required: true), request.headers[.csrfToken] == session.csrf else {
+                return problem(.forbidden, "command refused: the page's token is missing or stale; reload the page")
+            }
+            let body = try await request.body.collect(upTo: 16_384)
+            let command: ConsoleCommandRequest
+            do { command = try ConsoleCommandRequest.parse(body: Array(buffer: body), user: session.user) } catch let error as PayloadError {
+                return problem(.badRequest, error.description)
+            }
+            guard outbox.submit(command) else { return problem(.serviceUnavailable, "too many commands waiting for the bus; try again") }
+            return Response(
+                status: .accepted, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: #"{"id":"\#(command.id)","state":"sent"}"#)))
+        }
+    }
+
+    private func addPush(_ router: Router<ConsoleContext>) {
+        let live = self.live, accounts = self.accounts
+        router.ws(
+            "/ws",
+            shouldUpgrade: { request, context in
+                guard context.session != nil, sameOrigin(request, required: true) else { return .dontUpgrade }
+                return .upgrade([:])
+            },
+            onUpgrade: { inbound, outbound, context in
+                let user = context.requestContext.session?.user ?? ""
+                // The browser says which version it has drawn; the next update waits for that.
+                let drawn = DrawnVersion()
+                let (wake, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                let pusher = Task {
+                    let forward = Task {
+                        for await _ in live.changes() { waker.yield() }
+                    }
+                    defer { forward.cancel() }
+                    var sent: UInt64 = 0
+                    var awaiting = false
+                    var lastBus: LiveBoard.BusLink?
+                    for await _ in wake {
+                        if awaiting && drawn.value.load(ordering: .relaxed) < sent { continue }
+                        awaiting = false
+                        guard accounts.account(named: user) != nil else { break }  // the account was removed
+                        let update = live.update(since: sent)
+                        if update.isEmpty(sameBus: update.bus == lastBus) { continue }
+                        try await outbound.write(.text(String(decoding: live.json(update), as: UTF8.self)))
+                        (sent, lastBus, awaiting) = (update.version, update.bus, true)
+                        try await Task.sleep(for: .milliseconds(ConsoleServer.minUpdateIntervalMs))
+                    }
+                }
+                defer {
+                    waker.finish()
+                    pusher.cancel()
+                }
+                for try await message in inbound.messages(maxSize: 1_024) {
+                    guard case .text(let text) = message, let version = drawnVersion(text) else { continue }
+                    drawn.value.store(version, ordering: .relaxed)
+                    waker.yield()
+                }
+            })
+    }
+}
+
+/// Asks for a login on every page but /login and the style sheet; an account removed from the
+/// file ends its sessions at their next request, and a changed role applies at once.
+struct RequireLogin: RouterMiddleware {
+    typealias Context = ConsoleContext
+    let accounts: AccountBook
+
+    func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
+        let path = request.uri.path
+        if path == "/login" || path == "/assets/console.css" { return try await next(request, context) }
+        if var session = context.session {
+            guard let account = accounts.account(named: session.user) else {
+                context.sessions.clearSession()
+                return refuse(request)
+            }
+            if account.role != session.role {
+                session.role = account.role
+                _ = context.sessions.updateSession(session)
+            }
+            return try await next(request, context)
+        }
+        return refuse(request)
+    }
+
+    private func refuse(_ request: Request) -> Response {
+        // A page goes to the login form; anything else (the API, the WebSocket, scripts) is told it needs one.
+        request.method == .get && !request.uri.path.hasPrefix("/api/") && request.uri.path != "/ws" && !request.uri.path.hasPrefix("/assets/")
+            ? .redirect(to: "/login", type: .normal) : problem(.unauthorized, "log in first at /login")
+    }
+}
+
+/// Headers on every response: no framing (clickjacking), no sniffing, nothing loaded from
+/// anywhere but the console itself, no referrer leaving it.
+struct SecurityHeaders: RouterMiddleware {
+    typealias Context = ConsoleContext
+
+    func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.contentSecurityPolicy] =
+            "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        response.headers[.xFrameOptions] = "DENY"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[.referrerPolicy] = "same-origin"  // no-referrer would make browsers send Origin: null
+        if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
+        return response
+    }
+}
+
+extension HTTPField.Name {
+    static let csrfToken = Self("X-CSRF-Token")!
+    static let xFrameOptions = Self("X-Frame-Options")!
+    static let xContentTypeOptions = Self("X-Content-Type-Options")!
+    static let referrerPolicy = Self("Referrer-Policy")!
+    static let contentSecurityPolicy = Self("Content-Security-Policy")!
+    static let origin = Self("Origin")!
+    static let host = Self("Host")!
+}
+
+/// Whether the request comes from the console's own pages: its Origin (which browsers send
+/// with every POST and WebSocket handshake) names the host it was sent to. Without an Origin
+/// it passes only when not `required` (a login from a script).
+func sameOrigin(_ request: Request, required: Bool) -> Bool {
+    guard let origin = request.headers[.origin] else { return !required }
+    // HTTP/1.1 carries the authority in the Host header.
+    guard let authority = request.head.authority ?? request.headers[.host], let schemeEnd = origin.range(of: "://") else { return false }
+    return origin[schemeEnd.upperBound...] == authority
+}
+
+/// The version a browser has drawn, shared by its connection's reader and pusher.
+final class DrawnVersion: Sendable {
+    let value = Atomic<UInt64>(0)
+}
+
+/// The version a browser says it has drawn: {"drawn":N}.
+func drawnVersion(_ text: String) -> UInt64? {
+    guard case .object(let object)? = try? JSONParser.parse(Array(text.utf8)), case .number(let version)? = object["drawn"],
+        version >= 0, version < 1e18
+    else { return nil }
+    return UInt64(version)
+}
+
+/// The fields of an application/x-www-form-urlencoded body.
+struct FormFields {
+    private var fields: [String: String] = [:]
+
+    init(_ body: String) {
+        for pair in body.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            guard let key = parts.first, !key.isEmpty, fields[key] == nil else { continue }
+            fields[key] = parts.count > 1 ? parts[1] : ""
+        }
+    }
+
+    subscript(_ key: String) -> String? { fields[key] }
+}
+
+func randomToken() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<4).map { _ in String(generator.next() as UInt64, radix: 16) }.joined()
+}
+
+func html(_ page: String) -> Response {
+    Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: page)))
+}
+
+func asset(_ text: String, type: String) -> Response {
+    Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
+}
+
+/// An error as JSON: {"error": what happened and what to do}.
+func problem(_ status: HTTPResponse.Status, _ message: String) -> Response {
+    var writer = JSONWriter()
+    writer.value(.object(JSONObject([("error", .string(message))])))
+    return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+}

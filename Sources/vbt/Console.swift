@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import VBTBus
+import VBTConsole
+
+// `vbt console`: the coach console's accounts (proto/console.md).
+
+struct ConsoleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "The coach console's accounts.",
+        subcommands: [User.self])
+
+    struct User: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add, remove and list the console's accounts.",
+            discussion: """
+                A coach account sends commands from the console's pages; a viewer account only looks.
+                The running console reads the file again when it changes: no restart needed.
+                """,
+            subcommands: [Add.self, Remove.self, List.self])
+    }
+
+    struct UsersFile: ParsableArguments {
+        @Option(help: "The accounts file (overrides VBT_CONSOLE_USERS; default data/console-users).")
+        var users: String?
+
+        var path: String { users ?? environment("VBT_CONSOLE_USERS") ?? "data/console-users" }
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an account, or set an existing one's role and password; the password is read from standard input.",
+            discussion: "e.g. printf '%s\\n' 'a long passphrase' | vbt console user add ana --role coach")
+
+        @Argument(help: "The account's name (a-z, 0-9, '.', '_', '-').")
+        var name: String
+
+        @Option(help: "coach (commands) or viewer (read-only).")
+        var role: String
+
+        @OptionGroup var file: UsersFile
+
+        func validate() throws {
+            guard ConsoleRole(rawValue: role) != nil else { throw ValidationError("--role must be coach or viewer") }
+            do { try AccountsFile.validate(name: name) } catch { throw ValidationError(error.description) }
+        }
+
+        func run() throws {
+            if isatty(STDIN_FILENO) == 1 {
+                FileHandle.standardError.write(Data("Password for \(name) (at least \(AccountsFile.minPasswordLength) characters): ".utf8))
+            }
+            let password = readPassword()
+            do {
+                try AccountsFile.add(path: file.path, name: name, role: ConsoleRole(rawValue: role)!, password: password)
+            } catch {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            print("\(name) (\(role)) can log in to the coach console; accounts in \(file.path)")
+        }
+
+        /// One line from standard input, without its line ending; echo off when it is a terminal.
+        private func readPassword() -> String {
+            var saved = termios()
+            let terminal = isatty(STDIN_FILENO) == 1 && tcgetattr(STDIN_FILENO, &saved) == 0
+            if terminal {
+                var quiet = saved
+                quiet.c_lflag &= ~tcflag_t(ECHO)
+                tcsetattr(STDIN_FILENO, TCSANOW, &quiet)
+            }
+            defer {
+                if terminal {
+                    tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+                    FileHandle.standardError.write(Data("\n".utf8))
+                }
+            }
+            var line = readLine(strippingNewline: true) ?? ""
+            if line.hasSuffix("\r") { line.removeLast() }
+            return line
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an account; its open sessions end at their next request.")
+
+        @Argument(help: "The account's name.")
+        var name: String
+
+        @OptionGroup var file: UsersFile
+
+        func run() throws {
+            do {
+                guard try AccountsFile.remove(path: file.path, name: name) else {
+                    reportProblem("vbt console: no account \(name) in \(file.path) (vbt console user list)")
+                    throw ExitCode.failure
+                }
+            } catch let error as AccountError {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            print("removed \(name)")
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the accounts and their roles (never their passwords).")
+
+        @OptionGroup var file: UsersFile
+
+        func run() throws {
+            let accounts: [String: ConsoleAccount]
+            do { accounts = try AccountsFile.load(path: file.path) } catch {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            if accounts.isEmpty { print("no accounts in \(file.path) (vbt console user add NAME --role coach)") }
+            for name in accounts.keys.sorted() { print("\(name)\t\(accounts[name]!.role.rawValue)") }
+        }
+    }
+}

@@ -1,0 +1,325 @@
+"""coach-console end to end in a real headless Chromium (Debian's chromium and
+chromium-driver, driven by selenium): a simulated station, the real rep-detector,
+notifier and posture-evaluator on a real bus, and the console between them and the
+browser. Logged out, only the login page is reachable; a coach logs in and sees the
+reps with the values on the bus, a set summary, a rest countdown, and sends each
+command from the station page and sees it take effect (and the command on the bus);
+a viewer sees the same but cannot send commands; the console shows a bus that went
+away and recovers when it is back. Screenshots of every page go to
+artifacts/console/ (CONSOLE_ARTIFACTS overrides) to be looked at."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import zmq
+
+from test_wire import Bus, binary, free_port, wait_until
+
+selenium = pytest.importorskip("selenium")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+STATION = "rack-01"
+ARTIFACTS = Path(os.environ.get("CONSOLE_ARTIFACTS", Path(__file__).resolve().parents[2] / "artifacts" / "console"))
+COACH = ("coach-ana", "squat-heavy-1")
+VIEWER = ("viewer-tv", "just-looking-2")
+
+
+class Tap:
+    """Every message on the bus, as a pyzmq subscriber sees it (independent of the console)."""
+
+    def __init__(self, endpoint: str):
+        self.messages: list[dict] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.SUB)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self.socket.connect(endpoint)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self.stop.is_set():
+            if not poller.poll(50):
+                continue
+            _, body = self.socket.recv_multipart()
+            with self.lock:
+                self.messages.append(json.loads(body))
+
+    def of(self, kind: str, station: str = STATION, **match) -> list[dict]:
+        with self.lock:
+            return [m for m in self.messages if m["type"] == kind and m["station"] == station
+                    and all(m.get(k) == v for k, v in match.items())]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.socket.close(0)
+        self.context.term()
+
+
+def browser() -> webdriver.Chrome:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.fail("chromium and chromium-driver are needed (make deps installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                     "--disable-gpu", "--no-first-run"):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+def shot(driver: webdriver.Chrome, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def field(driver: webdriver.Chrome, name: str, station: str = STATION) -> str:
+    """A data-field's text in a station's card ('' when the card is not drawn yet)."""
+    found = driver.find_elements(By.CSS_SELECTOR, f'[data-station="{station}"] [data-field="{name}"]')
+    return found[0].text if found else ""
+
+
+def log_in(driver: webdriver.Chrome, base: str, account: tuple[str, str]) -> None:
+    driver.get(base + "/login")
+    driver.find_element(By.NAME, "username").send_keys(account[0])
+    driver.find_element(By.NAME, "password").send_keys(account[1])
+    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+    wait_until(lambda: driver.current_url.rstrip("/") == base, "the board after logging in")
+
+
+class Gym:
+    def __init__(self, bus: Bus, tmp_path: Path):
+        self.bus = bus
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        users = tmp_path / "console-users"
+        for (name, password), role in ((COACH, "coach"), (VIEWER, "viewer")):
+            added = subprocess.run([binary("vbt"), "console", "user", "add", name, "--role", role, "--users", str(users)],
+                                   input=password + "\n", text=True, capture_output=True, env=bus.env, timeout=30)
+            assert added.returncode == 0, added.stderr
+        self.tap = Tap(bus.sub_endpoint)
+        self.console = bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{self.port}"])
+        self.console.wait_for_log("console listening")
+        bus.spawn("rep-detector", ["rep-detector"]).wait_for_log("bus connected")
+        bus.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json"), "--default-rest", "45"]).wait_for_log("bus connected")
+        bus.spawn("posture-evaluator", ["posture-evaluator"]).wait_for_log("bus connected")
+        # Who lifts what at the station, as `vbt station assign` says it.
+        bus.run(["vbt", "pub", f"cmd.{STATION}", json.dumps({"id": "assign-1", "command": "athlete.assign", "target": "*",
+                 "args": {"athlete": "ana", "exercise": "squat", "load_kg": 100}}), "--rate", "0"])
+        # A set of 5 reps, 90 s of rest (the window the rest commands are tried in), another set, again.
+        bus.spawn("bridge", ["sensor-bridge", "--simulate", "--loop", "--station", STATION, "--exercise", "squat",
+                             "--load-kg", "100", "--sets", "2", "--reps", "5", "--rest", "90", "--seed", "4",
+                             "--athlete", "ana", "--posture-rate", "20"])
+
+
+@pytest.fixture(scope="module")
+def gym(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("console")
+    bus = Bus(tmp_path)
+    gym = None
+    try:
+        bus.start(heartbeat_interval=1)
+        gym = Gym(bus, tmp_path)
+        yield gym
+    finally:
+        if gym:
+            gym.tap.close()
+        bus.stop_all()
+
+
+def http_status(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> int:
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request(method, path, body=body, headers=headers or {})
+    status = connection.getresponse().status
+    connection.close()
+    return status
+
+
+def session_cookie(base: str, account: tuple[str, str]) -> str:
+    """Logs in without a browser; the session cookie as a Cookie header."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("POST", "/login", body=f"username={account[0]}&password={account[1]}",
+                       headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": base})
+    response = connection.getresponse()
+    assert response.status == 303 and response.getheader("Location") == "/", response.status
+    cookie = response.getheader("Set-Cookie")
+    connection.close()
+    assert cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie, cookie
+    return cookie.split(";")[0]
+
+
+def test_logged_out_sees_only_the_login_page(gym: Gym):
+    driver = browser()
+    try:
+        for path in ("/assets/console.js", "/", f"/station/{STATION}"):
+            driver.get(gym.base + path)
+            if path.startswith("/assets"):
+                assert "log in first" in driver.page_source, "a script is served only to a session"
+                continue
+            assert driver.current_url == gym.base + "/login", path
+            assert driver.find_elements(By.NAME, "username") and driver.find_elements(By.NAME, "password")
+            assert not driver.find_elements(By.CSS_SELECTOR, "[data-station]")
+        shot(driver, "login")
+        # A wrong password: back to the form, with the reason, and still no session.
+        driver.find_element(By.NAME, "username").send_keys(COACH[0])
+        driver.find_element(By.NAME, "password").send_keys("not-the-password")
+        driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+        wait_until(lambda: "failed" in driver.current_url, "the refusal")
+        assert "Wrong name or password" in driver.find_element(By.CSS_SELECTOR, ".notice").text
+        driver.get(gym.base + "/")
+        assert driver.current_url == gym.base + "/login"
+    finally:
+        driver.quit()
+    # Without a session cookie: the data, the commands and the push are all refused.
+    assert http_status(gym.base, "GET", "/api/board") == 401
+    assert http_status(gym.base, "POST", "/api/command", {"Content-Type": "application/json"},
+                       json.dumps({"station": STATION, "command": "rest.skip"})) == 401
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": gym.base}
+    assert http_status(gym.base, "GET", "/ws", upgrade) in (400, 401), "no WebSocket without a session"
+    # The same handshake with a session is upgraded (101), so the refusal above is the missing session's.
+    cookie = session_cookie(gym.base, COACH)
+    assert http_status(gym.base, "GET", "/ws", {**upgrade, "Cookie": cookie}) == 101
+    # ...but not from another site's page (cross-site WebSocket hijacking).
+    assert http_status(gym.base, "GET", "/ws", {**upgrade, "Cookie": cookie, "Origin": "http://evil.example"}) in (400, 405)
+
+
+def test_coach_sees_reps_set_summary_rest_and_commands_work(gym: Gym):
+    driver = browser()
+    try:
+        log_in(driver, gym.base, COACH)
+        # The board: the station's last rep and rep count are those of a rep on the bus.
+        def rep_shown():
+            mv, count = field(driver, "last-mv"), field(driver, "rep-count")
+            return mv and count and [r for r in gym.tap.of("rep") if r["index"] == int(count) and f"{r['mean_velocity_mps']:.2f}" == mv]
+        wait_until(rep_shown, "a rep on the board with the bus's values", timeout=60, detail=gym.bus.describe)
+        assert field(driver, "athlete") == "ana"
+        assert field(driver, "link") == "live"
+        shot(driver, "board")
+
+        driver.get(f"{gym.base}/station/{STATION}")
+        wait_until(lambda: field(driver, "athlete") == "ana", "the station page")
+        # End the set from the page while it goes on: the detector ends it for the command.
+        wait_until(lambda: [s for s in gym.tap.of("set", event="start") if s["set_id"] not in
+                            {e["set_id"] for e in gym.tap.of("set", event="end")}] and gym.tap.of("rep"),
+                   "a set going on", timeout=150, detail=gym.bus.describe)
+        driver.find_element(By.CSS_SELECTOR, 'button[data-command="set.end"]').click()
+        ended = wait_until(lambda: gym.tap.of("set", event="end", reason="command"), "the set ended by the command",
+                           detail=gym.bus.describe)[-1]
+        assert [c for c in gym.tap.of("cmd") if c["command"] == "set.end" and c["src"].startswith("coach-console")]
+        wait_until(lambda: "set.end: done" in driver.find_element(By.ID, "command-log").text, "the page to confirm set.end")
+        wait_until(lambda: f"Set ended: {ended['reps']} reps" in driver.find_element(By.ID, "summary").text
+                   or gym.tap.of("set", event="start") and driver.find_element(By.ID, "summary").text == "Set in progress",
+                   "the summary of the ended set")
+
+        # The rest of the simulated set is a set of its own; at its end the notifier's rest runs.
+        last_end = wait_until(lambda: [s for s in gym.tap.of("set", event="end") if s.get("reason") == "idle"],
+                              "the set's end by idle", timeout=60, detail=gym.bus.describe)[-1]
+        summary = wait_until(lambda: driver.find_element(By.ID, "summary").text.startswith("Set ended") and
+                             driver.find_element(By.ID, "summary").text, "a set summary")
+        assert f"Set ended: {last_end['reps']} reps" in summary and "(idle)" in summary, summary
+        assert f"best {last_end['best_mean_velocity_mps']:.2f} m/s" in summary, summary
+        first = int(wait_until(lambda: field(driver, "rest"), "a rest countdown", detail=gym.bus.describe))
+        assert 0 < first <= 45
+        wait_until(lambda: field(driver, "rest") and int(field(driver, "rest")) < first, "the countdown to go down")
+        shot(driver, "station")
+
+        def click(command: str) -> None:
+            driver.find_element(By.CSS_SELECTOR, f'button[data-command="{command}"]').click()
+            wait_until(lambda: [c for c in gym.tap.of("cmd") if c["command"] == command and c["src"].startswith("coach-console")],
+                       f"{command} on the bus", detail=gym.bus.describe)
+            wait_until(lambda: f"{command}: done" in driver.find_element(By.ID, "command-log").text,
+                       f"the page to confirm {command}", detail=lambda: driver.find_element(By.ID, "command-log").text)
+
+        click("posture.calibrate")  # 10 s of calibration: confirmed at the end
+        click("rest.pause")
+        assert field(driver, "rest-state") == "paused"
+        held = field(driver, "rest")
+        wait_until(lambda: len(gym.tap.of("timer", state="paused")) >= 2, "a second paused tick")
+        assert field(driver, "rest") == held, "a paused rest does not count down"
+        click("rest.resume")
+        before = int(field(driver, "rest"))
+        click("rest.extend")
+        wait_until(lambda: int(field(driver, "rest") or 0) > before + 20, "30 s more rest")
+        click("rest.skip")
+        wait_until(lambda: field(driver, "rest") == "", "no rest once skipped")
+        driver.find_element(By.NAME, "athlete").send_keys("ben")
+        driver.find_element(By.NAME, "exercise").send_keys("front-squat")
+        driver.find_element(By.NAME, "load_kg").send_keys("80")
+        driver.find_element(By.CSS_SELECTOR, "#assign button").click()
+        wait_until(lambda: field(driver, "athlete") == "ben" and field(driver, "exercise") == "front-squat"
+                   and field(driver, "load") == "80 kg", "the assignment on the page", detail=gym.bus.describe)
+        assign = [c for c in gym.tap.of("cmd") if c["command"] == "athlete.assign" and c["src"].startswith("coach-console")][-1]
+        assert assign["args"] == {"athlete": "ben", "exercise": "front-squat", "load_kg": 80}
+        wait_until(lambda: "athlete.assign: done" in driver.find_element(By.ID, "command-log").text, "the page to confirm the assignment")
+        wait_until(lambda: "posture.calibrate: done" in driver.find_element(By.ID, "command-log").text,
+                   "the calibration to finish", timeout=30, detail=gym.bus.describe)
+        shot(driver, "station-commands")
+        # Logging out ends the session: the board is out of reach again.
+        driver.find_element(By.CSS_SELECTOR, "header.top form button").click()
+        wait_until(lambda: driver.current_url == gym.base + "/login", "the login page after logging out")
+        driver.get(gym.base + "/")
+        assert driver.current_url == gym.base + "/login"
+    finally:
+        driver.quit()
+
+
+def test_viewer_cannot_send_commands(gym: Gym):
+    driver = browser()
+    try:
+        log_in(driver, gym.base, VIEWER)
+        wait_until(lambda: field(driver, "athlete"), "the board for the viewer")
+        driver.get(f"{gym.base}/station/{STATION}")
+        wait_until(lambda: field(driver, "athlete"), "the station page for the viewer")
+        assert not driver.find_elements(By.CSS_SELECTOR, "button[data-command]"), "a viewer's page has no command buttons"
+        shot(driver, "station-viewer")
+        # Even sent by hand with the page's own token, the command is refused and never reaches the bus.
+        sent_before = len(gym.tap.of("cmd"))
+        status = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            fetch('/api/command', {method: 'POST', credentials: 'same-origin', headers: {'Content-Type': 'application/json',
+              'X-CSRF-Token': document.querySelector('meta[name="csrf"]').content},
+              body: JSON.stringify({station: 'rack-01', command: 'rest.skip'})}).then(r => done(r.status), () => done(0));""")
+        assert status == 403
+        assert len(gym.tap.of("cmd")) == sent_before
+    finally:
+        driver.quit()
+
+
+def test_console_shows_the_bus_going_away_and_recovers(gym: Gym):
+    driver = browser()
+    try:
+        log_in(driver, gym.base, COACH)
+        wait_until(lambda: driver.find_element(By.ID, "link").text == "live", "the bus link live")
+        gym.bus.process.kill()
+        wait_until(lambda: "bus unreachable" in driver.find_element(By.ID, "link").text, "the page to show the bus gone",
+                   timeout=15)
+        shot(driver, "bus-down")
+        again = gym.bus.spawn("vbt-bus-again", ["vbt-bus", "--heartbeat-interval", "1"])
+        again.wait_for_log("bus forwarding")
+        gym.bus.process = again
+        wait_until(lambda: driver.find_element(By.ID, "link").text == "live", "the page to show the bus back", timeout=30,
+                   detail=gym.bus.describe)
+        heard = len(gym.tap.of("heartbeat", station="coach-console"))
+        wait_until(lambda: len(gym.tap.of("heartbeat", station="coach-console")) > heard, "the console publishing again",
+                   detail=gym.bus.describe)
+        assert gym.console.proc.poll() is None
+    finally:
+        driver.quit()
