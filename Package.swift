@@ -157,6 +157,7 @@ let package = Package(
             dependencies: [
                 "VBTWire", "VBTBus",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -287,7 +288,10 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTConsoleTests",
-            dependencies: ["VBTConsole", "VBTWire", "VBTBus", "VBTTesting"]
+            dependencies: [
+                "VBTConsole", "VBTWire", "VBTBus", "VBTTesting",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
         ),
         .testTarget(
             name: "VBTSensorsTests",

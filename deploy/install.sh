@@ -45,6 +45,8 @@ for unit in "${units[@]}"; do install -m 0644 "$here/systemd/$unit.service" "$ro
 [ "$role" = station ] && install -m 0644 "$here/systemd/sensor-bridge@.service" "$root/etc/systemd/system/sensor-bridge@.service"
 install -m 0644 "$here/sysusers.d/vbt.conf" "$root/etc/sysusers.d/vbt.conf"
 install -m 0644 "$here/README.md" "$root/usr/local/share/doc/vbt/deploy/README.md"
+install -d -m 0755 "$root/usr/local/share/doc/vbt/deploy/grafana"
+install -m 0644 "$here/grafana/vbt-gym.json" "$root/usr/local/share/doc/vbt/deploy/grafana/vbt-gym.json"
 systemd-sysusers --root="$root" "$root/etc/sysusers.d/vbt.conf"
 
 install -d -m 0755 "$root/etc/vbt"

@@ -10,6 +10,7 @@ import VBTWire
 /// browsers, so a burst is one update, not one per message.
 struct ConsoleBusLoop {
     let live: LiveBoard
+    let metrics: GymMetrics
     let outbox: CommandOutbox
     let logger: Logger
     private let subscriber: Subscriber
@@ -18,8 +19,8 @@ struct ConsoleBusLoop {
     /// Seconds without any message (the bus alone sends its heartbeat every second) before the link shows as down.
     private let linkTimeoutS = 3.0
 
-    init(context: ZMQContext, config: BusConfig, live: LiveBoard, outbox: CommandOutbox, logger: Logger) throws {
-        (self.live, self.outbox, self.logger, endpoint) = (live, outbox, logger, config.subEndpoint)
+    init(context: ZMQContext, config: BusConfig, live: LiveBoard, metrics: GymMetrics, outbox: CommandOutbox, logger: Logger) throws {
+        (self.live, self.metrics, self.outbox, self.logger, endpoint) = (live, metrics, outbox, logger, config.subEndpoint)
         subscriber = try Subscriber(
             context: context, config: config,
             prefixes: MessageTypes.prefixes(
@@ -45,6 +46,8 @@ struct ConsoleBusLoop {
             if !batch.isEmpty { lastMessageAt = now }
             let tick = now >= nextTick
             if tick { nextTick = now + 0.25 }
+            for message in batch { metrics.apply(message, now: now) }
+            if tick { metrics.refresh(board: live.snapshot, browsers: live.watcherCount, now: now) }
             if !batch.isEmpty || tick {
                 let totals = subscriber.stats.totals
                 live.update { board, bus in

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 import VBTBus
 import VBTCommandLine
 import VBTConsole
@@ -74,13 +75,15 @@ struct ConsoleCommand: AsyncParsableCommand {
                 "no accounts yet: nobody can log in", metadata: ["users": "\(usersPath)", "add": "vbt console user add NAME --role coach"])
         }
         let live = LiveBoard()
+        let registry = PrometheusCollectorRegistry()
+        let metrics = GymMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let outbox = CommandOutbox()
         let stop = StopFlag()
         let server = ConsoleServer(
-            live: live, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600, logger: logger)
+            live: live, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600, logger: logger)
         let busConfig = bus.config
         try await runProgram("coach-console", logger: logger, onShutdown: { stop.set() }, before: server.services) { context in
-            try ConsoleBusLoop(context: context, config: busConfig, live: live, outbox: outbox, logger: logger).run(stop: stop)
+            try ConsoleBusLoop(context: context, config: busConfig, live: live, metrics: metrics, outbox: outbox, logger: logger).run(stop: stop)
         }
     }
 }

@@ -5,6 +5,7 @@ import HummingbirdAuth
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 import VBTBus
@@ -39,6 +40,7 @@ struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestCo
 /// The console's HTTP side: pages, the WebSocket push, login and logout, commands.
 struct ConsoleServer {
     let live: LiveBoard
+    let registry: PrometheusCollectorRegistry
     let accounts: AccountBook
     let outbox: CommandOutbox
     let host: String
@@ -59,11 +61,11 @@ struct ConsoleServer {
         let router = Router(context: ConsoleContext.self)
         router.add(middleware: SecurityHeaders())
         router.add(middleware: sessions)
-        router.add(middleware: RequireLogin(accounts: accounts))
+        router.add(middleware: RequireLogin(accounts: accounts, logger: logger))
         addPages(router)
         let webSocketRouter = Router(context: ConsoleContext.self)
         webSocketRouter.add(middleware: sessions)
-        webSocketRouter.add(middleware: RequireLogin(accounts: accounts))
+        webSocketRouter.add(middleware: RequireLogin(accounts: accounts, logger: logger))
         addPush(webSocketRouter)
         let app = Application(
             router: router,
@@ -122,6 +124,12 @@ struct ConsoleServer {
         }
         router.get("/assets/console.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
         router.get("/assets/console.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
+        let registry = self.registry
+        router.get("/metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+        }
         router.get("/api/board") { _, _ -> Response in
             let update = live.update(since: 0)
             return Response(
@@ -196,6 +204,7 @@ struct ConsoleServer {
 struct RequireLogin: RouterMiddleware {
     typealias Context = ConsoleContext
     let accounts: AccountBook
+    let logger: Logger
 
     func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
@@ -211,6 +220,20 @@ struct RequireLogin: RouterMiddleware {
             }
             return try await next(request, context)
         }
+        // A Prometheus server scrapes with HTTP Basic (any account; its scrape config's basic_auth).
+        if path == "/metrics" {
+            if let (name, password) = basicCredentials(request) {
+                let now = monotonicSeconds()
+                let accounts = self.accounts
+                if await Task.detached(operation: { accounts.check(name: name, password: password, now: now) }).value != nil {
+                    return try await next(request, context)
+                }
+                logger.notice("metrics scrape refused", metadata: ["user": "\(name.prefix(32))"])
+            }
+            var response = problem(.unauthorized, "log in first: HTTP Basic with a console account")
+            response.headers[.wwwAuthenticate] = #"Basic realm="vbt", charset="UTF-8""#
+            return response
+        }
         return refuse(request)
     }
 
@@ -219,6 +242,15 @@ struct RequireLogin: RouterMiddleware {
         request.method == .get && !request.uri.path.hasPrefix("/api/") && request.uri.path != "/ws" && !request.uri.path.hasPrefix("/assets/")
             ? .redirect(to: "/login", type: .normal) : problem(.unauthorized, "log in first at /login")
     }
+}
+
+/// The name and password of an `Authorization: Basic` header.
+func basicCredentials(_ request: Request) -> (String, String)? {
+    guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
+        let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+        let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":")
+    else { return nil }
+    return (String(text[..<colon]), String(text[text.index(after: colon)...]))
 }
 
 /// Headers on every response: no framing (clickjacking), no sniffing, nothing loaded from

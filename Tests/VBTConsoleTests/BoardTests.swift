@@ -1,4 +1,5 @@
 import Foundation
+import Prometheus
 import Testing
 import VBTBus
 import VBTWire
@@ -226,5 +227,40 @@ private func rep(_ index: Int, _ velocity: Double, set: String = "s1", loss: Dou
         for _ in 0..<outbox.capacity { #expect(outbox.submit(command)) }
         #expect(!outbox.submit(command))
         #expect(outbox.take().count == outbox.capacity && outbox.take().isEmpty)
+    }
+}
+
+@Suite struct GymMetricsTests {
+    private func heartbeat(_ name: String, uptime: Double, received: Int, gaps: Int = 0) -> BusMessage {
+        var inputs = InputCounters()
+        inputs.received = received
+        inputs.gaps = gaps
+        return message(HeartbeatMessage(role: name, uptimeS: uptime, intervalS: 1, inputs: inputs), station: name)
+    }
+
+    @Test func heartbeatCountersKeepGrowingAcrossARestart() {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = GymMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        metrics.apply(heartbeat("rep-detector", uptime: 10, received: 100, gaps: 1), now: 1)
+        metrics.apply(heartbeat("rep-detector", uptime: 11, received: 150, gaps: 1), now: 2)
+        // Restarted: its counters start again; the exported counter adds them on top.
+        metrics.apply(heartbeat("rep-detector", uptime: 0.5, received: 20), now: 3)
+        metrics.apply(rep(1, 0.7), now: 3)
+        metrics.apply(rep(2, 0.6), now: 3)
+        metrics.apply(
+            message(SetMessage(setId: "s1", event: .end, reps: 2, reason: .idle, bestMeanVelocityMps: 0.7, velocityLossPct: 14.3)), now: 4)
+        var board = ConsoleBoard()
+        board.apply(rep(1, 0.7), now: 3)
+        metrics.refresh(board: board, browsers: 2, now: 3.5)
+        let text = registry.emitToString()
+        #expect(text.contains(#"vbt_program_received_total{program="rep-detector"} 170"#), "\(text)")
+        #expect(text.contains(#"vbt_program_gaps_total{program="rep-detector"} 1"#))
+        #expect(text.contains(#"vbt_program_up{program="rep-detector"} 1.0"#))
+        #expect(text.contains(#"vbt_station_reps_total{station="rack-01"} 2"#))
+        #expect(text.contains(#"vbt_station_sets_total{reason="idle",station="rack-01"} 1"#))
+        #expect(text.contains("vbt_console_browsers 2.0"))
+        // Silent for more than three heartbeat intervals: down.
+        metrics.refresh(board: board, browsers: 0, now: 7)
+        #expect(registry.emitToString().contains(#"vbt_program_up{program="rep-detector"} 0.0"#))
     }
 }

@@ -10,9 +10,11 @@ artifacts/console/ (CONSOLE_ARTIFACTS overrides) to be looked at."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -323,3 +325,45 @@ def test_console_shows_the_bus_going_away_and_recovers(gym: Gym):
         assert gym.console.proc.poll() is None
     finally:
         driver.quit()
+
+
+def scrape(base: str, account: tuple[str, str] | None) -> tuple[int, str]:
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    headers = {}
+    if account:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{account[0]}:{account[1]}".encode()).decode()
+    connection.request("GET", "/metrics", headers=headers)
+    response = connection.getresponse()
+    status, text = response.status, response.read().decode()
+    connection.close()
+    return status, text
+
+
+def metric(text: str, name: str, labels: str = "") -> float | None:
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{labels}}} " if labels else f"{name} "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_metrics_need_an_account_and_show_the_whole_gym(gym: Gym):
+    assert scrape(gym.base, None)[0] == 401
+    assert scrape(gym.base, (VIEWER[0], "wrong password"))[0] == 401
+    # Every program's heartbeat, and the station's reps as the bus carried them.
+    def agreed():
+        status, text = scrape(gym.base, VIEWER)
+        assert status == 200
+        reps = metric(text, "vbt_station_reps_total", f'station="{STATION}"')
+        up = [metric(text, "vbt_program_up", f'program="{p}"') for p in ("rep-detector", "notifier", "posture-evaluator", "bus")]
+        return reps is not None and reps == len(gym.tap.of("rep")) and up == [1, 1, 1, 1] and text
+    text = wait_until(agreed, "/metrics to agree with the bus", timeout=30, detail=gym.bus.describe)
+    assert metric(text, "vbt_bus_messages_in_total", 'program="bus"') > 0
+    assert metric(text, "vbt_program_received_total", 'program="rep-detector"') > 0
+    assert metric(text, "vbt_sensor_rate_hz", f'sensor="imu",station="{STATION}"') > 0
+    # The Grafana dashboard in deploy/ asks only for metrics the console exports.
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "vbt-gym.json").read_text())
+    asked = {name for panel in dashboard["panels"] for target in panel.get("targets", [])
+             for name in re.findall(r"vbt_[a-z_]+", target["expr"])}
+    exported = {line.split("{")[0].split()[0] for line in text.splitlines() if line.startswith("vbt_")}
+    assert asked and asked <= exported, asked - exported
