@@ -156,6 +156,7 @@ let package = Package(
             name: "VBTConsole",
             dependencies: [
                 "VBTWire", "VBTBus",
+                "VBTQuery",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -247,6 +248,7 @@ let package = Package(
                 "VBTCommandLine",
                 "VBTConsole",
                 "VBTQuery",
+                "VBTDetection",  // the load-velocity fit of the athlete pages' charts
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -289,7 +291,7 @@ let package = Package(
         .testTarget(
             name: "VBTConsoleTests",
             dependencies: [
-                "VBTConsole", "VBTWire", "VBTBus", "VBTTesting",
+                "VBTConsole", "VBTWire", "VBTBus", "VBTTesting", "VBTQuery",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),

@@ -155,7 +155,7 @@ public struct StationState: Sendable, Equatable, Codable {
     public var velocityLossPct: Double?
     /// The athlete's velocity-loss threshold: the plan's or assignment's, else the detector's default (20 %).
     public var vlThresholdPct = 20.0
-    public var lastSet: SetSummary?
+    public var lastSet: LastSet?
     public var rejected: [RejectedView] = []
     public var posture: PostureView?
     /// Posture calibrations finished here since the console started.
@@ -215,7 +215,7 @@ public struct StationState: Sendable, Equatable, Codable {
             inSet = false
             if let loss = set.velocityLossPct { velocityLossPct = loss }
             let own = set.setId == setId ? reps : []
-            lastSet = SetSummary(
+            lastSet = LastSet(
                 setId: set.setId, reps: set.reps ?? own.count, bestMeanVelocityMps: set.bestMeanVelocityMps ?? own.map(\.meanVelocityMps).max(),
                 lastMeanVelocityMps: own.last?.meanVelocityMps, velocityLossPct: set.velocityLossPct, reason: set.reason?.rawValue)
         }
@@ -258,7 +258,7 @@ public struct RepBar: Sendable, Equatable, Codable {
 }
 
 /// A set's end, as the station view sums it up.
-public struct SetSummary: Sendable, Equatable, Codable {
+public struct LastSet: Sendable, Equatable, Codable {
     public var setId: String
     public var reps: Int
     public var bestMeanVelocityMps: Double?

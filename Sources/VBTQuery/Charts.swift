@@ -12,6 +12,23 @@ public struct ChartPanel: Sendable {
         case lines([Series], xLabel: @Sendable (Double) -> String)
         /// One bar per category.
         case bars(categories: [String], values: [Double])
+        /// A load-velocity profile: the best mean velocity at each load (points), the fitted
+        /// line, the minimal velocity threshold (MVT) and the estimated 1RM where they meet.
+        case loadVelocity(LoadVelocityPlot)
+    }
+
+    /// What a load-velocity panel draws; the fit is the caller's (the detector's least squares).
+    public struct LoadVelocityPlot: Sendable {
+        /// (load kg, best mean velocity m/s).
+        public var points: [(x: Double, y: Double)]
+        /// v = intercept + slope x load, when there are two loads or more.
+        public var line: (interceptMps: Double, slopeMpsPerKg: Double)?
+        public var mvtMps: Double?
+        public var e1rmKg: Double?
+
+        public init(points: [(x: Double, y: Double)], line: (interceptMps: Double, slopeMpsPerKg: Double)?, mvtMps: Double?, e1rmKg: Double?) {
+            (self.points, self.line, self.mvtMps, self.e1rmKg) = (points, line, mvtMps, e1rmKg)
+        }
     }
 
     /// A named line.
@@ -60,6 +77,7 @@ public enum SVGChart {
         switch panel.kind {
         case .lines(let series, _): values = series.flatMap { $0.points.map(\.y) }
         case .bars(_, let bars): values = bars + [0]
+        case .loadVelocity(let plot): values = plot.points.isEmpty ? [] : plot.points.map(\.y) + [0] + (plot.mvtMps.map { [$0] } ?? [])
         }
         guard !values.isEmpty else {
             return out + "<text x=\"\(fmt(x0 + plotW / 2))\" y=\"\(fmt(y0 + plotH / 2))\" text-anchor=\"middle\" fill=\"#888\">no data yet</text>\n</g>\n"
@@ -90,6 +108,8 @@ public enum SVGChart {
                         "<text x=\"\(fmt(x + slot / 2))\" y=\"\(fmt(y(value) - 4))\" text-anchor=\"middle\" font-size=\"11\">\(label(value, step: yStep / 10))</text>\n"
                 }
             }
+        case .loadVelocity(let plot):
+            out += loadVelocity(plot, x0: x0, y0: y0, plotW: plotW, plotH: plotH, y: y, yStep: yStep)
         case .lines(let series, let xLabel):
             let xs = series.flatMap { $0.points.map(\.x) }
             let xMin = xs.min() ?? 0, xMax = xs.max() ?? 1
@@ -126,6 +146,44 @@ public enum SVGChart {
         return out + "</g>\n"
     }
 
+    /// The load axis from 0 to past the heaviest load and the e1RM, the points, the fitted
+    /// line down to the MVT, the MVT as a dashed line and the e1RM marked where they meet.
+    static func loadVelocity(
+        _ plot: ChartPanel.LoadVelocityPlot, x0: Double, y0: Double, plotW: Double, plotH: Double, y: (Double) -> Double, yStep: Double
+    ) -> String {
+        let heaviest = max(plot.points.map(\.x).max() ?? 1, plot.e1rmKg ?? 0)
+        let (_, xMax, xStep) = niceRange(0, heaviest * 1.05, integral: true)
+        func x(_ load: Double) -> Double { x0 + load / xMax * plotW }
+        var out = ""
+        var tick = 0.0
+        while tick <= xMax + xStep / 2 {
+            out += "<text x=\"\(fmt(x(tick)))\" y=\"\(fmt(y0 + plotH + 18))\" text-anchor=\"middle\">\(label(tick, step: xStep)) kg</text>\n"
+            tick += xStep
+        }
+        if let mvt = plot.mvtMps {
+            out +=
+                "<line class=\"mvt\" x1=\"\(fmt(x0))\" y1=\"\(fmt(y(mvt)))\" x2=\"\(fmt(x0 + plotW))\" y2=\"\(fmt(y(mvt)))\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n"
+            // At the left: the e1RM is marked at the right end of the line.
+            out += "<text x=\"\(fmt(x0 + 6))\" y=\"\(fmt(y(mvt) - 6))\" fill=\"#d62728\">MVT \(String(format: "%.2f", mvt)) m/s</text>\n"
+        }
+        if let line = plot.line {
+            // From the lightest load to the e1RM (or the heaviest load without one).
+            let from = plot.points.map(\.x).min() ?? 0, to = plot.e1rmKg ?? heaviest
+            out +=
+                "<line class=\"fit\" x1=\"\(fmt(x(from)))\" y1=\"\(fmt(y(line.interceptMps + line.slopeMpsPerKg * from)))\" x2=\"\(fmt(x(to)))\" y2=\"\(fmt(y(line.interceptMps + line.slopeMpsPerKg * to)))\" stroke=\"\(palette[0])\" stroke-width=\"2\"/>\n"
+        }
+        if let e1rm = plot.e1rmKg, let mvt = plot.mvtMps {
+            out += "<circle class=\"e1rm\" cx=\"\(fmt(x(e1rm)))\" cy=\"\(fmt(y(mvt)))\" r=\"6\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n"
+            out +=
+                "<text x=\"\(fmt(x(e1rm)))\" y=\"\(fmt(y(mvt) + 20))\" text-anchor=\"middle\" font-weight=\"bold\">e1RM \(String(format: "%.0f", e1rm)) kg</text>\n"
+        }
+        for point in plot.points {
+            out +=
+                "<circle cx=\"\(fmt(x(point.x)))\" cy=\"\(fmt(y(point.y)))\" r=\"4.5\" fill=\"\(palette[0])\"><title>\(label(point.x, step: 0.5)) kg: \(String(format: "%.2f", point.y)) m/s</title></circle>\n"
+        }
+        return out
+    }
+
     /// A range covering [low, high] with 4-6 round steps; whole steps of 1, 2
     /// or 5 times a power of ten (at least 1) when `integral`.
     static func niceRange(_ low: Double, _ high: Double, integral: Bool = false) -> (Double, Double, Double) {
@@ -158,22 +216,26 @@ public enum SVGChart {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// The progress chart: e1RM per day per exercise, best velocity per load, body weight.
-    public static func progress(_ report: ProgressReport, utcOffsetS: Int) -> String {
+    /// The progress chart: e1RM per day per exercise, each exercise's load-velocity profile
+    /// (`profiles`, by exercise: the fitted line, MVT and e1RM; without one, the best velocity
+    /// at each load as points), body weight.
+    public static func progress(_ report: ProgressReport, utcOffsetS: Int, profiles: [String: ChartPanel.LoadVelocityPlot] = [:]) -> String {
         let dayLabel: @Sendable (Double) -> String = { DayStats.day($0, offset: Double(utcOffsetS)) }
         let e1rm = report.exercises.filter { !$0.e1rm.isEmpty }.map {
             ChartPanel.Series(name: $0.exercise, points: $0.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
         }
-        let best = report.exercises.filter { !$0.bestByLoad.isEmpty }.map {
-            ChartPanel.Series(name: $0.exercise, points: $0.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) })
+        let velocity = report.exercises.filter { !$0.bestByLoad.isEmpty }.map { exercise in
+            ChartPanel(
+                title: "\(exercise.exercise): load-velocity profile (best rep at each load)", yUnit: "m/s",
+                kind: .loadVelocity(
+                    profiles[exercise.exercise]
+                        ?? .init(points: exercise.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) }, line: nil, mvtMps: nil, e1rmKg: nil)))
         }
         let weight = report.bodyWeight.isEmpty ? [] : [ChartPanel.Series(name: "body weight", points: report.bodyWeight.map { (x: $0.ts, y: $0.weightKg) })]
         return render(
             title: "Progress: \(report.athlete)",
-            panels: [
-                ChartPanel(title: "Estimated 1RM per day", yUnit: "kg", kind: .lines(e1rm, xLabel: dayLabel)),
-                ChartPanel(title: "Best mean velocity per load", yUnit: "m/s", kind: .lines(best, xLabel: { String(format: "%.0f kg", $0) })),
-                ChartPanel(title: "Body weight", yUnit: "kg", kind: .lines(weight, xLabel: dayLabel)),
+            panels: [ChartPanel(title: "Estimated 1RM per day", yUnit: "kg", kind: .lines(e1rm, xLabel: dayLabel))] + velocity + [
+                ChartPanel(title: "Body weight", yUnit: "kg", kind: .lines(weight, xLabel: dayLabel))
             ])
     }
 

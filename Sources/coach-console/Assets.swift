@@ -402,5 +402,15 @@ enum Assets {
         .command, .command-buttons { display: flex; gap: 8px; flex-wrap: wrap; margin-bottom: 8px; }
         .command-log { font-size: 15px; }
         .command-log .done { color: var(--ok); } .command-log .failed { color: var(--bad); }
+        .top nav { display: flex; gap: 12px; } .top nav a { text-decoration: none; color: var(--muted); } .top nav a:hover { color: var(--text); }
+        .history main { max-width: 1100px; }
+        .facts { font-size: 18px; }
+        table.data { border-collapse: collapse; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
+        table.data th, table.data td { padding: 6px 10px; border-bottom: 1px solid #2a323c; text-align: left; }
+        table.data td.num { text-align: right; }
+        table.data caption { text-align: left; font-weight: 700; padding: 4px 0; }
+        .chart svg { max-width: 100%; height: auto; border-radius: 12px; }
+        .two { display: flex; gap: 24px; flex-wrap: wrap; align-items: flex-start; }
+        .tabs a { margin-right: 12px; padding: 4px 10px; border-radius: 8px; } .tabs a.on { background: #26303b; }
         """#
 }

@@ -79,10 +79,17 @@ struct ConsoleCommand: AsyncParsableCommand {
         let metrics = GymMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let outbox = CommandOutbox()
         let stop = StopFlag()
+        let queries = QueryWorker()
+        let history = HistoryPages(queries: queries, utcOffsetS: TimeZone.current.secondsFromGMT())
         let server = ConsoleServer(
-            live: live, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600, logger: logger)
+            live: live, history: history, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600,
+            logger: logger)
         let busConfig = bus.config
-        try await runProgram("coach-console", logger: logger, onShutdown: { stop.set() }, before: server.services) { context in
+        // The recorder's queries on a thread of their own, stopped after the web server.
+        let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { stop.set() }) { context in
+            try queries.run(context: context, config: busConfig, stop: stop, logger: logger)
+        }
+        try await runProgram("coach-console", logger: logger, onShutdown: { stop.set() }, before: [queryLoop] + server.services) { context in
             try ConsoleBusLoop(context: context, config: busConfig, live: live, metrics: metrics, outbox: outbox, logger: logger).run(stop: stop)
         }
     }

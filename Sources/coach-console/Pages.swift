@@ -80,7 +80,7 @@ enum Pages {
                 """)
     }
 
-    private static func page(
+    static func page(
         title: String, body: String, station: String? = nil, user: String? = nil, role: ConsoleRole? = nil, csrf: String? = nil, main: String
     ) -> String {
         let header =
@@ -88,7 +88,8 @@ enum Pages {
                 """
                 <header class="top">
                   <a class="brand" href="/">vbt</a>
-                  <span id="link" class="link" data-field="bus">connecting…</span>
+                  <nav><a href="/">Board</a> <a href="/athletes">Athletes</a> <a href="/leaders">Leaderboards</a></nav>
+                  \(body == "history" ? "" : #"<span id="link" class="link" data-field="bus">connecting…</span>"#)
                   <span class="who">\(escape(user)) (\(role?.rawValue ?? ""))</span>
                   <form method="post" action="/logout"><input type="hidden" name="csrf" value="\(escape(csrf ?? ""))"><button>Log out</button></form>
                 </header>
@@ -116,6 +117,20 @@ enum Pages {
             </body>
             </html>
             """
+    }
+
+    /// A page of the recorder's history (no live updates: its link shows the page's own state).
+    static func history(title: String, user: String, role: ConsoleRole, csrf: String, main: String) -> String {
+        page(title: "vbt: " + title, body: "history", user: user, role: role, csrf: csrf, main: main)
+    }
+
+    /// What a history page says when the recorder cannot answer; the live board still works.
+    static func unavailable(_ reason: String) -> String {
+        """
+        <h1>History unavailable</h1>
+        <p class="notice" role="alert" data-field="history-error">\(escape(reason))</p>
+        <p>The live board keeps working: <a href="/">every station</a>. Reload this page once the session-recorder is back.</p>
+        """
     }
 
     /// Text made safe inside HTML elements and attribute values.

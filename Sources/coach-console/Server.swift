@@ -10,6 +10,7 @@ import ServiceLifecycle
 import Synchronization
 import VBTBus
 import VBTConsole
+import VBTQuery
 import VBTWire
 
 /// A logged-in browser: who, in what role, and the token its requests that change anything carry.
@@ -40,6 +41,7 @@ struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestCo
 /// The console's HTTP side: pages, the WebSocket push, login and logout, commands.
 struct ConsoleServer {
     let live: LiveBoard
+    let history: HistoryPages
     let registry: PrometheusCollectorRegistry
     let accounts: AccountBook
     let outbox: CommandOutbox
@@ -122,6 +124,18 @@ struct ConsoleServer {
             guard isStationName(name) else { return problem(.notFound, "no such station") }
             return html(Pages.station(name, user: session.user, role: session.role, csrf: session.csrf))
         }
+        let history = self.history
+        router.get("/athletes") { _, context -> Response in
+            try await historyPage(context, title: "athletes") { try await history.athletes() }
+        }
+        router.get("/athlete/{id}") { _, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            return try await historyPage(context, title: id) { try await history.athlete(id) }
+        }
+        router.get("/leaders") { request, context -> Response in
+            let period = request.uri.queryParameters["period"].map(String.init) == "week" ? "week" : "today"
+            return try await historyPage(context, title: "leaderboards") { try await history.leaders(period: period) }
+        }
         router.get("/assets/console.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
         router.get("/assets/console.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
         let registry = self.registry
@@ -196,6 +210,19 @@ struct ConsoleServer {
                     waker.yield()
                 }
             })
+    }
+}
+
+/// A history page, or why the recorder could not give it: 404 for what it does not know
+/// (an unknown athlete), 503 when it does not answer (the live board still works).
+func historyPage(_ context: ConsoleContext, title: String, _ body: () async throws -> String) async throws -> Response {
+    guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
+    do {
+        return html(Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: try await body()))
+    } catch let error as QueryError {
+        var response = html(Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: Pages.unavailable(error.message)))
+        response.status = error.kind == "invalid" ? .notFound : .serviceUnavailable
+        return response
     }
 }
 

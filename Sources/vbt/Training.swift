@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VBTBus
 import VBTCommandLine
+import VBTDetection
 import VBTQuery
 import VBTWire
 
@@ -452,10 +453,22 @@ struct Progress: ParsableCommand {
 
     func run() throws {
         let offset = localUTCOffset
-        let report = try recorder.withClient {
-            try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
+        let (report, catalogue) = try recorder.withClient {
+            (
+                try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self),
+                try $0.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+            )
         }
-        if let chart { try writeChart(SVGChart.progress(report, utcOffsetS: offset), to: chart) }
+        if let chart {
+            // Each exercise's profile fitted as the detector fits it, to the exercise's MVT.
+            let mvt = Dictionary(catalogue.map { ($0.id, $0.mvtMps) }, uniquingKeysWith: { first, _ in first })
+            let profiles = Dictionary(
+                report.exercises.compactMap { progress in
+                    mvt[progress.exercise].map { (progress.exercise, ChartPanel.LoadVelocityPlot(progress: progress, mvtMps: $0)) }
+                },
+                uniquingKeysWith: { first, _ in first })
+            try writeChart(SVGChart.progress(report, utcOffsetS: offset, profiles: profiles), to: chart)
+        }
         recorder.output(report) {
             var text = "progress of \(report.athlete)\n"
             for e in report.exercises {

@@ -2,6 +2,7 @@ import Foundation
 import Prometheus
 import Testing
 import VBTBus
+import VBTQuery
 import VBTWire
 
 @testable import VBTConsole
@@ -40,7 +41,7 @@ private func rep(_ index: Int, _ velocity: Double, set: String = "s1", loss: Dou
         #expect(!station.inSet)
         #expect(
             station.lastSet
-                == SetSummary(
+                == LastSet(
                     setId: "s1", reps: 3, bestMeanVelocityMps: 0.71, lastMeanVelocityMps: 0.55, velocityLossPct: 22.5, reason: "velocity-loss"))
         #expect(station.reps.count == 3, "the ended set's reps stay shown until the next starts")
         board.apply(message(SetMessage(setId: "s2", event: .start)), now: 100)
@@ -262,5 +263,37 @@ private func rep(_ index: Int, _ velocity: Double, set: String = "s1", loss: Dou
         // Silent for more than three heartbeat intervals: down.
         metrics.refresh(board: board, browsers: 0, now: 7)
         #expect(registry.emitToString().contains(#"vbt_program_up{program="rep-detector"} 0.0"#))
+    }
+}
+
+@Suite struct LeaderboardTests {
+    @Test func bestE1RMAndFastestAtEachLoadWithinThePeriod() {
+        let day = 86_400.0, since = t0 - day
+        func set(_ athlete: String, _ load: Double, _ velocity: Double, at ts: Double, exercise: String = "squat") -> VBTQuery.SetSummary {
+            VBTQuery.SetSummary(
+                id: "\(athlete)-\(load)-\(ts)", session: 1, station: "rack-01", athlete: athlete, exercise: exercise, loadKg: load, startedTs: ts - 30,
+                endedTs: ts, reps: 5, reason: "idle", bestMeanVelocityMps: velocity)
+        }
+        let sets = [
+            set("ana", 100, 0.61, at: t0), set("ana", 101, 0.66, at: t0 + 60),  // 101 kg is the 100 kg step (2.5 kg plates)
+            set("ben", 100, 0.64, at: t0), set("ben", 140, 0.35, at: t0),
+            set("cleo", 100, 0.90, at: since - 1),  // before the period
+            set("ana", 60, 1.0, at: t0, exercise: "bench"),
+        ]
+        func report(_ athlete: String, _ estimates: [(Double, Double)]) -> ProgressReport {
+            ProgressReport(
+                athlete: athlete,
+                exercises: [ExerciseProgress(exercise: "squat", bestByLoad: [], e1rm: estimates.map { .init(day: "d", ts: $0.0, e1rmKg: $0.1, r2: 0.99) })],
+                bodyWeight: [])
+        }
+        let board = Leaderboard(
+            sets: sets, progress: [report("ana", [(t0, 150), (t0 + 1, 147)]), report("ben", [(t0, 162)]), report("cleo", [(since - 5, 200)])],
+            since: since)
+        #expect(board.boards.map(\.exercise) == ["bench", "squat"])
+        let squat = board.boards[1]
+        #expect(squat.e1rm.map(\.athlete) == ["ben", "ana"] && squat.e1rm.map(\.e1rmKg) == [162, 150], "cleo's is too old; ana's best counts")
+        #expect(squat.velocityAtLoad.map(\.loadKg) == [140, 100])
+        #expect(squat.velocityAtLoad[1].entries.map(\.athlete) == ["ana", "ben"])
+        #expect(squat.velocityAtLoad[1].entries.map(\.bestMeanVelocityMps) == [0.66, 0.64])
     }
 }

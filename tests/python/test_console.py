@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from test_recorder import Recorder
 from test_wire import Bus, binary, free_port, wait_until
 
 selenium = pytest.importorskip("selenium")
@@ -86,8 +87,12 @@ def browser() -> webdriver.Chrome:
 
 
 def shot(driver: webdriver.Chrome, name: str) -> None:
+    """The whole page (the window is made as tall as the page for the picture)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, max(1000, min(int(height), 6000)))
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    driver.set_window_size(1280, 1000)
 
 
 def field(driver: webdriver.Chrome, name: str, station: str = STATION) -> str:
@@ -115,6 +120,8 @@ class Gym:
                                    input=password + "\n", text=True, capture_output=True, env=bus.env, timeout=30)
             assert added.returncode == 0, added.stderr
         self.tap = Tap(bus.sub_endpoint)
+        self.recorder = Recorder(bus, tmp_path / "vbt.sqlite")  # sets VBT_QUERY_ENDPOINT for the console too
+        bus.run(["vbt", "athlete", "add", "ana", "--name", "Ana"])
         self.console = bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{self.port}"])
         self.console.wait_for_log("console listening")
         bus.spawn("rep-detector", ["rep-detector"]).wait_for_log("bus connected")
@@ -367,3 +374,76 @@ def test_metrics_need_an_account_and_show_the_whole_gym(gym: Gym):
              for name in re.findall(r"vbt_[a-z_]+", target["expr"])}
     exported = {line.split("{")[0].split()[0] for line in text.splitlines() if line.startswith("vbt_")}
     assert asked and asked <= exported, asked - exported
+
+
+def pub(gym: Gym, topic: str, fields: dict) -> None:
+    gym.bus.run(["vbt", "pub", topic, json.dumps(fields), "--rate", "0", "--athlete", "ana"])
+
+
+def test_athlete_page_leaderboards_and_the_recorder_going_away(gym: Gym):
+    # Two sets of ana's squat at lighter loads on another station (as a detector would publish
+    # them), so her profile has three loads and a fitted line; and the detector's profile message.
+    station = "rack-09"
+    for load, velocities in ((60, [1.02, 0.98, 0.95]), (80, [0.81, 0.78, 0.74])):
+        set_id = f"synthetic-{load}"
+        pub(gym, f"set.{station}", {"set_id": set_id, "event": "start", "exercise": "squat", "load_kg": load})
+        for index, velocity in enumerate(velocities, 1):
+            pub(gym, f"rep.{station}", {
+                "set_id": set_id, "rep_id": f"{set_id}-{index}", "index": index, "mean_velocity_mps": velocity,
+                "peak_velocity_mps": velocity * 1.6, "mean_propulsive_velocity_mps": velocity * 1.1, "rom_mm": 600,
+                "concentric_s": 0.6, "time_to_peak_s": 0.25, "velocity_loss_pct": round((velocities[0] - velocity) / velocities[0] * 100, 3),
+                "t_end": 1.0 + index, "detector": "test", "exercise": "squat", "load_kg": load})
+        pub(gym, f"set.{station}", {"set_id": set_id, "event": "end", "reps": 3, "reason": "idle", "exercise": "squat", "load_kg": load,
+                                    "best_mean_velocity_mps": velocities[0], "velocity_loss_pct": round((velocities[0] - velocities[-1]) / velocities[0] * 100, 3)})
+    pub(gym, f"profile.{station}", {"exercise": "squat", "loads_kg": [60, 80], "mean_velocities_mps": [1.02, 0.81],
+                                    "intercept_mps": 1.65, "slope_mps_per_kg": -0.0105, "r2": 1.0, "mvt_mps": 0.3, "e1rm_kg": 128.6})
+    # The recorder has the simulated station's sets too (at 100 kg) before the page is looked at.
+    progress = wait_until(lambda: [e for e in gym.recorder.result("progress", {"athlete": "ana"})["exercises"]
+                                   if e["exercise"] == "squat" and {p["load_kg"] for p in e["best_by_load"]} >= {60, 80, 100} and e["e1rm"]],
+                          "ana's squat at three loads in the recorder", timeout=60, detail=gym.bus.describe)[0]
+    driver = browser()
+    try:
+        log_in(driver, gym.base, COACH)
+        driver.get(gym.base + "/athlete/ana")
+        section = wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, 'section[data-exercise="squat"]'), "ana's squat section")[0]
+        points = [(p["load_kg"], p["best_mean_velocity_mps"]) for p in progress["best_by_load"]]
+        assert int(section.get_attribute("data-points")) == len(points)
+        # The e1RM is where the least-squares line through the best velocity at each load meets the MVT (0.30 m/s for the squat).
+        loads, velocities = [p[0] for p in points], [p[1] for p in points]
+        n = len(points)
+        mean_x, mean_y = sum(loads) / n, sum(velocities) / n
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x in loads)
+        e1rm = (0.30 - (mean_y - slope * mean_x)) / slope
+        assert section.get_attribute("data-e1rm-kg") == f"{e1rm:.0f}"
+        assert f"e1RM {e1rm:.0f} kg" in section.get_attribute("innerHTML") and "MVT 0.30 m/s" in section.get_attribute("innerHTML")
+        week = gym.recorder.result("stats.week", {"athlete": "ana"})["totals"]
+        assert f"{week['sets']} sets · {week['reps']} reps" in driver.find_element(By.CSS_SELECTOR, '[data-field="week"]').text
+        history = gym.recorder.result("history", {"athlete": "ana", "limit": 20})
+        assert len(driver.find_elements(By.CSS_SELECTOR, "table.sets tbody tr")) == len(history)
+        shot(driver, "athlete")
+
+        driver.get(gym.base + "/leaders?period=today")
+        board = wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, 'section.leaders[data-exercise="squat"]'), "the squat leaderboard")[0]
+        assert board.find_element(By.CSS_SELECTOR, '[data-field="e1rm"]').text == "128.6"
+        fastest_60 = max(s["best_mean_velocity_mps"] for s in history if s["load_kg"] == 60)
+        assert f"{fastest_60:.2f}" in [e.text for e in board.find_elements(By.CSS_SELECTOR, '[data-field="velocity"]')]
+        shot(driver, "leaders")
+
+        # The recorder goes away: the history says so (503), the live board keeps going.
+        gym.recorder.program.kill()
+        def unavailable():
+            driver.get(gym.base + "/athlete/ana")
+            return driver.find_elements(By.CSS_SELECTOR, '[data-field="history-error"]')
+        error = wait_until(unavailable, "the athlete page to say the recorder is gone", timeout=40)[0]
+        assert "no answer from session-recorder" in error.text
+        shot(driver, "history-unavailable")
+        driver.get(gym.base + "/")
+        wait_until(lambda: field(driver, "link") == "live" and driver.find_element(By.ID, "link").text == "live", "the live board")
+        gym.recorder.program = gym.bus.spawn("session-recorder-2", ["session-recorder"])
+        gym.recorder.program.wait_for_log("bus connected")
+        def back():
+            driver.get(gym.base + "/athlete/ana")
+            return driver.find_elements(By.CSS_SELECTOR, 'section[data-exercise="squat"]')
+        wait_until(back, "the athlete page back with the recorder", timeout=40, detail=gym.bus.describe)
+    finally:
+        driver.quit()

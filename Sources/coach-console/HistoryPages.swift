@@ -1,0 +1,138 @@
+import Foundation
+import VBTConsole
+import VBTDetection
+import VBTQuery
+
+/// The pages built from the session-recorder's history: the athletes, one athlete (the week,
+/// load-velocity profiles with the fitted line, MVT and e1RM, e1RM over the weeks, recent
+/// sets) and the leaderboards. Rendered on the server as HTML with inline SVG charts: they
+/// need no script and draw on any tablet.
+struct HistoryPages {
+    let queries: QueryWorker
+    /// The gym's clock offset from UTC, for days and "today".
+    let utcOffsetS: Int
+
+    func athletes() async throws -> String {
+        let athletes = try await queries.ask(.athleteList, NoArgs(), as: [AthleteProfile].self)
+        let rows = athletes.sorted { $0.id < $1.id }.map { athlete in
+            """
+            <tr data-athlete="\(Pages.escape(athlete.id))"><td><a href="/athlete/\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name))</a></td>\
+            <td>\(Pages.escape(athlete.id))</td><td class="num">\(athlete.sessions)</td><td class="num">\(athlete.sets)</td><td class="num">\(athlete.reps)</td></tr>
+            """
+        }
+        return """
+            <h1>Athletes</h1>
+            <table class="data"><thead><tr><th>Name</th><th>Id</th><th>Sessions</th><th>Sets</th><th>Reps</th></tr></thead>
+            <tbody>\(rows.joined(separator: "\n"))</tbody></table>
+            \(athletes.isEmpty ? #"<p class="muted">No athletes yet: vbt athlete add ID --name NAME.</p>"# : "")
+            """
+    }
+
+    func athlete(_ id: String) async throws -> String {
+        async let profile = queries.ask(.athleteShow, IdArgs(id: id), as: AthleteProfile.self)
+        async let week = queries.ask(.statsWeek, WeekArgs(athlete: id, utcOffsetS: utcOffsetS), as: WeekStats.self)
+        async let progress = queries.ask(.progress, ProgressArgs(athlete: id, utcOffsetS: utcOffsetS), as: ProgressReport.self)
+        async let history = queries.ask(.history, HistoryArgs(athlete: id, limit: 20), as: [SetSummary].self)
+        async let exercises = queries.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+        let (athlete, stats, report, sets, catalogue) = try await (profile, week, progress, history, exercises)
+        let mvt = Dictionary(catalogue.map { ($0.id, $0.mvtMps) }, uniquingKeysWith: { first, _ in first })
+        let offset = Double(utcOffsetS)
+        var out = """
+            <h1 data-athlete="\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name)) <span class="muted">\(Pages.escape(athlete.id))</span></h1>
+            <p class="facts">\(athlete.weightKg.map { String(format: "%.1f kg · ", $0) } ?? "")\(athlete.sessions) sessions · \(athlete.sets) sets · \(athlete.reps) reps</p>
+            <h2>Progress</h2>
+            """
+        if report.exercises.isEmpty { out += #"<p class="muted">No sets recorded yet.</p>"# }
+        for exercise in report.exercises {
+            let plot = ChartPanel.LoadVelocityPlot(progress: exercise, mvtMps: mvt[exercise.exercise] ?? ExerciseProfile.catalogue["generic"]!.mvtMps)
+            let e1rm = ChartPanel.Series(name: exercise.exercise, points: exercise.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
+            let chart = SVGChart.render(
+                title: exercise.exercise,
+                panels: [
+                    ChartPanel(title: "Load-velocity profile (best rep at each load)", yUnit: "m/s", kind: .loadVelocity(plot)),
+                    ChartPanel(
+                        title: "Estimated 1RM over the weeks", yUnit: "kg", kind: .lines([e1rm], xLabel: { DayStats.day($0, offset: offset) })),
+                ])
+            let e1rmText = plot.e1rmKg.map { String(format: "%.0f", $0) } ?? ""
+            out += """
+                <section class="exercise" data-exercise="\(Pages.escape(exercise.exercise))" data-points="\(plot.points.count)" data-e1rm-kg="\(e1rmText)">
+                <div class="chart">\(chart)</div>
+                </section>
+                """
+        }
+        out += """
+                <h2>This week</h2>
+                <p class="facts" data-field="week">\(stats.totals.sets) sets · \(stats.totals.reps) reps · \(String(format: "%.0f", stats.totals.volumeKg)) kg lifted · \
+                \(String(format: "%.0f", stats.totals.timeUnderTensionS)) s under tension\(stats.mostTrainedExercise.map { " · most: " + Pages.escape($0) } ?? "")</p>
+                <div class="chart">\(SVGChart.week(stats))</div>
+                <h2>Recent sets</h2>
+            \(setsTable(sets))
+            """
+        return out
+    }
+
+    func leaders(period: String) async throws -> String {
+        let now = Date().timeIntervalSince1970
+        let midnight = (floor((now + Double(utcOffsetS)) / 86_400) * 86_400) - Double(utcOffsetS)
+        // The week as `vbt stats week` counts it: today and the six days before.
+        let since = period == "week" ? midnight - 6 * 86_400 : midnight
+        async let history = queries.ask(.history, HistoryArgs(limit: 10_000), as: [SetSummary].self)
+        let athletes = try await queries.ask(.athleteList, NoArgs(), as: [AthleteProfile].self)
+        var reports: [ProgressReport] = []
+        for athlete in athletes {
+            reports.append(try await queries.ask(.progress, ProgressArgs(athlete: athlete.id, utcOffsetS: utcOffsetS), as: ProgressReport.self))
+        }
+        let board = Leaderboard(sets: try await history, progress: reports, since: since)
+        var out = """
+            <h1>Leaderboards</h1>
+            <p class="tabs"><a href="/leaders?period=today" class="\(period == "week" ? "" : "on")">Today</a> \
+            <a href="/leaders?period=week" class="\(period == "week" ? "on" : "")">This week</a></p>
+            """
+        if board.boards.isEmpty { out += #"<p class="muted">No sets in this period yet.</p>"# }
+        for exercise in board.boards {
+            let e1rm = exercise.e1rm.enumerated().map { rank, entry in
+                """
+                <tr><td class="num">\(rank + 1)</td><td><a href="/athlete/\(Pages.escape(entry.athlete))">\(Pages.escape(entry.athlete))</a></td>\
+                <td class="num" data-field="e1rm">\(String(format: "%.1f", entry.e1rmKg))</td><td>\(Pages.escape(entry.day))</td></tr>
+                """
+            }
+            let loads = exercise.velocityAtLoad.map { load in
+                load.entries.enumerated().map { rank, entry in
+                    """
+                    <tr><td class="num">\(rank == 0 ? String(format: "%g kg", load.loadKg) : "")</td><td class="num">\(rank + 1)</td>\
+                    <td><a href="/athlete/\(Pages.escape(entry.athlete))">\(Pages.escape(entry.athlete))</a></td>\
+                    <td class="num" data-field="velocity">\(String(format: "%.2f", entry.bestMeanVelocityMps))</td></tr>
+                    """
+                }.joined(separator: "\n")
+            }
+            out += """
+                <section class="leaders" data-exercise="\(Pages.escape(exercise.exercise))">
+                <h2>\(Pages.escape(exercise.exercise))</h2>
+                <div class="two">
+                <table class="data"><caption>Best estimated 1RM</caption><thead><tr><th>#</th><th>Athlete</th><th>kg</th><th>Day</th></tr></thead>
+                <tbody>\(e1rm.joined(separator: "\n"))</tbody></table>
+                <table class="data"><caption>Fastest at each load (best mean velocity, m/s)</caption><thead><tr><th>Load</th><th>#</th><th>Athlete</th><th>m/s</th></tr></thead>
+                <tbody>\(loads.joined(separator: "\n"))</tbody></table>
+                </div>
+                </section>
+                """
+        }
+        return out
+    }
+
+    private func setsTable(_ sets: [SetSummary]) -> String {
+        let offset = Double(utcOffsetS)
+        let rows = sets.map { set in
+            let number = { (value: Double?, format: String) in value.map { String(format: format, $0) } ?? "–" }
+            return """
+                <tr><td>\(DayStats.day(set.startedTs, offset: offset))</td><td>\(Pages.escape(set.station))</td><td>\(Pages.escape(set.exercise ?? "–"))</td>\
+                <td class="num">\(number(set.loadKg, "%g"))</td><td class="num">\(set.reps)</td><td class="num">\(number(set.bestMeanVelocityMps, "%.2f"))</td>\
+                <td class="num">\(number(set.velocityLossPct, "%.0f"))</td><td>\(Pages.escape(set.reason ?? (set.endedTs == nil ? "in progress" : "–")))</td></tr>
+                """
+        }
+        return """
+            <table class="data sets"><thead><tr><th>Day</th><th>Station</th><th>Exercise</th><th>kg</th><th>Reps</th><th>Best m/s</th><th>VL %</th><th>Ended by</th></tr></thead>
+            <tbody>\(rows.joined(separator: "\n"))</tbody></table>
+            """
+    }
+}
