@@ -147,6 +147,8 @@ public struct StationState: Sendable, Equatable, Codable {
     /// The plan's reps for this set (rep n of N), when it gives them.
     public var plannedReps: Int?
     public var workoutState: String?
+    /// The plan the notifier runs here, when one does.
+    public var plan: String?
     /// Whether a set is going on now.
     public var inSet = false
     public var setId: String?
@@ -174,7 +176,7 @@ public struct StationState: Sendable, Equatable, Codable {
     public var lastMeanVelocityMps: Double? { reps.last?.meanVelocityMps }
 
     enum CodingKeys: String, CodingKey {
-        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts
+        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts, plan
         case loadKg = "load_kg"
         case plannedReps = "planned_reps"
         case workoutState = "workout_state"
@@ -230,6 +232,7 @@ public struct StationState: Sendable, Equatable, Codable {
         sets = workout.sets
         plannedReps = workout.reps
         workoutState = workout.state.rawValue
+        plan = workout.plan
         vlThresholdPct = workout.vlThresholdPct
     }
 

@@ -42,7 +42,7 @@ public struct ConsoleCommandRequest: Sendable, Equatable {
         case CommandName.setLoad: _ = try SetLoad(args: args)
         case CommandName.postureCalibrate: _ = try PostureCalibrate(args: args)
         case CommandName.restExtend: _ = try RestExtend(args: args)
-        case CommandName.planAssign: _ = try args.string("plan")
+        case CommandName.planAssign: _ = try Plan(assignArgs: args)
         default: break
         }
         let id = "console-" + String(UInt64.random(in: .min ... .max), radix: 16)

@@ -1,3 +1,5 @@
+import VBTWire
+
 // The exercise catalogue: what `exercise.list` answers and what the store is seeded with.
 
 /// An exercise of the catalogue.
@@ -56,4 +58,29 @@ public struct ExerciseRecord: Codable, Sendable, Equatable {
             id: "generic", name: "Generic lift", description: "Any barbell lift without its own entry (the detector's default).", expectedRomMm: 500,
             mvtMps: 0.30, defaultRestS: 120),
     ]
+}
+
+/// `athlete.assign`'s arguments for an athlete starting `exercise`: the detector knows a few
+/// lifts; for the others it is given the catalogue's ROM (`romMm`).
+public func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, romMm: Double?, vlThresholdPct: Double?) -> JSONObject {
+    let rom = ["squat", "bench", "deadlift"].contains(exercise) ? nil : romMm
+    return AthleteAssign(athlete: athlete, exercise: exercise, loadKg: loadKg, restS: restS, vlThresholdPct: vlThresholdPct, romMm: rom).args
+}
+
+extension Plan {
+    /// The commands that start this plan at a station for `athlete`: `plan.assign` (the whole
+    /// plan, for the notifier's workout) then `athlete.assign` of its first exercise (for the
+    /// detector and the recorder). What `vbt plan assign` and the coach console send.
+    public func startCommands(athlete: String, catalogue: [ExerciseRecord]) -> [(command: String, args: JSONObject)] {
+        guard let first = items.first else { return [] }
+        return [
+            (CommandName.planAssign, assignArgs(athlete: athlete)),
+            (
+                CommandName.athleteAssign,
+                assignmentArgs(
+                    athlete: athlete, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
+                    romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
+            ),
+        ]
+    }
 }

@@ -254,14 +254,14 @@ enum Assets {
 
           // Commands (coach accounts, station page): sent, then confirmed when their effect shows on the board.
           const pending = [];
-          function command(name, args, expect) {
+          function command(name, args, expect, path, body) {
             const entry = make('li', 'pending', name + ': sending…');
             const log = document.getElementById('command-log');
             log.prepend(entry);
-            fetch('/api/command', {
+            fetch(path || '/api/command', {
               method: 'POST', credentials: 'same-origin',
               headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf },
-              body: JSON.stringify({ station: only, command: name, args: args }),
+              body: JSON.stringify(body || { station: only, command: name, args: args }),
             }).then(r => r.json().then(body => {
               if (!r.ok) { entry.className = 'failed'; entry.textContent = name + ': refused: ' + body.error; return; }
               entry.textContent = name + ': sent, waiting for it to take effect…';
@@ -306,6 +306,23 @@ enum Assets {
               const args = name === 'rest.extend' ? { seconds: Number(button.dataset.seconds) } : {};
               command(name, args, expectations[name]);
             }));
+            const plans = document.getElementById('plan');
+            fetch('/api/plans', { credentials: 'same-origin' }).then(r => r.ok ? r.json() : []).then(list => {
+              const select = plans.querySelector('select');
+              for (const p of list) {
+                const option = make('option', '', p.id + (p.athlete ? ' (' + p.athlete + ')' : ''));
+                option.value = p.id;
+                select.append(option);
+              }
+            });
+            plans.addEventListener('submit', e => {
+              e.preventDefault();
+              const data = new FormData(plans), id = String(data.get('plan') || '');
+              if (!id) return;
+              const body = { station: only, plan: id };
+              if (data.get('athlete')) body.athlete = String(data.get('athlete'));
+              command('plan.assign ' + id, null, (b, s) => s.plan === id, '/api/plan', body);
+            });
             const form = document.getElementById('assign');
             form.addEventListener('submit', e => {
               e.preventDefault();

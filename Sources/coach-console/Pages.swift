@@ -49,6 +49,11 @@ enum Pages {
                 <input name="load_kg" type="number" step="0.5" min="0" max="1000" placeholder="kg" aria-label="load in kg">
                 <button type="submit">Assign</button>
               </form>
+              <form id="plan" class="command">
+                <select name="plan" aria-label="plan"><option value="">plan…</option></select>
+                <input name="athlete" placeholder="athlete (the plan's)" aria-label="athlete for the plan">
+                <button type="submit">Start plan</button>
+              </form>
               <div class="command-buttons">
                 <button data-command="set.end">End set</button>
                 <button data-command="rest.pause">Pause rest</button>

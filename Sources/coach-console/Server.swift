@@ -84,6 +84,7 @@ struct ConsoleServer {
 
     private func addPages(_ router: Router<ConsoleContext>) {
         let accounts = self.accounts, outbox = self.outbox, live = self.live, logger = self.logger, sessionS = self.sessionS
+        let history = self.history
         router.get("/login") { request, context -> Response in
             if context.session != nil { return .redirect(to: "/", type: .normal) }
             let failed = request.uri.queryParameters["failed"] != nil
@@ -124,7 +125,6 @@ struct ConsoleServer {
             guard isStationName(name) else { return problem(.notFound, "no such station") }
             return html(Pages.station(name, user: session.user, role: session.role, csrf: session.csrf))
         }
-        let history = self.history
         router.get("/athletes") { _, context -> Response in
             try await historyPage(context, title: "athletes") { try await history.athletes() }
         }
@@ -149,6 +149,57 @@ struct ConsoleServer {
             return Response(
                 status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(bytes: live.json(update))))
+        }
+        router.get("/api/plans") { _, _ -> Response in
+            do {
+                let plans = try await history.queries.ask(.planList, NoArgs(), as: [Plan].self)
+                var writer = JSONWriter()
+                writer.value(
+                    .array(
+                        plans.compactMap { plan in
+                            plan.id.map { id in
+                                .object(
+                                    JSONObject([
+                                        ("id", .string(id)), ("athlete", plan.athlete.map { .string($0) } ?? .null),
+                                        ("exercises", .number(Double(plan.items.count))),
+                                    ]))
+                            }
+                        }))
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+            } catch let error as QueryError {
+                return problem(.serviceUnavailable, error.message)
+            }
+        }
+        router.post("/api/plan") { request, context -> Response in
+            guard let session = context.session else { return problem(.unauthorized, "log in first") }
+            guard session.role == .coach else { return problem(.forbidden, "a viewer account cannot start plans; ask a coach") }
+            guard sameOrigin(request, required: true), request.headers[.csrfToken] == session.csrf else {
+                return problem(.forbidden, "refused: the page's token is missing or stale; reload the page")
+            }
+            let body = try await request.body.collect(upTo: 4_096)
+            guard case .object(let fields)? = try? JSONParser.parse(Array(buffer: body)), let station = try? fields.string("station"),
+                isStationName(station), let id = try? fields.string("plan")
+            else { return problem(.badRequest, #"the body must be {"station": "rack-01", "plan": "PLAN-ID", "athlete": "optional"}"#) }
+            do {
+                let plan = try await history.queries.ask(.planShow, IdArgs(id: id), as: Plan.self)
+                let catalogue = try await history.queries.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+                guard let athlete = (try? fields.optionalString("athlete")).flatMap({ $0 }).flatMap({ $0.isEmpty ? nil : $0 }) ?? plan.athlete else {
+                    return problem(.badRequest, "plan \(id) has no athlete: name one")
+                }
+                let commands = plan.startCommands(athlete: athlete, catalogue: catalogue).map {
+                    ConsoleCommandRequest(
+                        id: "console-" + String(UInt64.random(in: .min ... .max), radix: 16), station: station, command: $0.command, target: "*",
+                        args: $0.args, athlete: athlete, user: session.user)
+                }
+                guard !commands.isEmpty, commands.allSatisfy({ outbox.submit($0) }) else {
+                    return problem(.serviceUnavailable, "the plan could not be sent: it is empty, or too many commands are waiting")
+                }
+                return Response(
+                    status: .accepted, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"id":"\#(commands[0].id)","state":"sent"}"#)))
+            } catch let error as QueryError {
+                return problem(error.kind == "invalid" ? .badRequest : .serviceUnavailable, error.message)
+            }
         }
         router.post("/api/command") { request, context -> Response in
             guard let session = context.session else { return problem(.unauthorized, "log in first") }

@@ -277,12 +277,9 @@ struct PlanCommand: ParsableCommand {
                 let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
                 guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
                 let first = plan.items[0]
-                let planArgs = plan.assignArgs(athlete: who)
-                let assignArgs = assignmentArgs(
-                    athlete: who, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
-                    romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
                 let ids = try publishCommands(
-                    station: station, athlete: who, config: recorder.config, [(CommandName.planAssign, planArgs), (CommandName.athleteAssign, assignArgs)])
+                    station: station, athlete: who, config: recorder.config,
+                    plan.startCommands(athlete: who, catalogue: catalogue).map { ($0.command, $0.args) })
                 try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
                 recorder.output(plan) {
                     "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n"
@@ -349,12 +346,6 @@ func validateStation(_ station: String) throws {
     guard (try? splitTopic(Array(CommandMessage.topic(station: station).utf8))) != nil, !station.contains(".") else {
         throw ValidationError("the station must be a name such as rack-01 (printable, no spaces or dots)")
     }
-}
-
-func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, romMm: Double?, vlThresholdPct: Double?) -> JSONObject {
-    // The detector knows a few lifts; for the others it takes the catalogue's ROM.
-    let rom = ["squat", "bench", "deadlift"].contains(exercise) ? nil : romMm
-    return AthleteAssign(athlete: athlete, exercise: exercise, loadKg: loadKg, restS: restS, vlThresholdPct: vlThresholdPct, romMm: rom).args
 }
 
 /// Publishes commands to every program serving `station` (on this command's bus options);

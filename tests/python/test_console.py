@@ -122,6 +122,7 @@ class Gym:
         self.tap = Tap(bus.sub_endpoint)
         self.recorder = Recorder(bus, tmp_path / "vbt.sqlite")  # sets VBT_QUERY_ENDPOINT for the console too
         bus.run(["vbt", "athlete", "add", "ana", "--name", "Ana"])
+        bus.run(["vbt", "plan", "create", "ana-power", "--athlete", "ana", "--item", "deadlift:2x3@140kg/60s", "--item", "bench:3x5@70kg"])
         self.console = bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{self.port}"])
         self.console.wait_for_log("console listening")
         bus.spawn("rep-detector", ["rep-detector"]).wait_for_log("bus connected")
@@ -278,6 +279,17 @@ def test_coach_sees_reps_set_summary_rest_and_commands_work(gym: Gym):
         assign = [c for c in gym.tap.of("cmd") if c["command"] == "athlete.assign" and c["src"].startswith("coach-console")][-1]
         assert assign["args"] == {"athlete": "ben", "exercise": "front-squat", "load_kg": 80}
         wait_until(lambda: "athlete.assign: done" in driver.find_element(By.ID, "command-log").text, "the page to confirm the assignment")
+        # A plan from the recorder's list, for its own athlete: the notifier runs it, the card shows its first exercise.
+        wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, '#plan option[value="ana-power"]'), "the plans in the list")
+        driver.find_element(By.CSS_SELECTOR, '#plan option[value="ana-power"]').click()
+        driver.find_element(By.CSS_SELECTOR, "#plan button").click()
+        wait_until(lambda: "plan.assign ana-power: done" in driver.find_element(By.ID, "command-log").text, "the page to confirm the plan",
+                   detail=gym.bus.describe)
+        started = [c for c in gym.tap.of("cmd") if c["command"] == "plan.assign" and c["src"].startswith("coach-console")][-1]
+        assert started["args"]["plan"] == "ana-power" and started["args"]["athlete"] == "ana"
+        assert [e["exercise"] for e in started["args"]["exercises"]] == ["deadlift", "bench"]
+        wait_until(lambda: field(driver, "athlete") == "ana" and field(driver, "exercise") == "deadlift" and field(driver, "load") == "140 kg"
+                   and field(driver, "sets") == "/2", "the plan's first exercise on the card", detail=gym.bus.describe)
         wait_until(lambda: "posture.calibrate: done" in driver.find_element(By.ID, "command-log").text,
                    "the calibration to finish", timeout=30, detail=gym.bus.describe)
         shot(driver, "station-commands")
