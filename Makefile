@@ -41,13 +41,16 @@ run: build
 # replaying 1,000 stations (tests/python/journal_cost.py, about 3 minutes), and the
 # recovery time after each kind of kill (about 3 minutes): the short fault run with
 # 10 kills, 2 of each program, timed from each restart until every consumer logs
-# `caught up`; its store compared with a clean run's too.
+# `caught up`; its store compared with a clean run's too. Last, the coach console: a rep on
+# the bus -> visible in a headless Chromium's DOM at 100 and 500 stations, beside a raw
+# subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release
 	$(REL_BIN_DIR)/vbt-bench
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/journal_cost.py
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
 
 # The long fault run of issue 13 (about 10 minutes): a recording of 4 simulated stations
 # (6 sets each) replayed as 20 stations at speed 1 into a clean and a faulted installation;

@@ -49,9 +49,9 @@ struct ConsoleServer {
     let port: Int
     let sessionS: Double
     let logger: Logger
-    /// The least time between two updates to one browser (at most 20 a second), on top of
+    /// The least time between two updates to one browser (at most 50 a second), on top of
     /// waiting until it has drawn the last.
-    static let minUpdateIntervalMs = 50
+    static let minUpdateIntervalMs = 20
 
     /// The services to run beside the bus loop: the session store's tidying and the HTTP server.
     var services: [any Service] {
