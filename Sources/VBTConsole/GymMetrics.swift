@@ -124,21 +124,23 @@ public final class GymMetrics: Sendable {
     private func count(_ name: String, _ labels: [String: String]) { counter(name, labels).increment() }
 
     private func counter(_ name: String, _ labels: [String: String]) -> Counter {
-        let key = Self.key(name, labels)
-        return state.withLock { state in
-            if let known = state.counters[key] { return known }
-            let made = Counter(label: name, dimensions: labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, factory: factory)
-            state.counters[key] = made
-            return made
-        }
+        instrument(name, labels, \.counters) { Counter(label: $0, dimensions: $1, factory: $2) }
     }
 
     private func meter(_ name: String, _ labels: [String: String]) -> Meter {
+        instrument(name, labels, \.meters) { Meter(label: $0, dimensions: $1, factory: $2) }
+    }
+
+    /// The instrument of this name and labels, made once.
+    private func instrument<Instrument: Sendable>(
+        _ name: String, _ labels: [String: String], _ cache: WritableKeyPath<State, [String: Instrument]>,
+        make: (String, [(String, String)], any MetricsFactory) -> Instrument
+    ) -> Instrument {
         let key = Self.key(name, labels)
         return state.withLock { state in
-            if let known = state.meters[key] { return known }
-            let made = Meter(label: name, dimensions: labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, factory: factory)
-            state.meters[key] = made
+            if let known = state[keyPath: cache][key] { return known }
+            let made = make(name, labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, factory)
+            state[keyPath: cache][key] = made
             return made
         }
     }

@@ -171,10 +171,10 @@ struct ConsoleServer {
             }
         }
         router.post("/api/plan") { request, context -> Response in
-            guard let session = context.session else { return problem(.unauthorized, "log in first") }
-            guard session.role == .coach else { return problem(.forbidden, "a viewer account cannot start plans; ask a coach") }
-            guard sameOrigin(request, required: true), request.headers[.csrfToken] == session.csrf else {
-                return problem(.forbidden, "refused: the page's token is missing or stale; reload the page")
+            let session: ConsoleSession
+            switch coachSession(request, context) {
+            case .success(let coach): session = coach
+            case .failure(let refusal): return refusal.response
             }
             let body = try await request.body.collect(upTo: 4_096)
             guard case .object(let fields)? = try? JSONParser.parse(Array(buffer: body)), let station = try? fields.string("station"),
@@ -202,10 +202,10 @@ struct ConsoleServer {
             }
         }
         router.post("/api/command") { request, context -> Response in
-            guard let session = context.session else { return problem(.unauthorized, "log in first") }
-            guard session.role == .coach else { return problem(.forbidden, "a viewer account cannot send commands; ask a coach") }
-            guard sameOrigin(request, required: true), request.headers[.csrfToken] == session.csrf else {
-                return problem(.forbidden, "command refused: the page's token is missing or stale; reload the page")
+            let session: ConsoleSession
+            switch coachSession(request, context) {
+            case .success(let coach): session = coach
+            case .failure(let refusal): return refusal.response
             }
             let body = try await request.body.collect(upTo: 16_384)
             let command: ConsoleCommandRequest
@@ -262,6 +262,22 @@ struct ConsoleServer {
                 }
             })
     }
+}
+
+/// Why a request that changes something was refused, as the answer to send.
+struct Refusal: Error {
+    let response: Response
+}
+
+/// The session of a coach whose page sent this request (its CSRF token, a same-origin
+/// `Origin`); otherwise the answer that says why not: 401, or 403 for a viewer or a forged request.
+func coachSession(_ request: Request, _ context: ConsoleContext) -> Result<ConsoleSession, Refusal> {
+    guard let session = context.session else { return .failure(Refusal(response: problem(.unauthorized, "log in first"))) }
+    guard session.role == .coach else { return .failure(Refusal(response: problem(.forbidden, "a viewer account cannot send commands; ask a coach"))) }
+    guard sameOrigin(request, required: true), request.headers[.csrfToken] == session.csrf else {
+        return .failure(Refusal(response: problem(.forbidden, "refused: the page's token is missing or stale; reload the page")))
+    }
+    return .success(session)
 }
 
 /// A history page, or why the recorder could not give it: 404 for what it does not know

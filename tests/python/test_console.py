@@ -152,13 +152,19 @@ def gym(tmp_path_factory):
         bus.stop_all()
 
 
-def http_status(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> int:
+def http(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> tuple[int, str]:
+    """One request without a browser: the status and the body."""
     host, port = base.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=10)
     connection.request(method, path, body=body, headers=headers or {})
-    status = connection.getresponse().status
+    response = connection.getresponse()
+    status, text = response.status, response.read().decode(errors="replace")
     connection.close()
-    return status
+    return status, text
+
+
+def http_status(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> int:
+    return http(base, method, path, headers, body)[0]
 
 
 def session_cookie(base: str, account: tuple[str, str]) -> str:
@@ -347,16 +353,9 @@ def test_console_shows_the_bus_going_away_and_recovers(gym: Gym):
 
 
 def scrape(base: str, account: tuple[str, str] | None) -> tuple[int, str]:
-    host, port = base.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    headers = {}
-    if account:
-        headers["Authorization"] = "Basic " + base64.b64encode(f"{account[0]}:{account[1]}".encode()).decode()
-    connection.request("GET", "/metrics", headers=headers)
-    response = connection.getresponse()
-    status, text = response.status, response.read().decode()
-    connection.close()
-    return status, text
+    """/metrics as a Prometheus server asks for it (HTTP Basic)."""
+    credentials = base64.b64encode(f"{account[0]}:{account[1]}".encode()).decode() if account else None
+    return http(base, "GET", "/metrics", {"Authorization": f"Basic {credentials}"} if credentials else {})
 
 
 def metric(text: str, name: str, labels: str = "") -> float | None:
