@@ -152,7 +152,7 @@ def gym(tmp_path_factory):
         bus.stop_all()
 
 
-def http(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> tuple[int, str]:
+def fetch(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> tuple[int, str]:
     """One request without a browser: the status and the body."""
     host, port = base.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=10)
@@ -164,7 +164,7 @@ def http(base: str, method: str, path: str, headers: dict | None = None, body: s
 
 
 def http_status(base: str, method: str, path: str, headers: dict | None = None, body: str | None = None) -> int:
-    return http(base, method, path, headers, body)[0]
+    return fetch(base, method, path, headers, body)[0]
 
 
 def session_cookie(base: str, account: tuple[str, str]) -> str:
@@ -355,7 +355,7 @@ def test_console_shows_the_bus_going_away_and_recovers(gym: Gym):
 def scrape(base: str, account: tuple[str, str] | None) -> tuple[int, str]:
     """/metrics as a Prometheus server asks for it (HTTP Basic)."""
     credentials = base64.b64encode(f"{account[0]}:{account[1]}".encode()).decode() if account else None
-    return http(base, "GET", "/metrics", {"Authorization": f"Basic {credentials}"} if credentials else {})
+    return fetch(base, "GET", "/metrics", {"Authorization": f"Basic {credentials}"} if credentials else {})
 
 
 def metric(text: str, name: str, labels: str = "") -> float | None:
