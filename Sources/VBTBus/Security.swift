@@ -34,11 +34,14 @@ public enum PeerRole: Sendable, Hashable, CustomStringConvertible {
     /// A replaying `sensor-bridge` (a load generator) publishes readings for any station.
     public static let services: [String: (types: [String], heartbeats: [String])] = [
         "rep-detector": (
-            [RepMessage.type, SetMessage.type, RejectedMessage.type, ProfileMessage.type, TakeoverMessage.type, HandoffMessage.type],
+            [
+                RepMessage.type, SetMessage.type, RejectedMessage.type, ProfileMessage.type, TakeoverMessage.type, HandoffMessage.type,
+                AckMessage.type,
+            ],
             ["rep-detector"]
         ),
-        "posture-evaluator": ([PostureMessage.type, CalibrationMessage.type], ["posture-evaluator"]),
-        "notifier": ([TimerMessage.type, AlertMessage.type, WorkoutMessage.type, CommandMessage.type], ["notifier"]),
+        "posture-evaluator": ([PostureMessage.type, CalibrationMessage.type, AckMessage.type], ["posture-evaluator"]),
+        "notifier": ([TimerMessage.type, AlertMessage.type, WorkoutMessage.type, CommandMessage.type, AckMessage.type], ["notifier"]),
         "session-recorder": ([], ["session-recorder"]),
         "sensor-bridge": ([SampleMessage.type, StatusMessage.type], ["bridge-replay"]),
         // The coach console sends the commands its coaches give on its pages.

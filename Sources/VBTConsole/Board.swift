@@ -13,6 +13,8 @@ public struct ConsoleBoard: Sendable {
     public var silentAfterS = 3.0
     /// Rejected attempts kept per station, newest last.
     public var rejectedKept = 5
+    /// Answers to commands kept per station, newest last (a page waits for its command's).
+    public var acksKept = 16
 
     public private(set) var stations: [String: StationState] = [:]
     /// Open alerts that belong to no single station (a program's missing heartbeat), by id.
@@ -57,6 +59,13 @@ public struct ConsoleBoard: Sendable {
             let view = PostureView(correct: posture.correct, badForS: (posture.badForS * 1).rounded(.down), sustainedBad: posture.sustainedBad)
             guard stations[station]?.posture != view || (athlete != nil && stations[station]?.athlete != athlete) else { return }
             update(station, athlete: athlete) { $0.posture = view }
+        case AckMessage.type:
+            guard let ack = decode(AckMessage.self) else { return }
+            let kept = acksKept
+            update(station, athlete: nil) {
+                $0.acks.append(AckView(cmdId: ack.cmdId, command: ack.command, program: ack.program, state: ack.state.rawValue, reason: ack.reason))
+                if $0.acks.count > kept { $0.acks.removeFirst($0.acks.count - kept) }
+            }
         case CalibrationMessage.type:
             guard decode(CalibrationMessage.self) != nil else { return }
             update(station, athlete: athlete) { $0.calibrations += 1 }
@@ -167,6 +176,8 @@ public struct StationState: Sendable, Equatable, Codable {
     /// Whether the station's bridge has gone quiet (no heartbeat or status for `silentAfterS`).
     public var silent = false
     public var alerts: [String: AlertView] = [:]
+    /// The latest answers to commands given here (proto/ack.schema.json), newest last.
+    public var acks: [AckView] = []
     /// Monotonic seconds of the last sign of life from the bridge; the server's own, not sent.
     var bridgeSeenAt: Double?
 
@@ -176,7 +187,7 @@ public struct StationState: Sendable, Equatable, Codable {
     public var lastMeanVelocityMps: Double? { reps.last?.meanVelocityMps }
 
     enum CodingKeys: String, CodingKey {
-        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts, plan
+        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts, plan, acks
         case loadKg = "load_kg"
         case plannedReps = "planned_reps"
         case workoutState = "workout_state"
@@ -352,5 +363,20 @@ public struct AlertView: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case kind, severity, message
         case alertId = "alert_id"
+    }
+}
+
+/// A program's answer to a command.
+public struct AckView: Sendable, Equatable, Codable {
+    public var cmdId: String
+    public var command: String
+    public var program: String
+    /// `done` or `refused`.
+    public var state: String
+    public var reason: String?
+
+    enum CodingKeys: String, CodingKey {
+        case command, program, state, reason
+        case cmdId = "cmd_id"
     }
 }

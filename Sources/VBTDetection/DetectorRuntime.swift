@@ -354,9 +354,10 @@ public final class DetectorRuntime {
         lastArrival[station] = clock.monotonicSeconds()
         var detector = detectors[station] ?? newDetector(station)
         var outputs: [DetectorOutput] = []
+        var ack: AckMessage?
         if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else { return }
-            outputs = apply(command, to: &detector)
+            (outputs, ack) = apply(command, to: &detector)
         } else {
             do {
                 let sample = try message.payload(as: SampleMessage.self)
@@ -388,6 +389,8 @@ public final class DetectorRuntime {
             if case .set = output { checkpointDue = 0 }
             if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
         }
+        // The answer after what the command made (a set's end before "done").
+        if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
     }
 
     private func newDetector(_ station: String) -> StationDetector {
@@ -463,18 +466,29 @@ public final class DetectorRuntime {
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 
-    private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> [DetectorOutput] {
-        let outputs: [DetectorOutput]
-        do { outputs = try detector.apply(command) } catch {
-            logger.warning(
-                "command not carried out",
-                metadata: [
-                    "station": "\(detector.station)", "command": "\(command.command)",
-                    "correlation_id": "\(command.id)", "reason": "\(error)",
-                ])
-            return []
+    /// Applies a command; the outputs it made and the answer to it (nil for a command the
+    /// detector does not act on).
+    private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
+        let acted = [CommandName.athleteAssign, CommandName.setEnd, CommandName.setLoad]
+        guard acted.contains(command.command) else { return ([], nil) }
+        func answer(refusal: String?, detail: String? = nil) -> AckMessage {
+            if let refusal {
+                logger.warning(
+                    "command not carried out",
+                    metadata: [
+                        "station": "\(detector.station)", "command": "\(command.command)",
+                        "correlation_id": "\(command.id)", "reason": "\(refusal)",
+                    ])
+            }
+            return AckMessage(answering: command, program: "rep-detector", refusal: refusal, detail: detail)
         }
-        if command.command == CommandName.athleteAssign {
+        if command.command == CommandName.setLoad {
+            do { _ = try SetLoad(args: command.args) } catch { return ([], answer(refusal: "set.load: \(error)")) }
+        }
+        let outputs: [DetectorOutput]
+        do { outputs = try detector.apply(command) } catch { return ([], answer(refusal: "\(command.command): \(error)")) }
+        switch command.command {
+        case CommandName.athleteAssign:
             let assignment = detector.assignment
             logger.info(
                 "station assigned",
@@ -482,8 +496,14 @@ public final class DetectorRuntime {
                     "station": "\(detector.station)", "athlete": "\(assignment.athlete ?? "")", "exercise": "\(assignment.exercise)",
                     "correlation_id": "\(command.id)",
                 ])
+            let load = assignment.loadKg.map { String(format: " at %g kg", $0) } ?? ""
+            return (outputs, answer(refusal: nil, detail: "\(assignment.exercise)\(load)\(assignment.athlete.map { " for \($0)" } ?? "")"))
+        case CommandName.setEnd:
+            let ended = outputs.contains { if case .set = $0 { true } else { false } }
+            return (outputs, answer(refusal: ended ? nil : "no set in progress at \(detector.station)"))
+        default:
+            return (outputs, answer(refusal: nil))
         }
-        return outputs
     }
 
     private func publish(_ output: DetectorOutput, athlete: String?) throws {

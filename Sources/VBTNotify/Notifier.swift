@@ -55,6 +55,8 @@ public enum NotifierOutput: Sendable, Equatable {
     case command(station: String, athlete: String?, CommandMessage)
     /// A command that could not be carried out, with the reason in words.
     case rejected(station: String, command: String, id: String, reason: String)
+    /// The notifier's answer to a command it acts on (done or refused), for whoever gave it.
+    case ack(station: String, athlete: String?, AckMessage)
 }
 
 /// The notifier: rest timers, plan progress and threshold alerts.
@@ -122,13 +124,21 @@ public struct Notifier: Sendable {
     mutating func handle(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
         let forUs = command.target == "*" || command.target == "notifier"
         guard forUs else { return [] }
+        let out: [NotifierOutput]
         switch command.command {
-        case CommandName.athleteAssign: return assignAthlete(command, station: station, now: now)
-        case CommandName.planAssign: return assignPlan(command, station: station, now: now)
+        case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
+        case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
         case CommandName.restPause, CommandName.restResume, CommandName.restSkip, CommandName.restExtend:
-            return restCommand(command, station: station, now: now)
+            out = restCommand(command, station: station, now: now)
         default: return []
         }
+        // Every command it acts on is answered: done, or refused with the reason.
+        let refusal = out.lazy.compactMap { output -> String? in
+            if case .rejected(_, _, _, let reason) = output { return reason }
+            return nil
+        }.first
+        let ack = AckMessage(answering: command, program: "notifier", refusal: refusal)
+        return out + [.ack(station: station, athlete: state.stations[station]?.athlete, ack)]
     }
 
     private mutating func assignAthlete(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {

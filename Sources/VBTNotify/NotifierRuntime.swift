@@ -137,7 +137,8 @@ public final class NotifierRuntime {
     }
 
     /// What makes two outputs the same event: an alert's id and state, a
-    /// command's name, target and arguments (its id is new each time). Timer
+    /// command's name, target and arguments (its id is new each time), an
+    /// answer's command id. Timer
     /// ticks and workout snapshots have none: sent again, they only refresh a display.
     static func identity(topic: [UInt8], body: [UInt8]) -> String? {
         guard let message = try? decodeMessage(topic: topic, body: body) else { return nil }
@@ -148,6 +149,9 @@ public final class NotifierRuntime {
         case CommandMessage.type:
             guard let command = try? message.payload(as: CommandMessage.self) else { return nil }
             return "cmd|\(command.command)|\(command.target)|\(command.args.fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })"
+        case AckMessage.type:
+            guard let ack = try? message.payload(as: AckMessage.self) else { return nil }
+            return "ack|\(ack.cmdId)|\(ack.state.rawValue)"
         default:
             return nil
         }
@@ -227,6 +231,8 @@ public final class NotifierRuntime {
             case .rejected(let station, let command, let id, let reason):
                 logger.warning(
                     "command not carried out", metadata: ["station": "\(station)", "command": "\(command)", "correlation_id": "\(id)", "reason": "\(reason)"])
+            case .ack(let station, let athlete, let ack):
+                try send(ack, station: station, athlete: athlete)
             }
         }
     }

@@ -389,6 +389,9 @@ public final class PostureRuntime {
                 logger.info(
                     "posture calibration started",
                     metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
+                // Done means started: the calibration message follows when the seconds are over.
+                let detail = "calibrating \(athlete) for \(String(format: "%g", min(600, max(0.5, seconds)))) s"
+                try send(AckMessage(answering: command, program: "posture-evaluator", refusal: nil, detail: detail), station: station, athlete: athlete)
             case CommandName.athleteAssign:
                 guard let athlete = (try? AthleteAssign(args: command.args))?.athlete else { break }
                 if let stored = store.byAthlete[athlete] {

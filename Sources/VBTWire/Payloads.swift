@@ -583,3 +583,46 @@ public struct CommandMessage: BusPayload, Equatable {
         writer.value(.object(args))
     }
 }
+
+/// A program's answer to a command (proto/ack.schema.json): carried out, or refused with the
+/// reason in words an operator can act on. Each program that acts on a command answers it
+/// once, on `ack.<station>`; `cmd_id` is the command's `id`.
+public struct AckMessage: BusPayload, Equatable {
+    public static let type = "ack"
+
+    public enum State: String, Sendable { case done, refused }
+
+    public var cmdId: String
+    public var command: String
+    /// The program that answers: `rep-detector`, `notifier`, `posture-evaluator`.
+    public var program: String
+    public var state: State
+    /// Why it was refused; or, when done, what was done if worth saying.
+    public var reason: String?
+
+    public init(cmdId: String, command: String, program: String, state: State, reason: String? = nil) {
+        (self.cmdId, self.command, self.program, self.state, self.reason) = (cmdId, command, program, state, reason)
+    }
+
+    /// The answer to `command`: refused when `refusal` is given, else done (with `detail`).
+    public init(answering command: CommandMessage, program: String, refusal: String?, detail: String? = nil) {
+        self.init(cmdId: command.id, command: command.command, program: program, state: refusal == nil ? .done : .refused, reason: refusal ?? detail)
+    }
+
+    public init(fields: JSONObject) throws(PayloadError) {
+        cmdId = try fields.string("cmd_id")
+        command = try fields.string("command")
+        program = try fields.string("program")
+        state = try fields.choice("state", State.self)
+        reason = try fields.optionalString("reason")
+        guard state == .done || !(reason ?? "").isEmpty else { throw PayloadError("a refused ack says why: reason must not be empty") }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.field("cmd_id", cmdId)
+        writer.field("command", command)
+        writer.field("program", program)
+        writer.field("state", state.rawValue)
+        writer.optionalField("reason", reason)
+    }
+}

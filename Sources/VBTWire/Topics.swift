@@ -7,7 +7,7 @@
 public enum MessageTypes {
     /// All of them, in proto/README.md's order.
     public static let all: [any BusPayload.Type] = [
-        SampleMessage.self, StatusMessage.self, HeartbeatMessage.self, CommandMessage.self,
+        SampleMessage.self, StatusMessage.self, HeartbeatMessage.self, CommandMessage.self, AckMessage.self,
         RepMessage.self, SetMessage.self, RejectedMessage.self, ProfileMessage.self,
         TakeoverMessage.self, HandoffMessage.self,
         PostureMessage.self, CalibrationMessage.self,

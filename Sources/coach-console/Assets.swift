@@ -252,9 +252,10 @@ enum Assets {
             };
           }
 
-          // Commands (coach accounts, station page): sent, then confirmed when their effect shows on the board.
+          // Commands (coach accounts, station page): sent, then answered by the programs that act on
+          // them (proto/ack.schema.json): done, or refused with the reason.
           const pending = [];
-          function command(name, args, expect, path, body) {
+          function command(name, args, path, body) {
             const entry = make('li', 'pending', name + ': sending…');
             const log = document.getElementById('command-log');
             log.prepend(entry);
@@ -264,47 +265,46 @@ enum Assets {
               body: JSON.stringify(body || { station: only, command: name, args: args }),
             }).then(r => r.json().then(body => {
               if (!r.ok) { entry.className = 'failed'; entry.textContent = name + ': refused: ' + body.error; return; }
-              entry.textContent = name + ': sent, waiting for it to take effect…';
+              entry.textContent = name + ': sent, waiting for an answer…';
               entry.dataset.commandId = body.id;
-              pending.push({ entry, name, expect, before: states.get(only), at: performance.now() });
+              pending.push({ entry, name, id: body.id, at: performance.now(), answers: [] });
+              const s = states.get(only);
+              if (s) checkCommands(s);
             }), () => { entry.className = 'failed'; entry.textContent = name + ': not sent: the console is unreachable'; });
           }
           function checkCommands(s) {
-            for (let i = pending.length - 1; i >= 0; i--) {
-              const p = pending[i];
-              if (p.expect(p.before || { reps: [], alerts: {}, sensors: {} }, s)) {
-                p.entry.className = 'done';
-                p.entry.textContent = p.name + ': done';
-                pending.splice(i, 1);
+            for (const p of pending) {
+              for (const a of s.acks || []) {
+                if (a.cmd_id !== p.id || p.answers.some(x => x.program === a.program)) continue;
+                p.answers.push(a);
               }
+              if (!p.answers.length) continue;
+              const refused = p.answers.filter(a => a.state === 'refused');
+              p.entry.className = refused.length ? 'failed' : 'done';
+              p.entry.textContent = p.name + ': ' + (refused.length
+                ? 'refused by ' + refused.map(a => a.program + ': ' + a.reason).join('; ')
+                : 'done (' + p.answers.map(a => a.program + (a.reason ? ': ' + a.reason : '')).join('; ') + ')');
             }
           }
           setInterval(() => {
             for (let i = pending.length - 1; i >= 0; i--) {
-              const p = pending[i];
-              if (performance.now() - p.at > 10000) {
+              const p = pending[i], age = performance.now() - p.at;
+              if (!p.answers.length && age > 5000) {
                 p.entry.className = 'failed';
-                p.entry.textContent = p.name + ': sent, but no effect seen in 10 s: is the program that acts on it running?';
+                p.entry.textContent = p.name + ': sent, but no program answered in 5 s: is the program that acts on it running?';
                 pending.splice(i, 1);
+              } else if (age > 30000) {
+                pending.splice(i, 1);  // answers that come later than this are not waited for
               }
             }
           }, 1000);
-          const restState = s => s.rest ? s.rest.state : null;
-          const expectations = {
-            'set.end': (b, s) => !s.in_set && s.last_set && (!b.last_set || s.last_set.set_id !== b.last_set.set_id || b.in_set),
-            'rest.pause': (b, s) => restState(s) === 'paused',
-            'rest.resume': (b, s) => restState(s) === 'running',
-            'rest.skip': (b, s) => restState(s) === 'skipped' || (restState(b) != null && restState(s) == null),
-            'rest.extend': (b, s) => s.rest && b.rest && s.rest.duration_s > b.rest.duration_s,
-            'posture.calibrate': (b, s) => (s.calibrations || 0) > (b.calibrations || 0),
-          };
 
           function wireCommands() {
             if (!only || role !== 'coach') return;
             document.querySelectorAll('button[data-command]').forEach(button => button.addEventListener('click', () => {
               const name = button.dataset.command;
               const args = name === 'rest.extend' ? { seconds: Number(button.dataset.seconds) } : {};
-              command(name, args, expectations[name]);
+              command(name, args);
             }));
             const plans = document.getElementById('plan');
             fetch('/api/plans', { credentials: 'same-origin' }).then(r => r.ok ? r.json() : []).then(list => {
@@ -321,7 +321,7 @@ enum Assets {
               if (!id) return;
               const body = { station: only, plan: id };
               if (data.get('athlete')) body.athlete = String(data.get('athlete'));
-              command('plan.assign ' + id, null, (b, s) => s.plan === id, '/api/plan', body);
+              command('plan.assign ' + id, null, '/api/plan', body);
             });
             const form = document.getElementById('assign');
             form.addEventListener('submit', e => {
@@ -330,9 +330,7 @@ enum Assets {
               if (data.get('athlete')) args.athlete = String(data.get('athlete'));
               if (data.get('exercise')) args.exercise = String(data.get('exercise'));
               if (data.get('load_kg')) args.load_kg = Number(data.get('load_kg'));
-              command('athlete.assign', args, (b, s) =>
-                (args.athlete == null || s.athlete === args.athlete) && (args.exercise == null || s.exercise === args.exercise) &&
-                (args.load_kg == null || s.load_kg === args.load_kg));
+              command('athlete.assign', args);
             });
           }
 

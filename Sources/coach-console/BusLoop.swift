@@ -25,7 +25,7 @@ struct ConsoleBusLoop {
             context: context, config: config,
             prefixes: MessageTypes.prefixes(
                 RepMessage.self, SetMessage.self, RejectedMessage.self, PostureMessage.self, CalibrationMessage.self, TimerMessage.self, WorkoutMessage.self,
-                StatusMessage.self, AlertMessage.self, CommandMessage.self, HeartbeatMessage.self),
+                StatusMessage.self, AlertMessage.self, CommandMessage.self, AckMessage.self, HeartbeatMessage.self),
             logger: logger)
         publisher = try Publisher(context: context, config: config, program: "coach-console")
     }

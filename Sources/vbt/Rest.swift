@@ -8,7 +8,11 @@ import VBTWire
 struct Rest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Pause, resume, skip or extend a station's rest timer (the notifier runs it).",
-        discussion: "Sends cmd.<station> rest.<verb> with target notifier; watch the timer with `vbt watch` or `vbt echo timer.`.",
+        discussion: """
+            Sends cmd.<station> rest.<verb> with target notifier and waits for its answer (ack.<station>): exits 0 when
+            it carried the command out, 1 with its reason when it refused (e.g. no rest timer at the station) or did
+            not answer within 5 s. Watch the timer with `vbt watch` or `vbt echo timer.`.
+            """,
         subcommands: [Pause.self, Resume.self, Skip.self, Extend.self])
 
     struct Pause: AsyncParsableCommand {
@@ -50,13 +54,16 @@ struct Rest: AsyncParsableCommand {
     }
 }
 
-/// Sends one command to the notifier once it listens; a missing notifier is one line and exit 1.
+/// Sends one command to the notifier once it listens and waits for its answer; a missing
+/// notifier, a refusal or no answer is one line and exit 1.
 private func sendRestCommand(_ command: String, station: String, args: JSONObject, bus: BusOptions) async throws {
     let logger = bootstrapLogging(label: "vbt.rest")
     let config = bus.config
     try await runLoop("vbt.rest", logger: logger) { context in
         // Other programs listen to cmd.* too: only the notifier's own heartbeat says it is there.
-        let heartbeats = try Subscriber(context: context, config: config, prefixes: [HeartbeatMessage.topic(station: "notifier")], logger: logger)
+        // Subscribed to the answers before the command goes out, so none is missed.
+        let heartbeats = try Subscriber(
+            context: context, config: config, prefixes: [HeartbeatMessage.topic(station: "notifier"), AckMessage.topic(station: station)], logger: logger)
         let deadline = monotonicSeconds() + 5
         var alive = false
         while !alive, monotonicSeconds() < deadline {
@@ -68,6 +75,19 @@ private func sendRestCommand(_ command: String, station: String, args: JSONObjec
         }
         let publisher = try Publisher(context: context, config: config, program: "vbt")
         let id = try sendCommands(publisher, station: station, target: "notifier", [(command, args)], whoListens: "the notifier")[0]
-        print("\(command) \(id) sent to \(station)")
+        let answerBy = monotonicSeconds() + 5
+        while monotonicSeconds() < answerBy {
+            guard let message = try heartbeats.next(timeoutMs: 200), message.envelope.type == AckMessage.type,
+                let ack = try? message.payload(as: AckMessage.self), ack.cmdId == id
+            else { continue }
+            guard ack.state == .done else {
+                reportProblem("vbt: the notifier did not carry out \(command) at \(station): \(ack.reason ?? "no reason given")")
+                throw ProgramExit()
+            }
+            print("\(command) \(id) carried out at \(station) by the notifier")
+            return
+        }
+        reportProblem("vbt: \(command) \(id) sent to \(station), but the notifier did not answer within 5 s; see its log")
+        throw ProgramExit()
     }
 }

@@ -66,6 +66,30 @@ struct DetectorRuntimeTests {
     /// The rep stream of one detector alone.
     static let baseline = Result { try run(swapsAt: []) }
 
+    @Test("commands are answered on ack.<station>: done, or refused with the reason; others' commands are not")
+    func commandsAreAnswered() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let acks = try Subscriber(transport: bus, prefixes: [AckMessage.topicPrefix], logger: Self.logger)
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let coach = try Publisher(transport: bus, program: "vbt")
+        try bus.heartbeat()
+        try coach.publish(CommandMessage(id: "c1", command: CommandName.setEnd), station: "rack-01")
+        try coach.publish(
+            CommandMessage(id: "c2", command: CommandName.athleteAssign, args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args),
+            station: "rack-01")
+        try coach.publish(CommandMessage(id: "c3", command: CommandName.setLoad, args: JSONObject([("load_kg", .number(-3))])), station: "rack-01")
+        try coach.publish(CommandMessage(id: "c4", command: CommandName.restPause), station: "rack-01")
+        for _ in 0..<1_000 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+        var answers: [AckMessage] = []
+        while let message = try acks.next(timeoutMs: 0) { answers.append(try message.payload(as: AckMessage.self)) }
+        #expect(answers.map(\.cmdId) == ["c1", "c2", "c3"], "rest.pause is the notifier's")
+        #expect(answers.allSatisfy { $0.program == "rep-detector" })
+        #expect(answers.first?.state == .refused && answers.first?.reason == "no set in progress at rack-01")
+        #expect(answers.dropFirst().first?.state == .done && answers.dropFirst().first?.reason == "squat at 100 kg for ana")
+        #expect(answers.last?.state == .refused && answers.last?.reason?.hasPrefix("set.load: ") == true)
+    }
+
     @Test("one detector alone counts every rep of the session")
     func alone() throws {
         #expect(try Self.baseline.get().reps.count == Self.session.reps)

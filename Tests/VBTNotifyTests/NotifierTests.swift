@@ -87,6 +87,26 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
     }
 }
 
+@Suite struct CommandAnswerTests {
+    private func acks(_ outputs: [NotifierOutput]) -> [AckMessage] {
+        outputs.compactMap { if case .ack(_, _, let ack) = $0 { ack } else { nil } }
+    }
+
+    @Test func everyCommandItActsOnIsAnsweredDoneOrRefusedWithTheReason() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        let refused = acks(notifier.handle(command(CommandName.restPause), now: t0))
+        #expect(refused == [AckMessage(cmdId: "c-rest.pause", command: "rest.pause", program: "notifier", state: .refused, reason: "no rest timer at rack-01")])
+        _ = notifier.handle(setEnd("s1"), now: t0)
+        let done = acks(notifier.handle(command(CommandName.restPause), now: t0 + 1))
+        #expect(done.map(\.state) == [.done] && done.first?.cmdId == "c-rest.pause")
+        let badPlan = acks(notifier.handle(command(CommandName.planAssign, [("athlete", .string("ana"))]), now: t0 + 2))
+        #expect(badPlan.first?.state == .refused && badPlan.first?.reason?.hasPrefix("plan.assign: ") == true)
+        // Not the notifier's, or not for it: no answer.
+        #expect(acks(notifier.handle(command(CommandName.setEnd), now: t0 + 3)).isEmpty)
+        #expect(acks(notifier.handle(command(CommandName.restSkip, target: "rep-detector"), now: t0 + 3)).isEmpty)
+    }
+}
+
 @Suite struct WorkoutFlowTests {
     @Test func aPlanRunsSetRestAndMovesToTheNextExercise() throws {
         var notifier = Notifier(settings: noSnapshots, now: t0)

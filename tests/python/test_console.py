@@ -236,11 +236,17 @@ def test_coach_sees_reps_set_summary_rest_and_commands_work(gym: Gym):
         wait_until(lambda: [s for s in gym.tap.of("set", event="start") if s["set_id"] not in
                             {e["set_id"] for e in gym.tap.of("set", event="end")}] and gym.tap.of("rep"),
                    "a set going on", timeout=150, detail=gym.bus.describe)
+        # No rest runs during a set: the notifier refuses a pause, and the page says why.
+        driver.find_element(By.CSS_SELECTOR, 'button[data-command="rest.pause"]').click()
+        wait_until(lambda: "rest.pause: refused by notifier: no rest timer at rack-01" in driver.find_element(By.ID, "command-log").text,
+                   "the notifier's refusal on the page", detail=lambda: driver.find_element(By.ID, "command-log").text)
+        refusal = [a for a in gym.tap.of("ack") if a["command"] == "rest.pause"][-1]
+        assert refusal["state"] == "refused" and refusal["program"] == "notifier" and refusal["cmd_id"].startswith("console-")
         driver.find_element(By.CSS_SELECTOR, 'button[data-command="set.end"]').click()
         ended = wait_until(lambda: gym.tap.of("set", event="end", reason="command"), "the set ended by the command",
                            detail=gym.bus.describe)[-1]
         assert [c for c in gym.tap.of("cmd") if c["command"] == "set.end" and c["src"].startswith("coach-console")]
-        wait_until(lambda: "set.end: done" in driver.find_element(By.ID, "command-log").text, "the page to confirm set.end")
+        wait_until(lambda: "set.end: done (rep-detector)" in driver.find_element(By.ID, "command-log").text, "the page to confirm set.end")
         wait_until(lambda: f"Set ended: {ended['reps']} reps" in driver.find_element(By.ID, "summary").text
                    or gym.tap.of("set", event="start") and driver.find_element(By.ID, "summary").text == "Set in progress",
                    "the summary of the ended set")
@@ -264,7 +270,8 @@ def test_coach_sees_reps_set_summary_rest_and_commands_work(gym: Gym):
             wait_until(lambda: f"{command}: done" in driver.find_element(By.ID, "command-log").text,
                        f"the page to confirm {command}", detail=lambda: driver.find_element(By.ID, "command-log").text)
 
-        click("posture.calibrate")  # 10 s of calibration: confirmed at the end
+        calibrations = len(gym.tap.of("calibration"))
+        click("posture.calibrate")  # started (its answer); the calibration itself comes 10 s later
         click("rest.pause")
         assert field(driver, "rest-state") == "paused"
         held = field(driver, "rest")
@@ -296,8 +303,8 @@ def test_coach_sees_reps_set_summary_rest_and_commands_work(gym: Gym):
         assert [e["exercise"] for e in started["args"]["exercises"]] == ["deadlift", "bench"]
         wait_until(lambda: field(driver, "athlete") == "ana" and field(driver, "exercise") == "deadlift" and field(driver, "load") == "140 kg"
                    and field(driver, "sets") == "/2", "the plan's first exercise on the card", detail=gym.bus.describe)
-        wait_until(lambda: "posture.calibrate: done" in driver.find_element(By.ID, "command-log").text,
-                   "the calibration to finish", timeout=30, detail=gym.bus.describe)
+        assert "posture.calibrate: done (posture-evaluator: calibrating ana for 10 s)" in driver.find_element(By.ID, "command-log").text
+        wait_until(lambda: len(gym.tap.of("calibration")) > calibrations, "the calibration to finish", timeout=30, detail=gym.bus.describe)
         shot(driver, "station-commands")
         # Logging out ends the session: the board is out of reach again.
         driver.find_element(By.CSS_SELECTOR, "header.top form button").click()

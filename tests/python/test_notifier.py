@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 from pathlib import Path
 
 import zmq
 
-from test_wire import (Bus, bus, read_recording, read_stats, received_by_topic,  # noqa: F401 (fixture)
+from test_wire import (Bus, binary, bus, read_recording, read_stats, received_by_topic,  # noqa: F401 (fixture)
                        validate_message, wait_until)
 
 STATION = "rack-01"
@@ -57,7 +58,7 @@ def set_end(bus: Bus, set_id: str, reason: str = "idle", loss: float = 8.0) -> N
 def start(bus: Bus, tmp_path: Path, name: str = "notifier", extra: list[str] | None = None, rec: bool = True):
     out = tmp_path / "notifier.jsonl"
     if rec:
-        recorder = bus.spawn("record", ["vbt", "record", "--out", str(out), "timer.", "alert.", "workout.", "cmd.",
+        recorder = bus.spawn("record", ["vbt", "record", "--out", str(out), "timer.", "alert.", "workout.", "cmd.", "ack.",
                                         "heartbeat.notifier"])
         recorder.wait_for_log("bus connected")
     notifier = bus.spawn(name, ["notifier", "--state", str(tmp_path / "notifier.json"), *(extra or [])])
@@ -72,6 +73,12 @@ def validate_all(path: Path) -> None:
 
 def test_rest_timer_pause_resume_skip_and_plan_progress(bus: Bus, tmp_path: Path):
     notifier, rec = start(bus, tmp_path)
+    # No rest yet: the notifier refuses a pause and says why (ack.<station>); vbt exits 1 with its reason.
+    refused = subprocess.run([binary("vbt"), "rest", "pause", STATION], env=bus.env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 1 and f"no rest timer at {STATION}" in refused.stderr, refused.stderr
+    answer = wait_until(lambda: of(rec, "ack"), "the notifier's answer on the bus")[0]
+    assert (answer["program"], answer["state"], answer["command"]) == ("notifier", "refused", "rest.pause")
     pub(bus, f"cmd.{STATION}", {"id": "p1", "command": "plan.assign", "target": "*", "args": PLAN})
     wait_until(lambda: of(rec, "workout", event="plan-assigned"), "the plan to be taken", detail=bus.describe)
     assigned = wait_until(lambda: [m for m in of(rec, "cmd") if m["src"].startswith("notifier-")],
@@ -119,8 +126,10 @@ def test_rest_timer_pause_resume_skip_and_plan_progress(bus: Bus, tmp_path: Path
     # The last set: the plan is done, no rest.
     set_end(bus, "s3")
     wait_until(lambda: of(rec, "workout", event="plan-done"), "the plan to finish", detail=bus.describe)
-    # Nothing to control now: the command is refused with a reason.
-    bus.run(["vbt", "rest", "pause", STATION])
+    # Nothing to control now: the command is refused with a reason (vbt exits 1 with it).
+    refused = subprocess.run([binary("vbt"), "rest", "pause", STATION], env=bus.env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 1 and f"no rest timer at {STATION}" in refused.stderr, refused.stderr
     notifier.wait_for_log("no rest timer at rack-01")
     assert notifier.terminate() == 0, notifier.describe()
     assert len(of(rec, "alert", kind="rest-over")) == 1, "a skipped rest sends no notification"
