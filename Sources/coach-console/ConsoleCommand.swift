@@ -37,6 +37,9 @@ struct ConsoleCommand: AsyncParsableCommand {
     @Option(help: "Hours a login lasts.")
     var sessionHours: Double = 12
 
+    @Flag(help: "Mark the session cookie Secure (browsers send it over HTTPS only): for a console behind a TLS proxy.")
+    var secureCookie = false
+
     @OptionGroup var bus: BusOptions
 
     func validate() throws {
@@ -83,7 +86,7 @@ struct ConsoleCommand: AsyncParsableCommand {
         let history = HistoryPages(queries: queries, utcOffsetS: TimeZone.current.secondsFromGMT())
         let server = ConsoleServer(
             live: live, history: history, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600,
-            logger: logger)
+            secureCookie: secureCookie, logger: logger)
         let busConfig = bus.config
         // The recorder's queries on a thread of their own, stopped after the web server.
         let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { stop.set() }) { context in

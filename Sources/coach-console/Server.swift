@@ -48,6 +48,7 @@ struct ConsoleServer {
     let host: String
     let port: Int
     let sessionS: Double
+    let secureCookie: Bool
     let logger: Logger
     /// The least time between two updates to one browser (at most 50 a second), on top of
     /// waiting until it has drawn the last.
@@ -56,7 +57,7 @@ struct ConsoleServer {
     /// The services to run beside the bus loop: the session store's tidying and the HTTP server.
     var services: [any Service] {
         let storage = MemoryPersistDriver()
-        let cookie = SessionCookieParameters(name: "vbt_session", path: "/", secure: false, sameSite: .strict)
+        let cookie = SessionCookieParameters(name: "vbt_session", path: "/", secure: secureCookie, sameSite: .strict)
         let sessions = SessionMiddleware<ConsoleContext>(
             storage: storage,
             configuration: .init(sessionCookieParameters: cookie, keyPrefix: "console.", defaultSessionExpiration: .seconds(Int64(sessionS))))
