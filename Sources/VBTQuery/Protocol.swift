@@ -24,6 +24,7 @@ public enum QueryName: String, Sendable, CaseIterable {
     case statsWeek = "stats.week"
     case exportPage = "export.page"
     case status
+    case backup
 }
 
 /// A query's name and correlation id, read before its arguments.
@@ -121,4 +122,27 @@ public struct AthleteArgs: Codable, Sendable {
 public struct ExerciseFilterArgs: Codable, Sendable {
     public var exercise: String?
     public init(exercise: String? = nil) { self.exercise = exercise }
+}
+
+/// `backup`'s argument: the backup file's name in the recorder's backup folder.
+public struct BackupArgs: Codable, Sendable {
+    public var name: String
+    public init(name: String) { self.name = name }
+}
+
+/// What `backup` made: where, how big, checked, and what it holds.
+public struct BackupResult: Codable, Sendable, Equatable {
+    /// The file on the recorder's computer.
+    public var path: String
+    public var bytes: Int
+    /// `PRAGMA integrity_check` of the copy: "ok".
+    public var integrity: String
+    /// Rows per table in the copy (as `status`'s `rows`).
+    public var rows: [String: Int]
+    /// When the copy was taken (UTC seconds): it holds everything stored before.
+    public var ts: Double
+
+    public init(path: String, bytes: Int, integrity: String, rows: [String: Int], ts: Double) {
+        (self.path, self.bytes, self.integrity, self.rows, self.ts) = (path, bytes, integrity, rows, ts)
+    }
 }

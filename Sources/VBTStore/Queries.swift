@@ -397,15 +397,57 @@ extension TrainingStore {
 
     /// Row counts of the main tables.
     public func rowCounts() throws(StoreError) -> [String: Int] {
-        try read { db in
-            var counts: [String: Int] = [:]
-            for table in ["athletes", "sessions", "sets", "reps", "rejected", "profiles", "posture_changes", "alerts", "calibrations"] {
-                counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
+        try read { db in try Self.rowCounts(db) }
+    }
+
+    static func rowCounts(_ db: Database) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for table in ["athletes", "sessions", "sets", "reps", "rejected", "profiles", "posture_changes", "alerts", "calibrations"] {
+            counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
+        }
+        // Raw readings may be hundreds of millions of rows: counted by their id range (rows are
+        // only ever deleted oldest first, so the range has no holes), not by a full scan.
+        counts["samples"] = try Int.fetchOne(db, sql: "SELECT coalesce(max(id) - min(id) + 1, 0) FROM samples") ?? 0
+        return counts
+    }
+
+    /// The folder backups are written to: `backups/` beside the database.
+    public var backupFolder: String {
+        URL(fileURLWithPath: settings.path).deletingLastPathComponent().appendingPathComponent("backups").path
+    }
+
+    /// Copies the live database to `name` in the backup folder with SQLite's online backup
+    /// (a consistent copy of everything stored so far; the recorder's writes wait meanwhile),
+    /// checks the copy and counts its rows. A name is 1-64 of letters, digits, '.', '_', '-'
+    /// (".sqlite" is added when it has no extension); an existing file is never replaced.
+    public func backup(name: String) throws(StoreError) -> BackupResult {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        guard (1...64).contains(name.count), name.allSatisfy({ allowed.contains($0) }), !name.hasPrefix(".") else {
+            throw StoreError(.invalid, "a backup's name is 1 to 64 of letters, digits, '.', '_' and '-' (e.g. gym-2026-11-26), not \(name.debugDescription)")
+        }
+        let file = name.contains(".") ? name : name + ".sqlite"
+        let path = URL(fileURLWithPath: backupFolder).appendingPathComponent(file).path
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw StoreError(.invalid, "\(path) exists already: give another name (a backup is never replaced)")
+        }
+        do { try FileManager.default.createDirectory(atPath: backupFolder, withIntermediateDirectories: true) } catch {
+            throw StoreError(.cannotOpen, "cannot create the backup folder \(backupFolder): \(error.localizedDescription)")
+        }
+        let ts = Date().timeIntervalSince1970
+        do {
+            let copy = try DatabaseQueue(path: path)
+            try reopeningOnce { live in try live.backup(to: copy) }
+            let (integrity, rows) = try copy.read { db -> (String, [String: Int]) in
+                let integrity = try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "no answer"
+                let copied = try TrainingStore.rowCounts(db)
+                return (integrity, copied)
             }
-            // Raw readings may be hundreds of millions of rows: counted by their id range (rows are
-            // only ever deleted oldest first, so the range has no holes), not by a full scan.
-            counts["samples"] = try Int.fetchOne(db, sql: "SELECT coalesce(max(id) - min(id) + 1, 0) FROM samples") ?? 0
-            return counts
+            try copy.close()
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            guard integrity == "ok" else { throw StoreError(.corrupt, "the backup \(path) fails its integrity check: \(integrity)") }
+            return BackupResult(path: path, bytes: bytes, integrity: integrity, rows: rows, ts: ts)
+        } catch {
+            throw StoreError.from(error, path: path)
         }
     }
 }

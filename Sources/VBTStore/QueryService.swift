@@ -43,7 +43,7 @@ public struct QueryService {
     }
 
     /// The queries that change what is stored; the rest only read.
-    public static let writes: Set<QueryName> = [.athleteAdd, .athleteWeighIn, .planCreate, .patternPut]
+    public static let writes: Set<QueryName> = [.athleteAdd, .athleteWeighIn, .planCreate, .patternPut, .backup]
 
     /// Answers one request, saying what it was (for logs with the correlation id).
     public func answer(_ request: Data, access: Access = .anyone) -> Answer {
@@ -107,6 +107,7 @@ public struct QueryService {
             case .status:
                 guard let status = status() else { throw StoreError(.invalid, "status is only known by a running recorder") }
                 result = status
+            case .backup: result = try store.backup(name: try args(BackupArgs.self).name)
             }
             return Answer(reply: reply(id: head.id, result: result), id: head.id, query: head.query)
         } catch let error as StoreError {
