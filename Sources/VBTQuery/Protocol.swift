@@ -10,6 +10,10 @@ public enum QueryName: String, Sendable, CaseIterable {
     case athleteList = "athlete.list"
     case athleteShow = "athlete.show"
     case athleteWeighIn = "athlete.weigh_in"
+    case athleteEdit = "athlete.edit"
+    case athleteArchive = "athlete.archive"
+    case athleteErase = "athlete.erase"
+    case setReassign = "set.reassign"
     case exerciseList = "exercise.list"
     case exerciseShow = "exercise.show"
     case planCreate = "plan.create"
@@ -144,5 +148,76 @@ public struct BackupResult: Codable, Sendable, Equatable {
 
     public init(path: String, bytes: Int, integrity: String, rows: [String: Int], ts: Double) {
         (self.path, self.bytes, self.integrity, self.rows, self.ts) = (path, bytes, integrity, rows, ts)
+    }
+}
+
+/// `athlete.edit`: the fields to change; `clear` names the optional ones to empty
+/// (`sex`, `birth_year`, `height_cm`, `goal_weight_kg`).
+public struct AthleteEditArgs: Codable, Sendable {
+    public var id: String
+    public var name: String?
+    public var sex: String?
+    public var birthYear: Int?
+    public var heightCm: Double?
+    public var goalWeightKg: Double?
+    public var clear: [String]?
+
+    public init(
+        id: String, name: String? = nil, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil,
+        clear: [String]? = nil
+    ) {
+        (self.id, self.name, self.sex, self.birthYear, self.heightCm, self.goalWeightKg, self.clear) = (
+            id, name, sex, birthYear, heightCm, goalWeightKg, clear
+        )
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, sex, clear
+        case birthYear = "birth_year"
+        case heightCm = "height_cm"
+        case goalWeightKg = "goal_weight_kg"
+    }
+}
+
+/// `athlete.archive`: archived (hidden from `athlete.list` unless asked for) or back.
+public struct ArchiveArgs: Codable, Sendable {
+    public var id: String
+    public var archived: Bool
+    public init(id: String, archived: Bool) { (self.id, self.archived) = (id, archived) }
+}
+
+/// `athlete.list`'s optional argument.
+public struct AthleteListArgs: Codable, Sendable {
+    public var includeArchived: Bool?
+    public init(includeArchived: Bool? = nil) { self.includeArchived = includeArchived }
+    enum CodingKeys: String, CodingKey { case includeArchived = "include_archived" }
+}
+
+/// `athlete.erase`: `confirm` must repeat the id (an erasure cannot be undone).
+public struct EraseArgs: Codable, Sendable {
+    public var id: String
+    public var confirm: String
+    public init(id: String, confirm: String) { (self.id, self.confirm) = (id, confirm) }
+}
+
+/// What an erasure did: the pseudonym the training history now carries, and the rows changed per table.
+public struct EraseResult: Codable, Sendable, Equatable {
+    public var pseudonym: String
+    public var rows: [String: Int]
+    public init(pseudonym: String, rows: [String: Int]) { (self.pseudonym, self.rows) = (pseudonym, rows) }
+}
+
+/// `set.reassign`: the set (and its reps) attributed to another athlete, exercise or load.
+public struct ReassignArgs: Codable, Sendable {
+    public var set: String
+    public var athlete: String?
+    public var exercise: String?
+    public var loadKg: Double?
+    public init(set: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil) {
+        (self.set, self.athlete, self.exercise, self.loadKg) = (set, athlete, exercise, loadKg)
+    }
+    enum CodingKeys: String, CodingKey {
+        case set, athlete, exercise
+        case loadKg = "load_kg"
     }
 }

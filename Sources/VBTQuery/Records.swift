@@ -63,9 +63,12 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
     public var sessions: Int
     public var sets: Int
     public var reps: Int
+    /// When the athlete was archived (hidden from lists, history kept); nil while active.
+    public var archivedTs: Double?
 
     enum CodingKeys: String, CodingKey {
         case id, name, sex, bmi, sessions, sets, reps
+        case archivedTs = "archived_ts"
         case birthYear = "birth_year"
         case heightCm = "height_cm"
         case goalWeightKg = "goal_weight_kg"
@@ -83,8 +86,9 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
     /// Creates a value.
     public init(
         id: String, name: String, sex: String? = nil, birthYear: Int? = nil, heightCm: Double? = nil, goalWeightKg: Double? = nil, weightKg: Double? = nil,
-        bmi: Double? = nil, weighIns: [WeighIn], sessions: Int, sets: Int, reps: Int
+        bmi: Double? = nil, weighIns: [WeighIn], sessions: Int, sets: Int, reps: Int, archivedTs: Double? = nil
     ) {
+        self.archivedTs = archivedTs
         self.id = id
         self.name = name
         self.sex = sex

@@ -47,9 +47,134 @@ extension TrainingStore {
         return try athlete(id)
     }
 
-    /// Every athlete, by id.
-    public func athletes() throws(StoreError) -> [AthleteProfile] {
-        try read { db in try Row.fetchAll(db, sql: Self.athleteSQL + " ORDER BY a.id").map { Self.athlete($0, weighIns: []) } }
+    /// Every athlete, by id; archived ones only when asked for.
+    public func athletes(includeArchived: Bool = false) throws(StoreError) -> [AthleteProfile] {
+        try read { db in
+            try Row.fetchAll(db, sql: Self.athleteSQL + (includeArchived ? "" : " WHERE a.archived_ts IS NULL") + " ORDER BY a.id")
+                .map { Self.athlete($0, weighIns: []) }
+        }
+    }
+
+    /// Changes an athlete's details: the fields given, and empties those named in `clear`.
+    public func editAthlete(_ edit: AthleteEditArgs) throws(StoreError) -> AthleteProfile {
+        if let name = edit.name, name.trimmingCharacters(in: .whitespaces).isEmpty { throw StoreError(.invalid, "the name must not be empty") }
+        if let sex = edit.sex, !["f", "m", "x"].contains(sex) { throw StoreError(.invalid, "sex must be f, m or x, not '\(sex)'") }
+        if let year = edit.birthYear, !(1900...2100).contains(year) { throw StoreError(.invalid, "birth year \(year) is not between 1900 and 2100") }
+        if let height = edit.heightCm, !(50...260).contains(height) { throw StoreError(.invalid, "height \(height) cm is not between 50 and 260") }
+        if let goal = edit.goalWeightKg, !(20...400).contains(goal) { throw StoreError(.invalid, "goal weight \(goal) kg is not between 20 and 400") }
+        let clearable = ["sex", "birth_year", "height_cm", "goal_weight_kg"]
+        let clear = edit.clear ?? []
+        if let unknown = clear.first(where: { !clearable.contains($0) }) {
+            throw StoreError(.invalid, "\(unknown) cannot be cleared; clear takes \(clearable.joined(separator: ", "))")
+        }
+        var assignments: [(column: String, value: (any DatabaseValueConvertible)?)] = []
+        if let name = edit.name { assignments.append(("name", name)) }
+        if let sex = edit.sex { assignments.append(("sex", sex)) }
+        if let year = edit.birthYear { assignments.append(("birth_year", year)) }
+        if let height = edit.heightCm { assignments.append(("height_cm", height)) }
+        if let goal = edit.goalWeightKg { assignments.append(("goal_weight_kg", goal)) }
+        for column in clear where !assignments.contains(where: { $0.column == column }) { assignments.append((column, nil)) }
+        guard !assignments.isEmpty else { throw StoreError(.invalid, "nothing to change: give a field to set or to clear") }
+        try write { db in
+            try Self.requireAthlete(edit.id, db)
+            try db.execute(
+                sql: "UPDATE athletes SET " + assignments.map { "\($0.column) = ?" }.joined(separator: ", ") + " WHERE id = ?",
+                arguments: StatementArguments(assignments.map(\.value) + [edit.id]))
+        }
+        return try athlete(edit.id)
+    }
+
+    /// Archives an athlete (kept, with all their history, but left out of lists) or brings them back.
+    public func archiveAthlete(_ id: String, archived: Bool, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> AthleteProfile {
+        try write { db in
+            try Self.requireAthlete(id, db)
+            try db.execute(sql: "UPDATE athletes SET archived_ts = ? WHERE id = ?", arguments: [archived ? now : nil, id])
+        }
+        return try athlete(id)
+    }
+
+    /// Erases an athlete's personal data (proto/query.md, `athlete.erase`): their details,
+    /// weigh-ins and posture calibrations are deleted, their plans lose their owner, and every
+    /// row of training history (sessions, sets, reps, rejections, posture changes, profiles,
+    /// alerts, assignments) carries a random pseudonym instead of their id (alert texts too),
+    /// so the gym's totals stay true without naming them. Cannot be undone.
+    public func eraseAthlete(_ id: String, confirm: String, now: Double = Date().timeIntervalSince1970) throws(StoreError) -> EraseResult {
+        guard confirm == id else { throw StoreError(.invalid, "to erase \(id), confirm with the same id (an erasure cannot be undone)") }
+        let pseudonym = "erased-" + String(UInt64.random(in: .min ... .max), radix: 16)
+        let rows = try write { db -> [String: Int] in
+            try Self.requireAthlete(id, db)
+            let name = try String.fetchOne(db, sql: "SELECT name FROM athletes WHERE id = ?", arguments: [id]) ?? id
+            var rows: [String: Int] = [:]
+            for table in ["sessions", "sets", "reps", "rejected", "posture_changes", "profiles", "assignments"] {
+                try db.execute(sql: "UPDATE \(table) SET athlete = ? WHERE athlete = ?", arguments: [pseudonym, id])
+                rows[table] = db.changesCount
+            }
+            // An alert is stored as its message's JSON: its athlete and its words name them.
+            var alerts = 0
+            for row in try Row.fetchAll(db, sql: "SELECT src, seq, json FROM alerts WHERE athlete = ?", arguments: [id]) {
+                let text: String = row["json"]
+                guard var fields = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else { continue }
+                fields["athlete"] = pseudonym
+                if let message = fields["message"] as? String {
+                    fields["message"] = message.replacingOccurrences(of: name, with: pseudonym).replacingOccurrences(of: id, with: pseudonym)
+                }
+                let rewritten = String(decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
+                try db.execute(
+                    sql: "UPDATE alerts SET athlete = ?, json = ? WHERE src = ? AND seq = ?",
+                    arguments: [pseudonym, rewritten, row["src"] as String, row["seq"] as Int64])
+                alerts += 1
+            }
+            rows["alerts"] = alerts
+            try db.execute(sql: "DELETE FROM calibrations WHERE athlete = ?", arguments: [id])
+            rows["calibrations"] = db.changesCount
+            try db.execute(sql: "UPDATE plans SET athlete = NULL WHERE athlete = ?", arguments: [id])
+            rows["plans"] = db.changesCount
+            try db.execute(sql: "DELETE FROM weigh_ins WHERE athlete = ?", arguments: [id])
+            rows["weigh_ins"] = db.changesCount
+            try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [id])
+            rows["athletes"] = db.changesCount
+            try db.execute(sql: "INSERT INTO erasures (pseudonym, ts) VALUES (?, ?)", arguments: [pseudonym, now])
+            return rows
+        }
+        return EraseResult(pseudonym: pseudonym, rows: rows)
+    }
+
+    /// Attributes a set and its reps to another athlete, exercise or load (a set lifted before
+    /// the station was assigned, or assigned to the wrong athlete).
+    public func reassignSet(_ args: ReassignArgs) throws(StoreError) -> SetSummary {
+        guard args.athlete != nil || args.exercise != nil || args.loadKg != nil else {
+            throw StoreError(.invalid, "nothing to change: give the athlete, the exercise or the load")
+        }
+        if let load = args.loadKg, !(0...1_000).contains(load) { throw StoreError(.invalid, "load \(load) kg is not between 0 and 1000") }
+        try write { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sets WHERE id = ?", arguments: [args.set]) == true else {
+                throw StoreError(.invalid, "no set '\(args.set)': see vbt history")
+            }
+            if let athlete = args.athlete { try Self.requireAthlete(athlete, db) }
+            if let exercise = args.exercise,
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM exercises WHERE id = ?", arguments: [exercise]) != true
+            {
+                throw StoreError(.invalid, "no exercise '\(exercise)': see vbt exercise list")
+            }
+            for table in ["sets", "reps"] {
+                let key = table == "sets" ? "id" : "set_id"
+                if let athlete = args.athlete { try db.execute(sql: "UPDATE \(table) SET athlete = ? WHERE \(key) = ?", arguments: [athlete, args.set]) }
+                if let exercise = args.exercise {
+                    try db.execute(sql: "UPDATE \(table) SET exercise = ? WHERE \(key) = ?", arguments: [exercise, args.set])
+                }
+                if let load = args.loadKg { try db.execute(sql: "UPDATE \(table) SET load_kg = ? WHERE \(key) = ?", arguments: [load, args.set]) }
+            }
+        }
+        guard let set = try history(athlete: nil, station: nil, exercise: nil, limit: 10_000).first(where: { $0.id == args.set }) else {
+            throw StoreError(.other, "set \(args.set) vanished while being reassigned")
+        }
+        return set
+    }
+
+    static func requireAthlete(_ id: String, _ db: Database) throws {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [id]) == true else {
+            throw StoreError(.invalid, "no athlete '\(id)': see vbt athlete list")
+        }
     }
 
     /// One athlete with weigh-ins, BMI and training totals.
@@ -79,7 +204,7 @@ extension TrainingStore {
         return AthleteProfile(
             id: row["id"], name: row["name"], sex: row["sex"], birthYear: row["birth_year"], heightCm: height,
             goalWeightKg: row["goal_weight_kg"], weightKg: weight, bmi: AthleteProfile.bmi(weightKg: weight, heightCm: height),
-            weighIns: weighIns, sessions: row["sessions"], sets: row["sets"], reps: row["reps"])
+            weighIns: weighIns, sessions: row["sessions"], sets: row["sets"], reps: row["reps"], archivedTs: row["archived_ts"])
     }
 
     static func validateId(_ id: String, what: String) throws(StoreError) {

@@ -43,7 +43,9 @@ public struct QueryService {
     }
 
     /// The queries that change what is stored; the rest only read.
-    public static let writes: Set<QueryName> = [.athleteAdd, .athleteWeighIn, .planCreate, .patternPut, .backup]
+    public static let writes: Set<QueryName> = [
+        .athleteAdd, .athleteWeighIn, .athleteEdit, .athleteArchive, .athleteErase, .setReassign, .planCreate, .patternPut, .backup,
+    ]
 
     /// Answers one request, saying what it was (for logs with the correlation id).
     public func answer(_ request: Data, access: Access = .anyone) -> Answer {
@@ -73,7 +75,16 @@ public struct QueryService {
             let result: any Encodable
             switch name {
             case .athleteAdd: result = try store.addAthlete(try args(AthleteInput.self))
-            case .athleteList: result = try store.athletes()
+            case .athleteList:
+                result = try store.athletes(includeArchived: try optionalArgs(AthleteListArgs.self, default: AthleteListArgs()).includeArchived ?? false)
+            case .athleteEdit: result = try store.editAthlete(try args(AthleteEditArgs.self))
+            case .athleteArchive:
+                let a = try args(ArchiveArgs.self)
+                result = try store.archiveAthlete(a.id, archived: a.archived)
+            case .athleteErase:
+                let a = try args(EraseArgs.self)
+                result = try store.eraseAthlete(a.id, confirm: a.confirm)
+            case .setReassign: result = try store.reassignSet(try args(ReassignArgs.self))
             case .athleteShow: result = try store.athlete(try args(IdArgs.self).id)
             case .athleteWeighIn:
                 let a = try args(WeighInArgs.self)

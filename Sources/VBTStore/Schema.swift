@@ -8,7 +8,7 @@ import VBTQuery
 /// The schema's migrations, oldest first.
 public enum Schema {
     /// The migration identifiers in order; the last is the current version.
-    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery"]
+    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care"]
 
     /// The migrator that brings any earlier database to the current version.
     public static var migrator: DatabaseMigrator {
@@ -17,6 +17,7 @@ public enum Schema {
         migrator.registerMigration(versions[1], migrate: v2PostureProfilesAlerts)
         migrator.registerMigration(versions[2], migrate: v3RawSamples)
         migrator.registerMigration(versions[3], migrate: v4Recovery)
+        migrator.registerMigration(versions[4], migrate: v5AthleteCare)
         return migrator
     }
 
@@ -239,6 +240,19 @@ public enum Schema {
                     from_seq INTEGER NOT NULL,
                     to_seq INTEGER NOT NULL,
                     PRIMARY KEY (src, from_seq)
+                );
+                """)
+    }
+
+    /// Archived athletes (hidden from lists, their history kept), and a record of erasures:
+    /// the pseudonym an erased athlete's training history carries and when, nothing else.
+    static func v5AthleteCare(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                ALTER TABLE athletes ADD COLUMN archived_ts REAL;
+                CREATE TABLE erasures (
+                    pseudonym TEXT PRIMARY KEY NOT NULL,
+                    ts REAL NOT NULL
                 );
                 """)
     }

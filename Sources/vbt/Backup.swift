@@ -29,3 +29,32 @@ struct Backup: ParsableCommand {
         }
     }
 }
+
+/// `vbt set reassign`: a stored set attributed to the right athlete, exercise or load.
+struct SetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Stored sets.", subcommands: [Reassign.self])
+
+    struct Reassign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attribute a stored set and its reps to another athlete, exercise or load.",
+            discussion: "For a set lifted before the station was assigned, or under the wrong athlete. The set's id is in vbt history --json.")
+        @Argument(help: "The set's id.") var set: String
+        @Option(help: "The athlete who lifted it.") var athlete: String?
+        @Option(help: "The exercise.") var exercise: String?
+        @Option(help: "The load, kg.") var load: Double?
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            guard athlete != nil || exercise != nil || load != nil else { throw ValidationError("give --athlete, --exercise or --load") }
+        }
+
+        func run() throws {
+            let summary = try recorder.withClient {
+                try $0.ask(.setReassign, ReassignArgs(set: set, athlete: athlete, exercise: exercise, loadKg: load), as: SetSummary.self)
+            }
+            recorder.output(summary) {
+                "set \(summary.id): \(summary.athlete ?? "-"), \(summary.exercise ?? "-")\(summary.loadKg.map { String(format: " at %g kg", $0) } ?? ""), \(summary.reps) reps\n"
+            }
+        }
+    }
+}

@@ -88,7 +88,8 @@ var localUTCOffset: Int { TimeZone.current.secondsFromGMT() }
 
 struct Athlete: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Athletes: add, list, show, weigh in.", subcommands: [Add.self, List.self, Show.self, WeighInCommand.self])
+        abstract: "Athletes: add, list, show, weigh in, edit, archive, erase.",
+        subcommands: [Add.self, List.self, Show.self, WeighInCommand.self, Edit.self, Archive.self, Erase.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add an athlete.")
@@ -109,11 +110,14 @@ struct Athlete: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the athletes.")
+        static let configuration = CommandConfiguration(abstract: "List the athletes (archived ones with --archived).")
+        @Flag(help: "Also list archived athletes.") var archived = false
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athletes = try recorder.withClient { try $0.ask(.athleteList, NoArgs(), as: [AthleteProfile].self) }
+            let athletes = try recorder.withClient {
+                try $0.ask(.athleteList, AthleteListArgs(includeArchived: archived ? true : nil), as: [AthleteProfile].self)
+            }
             recorder.output(athletes) {
                 renderTable(
                     ["id", "name", "sex", "born", "height cm", "weight kg", "BMI", "goal kg", "sessions", "sets", "reps"],
@@ -147,6 +151,67 @@ struct Athlete: ParsableCommand {
         func run() throws {
             let athlete = try recorder.withClient { try $0.ask(.athleteWeighIn, WeighInArgs(id: id, weightKg: kg), as: AthleteProfile.self) }
             recorder.output(athlete) { describe(athlete) }
+        }
+    }
+
+    struct Edit: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change an athlete's details.", discussion: "e.g. vbt athlete edit ana --name 'Ana Rossi' --clear born")
+        @Argument(help: "Athlete id.") var id: String
+        @Option(help: "Full name.") var name: String?
+        @Option(help: "f, m or x.") var sex: String?
+        @Option(help: "Year of birth.") var born: Int?
+        @Option(help: "Height, cm.") var heightCm: Double?
+        @Option(help: "Goal body weight, kg.") var goalKg: Double?
+        @Option(help: "Empty a detail: sex, born, height-cm or goal-kg (repeatable).") var clear: [String] = []
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            let names = ["sex": "sex", "born": "birth_year", "height-cm": "height_cm", "goal-kg": "goal_weight_kg"]
+            if let unknown = clear.first(where: { names[$0] == nil }) { throw ValidationError("--clear takes sex, born, height-cm or goal-kg, not \(unknown)") }
+        }
+
+        func run() throws {
+            let names = ["sex": "sex", "born": "birth_year", "height-cm": "height_cm", "goal-kg": "goal_weight_kg"]
+            let edit = AthleteEditArgs(
+                id: id, name: name, sex: sex, birthYear: born, heightCm: heightCm, goalWeightKg: goalKg,
+                clear: clear.isEmpty ? nil : clear.compactMap { names[$0] })
+            let athlete = try recorder.withClient { try $0.ask(.athleteEdit, edit, as: AthleteProfile.self) }
+            recorder.output(athlete) { describe(athlete) }
+        }
+    }
+
+    struct Archive: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Archive an athlete who left: kept with all their history, left out of lists (--undo brings them back).")
+        @Argument(help: "Athlete id.") var id: String
+        @Flag(help: "Bring the athlete back.") var undo = false
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let athlete = try recorder.withClient { try $0.ask(.athleteArchive, ArchiveArgs(id: id, archived: !undo), as: AthleteProfile.self) }
+            recorder.output(athlete) { "\(athlete.id) \(athlete.archivedTs == nil ? "is active again" : "archived")\n" }
+        }
+    }
+
+    struct Erase: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Erase an athlete's personal data; their training stays, under a pseudonym. Cannot be undone.",
+            discussion: """
+                Deletes their details (name, sex, year of birth, height, goal), weigh-ins and posture calibrations from the
+                history, takes them off their plans, and replaces their id in every set, rep, session, alert and assignment
+                with a random pseudonym. What else holds their name, and for how long, is in proto/query.md (athlete.erase).
+                """)
+        @Argument(help: "Athlete id.") var id: String
+        @Option(help: "The same id again, to confirm.") var confirm: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let result = try recorder.withClient { try $0.ask(.athleteErase, EraseArgs(id: id, confirm: confirm), as: EraseResult.self) }
+            recorder.output(result) {
+                let rows = result.rows.keys.sorted().filter { result.rows[$0]! > 0 }.map { "\($0) \(result.rows[$0]!)" }.joined(separator: ", ")
+                return "\(id) erased: their training is now \(result.pseudonym) (\(rows))\n"
+            }
         }
     }
 

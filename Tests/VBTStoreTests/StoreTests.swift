@@ -578,3 +578,78 @@ struct ChartTests {
         #expect(labels.first?.contains("text-anchor=\"start\"") == true && labels.last?.contains("text-anchor=\"end\"") == true)
     }
 }
+
+@Suite("A coach's data: edit, archive, erase, reassign")
+struct AthleteCareTests {
+    @Test("edit changes the fields given and clears those named; archive hides from the list, not from history")
+    func editAndArchive() throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        _ = try store.addAthlete(AthleteInput(id: "ana", name: "Ana", sex: "f", birthYear: 1990, heightCm: 168))
+        let edited = try store.editAthlete(AthleteEditArgs(id: "ana", name: "Ana Rossi", goalWeightKg: 62, clear: ["birth_year"]))
+        #expect(edited.name == "Ana Rossi" && edited.goalWeightKg == 62 && edited.birthYear == nil && edited.sex == "f" && edited.heightCm == 168)
+        #expect(throws: StoreError.self) { try store.editAthlete(AthleteEditArgs(id: "ana", clear: ["name"])) }
+        #expect(throws: StoreError.self) { try store.editAthlete(AthleteEditArgs(id: "nobody", name: "X")) }
+        #expect(throws: StoreError.self) { try store.editAthlete(AthleteEditArgs(id: "ana")) }
+        var producer = Producer("rep-detector")
+        try fixture.ingestor.ingest(try setMessages(&producer, load: 100, reps: 3, t0: 1_000))
+        let archived = try store.archiveAthlete("ana", archived: true, now: 5_000)
+        #expect(archived.archivedTs == 5_000)
+        #expect(try store.athletes().isEmpty && store.athletes(includeArchived: true).map(\.id) == ["ana"])
+        #expect(try store.history(athlete: "ana", station: nil, exercise: nil, limit: 10).count == 1, "history kept")
+        #expect(try store.archiveAthlete("ana", archived: false).archivedTs == nil)
+    }
+
+    @Test("erase deletes the athlete's details and leaves their training under a pseudonym nobody can trace back")
+    func erase() throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        _ = try store.addAthlete(AthleteInput(id: "ana", name: "Ana Rossi", sex: "f", birthYear: 1990, weightKg: 61))
+        _ = try store.addAthlete(AthleteInput(id: "ben", name: "Ben"))
+        var producer = Producer("rep-detector")
+        try fixture.ingestor.ingest(try setMessages(&producer, load: 100, reps: 3, t0: 1_000))
+        try fixture.ingestor.ingest(try setMessages(&producer, athlete: "ben", load: 80, reps: 2, t0: 2_000))
+        var notifier = Producer("notifier")
+        try fixture.ingestor.ingest([
+            try notifier.message(
+                AlertMessage(
+                    alertId: "rack-01/posture", kind: .posture, severity: .warning, state: .raised, message: "Ana Rossi at rack-01: bad posture for 6 s",
+                    since: 1_001, station: "rack-01", athlete: "ana"), ts: 1_001)
+        ])
+        try store.write { db in
+            try db.execute(sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES ('ana', 1, 'rack-01', '{}')")
+        }
+        #expect(throws: StoreError.self) { try store.eraseAthlete("ana", confirm: "an") }
+        let result = try store.eraseAthlete("ana", confirm: "ana")
+        #expect(result.pseudonym.hasPrefix("erased-") && result.rows["reps"] == 3 && result.rows["sets"] == 1 && result.rows["alerts"] == 1)
+        #expect(result.rows["calibrations"] == 1 && result.rows["weigh_ins"] == 1 && result.rows["athletes"] == 1)
+        // Nothing in the database names her any more; Ben's rows are untouched.
+        for (table, rows) in try dump(store) where table != "erasures" {
+            for row in rows {
+                #expect(!row.contains("\"ana\"") && !row.contains("Ana Rossi") && !row.contains("1990"), "\(table): \(row)")
+            }
+        }
+        #expect(try store.history(athlete: result.pseudonym, station: nil, exercise: nil, limit: 10).map(\.reps) == [3])
+        #expect(try store.history(athlete: "ben", station: nil, exercise: nil, limit: 10).map(\.reps) == [2])
+        #expect(try store.weekStats(athlete: nil, now: 2_100, utcOffsetS: 0).totals.reps == 5, "the gym's totals stay true")
+        #expect(throws: StoreError.self) { try store.athlete("ana") }
+    }
+
+    @Test("a set lifted before the station was assigned goes to its athlete, with its reps")
+    func reassign() throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        _ = try store.addAthlete(AthleteInput(id: "ana", name: "Ana"))
+        var producer = Producer("rep-detector")
+        let messages = try setMessages(&producer, athlete: "nobody", exercise: "generic", load: 60, reps: 2, t0: 1_000)
+        try fixture.ingestor.ingest(messages)
+        let setId = try #require(store.history(athlete: nil, station: nil, exercise: nil, limit: 1).first?.id)
+        let moved = try store.reassignSet(ReassignArgs(set: setId, athlete: "ana", exercise: "squat", loadKg: 62.5))
+        #expect(moved.athlete == "ana" && moved.exercise == "squat" && moved.loadKg == 62.5)
+        let reps = try store.read { db in try Row.fetchAll(db, sql: "SELECT athlete, exercise, load_kg FROM reps WHERE set_id = ?", arguments: [setId]) }
+        #expect(reps.count == 2 && reps.allSatisfy { $0["athlete"] == "ana" && $0["exercise"] == "squat" && $0["load_kg"] == 62.5 })
+        #expect(throws: StoreError.self) { try store.reassignSet(ReassignArgs(set: setId, athlete: "zed")) }
+        #expect(throws: StoreError.self) { try store.reassignSet(ReassignArgs(set: "no-such-set", athlete: "ana")) }
+        #expect(throws: StoreError.self) { try store.reassignSet(ReassignArgs(set: setId)) }
+    }
+}
