@@ -59,6 +59,12 @@ let package = Package(
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
+        // zlib through pkg-config, for gzip-compressed recordings; `make deps` installs zlib1g-dev.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // The wire alone: what any program (or another language's port) needs to
         // read and write bus messages. Foundation-free on purpose.
         .target(name: "VBTWire"),
@@ -67,6 +73,7 @@ let package = Package(
             dependencies: [
                 "VBTWire",
                 "CZeroMQ",
+                "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

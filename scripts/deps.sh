@@ -9,6 +9,7 @@ pkg-config --version >/dev/null 2>&1 || apt_packages+=(pkg-config)
 pkg-config --exists libzmq 2>/dev/null || apt_packages+=(libzmq3-dev)
 pkg-config --exists bluez 2>/dev/null || apt_packages+=(libbluetooth-dev)
 pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
+pkg-config --exists zlib 2>/dev/null || apt_packages+=(zlib1g-dev)  # gzip-compressed recordings
 command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)  # vbt watch's test runs it in a real terminal
 command -v nm >/dev/null 2>&1 || apt_packages+=(binutils)  # the layering test reads the binaries' symbols
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test: a network namespace per host

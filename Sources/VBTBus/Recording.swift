@@ -1,3 +1,4 @@
+import CZlib
 import Foundation
 import VBTWire
 
@@ -7,19 +8,32 @@ import Glibc
 
 /// Writes a recording (proto/README.md, "Recordings"): JSON Lines, one bus message a
 /// line, `{"t": <seconds since the first line>, "topic": ..., "msg": {...}}`.
-/// The JSON frame is stored verbatim as received.
+/// The JSON frame is stored verbatim as received. A path ending in `.gz` is written
+/// gzip-compressed (zlib); every reader takes both.
 public final class RecordingWriter {
-    private let file: UnsafeMutablePointer<FILE>
+    private enum Sink {
+        case plain(UnsafeMutablePointer<FILE>)
+        case gzip(gzFile)
+    }
+    private let sink: Sink
     private var firstReceived: Double?
     /// Lines written so far.
     public private(set) var lines = 0
 
-    /// Creates (or truncates) `path`.
+    /// Creates (or truncates) `path`; gzip-compressed when it ends in `.gz`.
     public init(path: String) throws(RecordingError) {
-        guard let file = fopen(path, "w") else {
-            throw RecordingError("cannot write \(path): \(String(cString: strerror(errno))); check the folder exists and is writable")
+        if path.hasSuffix(".gz") {
+            // Level 6, zlib's default balance of size and speed.
+            guard let file = gzopen(path, "wb6") else {
+                throw RecordingError("cannot write \(path): \(String(cString: strerror(errno))); check the folder exists and is writable")
+            }
+            sink = .gzip(file)
+        } else {
+            guard let file = fopen(path, "w") else {
+                throw RecordingError("cannot write \(path): \(String(cString: strerror(errno))); check the folder exists and is writable")
+            }
+            sink = .plain(file)
         }
-        self.file = file
     }
 
     deinit { close() }
@@ -36,15 +50,25 @@ public final class RecordingWriter {
         writer.endObject()
         var bytes = writer.bytes
         bytes.append(0x0A)
-        let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
+        let written: Int
+        switch sink {
+        case .plain(let file): written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
+        case .gzip(let file): written = Int(bytes.withUnsafeBytes { gzwrite(file, $0.baseAddress, UInt32($0.count)) })
+        }
         if written != bytes.count {
             throw RecordingError("write failed: \(String(cString: strerror(errno))); is the disk full?")
         }
         lines += 1
     }
 
-    /// Pushes buffered lines to the kernel.
-    public func flush() { fflush(file) }
+    /// Pushes buffered lines to the kernel (a compressed recording: a flush point
+    /// every reader can decompress up to, at a small cost in size).
+    public func flush() {
+        switch sink {
+        case .plain(let file): fflush(file)
+        case .gzip(let file): gzflush(file, Z_SYNC_FLUSH)
+        }
+    }
 
     private var closed = false
 
@@ -52,9 +76,14 @@ public final class RecordingWriter {
     public func close() {
         guard !closed else { return }
         closed = true
-        fflush(file)
-        fsync(fileno(file))
-        fclose(file)
+        switch sink {
+        case .plain(let file):
+            fflush(file)
+            fsync(fileno(file))
+            fclose(file)
+        case .gzip(let file):
+            gzclose(file)
+        }
     }
 }
 

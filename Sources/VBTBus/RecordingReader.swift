@@ -1,3 +1,4 @@
+import CZlib
 import Foundation
 import VBTWire
 
@@ -78,10 +79,30 @@ public enum RecordingReader {
     /// with why not, without keeping the parsed messages (a long recording
     /// is held once, as bytes).
     public static func forEachLine(path: String, _ body: (Result<RecordedLine, UnreadableLine>) -> Void) throws(RecordingError) {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        forEachLine(bytes: try contents(path: path), body)
+    }
+
+    /// The bytes of a recording, decompressed when it is gzip (zlib reads a plain file as it is).
+    public static func contents(path: String) throws(RecordingError) -> [UInt8] {
+        guard let file = gzopen(path, "rb") else {
             throw RecordingError("cannot read recording \(path): check the path (make one with `vbt record --out FILE`)")
         }
-        forEachLine(bytes: Array(data), body)
+        defer { gzclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { gzread(file, $0.baseAddress, UInt32($0.count)) }
+            if count < 0 {
+                var code: Int32 = 0
+                let message = gzerror(file, &code).map { String(cString: $0) } ?? "unknown"
+                // Cut short (a recorder killed mid-write): what came before is the recording.
+                if code == Z_BUF_ERROR { break }
+                throw RecordingError("cannot read recording \(path): \(message); is it a recording (JSON Lines, or gzip of them)?")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[..<Int(count)])
+        }
+        return bytes
     }
 
     /// Hands each non-blank line of a recording held in memory to `body`.

@@ -32,9 +32,8 @@ public struct Recording: Sendable {
 
     /// Loads `path`, keeping the message types in `types`.
     public init(path: String, types: Set<String>) throws(SensorError) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw SensorError("Cannot read recording \(path): check the path (make one with `vbt record --out FILE`)")
-        }
+        let data: [UInt8]
+        do { data = try RecordingReader.contents(path: path) } catch { throw SensorError(error.description) }
         messages = []
         var firstError: String?
         for (number, line) in data.split(separator: 0x0A).enumerated() where !line.allSatisfy({ $0 == 0x20 || $0 == 0x0D }) {

@@ -179,13 +179,24 @@ enum HzReport {
     }
 }
 
+/// `vbt record`: `vbt record --out FILE [PREFIX...]` records (its default subcommand,
+/// `start`); `vbt record info FILE` reads one back.
 struct Record: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Record bus messages to a JSON Lines file (proto/README.md, Recordings).",
+        abstract: "Record bus messages to a JSON Lines file, or tell what a recording holds.",
+        subcommands: [RecordStart.self, RecordInfo.self], defaultSubcommand: RecordStart.self)
+}
+
+struct RecordStart: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "start",
+        abstract: "Record bus messages to a JSON Lines file (proto/README.md, Recordings); the default of vbt record.",
         discussion: """
             Each line is {"t": seconds since the first line, "topic": ..., "msg": the JSON frame}.
             Malformed messages are not recorded; they are counted in the stats. Stops on SIGINT,
-            SIGTERM, --count or --duration, then flushes and syncs the file.
+            SIGTERM, --count or --duration, then flushes and syncs the file. An --out ending in .gz is
+            written gzip-compressed; every reader (sensor-bridge --replay, vbt eval, vbt record info) takes both.
+            `vbt record info FILE` tells what a recording holds.
             """)
 
     @OptionGroup var bus: BusOptions
