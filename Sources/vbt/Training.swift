@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import VBTBus
 import VBTCommandLine
 import VBTDetection
@@ -420,6 +421,7 @@ func publishCommands(station: String, athlete: String, config: BusConfig, _ comm
     let context = ZMQContext()
     defer { context.terminate() }
     do {
+        try requireBus(context, config, logger: Logger(label: "vbt") { _ in SwiftLogNoOpLogHandler() })
         let publisher = try Publisher(context: context, config: config, program: "vbt")
         return try sendCommands(publisher, station: station, athlete: athlete, target: "*", commands, whoListens: "vbt-bus and session-recorder")
     } catch let error as ZMQError {

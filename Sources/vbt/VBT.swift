@@ -52,6 +52,7 @@ struct Posture: AsyncParsableCommand {
             let logger = bootstrapLogging(label: "vbt.posture")
             let config = bus.config, station = self.station, athlete = self.athlete, seconds = self.seconds
             try await runLoop("vbt.posture", logger: logger) { context in
+                try requireBus(context, config, logger: logger)
                 let publisher = try Publisher(context: context, config: config, program: "vbt")
                 let args = PostureCalibrate(athlete: athlete, seconds: seconds).args
                 let id = try sendCommands(
@@ -65,6 +66,34 @@ struct Posture: AsyncParsableCommand {
 
 /// Ends a command quietly with exit 1 after its one-line message.
 struct ProgramExit: Error {}
+
+/// How long a command waits for the bus's heartbeat (which the bus sends at once to every
+/// new subscriber) before it says the bus is not reachable.
+let busTimeoutS = 3.0
+
+/// The one line for a bus that did not answer, and the exit that follows it.
+func busUnreachable(_ config: BusConfig) -> ProgramExit {
+    reportProblem(
+        "vbt: vbt-bus is not reachable at \(config.subEndpoint): no heartbeat within \(Int(busTimeoutS)) s; "
+            + "start it (make run starts everything), check VBT_SUB_ENDPOINT/--sub-endpoint, and with keys VBT_CERT/VBT_BUS_CERT")
+    return ProgramExit()
+}
+
+/// Whether a subscriber started at `started` has still not heard the bus (`busTimeoutS` on).
+func busSilent(_ subscriber: Subscriber, since started: Double) -> Bool {
+    subscriber.stats.busHeartbeats == 0 && monotonicSeconds() - started > busTimeoutS
+}
+
+/// Waits for the bus's heartbeat on a subscriber of its own (for commands that only
+/// publish); without it, one line and exit 1.
+func requireBus(_ context: ZMQContext, _ config: BusConfig, logger: Logger) throws {
+    let probe = try Subscriber(context: context, config: config, prefixes: [Subscriber.busHeartbeatTopic], logger: logger)
+    let started = monotonicSeconds()
+    while probe.stats.busHeartbeats == 0 {
+        if busSilent(probe, since: started) { throw busUnreachable(config) }
+        _ = try probe.next(timeoutMs: 100)
+    }
+}
 
 /// Runs one socket loop as the whole program; a bus error becomes one line and exit 1.
 func runLoop(_ name: String, logger: Logger, _ body: @escaping @Sendable (ZMQContext) throws -> Void) async throws {
@@ -95,9 +124,11 @@ struct Echo: AsyncParsableCommand {
         let config = bus.config, prefixes = self.prefixes, count = self.count
         try await runLoop("vbt.echo", logger: logger) { context in
             let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+            let started = monotonicSeconds()
             var printed = 0
             while count.map({ printed < $0 }) ?? true {
-                guard let message = try subscriber.next(timeoutMs: 1000) else { continue }
+                if busSilent(subscriber, since: started) { throw busUnreachable(config) }
+                guard let message = try subscriber.next(timeoutMs: 250) else { continue }
                 print(message.topic, String(decoding: message.body, as: UTF8.self))
                 fflush(nil)
                 printed += 1
@@ -132,11 +163,13 @@ struct Hz: AsyncParsableCommand {
             let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
             var previous: [String: Int] = [:]
             var windowStart = monotonicSeconds()
+            let started = windowStart
             var printed = 0
             while reports.map({ printed < $0 }) ?? true {
+                if busSilent(subscriber, since: started) { throw busUnreachable(config) }
                 let remaining = windowStart + window - monotonicSeconds()
                 if remaining > 0 {
-                    _ = try subscriber.next(timeoutMs: Int32(remaining * 1000) + 1)
+                    _ = try subscriber.next(timeoutMs: Int32(min(remaining, 0.25) * 1000) + 1)
                     continue
                 }
                 let elapsed = monotonicSeconds() - windowStart
@@ -259,6 +292,7 @@ struct RecordStart: AsyncParsableCommand {
             }
             while count.map({ writer.lines < $0 }) ?? true {
                 let now = monotonicSeconds()
+                if busSilent(subscriber, since: started) { throw busUnreachable(config) }
                 if let duration, now - started >= duration { break }
                 if now >= nextStats {
                     writer.flush()
@@ -343,6 +377,7 @@ struct Pub: AsyncParsableCommand {
         let config = bus.config, topic = self.topic, count = self.count, rate = self.rate
         let wait = waitSubscribers, athlete = self.athlete
         try await runLoop("vbt.pub", logger: logger) { context in
+            try requireBus(context, config, logger: logger)
             let publisher = try Publisher(context: context, config: config, program: "vbt-pub")
             if wait > 0, try !publisher.waitForSubscriber(topic: topic, timeoutS: wait) {
                 logger.warning("no subscriber for topic; sending anyway", metadata: ["zmq.topic": "\(topic)"])

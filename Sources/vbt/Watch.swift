@@ -42,14 +42,22 @@ struct Watch: AsyncParsableCommand {
                     CommandMessage.self), logger: quietLogger)
             var board = WatchBoard()
             var nextDraw = 0.0
+            // The bus's heartbeat comes every second: three without one and the screen says so.
+            var heardBus = (count: 0, at: monotonicSeconds())
             while true {
                 if let message = try subscriber.next(timeoutMs: 20) { board.apply(message, now: monotonicSeconds()) }
                 if terminal.quitPressed() { return }
                 let now = monotonicSeconds()
+                if subscriber.stats.busHeartbeats != heardBus.count { heardBus = (subscriber.stats.busHeartbeats, now) }
                 guard now >= nextDraw else { continue }
                 nextDraw = now + refresh
                 let size = terminal.size()
-                terminal.draw(board.render(now: now, width: size.columns, height: size.lines, clock: clockText()))
+                var lines = board.render(now: now, width: size.columns, height: size.lines - 1, clock: clockText())
+                if now - heardBus.at > busTimeoutS {
+                    let banner = "BUS NOT REACHABLE at \(config.subEndpoint): nothing below is live (is vbt-bus running?)"
+                    lines.insert(String(banner.prefix(size.columns)), at: 0)
+                }
+                terminal.draw(lines)
             }
         }
     }

@@ -158,3 +158,16 @@ def test_compressed_recording_info_and_replay(bus: Bus, tmp_path: Path):
     bus.run(["sensor-bridge", "--replay", str(out), "--speed", "0"], timeout=60)
     wait_until(lambda: copy.exists() and len(copy.read_text().splitlines()) == types["sample"], "the replayed samples",
                detail=bus.describe)
+
+
+def test_commands_say_the_bus_is_not_reachable(tmp_path: Path):
+    """With no vbt-bus at the endpoints, every bus command says so within its timeout and exits 1
+    (echo used to wait silently, pub to report "published" into the void)."""
+    import time
+    env = dict(os.environ, VBT_PUB_ENDPOINT=f"tcp://127.0.0.1:{free_port()}", VBT_SUB_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
+    for args in (["echo"], ["hz"], ["record", "--out", str(tmp_path / "r.jsonl")], ["pub", "rep.rack-01", "{}", "--no-check"],
+                 ["posture", "calibrate", "--station", "rack-01", "--athlete", "ana"]):
+        started = time.monotonic()
+        result = subprocess.run([binary("vbt"), *args], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode == 1 and "vbt-bus is not reachable at tcp://127.0.0.1:" in result.stderr, (args, result.stderr)
+        assert time.monotonic() - started < 10, args
