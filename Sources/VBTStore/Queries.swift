@@ -516,9 +516,17 @@ extension TrainingStore {
                     })
             }
             let next: Int64? = rows.count < max(1, min(limit, 10_000)) ? nil : rows.last?["_rowid"]
-            return TablePage(table: table, columns: columns, rows: cells, next: next)
+            let names = Self.wireNames[table] ?? [:]
+            return TablePage(table: table, columns: columns.map { names[$0] ?? $0 }, rows: cells, next: next)
         }
     }
+
+    /// Exported columns named as on the bus (proto/rep.schema.json, set.schema.json), not
+    /// as the tables name them: a spreadsheet's `rep_id` is the rep message's `rep_id`.
+    static let wireNames: [String: [String: String]] = [
+        "reps": ["id": "rep_id", "idx": "index"],
+        "sets": ["id": "set_id"],
+    ]
 
     /// Row counts of the main tables.
     public func rowCounts() throws(StoreError) -> [String: Int] {

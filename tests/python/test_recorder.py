@@ -175,17 +175,18 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         exported = json.loads((export_dir / "vbt-export.json").read_text())
         reps = published_reps()
         by_id = {}
-        for row in exported["reps"]:
-            assert row["id"] not in by_id, f"rep {row['id']} exported twice"
-            by_id[row["id"]] = row
+        for row in exported["reps"]:  # columns named as on the wire: rep_id, index, set_id
+            assert row["rep_id"] not in by_id, f"rep {row['rep_id']} exported twice"
+            by_id[row["rep_id"]] = row
         assert set(by_id) == {r["rep_id"] for r in reps}, "the export holds exactly the published reps"
         for rep in reps:
             validate_message(rep)
             row = by_id[rep["rep_id"]]
-            assert row["set_id"] == rep["set_id"] and row["idx"] == rep["index"] and row["athlete"] == "ana"
+            assert row["set_id"] == rep["set_id"] and row["index"] == rep["index"] and row["athlete"] == "ana"
             for key in REP_METRICS:
                 assert row[key] == rep[key], f"{rep['rep_id']}.{key}: exported {row[key]!r}, published {rep[key]!r}"
-        sets = {s["id"]: s for s in exported["sets"]}
+        sets = {s["set_id"]: s for s in exported["sets"]}
+        assert set(sets) == {r["set_id"] for r in reps}
         assert len(sets) == 2 and all(s["reps"] == 5 and s["ended_ts"] for s in sets.values()), sets
         assert len(exported["sessions"]) == 1
 
@@ -193,13 +194,13 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         vbt(bus, "export", "--format", "csv", "--out", str(tmp_path / "csv"), "--athlete", "ana")
         with open(tmp_path / "csv" / "reps.csv", newline="") as handle:
             rows = list(csv.DictReader(handle))
-        assert sorted(r["id"] for r in rows) == sorted(by_id)
+        assert sorted(r["rep_id"] for r in rows) == sorted(by_id)
         # Each time beside its ISO 8601 twin; with --bom a spreadsheet's UTF-8 marker first.
         for row in rows:
             iso = datetime.datetime.fromisoformat(row["ts_iso"].replace("Z", "+00:00"))
             assert abs(iso.timestamp() - float(row["ts"])) < 0.001, row
         vbt(bus, "export", "--format", "csv", "--bom", "--out", str(tmp_path / "bom"), "--tables", "reps")
-        assert (tmp_path / "bom" / "reps.csv").read_bytes().startswith(b"\xef\xbb\xbfid,")
+        assert (tmp_path / "bom" / "reps.csv").read_bytes().startswith(b"\xef\xbb\xbfrep_id,")
 
         # The assignment came through the bus and was stored; history, stats and progress see the session.
         assignment = recorder.result("assignment.get", {"station": "rack-01"})
