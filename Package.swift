@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
+        // `vbt loadtest`'s latency percentiles.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -244,6 +246,7 @@ let package = Package(
                 "VBTQuery",
                 "VBTNotify",
                 "VBTConsole",  // `vbt console user add`
+                .product(name: "Histogram", package: "hdrhistogram-swift"),  // `vbt loadtest`
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

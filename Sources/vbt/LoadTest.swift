@@ -1,0 +1,500 @@
+import ArgumentParser
+import Foundation
+import Histogram
+import Logging
+import VBTBus
+import VBTCommandLine
+import VBTDetection
+import VBTQuery
+import VBTWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `vbt loadtest`: a recording replayed at N stations against the running installation,
+// and what happened (README, "vbt loadtest"). The replay is a real sensor-bridge
+// process (`--replay --stations --loop`), so the installation sees what it would see
+// from station computers; this command only listens.
+
+struct LoadTest: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loadtest",
+        abstract: "Replay a recording at N stations against the running installation and report what it did with them.",
+        discussion: """
+            Starts `sensor-bridge --replay FILE --stations COPIES --loop` (COPIES: N over the recording's stations,
+            rounded up) beside this command, listens for --duration seconds, stops it, waits --grace seconds for the
+            last reps, then reports: readings per second, reps received against the reps the recording holds (found
+            by the detector offline, pro rata of the time replayed), completing reading -> rep latency at a
+            subscriber (p50, p99, max; measured on --probes stations, whose readings it also subscribes to), what
+            each consumer received, lost and missed (their heartbeats), and each vbt process's CPU and memory on
+            this computer. --ramp runs doubling station counts up to N and reports the largest that held
+            (nothing lost, reps as expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts
+            latency and throughput over time. In a secured installation the bridge needs a key a replay may use
+            (a service key with program sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
+            """)
+
+    @OptionGroup var bus: BusOptions
+
+    @Option(help: "The recording to replay (vbt record; plain or .gz).")
+    var recording: String
+
+    @Option(help: "Stations to replay it at (the most, with --ramp).")
+    var stations: Int
+
+    @Option(help: "Seconds to listen at each station count.")
+    var duration: Double = 30
+
+    @Flag(help: "Try 1/8, 1/4, 1/2 and all of --stations in turn; report the largest that held.")
+    var ramp = false
+
+    @Option(help: "Stations whose readings are also subscribed to, to time completing reading -> rep.")
+    var probes: Int = 5
+
+    @Option(help: "Seconds to wait after the replay stops for the last reps.")
+    var grace: Double = 3
+
+    @Option(help: "The latency a station count must keep to hold (--ramp), ms at p99.")
+    var p99GoalMs: Double = 5
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Option(help: "Write latency and throughput over time as an SVG chart.")
+    var svg: String?
+
+    func validate() throws {
+        guard (1...5_000).contains(stations) else { throw ValidationError("--stations must be 1 to 5000") }
+        guard duration >= 2, duration <= 86_400 else { throw ValidationError("--duration must be 2 s to a day") }
+        guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0 else {
+            throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --p99-goal-ms more than 0")
+        }
+        guard FileManager.default.isReadableFile(atPath: recording) else {
+            throw ValidationError("cannot read \(recording): give a recording made with vbt record --out FILE")
+        }
+    }
+
+    func run() async throws {
+        let logger = bootstrapLogging(label: "vbt.loadtest")
+        let plan: RecordingPlan
+        do { plan = try RecordingPlan(path: recording) } catch {
+            reportProblem("vbt: \(error)")
+            throw ExitCode.failure
+        }
+        guard !plan.stations.isEmpty, plan.spanS > 0 else {
+            reportProblem("vbt: \(recording) holds no sensor readings to replay; record some with vbt record --out FILE sample. status.")
+            throw ExitCode.failure
+        }
+        let counts = ramp ? Array(Set([stations / 8, stations / 4, stations / 2, stations].filter { $0 >= 1 })).sorted() : [stations]
+        let config = bus.config
+        let settings = LoadSettings(
+            recording: recording, duration: duration, probes: probes, grace: grace, json: json, insecure: bus.insecure)
+        let reports = LockedReports()
+        try await runLoop("vbt.loadtest", logger: logger) { context in
+            for count in counts {
+                let report = try LoadRun(settings: settings, plan: plan, stations: count, config: config, logger: logger).run(context: context)
+                reports.append(report)
+                if !settings.json { FileHandle.standardError.write(Data((report.summaryLine + "\n").utf8)) }
+            }
+        }
+        let results = reports.all
+        let held = results.filter { $0.held(p99GoalMs: p99GoalMs) }.map(\.stations).max()
+        if let svg { try? Self.chart(results).write(toFile: svg, atomically: true, encoding: .utf8) }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            let body: any Encodable = ramp ? RampReport(runs: results, largestHeld: held, p99GoalMs: p99GoalMs) : results[0]
+            print(String(decoding: (try? encoder.encode(body)) ?? Data(), as: UTF8.self))
+        } else {
+            for result in results { print(result.table) }
+            if ramp { print(held.map { "largest station count that held: \($0)" } ?? "no station count held (see above)") }
+        }
+    }
+
+    /// p99 latency and reps per second, per 5-second window, of every run.
+    static func chart(_ runs: [LoadReport]) -> String {
+        let latency = runs.map { run in
+            ChartPanel.Series(name: "\(run.stations) stations", points: run.windows.map { (x: $0.atS, y: $0.p99Ms) })
+        }
+        let throughput = runs.map { run in
+            ChartPanel.Series(name: "\(run.stations) stations", points: run.windows.map { (x: $0.atS, y: $0.repsPerS) })
+        }
+        let seconds: @Sendable (Double) -> String = { String(format: "%.0f s", $0) }
+        return SVGChart.render(
+            title: "vbt loadtest",
+            panels: [
+                ChartPanel(title: "Completing reading -> rep, p99 per 5 s", yUnit: "ms", kind: .lines(latency, xLabel: seconds)),
+                ChartPanel(title: "Reps received per second", yUnit: "reps/s", kind: .lines(throughput, xLabel: seconds)),
+            ])
+    }
+}
+
+/// What a recording holds for a replay: its stations, the span of its readings, the reps the
+/// detector finds in it (offline, as `vbt eval` runs it), its readings.
+struct RecordingPlan: Sendable {
+    var stations: [String] = []
+    var spanS = 0.0
+    var readingsPerPass = 0
+    /// Seconds from the recording's first reading to each station's first reading.
+    var firstReadingOffset: [String: Double] = [:]
+    /// Seconds from the recording's first reading to the top of each rep the detector finds offline.
+    var repOffsets: [String: [Double]] = [:]
+    var repsPerPass: Int { repOffsets.values.reduce(0) { $0 + $1.count } }
+
+    init(path: String) throws {
+        let (lines, _) = try RecordingReader.read(path: path)
+        var first = Double.infinity, last = -Double.infinity
+        var stationFirst: [String: Double] = [:]
+        for line in lines where line.message.envelope.type == SampleMessage.type {
+            guard let sample = try? line.message.payload(as: SampleMessage.self) else { continue }
+            let station = line.message.envelope.station
+            let times: [Double]
+            switch sample.readings {
+            case .imu(let readings): times = readings.map(\.t)
+            case .distance(let readings): times = readings.map(\.t)
+            case .posture(let readings): times = readings.map(\.t)
+            }
+            readingsPerPass += times.count
+            guard let low = times.min(), let high = times.max() else { continue }
+            (first, last) = (min(first, low), max(last, high))
+            stationFirst[station] = min(stationFirst[station] ?? low, low)
+        }
+        stations = stationFirst.keys.sorted()
+        spanS = last > first ? last - first : 0
+        firstReadingOffset = stationFirst.mapValues { $0 - first }
+        for rep in OfflineRunner.run(lines: lines).reps { repOffsets[rep.station, default: []].append(rep.tTop - first) }
+    }
+
+    /// The reps every copy of the recording yields while its readings are replayed up to `replayedS`
+    /// seconds after the first pass began (passes follow each other every `spanS`), less the last
+    /// half second's (a rep is only sent once the readings after its top confirm it). An estimate
+    /// near the cut: a rep topped just before it may or may not have been confirmed.
+    func expectedReps(replayedS: Double, copies: Int) -> Int {
+        let until = replayedS - 0.5
+        guard spanS > 0, until > 0 else { return 0 }
+        var count = 0
+        for offsets in repOffsets.values {
+            for offset in offsets where offset <= until { count += Int(((until - offset) / spanS).rounded(.down)) + 1 }
+        }
+        return count * copies
+    }
+}
+
+/// One run's report (the JSON of `vbt loadtest --json`).
+struct LoadReport: Encodable, Sendable {
+    struct Latency: Encodable, Sendable {
+        var p50: Double
+        var p99: Double
+        var max: Double
+        var count: Int
+    }
+    struct Consumer: Encodable, Sendable {
+        var received: Int
+        var gaps: Int
+        var missing: Int
+        var lost: Int
+    }
+    struct ProcessUse: Encodable, Sendable {
+        var name: String
+        var pid: Int32
+        var cpuPct: Double
+        var rssMb: Double
+        enum CodingKeys: String, CodingKey {
+            case name, pid
+            case cpuPct = "cpu_pct"
+            case rssMb = "rss_mb"
+        }
+    }
+    struct Window: Encodable, Sendable {
+        var atS: Double
+        var p99Ms: Double
+        var repsPerS: Double
+        enum CodingKeys: String, CodingKey {
+            case atS = "at_s"
+            case p99Ms = "p99_ms"
+            case repsPerS = "reps_per_s"
+        }
+    }
+
+    var stations: Int
+    var durationS: Double
+    var readingsPerS: Double
+    var repsExpected: Int
+    var repsReceived: Int
+    var latencyMs: Latency
+    /// What each consumer lost for good during the run (its heartbeat's `inputs.lost`), by program.
+    var lost: [String: Int]
+    var consumers: [String: Consumer]
+    var processes: [ProcessUse]
+    /// The database's growth (the recorder's `status` rows), when it answered.
+    var storeGrowth: [String: Int]?
+    var windows: [Window]
+
+    enum CodingKeys: String, CodingKey {
+        case stations, lost, consumers, processes, windows
+        case durationS = "duration_s"
+        case readingsPerS = "readings_per_s"
+        case repsExpected = "reps_expected"
+        case repsReceived = "reps_received"
+        case latencyMs = "latency_ms"
+        case storeGrowth = "store_growth"
+    }
+
+    /// Nothing lost, at least 98 % of the expected reps, p99 within the goal.
+    func held(p99GoalMs: Double) -> Bool {
+        lost.values.allSatisfy { $0 == 0 } && Double(repsReceived) >= 0.98 * Double(repsExpected) && latencyMs.p99 <= p99GoalMs
+    }
+
+    var summaryLine: String {
+        String(
+            format: "loadtest: %d stations, %.0f readings/s, reps %d of %d, latency p50 %.1f ms p99 %.1f ms max %.1f ms, lost %d",
+            stations, readingsPerS, repsReceived, repsExpected, latencyMs.p50, latencyMs.p99, latencyMs.max, lost.values.reduce(0, +))
+    }
+
+    var table: String {
+        var text = summaryLine + "\n"
+        text += "consumer            received     gaps  missing     lost\n"
+        for name in consumers.keys.sorted() {
+            let c = consumers[name]!
+            text += name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %9d %8d %8d %8d\n", c.received, c.gaps, c.missing, c.lost)
+        }
+        text += "process             pid      CPU %   RSS MB\n"
+        for p in processes {
+            text += p.name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %6d %9.1f %8.1f\n", p.pid, p.cpuPct, p.rssMb)
+        }
+        if let growth = storeGrowth {
+            text += "store: " + growth.keys.sorted().map { "\($0) +\(growth[$0]!)" }.joined(separator: ", ") + "\n"
+        }
+        return text
+    }
+}
+
+struct RampReport: Encodable {
+    var runs: [LoadReport]
+    var largestHeld: Int?
+    var p99GoalMs: Double
+    enum CodingKeys: String, CodingKey {
+        case runs
+        case largestHeld = "largest_held"
+        case p99GoalMs = "p99_goal_ms"
+    }
+}
+
+final class LockedReports: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reports: [LoadReport] = []
+    func append(_ report: LoadReport) { lock.withLock { reports.append(report) } }
+    var all: [LoadReport] { lock.withLock { reports } }
+}
+
+/// What every run of one `vbt loadtest` shares.
+struct LoadSettings: Sendable {
+    var recording: String
+    var duration: Double
+    var probes: Int
+    var grace: Double
+    var json: Bool
+    var insecure: Bool
+}
+
+/// One run at one station count.
+struct LoadRun {
+    let settings: LoadSettings
+    let plan: RecordingPlan
+    let stations: Int
+    let config: BusConfig
+    let logger: Logger
+    static let programs = ["vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "session-recorder", "notifier", "coach-console"]
+
+    func run(context: ZMQContext) throws -> LoadReport {
+        let copies = max(1, Int((Double(stations) / Double(plan.stations.count)).rounded(.up)))
+        let names = Set(plan.stations.flatMap { station in copies > 1 ? (1...copies).map { "\(station)-\($0)" } : [station] })
+        // Probes taken from every recorded station in turn (their copies lift at different moments).
+        let probeNames = (0..<min(settings.probes, names.count)).map { index in
+            let station = plan.stations[index % plan.stations.count]
+            return copies > 1 ? "\(station)-\(index / plan.stations.count + 1)" : station
+        }
+        let subscriber = try Subscriber(
+            context: context, config: config,
+            prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
+        let started = monotonicSeconds()
+        while subscriber.stats.busHeartbeats == 0 {
+            if busSilent(subscriber, since: started) { throw busUnreachable(config) }
+            _ = try subscriber.next(timeoutMs: 100)
+        }
+        let store = storeRows(context)
+        let bridge = try startBridge(copies: copies)
+        defer { stopBridge(bridge) }
+        var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)  // µs
+        var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        var windows: [LoadReport.Window] = []
+        var windowReps = 0
+        var repsReceived = 0
+        var probeReadings = 0
+        // When the replay's first pass began, in sensor time (from a probe's first reading).
+        var passStart = Double.infinity
+        var firstProbeWall = 0.0
+        // Per probe station: (last reading time, publish time) of its sample messages, oldest first.
+        var published: [String: [(lastT: Double, ts: Double)]] = [:]
+        var firstInputs: [String: InputCounters] = [:], lastInputs: [String: InputCounters] = [:]
+        let cpuBefore = Self.processes()
+        let runStart = monotonicSeconds()
+        var nextWindow = runStart + 5
+        var stopAt = runStart + settings.duration
+        var stopped = false
+        var stoppedWall = 0.0
+        while true {
+            let now = monotonicSeconds()
+            if !stopped && now >= stopAt {
+                stopBridge(bridge)
+                stopped = true
+                stoppedWall = wallClockSeconds()
+                stopAt = now + settings.grace
+            } else if stopped && now >= stopAt {
+                break
+            }
+            if now >= nextWindow {
+                windows.append(
+                    .init(
+                        atS: now - runStart, p99Ms: window.totalCount > 0 ? Double(window.valueAtPercentile(99)) / 1000 : 0,
+                        repsPerS: Double(windowReps) / 5))
+                window.reset()
+                windowReps = 0
+                nextWindow += 5
+                if !settings.json {
+                    FileHandle.standardError.write(
+                        Data(
+                            String(
+                                format: "  %3.0f s: %d reps, p99 %.1f ms so far\n", now - runStart, repsReceived,
+                                histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(99)) / 1000 : 0
+                            ).utf8))
+                }
+            }
+            guard let message = try subscriber.next(timeoutMs: 50) else { continue }
+            let station = message.envelope.station
+            switch message.envelope.type {
+            case SampleMessage.type:
+                guard !stopped, let sample = try? message.payload(as: SampleMessage.self) else { continue }
+                let times: [Double]
+                switch sample.readings {
+                case .imu(let readings): times = readings.map(\.t)
+                case .distance(let readings): times = readings.map(\.t)
+                case .posture(let readings): times = readings.map(\.t)
+                }
+                guard let last = times.max(), let first = times.min() else { continue }
+                probeReadings += times.count
+                if passStart == .infinity, let recorded = plan.stations.first(where: { station.hasPrefix($0) }) {
+                    passStart = first - (plan.firstReadingOffset[recorded] ?? 0)
+                    firstProbeWall = wallClockSeconds()
+                }
+                var list = published[station] ?? []
+                list.append((last, message.envelope.ts))
+                if list.count > 4_096 { list.removeFirst(list.count - 2_048) }
+                published[station] = list
+            case RepMessage.type:
+                guard names.contains(station), let rep = try? message.payload(as: RepMessage.self) else { continue }
+                repsReceived += 1
+                windowReps += 1
+                // The completing reading (`t_end`, proto/rep.schema.json): the sample message that carried it.
+                if let list = published[station], let completing = list.first(where: { $0.lastT >= rep.tEnd - 1e-6 }) {
+                    let micros = UInt64(max(0, (wallClockSeconds() - completing.ts) * 1e6))
+                    _ = histogram.record(micros)
+                    _ = window.record(micros)
+                }
+            case HeartbeatMessage.type:
+                guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let inputs = heartbeat.inputs,
+                    !station.hasPrefix("bridge-")
+                else { continue }
+                if firstInputs[station] == nil { firstInputs[station] = inputs }
+                lastInputs[station] = inputs
+            default:
+                continue
+            }
+        }
+        let elapsed = monotonicSeconds() - runStart
+        let cpuAfter = Self.processes()
+        var processes: [LoadReport.ProcessUse] = []
+        for (pid, after) in cpuAfter.sorted(by: { ($0.value.name, $0.key) < ($1.value.name, $1.key) }) {
+            guard let before = cpuBefore[pid] else { continue }
+            processes.append(.init(name: after.name, pid: pid, cpuPct: 100 * (after.cpuS - before.cpuS) / elapsed, rssMb: after.rssMb))
+        }
+        var consumers: [String: LoadReport.Consumer] = [:]
+        for (name, last) in lastInputs {
+            let first = firstInputs[name] ?? InputCounters()
+            consumers[name] = .init(
+                received: last.received - first.received, gaps: last.gaps - first.gaps, missing: last.missing - first.missing,
+                lost: max(0, (last.lost ?? 0) - (first.lost ?? 0)))
+        }
+        // The reps the readings replayed hold, as the detector finds them offline, at every copy.
+        // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped.
+        let expected = passStart.isFinite ? plan.expectedReps(replayedS: stoppedWall - passStart, copies: copies) : 0
+        let p = { (q: Double) in histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(q)) / 1000 : 0 }
+        let growth = store.flatMap { before in storeRows(context).map { after in after.mapValues { $0 }.merging(before) { $0 - $1 } } }
+        return LoadReport(
+            stations: names.count, durationS: elapsed,
+            readingsPerS: stoppedWall > firstProbeWall && firstProbeWall > 0
+                ? Double(probeReadings) / Double(probeNames.count) * Double(names.count) / (stoppedWall - firstProbeWall) : 0,
+            repsExpected: expected, repsReceived: repsReceived,
+            latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
+            lost: consumers.mapValues(\.lost), consumers: consumers, processes: processes, storeGrowth: growth, windows: windows)
+    }
+
+    /// The recorder's row counts, if it answers within a second.
+    private func storeRows(_ context: ZMQContext) -> [String: Int]? {
+        guard let client = try? QueryClient(context: context, config: config, timeoutS: 1),
+            let status = try? client.ask(.status, NoArgs(), as: RecorderStatus.self)
+        else { return nil }
+        return status.rows
+    }
+
+    private func startBridge(copies: Int) throws -> Process {
+        let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let process = Process()
+        process.executableURL = here.appendingPathComponent("sensor-bridge")
+        process.arguments = ["--replay", settings.recording, "--stations", "\(copies)", "--speed", "1", "--loop"] + (settings.insecure ? ["--insecure"] : [])
+        var environment = ProcessInfo.processInfo.environment
+        if let replayKey = environment["VBT_REPLAY_CERT"] { environment["VBT_CERT"] = replayKey }
+        environment["VBT_PUB_ENDPOINT"] = config.pubEndpoint
+        environment["VBT_SUB_ENDPOINT"] = config.subEndpoint
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch {
+            reportProblem("vbt: cannot start \(process.executableURL!.path): \(error.localizedDescription); it is built beside vbt")
+            throw ProgramExit()
+        }
+        return process
+    }
+
+    private func stopBridge(_ process: Process) {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// Every vbt program on this computer: its name, CPU seconds so far and memory now (proc(5)).
+    static func processes() -> [Int32: (name: String, cpuS: Double, rssMb: Double)] {
+        var found: [Int32: (name: String, cpuS: Double, rssMb: Double)] = [:]
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                let argv0 = cmdline.split(separator: 0).first.map({ String(decoding: $0, as: UTF8.self) })
+            else { continue }
+            let name = URL(fileURLWithPath: argv0).lastPathComponent
+            guard programs.contains(name), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            var rss = 0.0
+            if let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+                let kb = Double(line.split(separator: " ").dropFirst().first ?? "")
+            {
+                rss = kb / 1024
+            }
+            found[pid] = (name, (user + system) / ticks, rss)
+        }
+        return found
+    }
+}

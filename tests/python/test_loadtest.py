@@ -1,0 +1,96 @@
+"""`vbt loadtest` against a real installation (bus, rep-detector, posture-evaluator,
+session-recorder, notifier): a short recording of four simulated stations replayed at 12
+stations. The report's counts are checked against independent ones: a pyzmq subscriber's
+count of the reps on the bus, the database's rows, and the recording's own readings.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import zmq
+
+import fault_run
+from test_wire import binary
+
+
+class RepTap(threading.Thread):
+    """Counts rep messages per station, independently of vbt."""
+
+    def __init__(self, endpoint: str):
+        super().__init__(daemon=True)
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.SUB)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"rep.")
+        self.socket.connect(endpoint)
+        self.by_station: dict[str, int] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self.stop.is_set():
+            if poller.poll(50):
+                _, body = self.socket.recv_multipart()
+                station = json.loads(body)["station"]
+                self.by_station[station] = self.by_station.get(station, 0) + 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(5)
+        self.socket.close(0)
+        self.context.term()
+
+
+def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
+    recording = fault_run.make_recording(tmp_path / "rec", fault_run.Profile(sets=2, reps=3, rest_s=5, kills=0, stations=1))
+    lines = [json.loads(line) for line in recording.read_text().splitlines() if line.strip()]
+    recorded = sorted({line["msg"]["station"] for line in lines if line["msg"]["type"] == "sample"})
+    node = fault_run.Node(tmp_path / "gym", {"VBT_QUERY_ENDPOINT": f"tcp://127.0.0.1:{fault_run.free_port()}",
+                                             "VBT_DB": str(tmp_path / "gym" / "vbt.sqlite")})
+    tap = None
+    try:
+        node.spawn("vbt-bus", ["vbt-bus"]).wait_for_log("bus forwarding")
+        for program in ("rep-detector", "posture-evaluator", "session-recorder"):
+            node.spawn(program, [program]).wait_for_log("bus connected")
+        node.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json")]).wait_for_log("bus connected")
+        tap = RepTap(node.sub_endpoint)
+        tap.start()
+        result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "12", "--duration", "20",
+                                 "--json", "--svg", str(tmp_path / "loadtest.svg")],
+                                env=node.env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr + node.describe()
+        report = json.loads(result.stdout)
+        copies = 12 // len(recorded)
+        names = {f"{station}-{i}" for station in recorded for i in range(1, copies + 1)}
+        # Every contracted field is there.
+        for key in ("stations", "readings_per_s", "lost", "reps_expected", "reps_received", "latency_ms", "processes"):
+            assert key in report, key
+        assert report["stations"] == len(names) == 12
+        # The reps: as many as the pyzmq tap saw on the bus at those stations, as the database
+        # stored, and as the detector finds in the readings replayed (give or take a rep at the cut).
+        seen = sum(count for station, count in tap.by_station.items() if station in names)
+        assert report["reps_received"] == seen > 0, (report["reps_received"], tap.by_station)
+        with sqlite3.connect(tmp_path / "gym" / "vbt.sqlite") as db:
+            stored = db.execute(f"SELECT count(*) FROM reps WHERE station IN ({','.join('?' * len(names))})", sorted(names)).fetchone()[0]
+        assert stored == seen and report["store_growth"]["reps"] == stored
+        assert abs(report["reps_received"] - report["reps_expected"]) <= max(3, report["reps_expected"] // 10), report
+        assert all(lost == 0 for lost in report["lost"].values()) and set(report["lost"]) >= {"rep-detector", "session-recorder"}
+        latency = report["latency_ms"]
+        assert latency["count"] > 0 and 0 < latency["p50"] <= latency["p99"] <= latency["max"] < 5_000, latency
+        # The readings: the recording's rate at every copy, measured on the probes.
+        readings = sum(len(line["msg"]["samples"]) for line in lines if line["msg"]["type"] == "sample")
+        span = max(line["t"] for line in lines)
+        assert 0.5 < report["readings_per_s"] / (readings / span * copies) < 1.5, report["readings_per_s"]
+        processes = {p["name"] for p in report["processes"]}
+        assert {"vbt-bus", "rep-detector", "session-recorder"} <= processes
+        assert all(p["rss_mb"] > 0 and p["cpu_pct"] >= 0 for p in report["processes"])
+        assert (tmp_path / "loadtest.svg").read_text().startswith("<svg")
+    finally:
+        if tap:
+            tap.close()
+        node.stop_all()
