@@ -86,6 +86,7 @@ struct ConsoleServer {
     private func addPages(_ router: Router<ConsoleContext>) {
         let accounts = self.accounts, outbox = self.outbox, live = self.live, logger = self.logger, sessionS = self.sessionS
         let history = self.history
+        let checking = LoginChecks()
         router.get("/login") { request, context -> Response in
             if context.session != nil { return .redirect(to: "/", type: .normal) }
             let failed = request.uri.queryParameters["failed"] != nil
@@ -97,8 +98,11 @@ struct ConsoleServer {
             let form = FormFields(String(buffer: body))
             let name = form["username"] ?? "", password = form["password"] ?? ""
             let now = monotonicSeconds()
-            // bcrypt takes tens of milliseconds: off the event loop.
+            // bcrypt takes tens of milliseconds: off the event loop, and only a few at once, so a
+            // flood of logins (with names that are not locked) cannot take every core.
+            guard checking.begin() else { return problem(.serviceUnavailable, "too many logins at once; try again in a moment") }
             let account = await Task.detached { accounts.check(name: name, password: password, now: now) }.value
+            checking.end()
             guard let account else {
                 logger.notice("login refused", metadata: ["user": "\(name.prefix(32))", "locked": "\(accounts.isLocked(name: name, now: now))"])
                 return .redirect(to: "/login?failed=1", type: .normal)
@@ -383,6 +387,21 @@ func sameOrigin(_ request: Request, required: Bool) -> Bool {
     // HTTP/1.1 carries the authority in the Host header.
     guard let authority = request.head.authority ?? request.headers[.host], let schemeEnd = origin.range(of: "://") else { return false }
     return origin[schemeEnd.upperBound...] == authority
+}
+
+/// Password checks under way; at most `limit` at once.
+final class LoginChecks: Sendable {
+    let limit = 4
+    private let running = Atomic<Int>(0)
+
+    /// Takes a place; false when all are taken.
+    func begin() -> Bool {
+        if running.add(1, ordering: .acquiringAndReleasing).newValue <= limit { return true }
+        running.subtract(1, ordering: .acquiringAndReleasing)
+        return false
+    }
+
+    func end() { running.subtract(1, ordering: .acquiringAndReleasing) }
 }
 
 /// The version a browser has drawn, shared by its connection's reader and pusher.

@@ -85,6 +85,13 @@ struct LoadTest: AsyncParsableCommand {
             reportProblem("vbt: \(recording) holds no sensor readings to replay; record some with vbt record --out FILE sample. status.")
             throw ExitCode.failure
         }
+        // A replaying bridge publishes each recorded station at most 1,000 times.
+        guard (Double(stations) / Double(plan.stations.count)).rounded(.up) <= 1_000 else {
+            reportProblem(
+                "vbt: \(stations) stations would need more than 1000 copies of each of the recording's \(plan.stations.count) stations; "
+                    + "record more stations, or ask for at most \(plan.stations.count * 1_000)")
+            throw ExitCode.failure
+        }
         let counts = ramp ? Array(Set([stations / 8, stations / 4, stations / 2, stations].filter { $0 >= 1 })).sorted() : [stations]
         let config = bus.config
         let settings = LoadSettings(
@@ -324,7 +331,12 @@ struct LoadRun {
         }
         let store = storeRows(context)
         let bridge = try startBridge(copies: copies)
-        defer { stopBridge(bridge) }
+        defer {
+            if bridge.isRunning {
+                bridge.terminate()
+                bridge.waitUntilExit()
+            }
+        }
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)  // µs
         var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         var windows: [LoadReport.Window] = []
@@ -346,7 +358,7 @@ struct LoadRun {
         while true {
             let now = monotonicSeconds()
             if !stopped && now >= stopAt {
-                stopBridge(bridge)
+                try stopBridge(bridge)
                 stopped = true
                 stoppedWall = wallClockSeconds()
                 stopAt = now + settings.grace
@@ -458,7 +470,9 @@ struct LoadRun {
         environment["VBT_SUB_ENDPOINT"] = config.subEndpoint
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        // Its log, to say why if it stops on its own (a key it may not use, a recording it cannot read).
+        FileManager.default.createFile(atPath: bridgeLog, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: bridgeLog) ?? FileHandle.nullDevice
         do { try process.run() } catch {
             reportProblem("vbt: cannot start \(process.executableURL!.path): \(error.localizedDescription); it is built beside vbt")
             throw ProgramExit()
@@ -466,8 +480,17 @@ struct LoadRun {
         return process
     }
 
-    private func stopBridge(_ process: Process) {
-        guard process.isRunning else { return }
+    private var bridgeLog: String { NSTemporaryDirectory() + "vbt-loadtest-bridge-\(getpid()).log" }
+
+    /// Stops the replay; one that stopped on its own before is an error, with the last of its log.
+    private func stopBridge(_ process: Process) throws {
+        defer { try? FileManager.default.removeItem(atPath: bridgeLog) }
+        guard process.isRunning else {
+            let log = (try? String(contentsOfFile: bridgeLog, encoding: .utf8)) ?? ""
+            let last = log.split(separator: "\n").last.map(String.init) ?? "no log"
+            reportProblem("vbt: the replaying sensor-bridge stopped by itself (exit \(process.terminationStatus)): \(last)")
+            throw ProgramExit()
+        }
         process.terminate()
         process.waitUntilExit()
     }

@@ -90,6 +90,10 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert {"vbt-bus", "rep-detector", "session-recorder"} <= processes
         assert all(p["rss_mb"] > 0 and p["cpu_pct"] >= 0 for p in report["processes"])
         assert (tmp_path / "loadtest.svg").read_text().startswith("<svg")
+        # More copies than a replaying bridge makes: refused at once, saying what to do.
+        too_many = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", str(1_000 * len(recorded) + 1)],
+                                  env=node.env, capture_output=True, text=True, timeout=60)
+        assert too_many.returncode == 1 and "record more stations" in too_many.stderr, too_many.stderr
     finally:
         if tap:
             tap.close()
