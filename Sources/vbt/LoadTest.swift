@@ -169,7 +169,10 @@ struct RecordingPlan: Sendable {
         stations = stationFirst.keys.sorted()
         spanS = last > first ? last - first : 0
         firstReadingOffset = stationFirst.mapValues { $0 - first }
-        for rep in OfflineRunner.run(lines: lines).reps { repOffsets[rep.station, default: []].append(rep.tTop - first) }
+        // The replay sends readings and status only (sensor-bridge --replay-types' default): the
+        // recording's commands (assignments) are left out here too, so both detectors see the same.
+        let replayed = lines.filter { $0.message.envelope.type != CommandMessage.type }
+        for rep in OfflineRunner.run(lines: replayed).reps { repOffsets[rep.station, default: []].append(rep.tTop - first) }
     }
 
     /// The reps every copy of the recording yields while its readings are replayed up to `replayedS`
@@ -321,6 +324,7 @@ struct LoadRun {
             let station = plan.stations[index % plan.stations.count]
             return copies > 1 ? "\(station)-\(index / plan.stations.count + 1)" : station
         }
+        let probeSet = Set(probeNames)
         let subscriber = try Subscriber(
             context: context, config: config,
             prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
@@ -386,7 +390,8 @@ struct LoadRun {
             let station = message.envelope.station
             switch message.envelope.type {
             case SampleMessage.type:
-                guard !stopped, let sample = try? message.payload(as: SampleMessage.self) else { continue }
+                // A prefix subscription to sample.rack-1 also brings rack-10, rack-11...: only the probes count.
+                guard !stopped, probeSet.contains(station), let sample = try? message.payload(as: SampleMessage.self) else { continue }
                 let times: [Double]
                 switch sample.readings {
                 case .imu(let readings): times = readings.map(\.t)
