@@ -234,6 +234,15 @@ public struct SampleMessage: BusPayload, Equatable {
             case .posture(let r): r.count
             }
         }
+
+        /// Each reading's time `t`, in order.
+        public var times: [Double] {
+            switch self {
+            case .imu(let r): r.map(\.t)
+            case .distance(let r): r.map(\.t)
+            case .posture(let r): r.map(\.t)
+            }
+        }
     }
 
     /// The readings.

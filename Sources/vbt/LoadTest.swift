@@ -155,12 +155,7 @@ struct RecordingPlan: Sendable {
         for line in lines where line.message.envelope.type == SampleMessage.type {
             guard let sample = try? line.message.payload(as: SampleMessage.self) else { continue }
             let station = line.message.envelope.station
-            let times: [Double]
-            switch sample.readings {
-            case .imu(let readings): times = readings.map(\.t)
-            case .distance(let readings): times = readings.map(\.t)
-            case .posture(let readings): times = readings.map(\.t)
-            }
+            let times = sample.readings.times
             readingsPerPass += times.count
             guard let low = times.min(), let high = times.max() else { continue }
             (first, last) = (min(first, low), max(last, high))
@@ -392,12 +387,7 @@ struct LoadRun {
             case SampleMessage.type:
                 // A prefix subscription to sample.rack-1 also brings rack-10, rack-11...: only the probes count.
                 guard !stopped, probeSet.contains(station), let sample = try? message.payload(as: SampleMessage.self) else { continue }
-                let times: [Double]
-                switch sample.readings {
-                case .imu(let readings): times = readings.map(\.t)
-                case .distance(let readings): times = readings.map(\.t)
-                case .posture(let readings): times = readings.map(\.t)
-                }
+                let times = sample.readings.times
                 guard let last = times.max(), let first = times.min() else { continue }
                 probeReadings += times.count
                 if passStart == .infinity, let recorded = plan.stations.first(where: { station.hasPrefix($0) }) {

@@ -58,11 +58,7 @@ struct RecordInfo: ParsableCommand {
                     summary.firstTs = min(summary.firstTs ?? envelope.ts, envelope.ts)
                     summary.lastTs = max(summary.lastTs ?? envelope.ts, envelope.ts)
                     if envelope.type == SampleMessage.type, let sample = try? line.message.payload(as: SampleMessage.self) {
-                        switch sample.readings {
-                        case .imu(let readings): summary.readings["imu", default: 0] += readings.count
-                        case .distance(let readings): summary.readings["distance", default: 0] += readings.count
-                        case .posture(let readings): summary.readings["posture", default: 0] += readings.count
-                        }
+                        summary.readings[sample.readings.sensor, default: 0] += sample.readings.count
                     }
                 case .failure(let bad):
                     summary.unreadable += 1

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zmq  # noqa: E402
 
 import fault_run  # noqa: E402
+from bus_tap import BusTap  # noqa: E402
 from test_console import browser, log_in  # noqa: E402
 from test_wire import binary, free_port, wait_until  # noqa: E402
 
@@ -140,31 +141,10 @@ class Gym(threading.Thread):
         self.context.term()
 
 
-class RawTap(threading.Thread):
+def raw_latencies(endpoint: str) -> tuple[BusTap, list[float]]:
     """The floor: a plain pyzmq subscriber to rep.* on the same bus, timing each rep's arrival."""
-
-    def __init__(self, endpoint: str):
-        super().__init__(daemon=True)
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.SUB)
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"rep.")
-        self.socket.connect(endpoint)
-        self.latencies: list[float] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        while not self.stop.is_set():
-            if poller.poll(50):
-                _, body = self.socket.recv_multipart()
-                self.latencies.append((time.time() - json.loads(body)["ts"]) * 1000)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join(5)
-        self.socket.close(0)
-        self.context.term()
+    latencies: list[float] = []
+    return BusTap(endpoint, lambda m: latencies.append((time.time() - m["ts"]) * 1000), b"rep."), latencies
 
 
 def one(stations: int, seconds: float, folder: Path) -> dict:
@@ -179,8 +159,7 @@ def one(stations: int, seconds: float, folder: Path) -> dict:
         node.spawn("vbt-bus", ["vbt-bus"]).wait_for_log("bus forwarding")
         console = node.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"])
         console.wait_for_log("console listening")
-        tap = RawTap(node.sub_endpoint)
-        tap.start()
+        tap, raw = raw_latencies(node.sub_endpoint)
         gym = Gym(node.pub_endpoint, stations)
         gym.start()
         driver = browser()
@@ -188,7 +167,7 @@ def one(stations: int, seconds: float, folder: Path) -> dict:
         wait_until(lambda: len(driver.find_elements("css selector", "[data-station]")) >= stations,
                    f"{stations} stations on the board", timeout=60, detail=node.describe)
         driver.execute_script(OBSERVER)
-        tap.latencies.clear()
+        raw.clear()
         cpu_start, wall_start = cpu_seconds(console.proc.pid), time.monotonic()
         time.sleep(seconds)  # a measurement window, not a wait for a condition
         cpu = cpu_seconds(console.proc.pid) - cpu_start
@@ -200,7 +179,7 @@ def one(stations: int, seconds: float, folder: Path) -> dict:
         return {
             "stations": stations, "reps_seen": len(latencies),
             "dom_p50_ms": percentile(latencies, 50), "dom_p99_ms": percentile(latencies, 99), "dom_max_ms": max(latencies),
-            "raw_p50_ms": percentile(tap.latencies, 50), "raw_p99_ms": percentile(tap.latencies, 99),
+            "raw_p50_ms": percentile(raw, 50), "raw_p99_ms": percentile(raw, 99),
             "console_cpu_pct": 100 * cpu / wall, "console_rss_mb": rss,
         }
     finally:

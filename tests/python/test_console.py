@@ -21,8 +21,8 @@ import threading
 from pathlib import Path
 
 import pytest
-import zmq
 
+from bus_tap import BusTap
 from test_recorder import Recorder
 from test_wire import Bus, binary, free_port, wait_until
 
@@ -43,23 +43,11 @@ class Tap:
     def __init__(self, endpoint: str):
         self.messages: list[dict] = []
         self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.SUB)
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self.socket.connect(endpoint)
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        self.tap = BusTap(endpoint, self.keep)
 
-    def run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        while not self.stop.is_set():
-            if not poller.poll(50):
-                continue
-            _, body = self.socket.recv_multipart()
-            with self.lock:
-                self.messages.append(json.loads(body))
+    def keep(self, message: dict) -> None:
+        with self.lock:
+            self.messages.append(message)
 
     def of(self, kind: str, station: str = STATION, **match) -> list[dict]:
         with self.lock:
@@ -67,10 +55,7 @@ class Tap:
                     and all(m.get(k) == v for k, v in match.items())]
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        self.socket.close(0)
-        self.context.term()
+        self.tap.close()
 
 
 def browser() -> webdriver.Chrome:

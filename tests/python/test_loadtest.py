@@ -9,41 +9,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import threading
 from pathlib import Path
 
-import zmq
-
 import fault_run
+from bus_tap import BusTap
 from test_wire import binary
-
-
-class RepTap(threading.Thread):
-    """Counts rep messages per station, independently of vbt."""
-
-    def __init__(self, endpoint: str):
-        super().__init__(daemon=True)
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.SUB)
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"rep.")
-        self.socket.connect(endpoint)
-        self.by_station: dict[str, int] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        while not self.stop.is_set():
-            if poller.poll(50):
-                _, body = self.socket.recv_multipart()
-                station = json.loads(body)["station"]
-                self.by_station[station] = self.by_station.get(station, 0) + 1
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join(5)
-        self.socket.close(0)
-        self.context.term()
 
 
 def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
@@ -58,8 +28,11 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         for program in ("rep-detector", "posture-evaluator", "session-recorder"):
             node.spawn(program, [program]).wait_for_log("bus connected")
         node.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json")]).wait_for_log("bus connected")
-        tap = RepTap(node.sub_endpoint)
-        tap.start()
+        by_station: dict[str, int] = {}
+
+        def count(rep: dict) -> None:
+            by_station[rep["station"]] = by_station.get(rep["station"], 0) + 1
+        tap = BusTap(node.sub_endpoint, count, b"rep.")
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "12", "--duration", "20",
                                  "--json", "--svg", str(tmp_path / "loadtest.svg")],
                                 env=node.env, capture_output=True, text=True, timeout=120)
@@ -73,8 +46,8 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert report["stations"] == len(names) == 12
         # The reps: as many as the pyzmq tap saw on the bus at those stations, as the database
         # stored, and as the detector finds in the readings replayed (give or take a rep at the cut).
-        seen = sum(count for station, count in tap.by_station.items() if station in names)
-        assert report["reps_received"] == seen > 0, (report["reps_received"], tap.by_station)
+        seen = sum(count for station, count in by_station.items() if station in names)
+        assert report["reps_received"] == seen > 0, (report["reps_received"], by_station)
         with sqlite3.connect(tmp_path / "gym" / "vbt.sqlite") as db:
             stored = db.execute(f"SELECT count(*) FROM reps WHERE station IN ({','.join('?' * len(names))})", sorted(names)).fetchone()[0]
         assert stored == seen and report["store_growth"]["reps"] == stored
