@@ -79,7 +79,10 @@ public struct JournalOptions: ParsableArguments {
     @Option(help: "Journal everything published into this folder (one process per folder) and answer replay requests, so consumers can fetch what they missed.")
     public var journal: String?
 
-    @Option(help: "The replay endpoint (default: ipc://<journal folder>/replay.sock); the heartbeat names it.")
+    @Option(
+        help:
+            "The replay endpoint (default: ipc://<journal folder>/replay.sock, or an abstract ipc://@vbt-replay-<hash> when that path is too long for a socket); the heartbeat names it."
+    )
     public var replayEndpoint: String?
 
     @Option(help: "Journal retention: records older than this many seconds are deleted.")
@@ -102,7 +105,21 @@ public struct JournalOptions: ParsableArguments {
         var settings = JournalSettings(directory: journal)
         settings.maxAgeS = journalMaxAge
         settings.maxBytes = journalMaxMb << 20
-        return (settings, replayEndpoint ?? "ipc://\(journal)/replay.sock")
+        return (settings, replayEndpoint ?? Self.defaultEndpoint(journal: journal))
+    }
+
+    /// `ipc://<journal>/replay.sock`; when that path is longer than a Unix socket's name may be
+    /// (108 bytes with its end, unix(7)), a Linux abstract socket named after the folder instead,
+    /// the same for the same folder (so a restarted producer answers where its predecessor did).
+    static func defaultEndpoint(journal: String) -> String {
+        let path = journal + "/replay.sock"
+        guard path.utf8.count > 100 else { return "ipc://" + path }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a, 64-bit
+        for byte in journal.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return "ipc://@vbt-replay-" + String(hash, radix: 16)
     }
 }
 
