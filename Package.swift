@@ -301,7 +301,7 @@ let package = Package(
         .testTarget(
             name: "VBTConsoleTests",
             dependencies: [
-                "VBTConsole", "VBTWire", "VBTBus", "VBTTesting", "VBTQuery",
+                "VBTConsole", "VBTWire", "VBTBus", "VBTTesting", "VBTQuery", "VBTPosture",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),

@@ -45,7 +45,8 @@ public struct ConsoleBoard: Sendable {
             update(station, athlete: athlete) { $0.take(rep, now: now) }
         case SetMessage.type:
             guard let set = decode(SetMessage.self) else { return }
-            update(station, athlete: athlete) { $0.take(set, now: now) }
+            // A set's end may come after its station was unassigned: only its start says who is there.
+            update(station, athlete: set.event == .start ? athlete : nil) { $0.take(set, now: now) }
         case RejectedMessage.type:
             guard let rejected = decode(RejectedMessage.self) else { return }
             let kept = rejectedKept
@@ -68,10 +69,12 @@ public struct ConsoleBoard: Sendable {
             }
         case CalibrationMessage.type:
             guard decode(CalibrationMessage.self) != nil else { return }
-            update(station, athlete: athlete) { $0.calibrations += 1 }
+            // A calibration is the calibrated athlete's, who need not be the one at the station.
+            update(station, athlete: nil) { $0.calibrations += 1 }
         case TimerMessage.type:
             guard let timer = decode(TimerMessage.self) else { return }
-            update(station, athlete: athlete) { $0.rest = RestView(timer) }
+            // A timer cancelled by an unassignment still names the athlete who left.
+            update(station, athlete: nil) { $0.rest = RestView(timer) }
         case WorkoutMessage.type:
             guard let workout = decode(WorkoutMessage.self) else { return }
             update(station, athlete: athlete) { $0.take(workout) }
@@ -85,9 +88,7 @@ public struct ConsoleBoard: Sendable {
             }
         case HeartbeatMessage.type:
             // A bridge's heartbeat (heartbeat.bridge-<station>) says its station's link is alive.
-            let name = station
-            guard name.hasPrefix("bridge-"), name != "bridge-replay" else { return }
-            let of = String(name.dropFirst("bridge-".count))
+            guard let of = HeartbeatMessage.bridgeStation(heartbeatName: station) else { return }
             if stations[of]?.silent == false {
                 stations[of]?.bridgeSeenAt = now  // not a change to draw
             } else {
@@ -111,10 +112,12 @@ public struct ConsoleBoard: Sendable {
             guard open || stations[station]?.alerts[alert.alertId] != nil else { return }
             update(station, athlete: nil) { $0.alerts[alert.alertId] = open ? AlertView(alert) : nil }
         case CommandMessage.type:
-            guard let command = try? message.payload(as: CommandMessage.self), command.command == CommandName.athleteAssign,
-                let assign = try? AthleteAssign(args: command.args)
-            else { return }
-            update(station, athlete: nil) { $0.take(assign) }
+            guard let command = try? message.payload(as: CommandMessage.self) else { return }
+            if command.command == CommandName.athleteUnassign {
+                update(station, athlete: nil) { $0.unassign() }
+            } else if command.command == CommandName.athleteAssign, let assign = try? AthleteAssign(args: command.args) {
+                update(station, athlete: nil) { $0.take(assign) }
+            }
         default:
             return
         }
@@ -245,6 +248,11 @@ public struct StationState: Sendable, Equatable, Codable {
         workoutState = workout.state.rawValue
         plan = workout.plan
         vlThresholdPct = workout.vlThresholdPct
+    }
+
+    /// Nobody at the station any more.
+    mutating func unassign() {
+        (athlete, exercise, loadKg, plan, sets, set, plannedReps, workoutState) = (nil, nil, nil, nil, nil, nil, nil, nil)
     }
 
     mutating func take(_ assign: AthleteAssign) {

@@ -76,9 +76,25 @@ public final class CommandOutbox: Sendable {
     }
 }
 
-/// Whether `name` can be a station in a topic (`<type>.<station>`, proto/README.md): 1 to 64
-/// letters, digits, '.', '_' or '-'.
-public func isStationName(_ name: String) -> Bool {
-    (1...64).contains(name.utf8.count)
-        && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }
+extension ConsoleBoard {
+    /// Why `request` cannot go to its station now, or nil when it can: a station the board has
+    /// never heard (a typo would become a row that never goes away), a silent one (for commands
+    /// that need its sensors), or an athlete who is at another station (one station each).
+    public func refusal(for request: ConsoleCommandRequest) -> String? {
+        guard let state = stations[request.station] else {
+            return "no station \(request.station) has been heard on the bus: check the name, and that its sensor-bridge runs"
+        }
+        let assigning: String?
+        switch request.command {
+        case CommandName.athleteAssign: assigning = (try? AthleteAssign(args: request.args))?.athlete
+        case CommandName.planAssign: assigning = (try? Plan(assignArgs: request.args))?.athlete
+        case CommandName.athleteUnassign: return state.athlete == nil ? "nobody is at \(request.station)" : nil
+        default:
+            return state.silent ? "\(request.station) is silent: its sensor-bridge has not been heard for \(Int(silentAfterS)) s" : nil
+        }
+        if let athlete = assigning, let other = stations.values.first(where: { $0.athlete == athlete && $0.station != request.station }) {
+            return "\(athlete) is at \(other.station): unassign them there first (one station per athlete)"
+        }
+        return nil
+    }
 }

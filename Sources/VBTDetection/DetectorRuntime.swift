@@ -353,6 +353,9 @@ public final class DetectorRuntime {
         positionHeard[message.envelope.src] = clock.monotonicSeconds()
         lastArrival[station] = clock.monotonicSeconds()
         var detector = detectors[station] ?? newDetector(station)
+        // Whose the outputs are: the athlete at the station before a command changed it (a set
+        // ended by athlete.unassign is still theirs).
+        let athleteBefore = detector.assignment.athlete
         var outputs: [DetectorOutput] = []
         var ack: AckMessage?
         if message.envelope.type == CommandMessage.type {
@@ -387,7 +390,7 @@ public final class DetectorRuntime {
         if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
             if case .set = output { checkpointDue = 0 }
-            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
+            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore) }
         }
         // The answer after what the command made (a set's end before "done").
         if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
@@ -469,7 +472,7 @@ public final class DetectorRuntime {
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
-        let acted = [CommandName.athleteAssign, CommandName.setEnd, CommandName.setLoad]
+        let acted = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setEnd, CommandName.setLoad]
         guard acted.contains(command.command) else { return ([], nil) }
         func answer(refusal: String?, detail: String? = nil) -> AckMessage {
             if let refusal {
@@ -498,6 +501,10 @@ public final class DetectorRuntime {
                 ])
             let load = assignment.loadKg.map { String(format: " at %g kg", $0) } ?? ""
             return (outputs, answer(refusal: nil, detail: "\(assignment.exercise)\(load)\(assignment.athlete.map { " for \($0)" } ?? "")"))
+        case CommandName.athleteUnassign:
+            logger.info("station unassigned", metadata: ["station": "\(detector.station)", "correlation_id": "\(command.id)"])
+            let ended = outputs.contains { if case .set = $0 { true } else { false } }
+            return (outputs, answer(refusal: nil, detail: ended ? "the set in progress ended" : "nobody at \(detector.station)"))
         case CommandName.setEnd:
             let ended = outputs.contains { if case .set = $0 { true } else { false } }
             return (outputs, answer(refusal: ended ? nil : "no set in progress at \(detector.station)"))

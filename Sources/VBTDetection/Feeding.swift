@@ -29,7 +29,7 @@ extension StationDetector {
     }
 
     /// Carries out a command addressed to the rep-detector (`athlete.assign`,
-    /// `set.load`, `set.end`); other commands change nothing. Returns what it
+    /// `athlete.unassign`, `set.load`, `set.end`); other commands change nothing. Returns what it
     /// produced (a set ended by command). A malformed `athlete.assign`
     /// changes nothing and is thrown back, naming what is wrong.
     public mutating func apply(_ command: CommandMessage) throws(PayloadError) -> [DetectorOutput] {
@@ -47,6 +47,11 @@ extension StationDetector {
             assignment.romMm = assign.romMm
             self.assignment = assignment
             return []
+        case CommandName.athleteUnassign:
+            // The set in progress was the athlete's: it ends; what follows belongs to nobody.
+            let ended = endSet(reason: .command, at: lastReadingT)
+            assignment = Assignment()
+            return ended
         case CommandName.setLoad:
             if let load = try? SetLoad(args: args) { assignment.loadKg = load.loadKg }
             return []

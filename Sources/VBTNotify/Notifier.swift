@@ -127,6 +127,7 @@ public struct Notifier: Sendable {
         let out: [NotifierOutput]
         switch command.command {
         case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
+        case CommandName.athleteUnassign: out = unassign(station: station, now: now)
         case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
         case CommandName.restPause, CommandName.restResume, CommandName.restSkip, CommandName.restExtend:
             out = restCommand(command, station: station, now: now)
@@ -139,6 +140,16 @@ public struct Notifier: Sendable {
         }.first
         let ack = AckMessage(answering: command, program: "notifier", refusal: refusal)
         return out + [.ack(station: station, athlete: state.stations[station]?.athlete, ack)]
+    }
+
+    /// Nobody at the station any more: its rest timer is cancelled, its plan and counters dropped.
+    private mutating func unassign(station: String, now: Double) -> [NotifierOutput] {
+        var ws = workout(station)
+        let out = cancelTimer(&ws, now: now)
+        ws = StationWorkout(station: station)
+        state.stations[station] = ws
+        needsSave = true
+        return out + [.workout(station: station, athlete: nil, ws.message(event: "athlete-unassigned", fallbackRestS: settings.defaultRestS))]
     }
 
     private mutating func assignAthlete(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {

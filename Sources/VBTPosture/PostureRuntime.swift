@@ -69,6 +69,16 @@ public struct PostureTracker: Sendable, Codable {
         badSince = nil
     }
 
+    /// Nobody at the station any more: nothing is judged until someone is assigned or calibrated.
+    public mutating func unassign() {
+        athlete = nil
+        calibration = nil
+        collecting = nil
+        reported = nil
+        candidate = nil
+        badSince = nil
+    }
+
     /// A new athlete without a stored calibration: nothing is judged until they calibrate.
     public mutating func clearCalibration(athlete: String) {
         self.athlete = athlete
@@ -89,7 +99,9 @@ public struct PostureTracker: Sendable, Codable {
             if t - start >= collection.seconds {
                 let made = PostureCalibration.fit(athlete: collection.athlete, acc: collection.acc, mag: collection.mag, at: t)
                 collecting = nil
-                apply(made)
+                // Only an assignment changes who is at the station: another athlete's calibration
+                // is kept for them (and published), the station's athlete keeps theirs.
+                if athlete == nil || athlete == made.athlete { apply(made) }
                 out.append(.calibrated(made))
             } else {
                 collecting = collection
@@ -405,6 +417,9 @@ public final class PostureRuntime {
                         "no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
                         metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 }
+            case CommandName.athleteUnassign:
+                state.unassign()
+                logger.info("station unassigned", metadata: ["station": "\(station)", "correlation_id": "\(command.id)"])
             default:
                 break
             }

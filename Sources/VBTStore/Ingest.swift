@@ -515,6 +515,12 @@ public final class Ingestor {
             case CommandName.athleteAssign:
                 let assign = try AthleteAssign(args: command.args)
                 (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
+            case CommandName.athleteUnassign:
+                // Nobody at the station from now on: an assignment of no one.
+                try db.execute(
+                    sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, NULL, NULL, NULL, NULL, ?, ?)",
+                    arguments: [station, envelope.ts, command.id])
+                return true
             case CommandName.planAssign:
                 // The plan itself is the notifier's; the recorder keeps who and which plan.
                 let assigned = try Plan(assignArgs: command.args)

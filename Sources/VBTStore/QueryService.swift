@@ -12,11 +12,20 @@ public struct QueryService {
     public let store: TrainingStore
     /// Supplies the recorder's live status (`status` query).
     public var status: () -> RecorderStatus?
+    /// The stations heard since the recorder started (the registry is written every few seconds).
+    public var sightings: StationSightings?
+    /// The wall clock (a test's clock in tests).
+    public var now: () -> Double
 
     /// Creates a service over `store`.
-    public init(store: TrainingStore, status: @escaping () -> RecorderStatus? = { nil }) {
+    public init(
+        store: TrainingStore, status: @escaping () -> RecorderStatus? = { nil }, sightings: StationSightings? = nil,
+        now: @escaping () -> Double = { Date().timeIntervalSince1970 }
+    ) {
         self.store = store
         self.status = status
+        self.sightings = sightings
+        self.now = now
     }
 
     /// The queries there are.
@@ -45,6 +54,7 @@ public struct QueryService {
     /// The queries that change what is stored; the rest only read.
     public static let writes: Set<QueryName> = [
         .athleteAdd, .athleteWeighIn, .athleteEdit, .athleteArchive, .athleteErase, .setReassign, .planCreate, .patternPut, .backup,
+        .stationAdd, .stationRename, .stationRemove,
     ]
 
     /// Answers one request, saying what it was (for logs with the correlation id).
@@ -97,6 +107,10 @@ public struct QueryService {
             case .assignmentGet:
                 let a = try args(StationArgs.self)
                 result = Optional(try store.assignment(station: a.station, cmdId: a.cmdId))
+            case .stationList: result = try store.stations(now: now(), sightings: sightings)
+            case .stationAdd: result = try store.addStation(try args(StationAddArgs.self), now: now(), sightings: sightings)
+            case .stationRename: result = try store.renameStation(try args(StationRenameArgs.self), now: now(), sightings: sightings)
+            case .stationRemove: result = try store.removeStation(try args(StationNameArgs.self).name, now: now(), sightings: sightings)
             case .calibrationGet: result = Optional(try store.calibration(athlete: try args(AthleteArgs.self).athlete))
             case .patternList: result = try store.patterns(exercise: try optionalArgs(ExerciseFilterArgs.self, default: ExerciseFilterArgs()).exercise)
             case .patternPut:

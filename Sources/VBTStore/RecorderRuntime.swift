@@ -46,6 +46,10 @@ public final class RecorderRuntime {
     private var retryDelay: Double
     private var failure: StoreError?
     private var nextPrune = 0.0
+    /// Where each station was last heard; written to the registry every `sightingsIntervalS`.
+    private let sightings = StationSightings()
+    private var nextSightings = 0.0
+    private let sightingsIntervalS = 5.0
 
     /// Connects to the bus and binds the query endpoint.
     public convenience init(context: ZMQContext, config: BusConfig, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
@@ -74,7 +78,7 @@ public final class RecorderRuntime {
         self.logger = logger
         retryDelay = settings.firstRetryS
         failure = store.openError
-        service = QueryService(store: store)
+        service = QueryService(store: store, sightings: sightings, now: { [clock] in clock.wallSeconds() })
         let ingestor = self.ingestor
         let path = store.settings.path
         service.status = { [unowned self] in
@@ -92,6 +96,7 @@ public final class RecorderRuntime {
                 "db": "\(ingestor.store.settings.path)", "schema": "\(Schema.versions.last ?? "")",
             ])
         while !stop.isSet { try step() }
+        persistSightings()
         // Shutting down: a few last tries, then say what could not be written.
         for _ in 0..<3 where ingestor.pendingCount > 0 {
             flush()
@@ -128,6 +133,7 @@ public final class RecorderRuntime {
             // Drain what is there, bounded so queries are answered in between.
             for _ in 0..<20_000 {
                 guard let message = try subscriber.next(timeoutMs: 0) else { break }
+                sightings.note(message, now: clock.wallSeconds())
                 if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
                 if message.envelope.type == HeartbeatMessage.type {
                     let sources = subscriber.stats.sources
@@ -149,6 +155,19 @@ public final class RecorderRuntime {
             flush()
         }
         if clock.monotonicSeconds() >= nextPrune { prune() }
+        if clock.monotonicSeconds() >= nextSightings {
+            nextSightings = clock.monotonicSeconds() + sightingsIntervalS
+            persistSightings()
+        }
+    }
+
+    /// Writes where the stations were heard to the registry (a failure is the database's,
+    /// reported by the next batch's write; the sightings stay in memory meanwhile).
+    private func persistSightings() {
+        guard failure == nil else { return }
+        do { try sightings.persist(to: ingestor.store) } catch {
+            logger.warning("station sightings not written", metadata: ["error": "\(error.message)"])
+        }
     }
 
     /// What the heartbeat says about the input: the subscriber's counters, and what was lost for good.
@@ -188,7 +207,10 @@ public final class RecorderRuntime {
             let chunk = 20_000
             let deleted = try ingestor.pruneSamples(now: clock.wallSeconds(), chunk: chunk, maxChunks: 1)
             if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
-            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else { try ingestor.forgetSilentStreams(now: clock.wallSeconds()) }
+            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else {
+                try ingestor.forgetSilentStreams(now: clock.wallSeconds())
+                try ingestor.store.forgetSilentSeenStations(now: clock.wallSeconds())
+            }
         } catch {
             logger.warning("raw samples not pruned", metadata: ["error": "\(error.message)"])
         }

@@ -8,7 +8,7 @@ import VBTQuery
 /// The schema's migrations, oldest first.
 public enum Schema {
     /// The migration identifiers in order; the last is the current version.
-    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care"]
+    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations"]
 
     /// The migrator that brings any earlier database to the current version.
     public static var migrator: DatabaseMigrator {
@@ -18,6 +18,7 @@ public enum Schema {
         migrator.registerMigration(versions[2], migrate: v3RawSamples)
         migrator.registerMigration(versions[3], migrate: v4Recovery)
         migrator.registerMigration(versions[4], migrate: v5AthleteCare)
+        migrator.registerMigration(versions[5], migrate: v6Stations)
         return migrator
     }
 
@@ -254,6 +255,23 @@ public enum Schema {
                     pseudonym TEXT PRIMARY KEY NOT NULL,
                     ts REAL NOT NULL
                 );
+                """)
+    }
+
+    /// The station registry: registered stations and those seen on the bus (the stations of
+    /// an existing history are seen ones, at the times of their sessions).
+    static func v6Stations(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE stations (
+                    name TEXT PRIMARY KEY NOT NULL CHECK (length(name) BETWEEN 1 AND 64),
+                    label TEXT CHECK (label IS NULL OR length(label) BETWEEN 1 AND 100),
+                    added_ts REAL,
+                    first_seen_ts REAL,
+                    last_seen_ts REAL
+                );
+                INSERT INTO stations (name, first_seen_ts, last_seen_ts)
+                    SELECT station, min(started_ts), max(ended_ts) FROM sessions GROUP BY station;
                 """)
     }
 }

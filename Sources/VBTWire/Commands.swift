@@ -5,6 +5,9 @@
 public enum CommandName {
     /// Who lifts what at a station (`AthleteAssign`).
     public static let athleteAssign = "athlete.assign"
+    /// Nobody is at the station any more: its set ends, its rest and plan stop, and what
+    /// the station measures from then on belongs to no athlete (no arguments).
+    public static let athleteUnassign = "athlete.unassign"
     /// A whole training plan for a station (the notifier's workout flow).
     public static let planAssign = "plan.assign"
     /// Ends the open set now.
@@ -24,7 +27,7 @@ public enum CommandName {
     /// The rest-timer commands, all for the notifier.
     public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
     /// Every command a vbt program acts on.
-    public static let all: Set<String> = Set([athleteAssign, planAssign, setEnd, setLoad, postureCalibrate]).union(rest)
+    public static let all: Set<String> = Set([athleteAssign, athleteUnassign, planAssign, setEnd, setLoad, postureCalibrate]).union(rest)
 }
 
 /// `set.load`'s arguments: the load now on the bar.

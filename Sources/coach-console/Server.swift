@@ -196,6 +196,8 @@ struct ConsoleServer {
                         id: "console-" + String(UInt64.random(in: .min ... .max), radix: 16), station: station, command: $0.command, target: "*",
                         args: $0.args, athlete: athlete, user: session.user)
                 }
+                let board = live.snapshot
+                if let refusal = commands.lazy.compactMap({ board.refusal(for: $0) }).first { return problem(.conflict, refusal) }
                 guard !commands.isEmpty, commands.allSatisfy({ outbox.submit($0) }) else {
                     return problem(.serviceUnavailable, "the plan could not be sent: it is empty, or too many commands are waiting")
                 }
@@ -217,6 +219,7 @@ struct ConsoleServer {
             do { command = try ConsoleCommandRequest.parse(body: Array(buffer: body), user: session.user) } catch let error as PayloadError {
                 return problem(.badRequest, error.description)
             }
+            if let refusal = live.snapshot.refusal(for: command) { return problem(.conflict, refusal) }
             guard outbox.submit(command) else { return problem(.serviceUnavailable, "too many commands waiting for the bus; try again") }
             return Response(
                 status: .accepted, headers: [.contentType: "application/json"],

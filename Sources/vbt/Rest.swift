@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import VBTBus
 import VBTCommandLine
 import VBTWire
@@ -54,40 +55,52 @@ struct Rest: AsyncParsableCommand {
     }
 }
 
-/// Sends one command to the notifier once it listens and waits for its answer; a missing
-/// notifier, a refusal or no answer is one line and exit 1.
 private func sendRestCommand(_ command: String, station: String, args: JSONObject, bus: BusOptions) async throws {
-    let logger = bootstrapLogging(label: "vbt.rest")
+    let id = try await sendAwaitingAnswer(command, station: station, args: args, program: "notifier", bus: bus)
+    print("\(command) \(id) carried out at \(station) by the notifier")
+}
+
+/// Sends one command to `program` once its heartbeat says it is there, and waits for its
+/// answer (an `ack`); a missing program, a refusal or no answer is one line and exit 1.
+/// Returns the command's id and the answer's detail.
+@discardableResult
+func sendAwaitingAnswer(
+    _ command: String, station: String, athlete: String? = nil, args: JSONObject, program: String, bus: BusOptions
+) async throws -> (id: String, detail: String?) {
+    let logger = bootstrapLogging(label: "vbt.cmd")
     let config = bus.config
-    try await runLoop("vbt.rest", logger: logger) { context in
-        // Other programs listen to cmd.* too: only the notifier's own heartbeat says it is there.
+    let answer = Mutex<(id: String, detail: String?)?>(nil)
+    try await runLoop("vbt.cmd", logger: logger) { context in
+        // Other programs listen to cmd.* too: only the program's own heartbeat says it is there.
         // Subscribed to the answers before the command goes out, so none is missed.
-        let heartbeats = try Subscriber(
-            context: context, config: config, prefixes: [HeartbeatMessage.topic(station: "notifier"), AckMessage.topic(station: station)], logger: logger)
+        let heartbeat = HeartbeatMessage.topic(station: program)
+        let inbox = try Subscriber(context: context, config: config, prefixes: [heartbeat, AckMessage.topic(station: station)], logger: logger)
         let deadline = monotonicSeconds() + 5
         var alive = false
         while !alive, monotonicSeconds() < deadline {
-            alive = try heartbeats.next(timeoutMs: 200)?.topic == HeartbeatMessage.topic(station: "notifier")
+            alive = try inbox.next(timeoutMs: 200)?.topic == heartbeat
         }
         guard alive else {
-            reportProblem("vbt: no heartbeat from the notifier within 5 s; start it (notifier) and check VBT_SUB_ENDPOINT")
+            reportProblem("vbt: no heartbeat from the \(program) within 5 s; start it (\(program)) and check VBT_SUB_ENDPOINT")
             throw ProgramExit()
         }
         let publisher = try Publisher(context: context, config: config, program: "vbt")
-        let id = try sendCommands(publisher, station: station, target: "notifier", [(command, args)], whoListens: "the notifier")[0]
+        let id = try sendCommands(publisher, station: station, athlete: athlete, target: program, [(command, args)], whoListens: "the \(program)")[0]
         let answerBy = monotonicSeconds() + 5
         while monotonicSeconds() < answerBy {
-            guard let message = try heartbeats.next(timeoutMs: 200), message.envelope.type == AckMessage.type,
+            guard let message = try inbox.next(timeoutMs: 200), message.envelope.type == AckMessage.type,
                 let ack = try? message.payload(as: AckMessage.self), ack.cmdId == id
             else { continue }
             guard ack.state == .done else {
-                reportProblem("vbt: the notifier did not carry out \(command) at \(station): \(ack.reason ?? "no reason given")")
+                reportProblem("vbt: the \(program) did not carry out \(command) at \(station): \(ack.reason ?? "no reason given")")
                 throw ProgramExit()
             }
-            print("\(command) \(id) carried out at \(station) by the notifier")
+            answer.withLock { $0 = (id, ack.reason) }  // a done answer's reason is its detail
             return
         }
-        reportProblem("vbt: \(command) \(id) sent to \(station), but the notifier did not answer within 5 s; see its log")
+        reportProblem("vbt: \(command) \(id) sent to \(station), but the \(program) did not answer within 5 s; see its log")
         throw ProgramExit()
     }
+    guard let answered = answer.withLock({ $0 }) else { throw ExitCode.failure }
+    return answered
 }

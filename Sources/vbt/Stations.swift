@@ -10,21 +10,102 @@ import VBTWire
 // programs over the bus (cmd.<station>, proto/cmd.schema.json).
 
 struct Station: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Station commands.", subcommands: [Assign.self])
+    static let configuration = CommandConfiguration(
+        abstract: "The stations: registered and seen on the bus, and who is at each.",
+        discussion: """
+            The session-recorder keeps the registry: the stations added here and every station a live
+            bridge speaks for (its heartbeat, status or readings). Commands to a station the registry does
+            not know are refused; one athlete is at one station at a time.
+            """,
+        subcommands: [List.self, Add.self, Rename.self, Remove.self, Assign.self, Unassign.self])
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the stations: live or silent, and who is at each.")
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let stations = try recorder.withClient { try $0.ask(.stationList, NoArgs(), as: [StationRecord].self) }
+            recorder.output(stations) {
+                renderTable(
+                    ["station", "label", "state", "athlete", "exercise", "load kg", "since"],
+                    stations.map {
+                        [
+                            $0.name, $0.label ?? "-", Station.describeState($0), $0.athlete ?? "-", $0.athlete == nil ? "-" : $0.exercise ?? "-",
+                            $0.athlete == nil ? "-" : show($0.loadKg, 1), $0.athlete == nil ? "-" : localDate($0.assignedTs),
+                        ]
+                    })
+            }
+        }
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register a station (before its bridge first runs), or give one a label.")
+        @Argument(help: "The station's name in topics, e.g. rack-01 (the bridge's --station).") var name: String
+        @Option(help: "What people call it, e.g. \"squat rack by the window\".") var label: String?
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws { try validateStation(name) }
+
+        func run() throws {
+            let change = try recorder.withClient { try $0.ask(.stationAdd, StationAddArgs(name: name, label: label), as: StationChange.self) }
+            recorder.output(change) { "station \(name) registered\(change.station.map { " (\(Station.describeState($0)))" } ?? "")\n" }
+        }
+    }
+
+    struct Rename: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Rename a station, its history with it (or merge it into another).",
+            discussion: """
+                Every stored set, rep, assignment, calibration, posture change, profile and alert of NAME is
+                moved to NEW (raw readings are not: they expire). Refused while NAME is live: restart its
+                bridge with --station NEW first.
+                """)
+        @Argument(help: "The station's name now.") var name: String
+        @Argument(help: "Its new name.") var new: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            try validateStation(name)
+            try validateStation(new)
+        }
+
+        func run() throws {
+            let change = try recorder.withClient { try $0.ask(.stationRename, StationRenameArgs(name: name, to: new), as: StationChange.self) }
+            recorder.output(change) { "station \(name) is now \(new): \(change.movedRows ?? 0) stored rows moved\n" }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Take a station off the registry (its history stays).",
+            discussion: "Refused while its bridge is live or someone is assigned to it.")
+        @Argument(help: "The station.") var name: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws { try validateStation(name) }
+
+        func run() throws {
+            let change = try recorder.withClient { try $0.ask(.stationRemove, StationNameArgs(name: name), as: StationChange.self) }
+            recorder.output(change) { "station \(name) removed from the registry; its history stays\n" }
+        }
+    }
 
     struct Assign: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Assign an athlete, exercise and load to a station.",
             discussion: """
-                Checks the athlete and exercise with the recorder, publishes cmd.<station> athlete.assign
-                (with the exercise's expected ROM and default rest) for the detector, posture evaluator
-                and notifier, and waits until the recorder has stored it.
+                Checks the station, athlete and exercise with the recorder, publishes cmd.<station>
+                athlete.assign (with the exercise's expected ROM and default rest) for the detector, posture
+                evaluator and notifier, and waits until the recorder has stored it. An athlete at another
+                station is refused there unless --move (which unassigns them there first).
                 """)
         @Argument(help: "The station, e.g. rack-01.") var station: String
         @Option(help: "Athlete id.") var athlete: String
         @Option(help: "Exercise id (see vbt exercise list).") var exercise: String
         @Option(help: "Load on the bar, kg.") var load: Double
         @Option(help: "Velocity loss that stops the set, % (default 20).") var vlThreshold: Double?
+        @Flag(help: "Move the athlete here from the station they are at (it is unassigned).") var move = false
         @OptionGroup var recorder: RecorderOptions
 
         func validate() throws {
@@ -37,6 +118,7 @@ struct Station: ParsableCommand {
             try recorder.withClient { client in
                 _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
                 let entry = try client.ask(.exerciseShow, IdArgs(id: exercise), as: ExerciseRecord.self)
+                try client.prepareAssignment(athlete: athlete, at: station, move: move, recorder: recorder)
                 let args = assignmentArgs(
                     athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
                     vlThresholdPct: vlThreshold)
@@ -46,11 +128,106 @@ struct Station: ParsableCommand {
             }
         }
     }
+
+    struct Unassign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Nobody at a station any more: its set ends, its rest and plan stop.",
+            discussion: "Publishes cmd.<station> athlete.unassign and waits until the recorder has stored it.")
+        @Argument(help: "The station, e.g. rack-01.") var station: String
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws { try validateStation(station) }
+
+        func run() throws {
+            try recorder.withClient { client in
+                let record = try client.knownStation(station)
+                guard let athlete = record.athlete else {
+                    throw QueryError(kind: "invalid", message: "nobody is at \(station): vbt station list shows who is where")
+                }
+                let stored = try client.unassign(station, athlete: athlete, recorder: recorder)
+                recorder.output(stored) { "\(station): \(athlete) unassigned; nobody is at \(station)\n" }
+            }
+        }
+    }
+
+    static func describeState(_ station: StationRecord) -> String {
+        if station.live { return "live" }
+        guard let silent = station.silentForS else { return "never heard" }
+        return "silent \(describeDuration(silent))"
+    }
+}
+
+/// A station's name as people mistype it: case, separators and leading zeros ignored
+/// (`Rack-1`, `rack01` and `rack-01` are the same).
+func looseStationName(_ name: String) -> String {
+    var out = "", digits = ""
+    func number() -> String {
+        let trimmed = digits.drop { $0 == "0" }
+        return trimmed.isEmpty ? (digits.isEmpty ? "" : "0") : String(trimmed)
+    }
+    for character in name.lowercased() where character != "-" && character != "_" && character != "." {
+        if character.isNumber {
+            digits.append(character)
+        } else {
+            out += number() + String(character)
+            digits = ""
+        }
+    }
+    return out + number()
+}
+
+/// "45 s", "12 min", "3 h", "2 d".
+func describeDuration(_ seconds: Double) -> String {
+    switch seconds {
+    case ..<120: "\(Int(seconds.rounded())) s"
+    case ..<7_200: "\(Int((seconds / 60).rounded())) min"
+    case ..<172_800: "\(Int((seconds / 3_600).rounded())) h"
+    default: "\(Int((seconds / 86_400).rounded())) d"
+    }
+}
+
+extension QueryClient {
+    /// The registry's record of `station`, or an error naming what to do when it is unknown.
+    func knownStation(_ station: String) throws -> StationRecord {
+        let stations = try ask(.stationList, NoArgs(), as: [StationRecord].self)
+        guard let record = stations.first(where: { $0.name == station }) else {
+            let near = stations.map(\.name).filter { looseStationName($0) == looseStationName(station) }
+            throw QueryError(
+                kind: "invalid",
+                message: "no station '\(station)' is known\(near.isEmpty ? "" : " (did you mean \(near.joined(separator: " or "))?)"): "
+                    + "vbt station list shows the stations; vbt station add \(station) registers one")
+        }
+        return record
+    }
+
+    /// Before `athlete` is assigned to `station`: the station must be known, and the athlete at no
+    /// other station (with `move`, unassigned there first). A silent station is said on stderr:
+    /// the assignment waits for it.
+    func prepareAssignment(athlete: String, at station: String, move: Bool, recorder: RecorderOptions) throws {
+        let record = try knownStation(station)
+        if let reason = record.silenceReason { reportProblem("vbt: note: \(reason); the assignment is kept for when it speaks") }
+        let stations = try ask(.stationList, NoArgs(), as: [StationRecord].self)
+        for other in stations where other.athlete == athlete && other.name != station {
+            guard move else {
+                throw QueryError(
+                    kind: "invalid",
+                    message: "\(athlete) is at \(other.name): vbt station unassign \(other.name) first, or --move to move them to \(station)")
+            }
+            try unassign(other.name, athlete: athlete, recorder: recorder)
+        }
+    }
+
+    /// Publishes `athlete.unassign` to `station` and waits until the recorder has stored it.
+    @discardableResult
+    func unassign(_ station: String, athlete: String, recorder: RecorderOptions) throws -> AssignmentRecord {
+        let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteUnassign, JSONObject())])
+        return try waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
+    }
 }
 
 func validateStation(_ station: String) throws {
-    guard (try? splitTopic(Array(CommandMessage.topic(station: station).utf8))) != nil, !station.contains(".") else {
-        throw ValidationError("the station must be a name such as rack-01 (printable, no spaces or dots)")
+    guard isStationName(station) else {
+        throw ValidationError("the station must be a name such as rack-01: 1 to 64 letters, digits, '.', '_' or '-'")
     }
 }
 

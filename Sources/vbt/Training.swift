@@ -328,11 +328,13 @@ struct PlanCommand: ParsableCommand {
             discussion: """
                 Publishes cmd.<station> plan.assign (the whole plan, for the notifier's workout flow) and
                 athlete.assign for its first exercise (for the detector), and waits until the recorder has
-                stored the assignment.
+                stored the assignment. The station must be known (vbt station list); an athlete at another
+                station is refused there unless --move.
                 """)
         @Argument(help: "Plan id.") var id: String
         @Option(help: "The station.") var station: String
         @Option(help: "The athlete (default: the plan's).") var athlete: String?
+        @Flag(help: "Move the athlete here from the station they are at (it is unassigned).") var move = false
         @OptionGroup var recorder: RecorderOptions
 
         func validate() throws { try validateStation(station) }
@@ -343,6 +345,7 @@ struct PlanCommand: ParsableCommand {
                 let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
                 guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
                 let first = plan.items[0]
+                try client.prepareAssignment(athlete: who, at: station, move: move, recorder: recorder)
                 let ids = try publishCommands(
                     station: station, athlete: who, config: recorder.config,
                     plan.startCommands(athlete: who, catalogue: catalogue).map { ($0.command, $0.args) })

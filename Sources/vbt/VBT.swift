@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTCommandLine
+import VBTQuery
 import VBTWire
 
 @main
@@ -30,9 +31,14 @@ struct Posture: AsyncParsableCommand {
     struct Calibrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Calibrate an athlete's posture at a station: sit or stand well for --seconds.",
-            discussion: "Sends cmd.<station> posture.calibrate; the evaluator answers with calibration.<station>.")
+            discussion: """
+                Checks with the session-recorder that the athlete and the station are known and the station
+                is live, sends cmd.<station> posture.calibrate and waits for the posture-evaluator's answer;
+                the calibration itself follows as calibration.<station> when the seconds are over. It is
+                the athlete's: it does not change who is at the station (only an assignment does).
+                """)
 
-        @OptionGroup var bus: BusOptions
+        @OptionGroup var recorder: RecorderOptions
 
         @Option(help: "The station the athlete wears the sensor at.")
         var station: String
@@ -43,23 +49,29 @@ struct Posture: AsyncParsableCommand {
         @Option(help: "Seconds of readings to collect.")
         var seconds: Double = 10
 
+        @Flag(help: "Send without asking the session-recorder (an installation without one).")
+        var noCheck = false
+
         func validate() throws {
             guard seconds >= 1, seconds <= 600 else { throw ValidationError("--seconds must be between 1 and 600") }
             try validateStation(station)
         }
 
         func run() async throws {
-            let logger = bootstrapLogging(label: "vbt.posture")
-            let config = bus.config, station = self.station, athlete = self.athlete, seconds = self.seconds
-            try await runLoop("vbt.posture", logger: logger) { context in
-                try requireBus(context, config, logger: logger)
-                let publisher = try Publisher(context: context, config: config, program: "vbt")
-                let args = PostureCalibrate(athlete: athlete, seconds: seconds).args
-                let id = try sendCommands(
-                    publisher, station: station, athlete: athlete, target: "posture-evaluator",
-                    [(CommandName.postureCalibrate, args)], whoListens: "posture-evaluator")[0]
-                print("calibration \(id) started at \(station) for \(athlete): \(Int(seconds)) s; watch with `vbt echo calibration.\(station)`")
+            if !noCheck {
+                try recorder.withClient { client in
+                    _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
+                    if let reason = try client.knownStation(station).silenceReason {
+                        throw QueryError(kind: "invalid", message: "cannot calibrate at \(station): \(reason)")
+                    }
+                }
             }
+            let args = PostureCalibrate(athlete: athlete, seconds: seconds).args
+            let answer = try await sendAwaitingAnswer(
+                CommandName.postureCalibrate, station: station, athlete: athlete, args: args, program: "posture-evaluator", bus: recorder.bus)
+            print(
+                "calibration \(answer.id) started at \(station): \(answer.detail ?? "calibrating \(athlete) for \(Int(seconds)) s"); "
+                    + "watch with `vbt echo calibration.\(station)`")
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Prometheus
 import Testing
 import VBTBus
+import VBTPosture
 import VBTQuery
 import VBTWire
 
@@ -46,6 +47,33 @@ private func rep(_ index: Int, _ velocity: Double, set: String = "s1", loss: Dou
         #expect(station.reps.count == 3, "the ended set's reps stay shown until the next starts")
         board.apply(message(SetMessage(setId: "s2", event: .start)), now: 100)
         #expect(board.stations["rack-01"]!.reps.isEmpty && board.stations["rack-01"]!.velocityLossPct == 0)
+    }
+
+    @Test func onlyAssignmentsChangeWhoIsThereAndCommandsToUnknownSilentOrTakenStationsAreRefused() throws {
+        var board = ConsoleBoard()
+        func command(_ name: String, _ args: JSONObject = JSONObject(), station: String = "rack-01") -> ConsoleCommandRequest {
+            ConsoleCommandRequest(id: "c", station: station, command: name, target: "*", args: args, athlete: nil, user: "coach")
+        }
+        let assignAna = AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args
+        #expect(board.refusal(for: command(CommandName.setEnd))?.contains("no station rack-01 has been heard") == true)
+        board.apply(message(HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1), station: "bridge-rack-01"), now: 1)
+        board.apply(message(HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1), station: "bridge-rack-02"), now: 1)
+        #expect(board.refusal(for: command(CommandName.setEnd)) == nil)
+        #expect(board.refusal(for: command(CommandName.athleteUnassign)) == "nobody is at rack-01")
+        board.apply(message(CommandMessage(id: "a", command: CommandName.athleteAssign, target: "*", args: assignAna)), now: 2)
+        #expect(board.stations["rack-01"]?.athlete == "ana")
+        // Ben's calibration at ana's station, and a timer naming someone else, change nobody.
+        board.apply(message(CalibrationMessage(PostureCalibration.fit(athlete: "ben", acc: [], mag: [], at: t0)), athlete: "ben"), now: 3)
+        #expect(board.stations["rack-01"]?.athlete == "ana" && board.stations["rack-01"]?.calibrations == 1)
+        #expect(board.refusal(for: command(CommandName.athleteAssign, assignAna, station: "rack-02"))?.contains("ana is at rack-01") == true)
+        board.apply(message(CommandMessage(id: "u", command: CommandName.athleteUnassign, target: "*", args: JSONObject())), now: 4)
+        board.apply(
+            message(SetMessage(setId: "s1", event: .end, reps: 3, reason: .command, bestMeanVelocityMps: 0.7, velocityLossPct: 5), athlete: "ana"), now: 4)
+        #expect(board.stations["rack-01"]?.athlete == nil && board.stations["rack-01"]?.exercise == nil)
+        #expect(board.refusal(for: command(CommandName.athleteAssign, assignAna, station: "rack-02")) == nil)
+        board.tick(now: 10)
+        #expect(board.refusal(for: command(CommandName.restSkip))?.contains("rack-01 is silent") == true)
+        #expect(board.refusal(for: command(CommandName.athleteAssign, assignAna)) == nil, "an assignment waits for a silent station")
     }
 
     @Test func aRepOfAnUnseenSetStartsItAndARepeatedRepIsNotCountedTwice() {

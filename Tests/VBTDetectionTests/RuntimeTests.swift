@@ -90,6 +90,44 @@ struct DetectorRuntimeTests {
         #expect(answers.last?.state == .refused && answers.last?.reason?.hasPrefix("set.load: ") == true)
     }
 
+    @Test("athlete.unassign ends the set in progress as the athlete's, and what follows belongs to nobody")
+    func unassign() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let out = try Subscriber(transport: bus, prefixes: [AckMessage.topicPrefix, "rep.", "set."], logger: Self.logger)
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let coach = try Publisher(transport: bus, program: "vbt"), player = try Publisher(transport: bus, program: "sensor-bridge")
+        try bus.heartbeat()
+        try coach.publish(
+            CommandMessage(id: "a", command: CommandName.athleteAssign, args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args),
+            station: "swap-1")
+        var seen: [BusMessage] = []
+        func drain() throws {
+            for _ in 0..<1_000 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+            while let message = try out.next(timeoutMs: 0) { seen.append(message) }
+        }
+        var remaining = Self.session.messages[...]
+        // Up to the first rep: a set is in progress.
+        while !seen.contains(where: { $0.envelope.type == RepMessage.type }), let message = remaining.popFirst() {
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            try drain()
+        }
+        try coach.publish(CommandMessage(id: "u", command: CommandName.athleteUnassign), station: "swap-1")
+        try drain()
+        let ended = seen.last { $0.envelope.type == SetMessage.type }
+        #expect(try ended.map { try $0.payload(as: SetMessage.self) }?.reason == .command)
+        #expect(ended?.envelope.athlete == "ana", "the set was hers")
+        let ack = try seen.last { $0.envelope.type == AckMessage.type }.map { try $0.payload(as: AckMessage.self) }
+        #expect(ack?.cmdId == "u" && ack?.state == .done && ack?.reason == "the set in progress ended")
+        let before = seen.count
+        for message in remaining {
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            try drain()
+        }
+        let after = seen[before...].filter { $0.envelope.type == RepMessage.type }
+        #expect(!after.isEmpty && after.allSatisfy { $0.envelope.athlete == nil })
+    }
+
     @Test("one detector alone counts every rep of the session")
     func alone() throws {
         #expect(try Self.baseline.get().reps.count == Self.session.reps)

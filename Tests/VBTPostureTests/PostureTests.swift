@@ -92,6 +92,27 @@ struct PostureEvaluationTests {
         return reports
     }
 
+    @Test("another athlete calibrated at a station keeps the station's athlete and model; unassigned, nothing is judged")
+    func calibrationIsTheAthletes() {
+        var tracker = calibrated()
+        let anas = tracker.calibration
+        #expect(tracker.athlete == "ana")
+        tracker.startCalibration(athlete: "ben", seconds: 2)
+        let leaning = readings(120, tiltDeg: 25, seed: 7)
+        var made: PostureCalibration?
+        for (i, (a, m)) in zip(leaning.acc, leaning.mag).enumerated() {
+            for output in tracker.feed(t: 3_000 + Double(i) * 0.02, acc: a, mag: m) {
+                if case .calibrated(let calibration) = output { made = calibration }
+            }
+        }
+        #expect(made?.athlete == "ben", "ben's calibration is made (and published, and stored for him)")
+        #expect(tracker.athlete == "ana" && tracker.calibration == anas, "ana is still the one judged, with her own model")
+        #expect(feed(&tracker, tiltDeg: 0, seconds: 1, from: 4_000).allSatisfy { $0.correct && $0.athlete == "ana" })
+        tracker.unassign()
+        #expect(tracker.athlete == nil && tracker.calibration == nil)
+        #expect(feed(&tracker, tiltDeg: 30, seconds: 1, from: 5_000).isEmpty)
+    }
+
     @Test("calibrate, slouch, sit straight: the state follows, changes are flagged once, sustained bad after 5 s")
     func follows() {
         var tracker = calibrated()
