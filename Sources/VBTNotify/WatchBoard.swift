@@ -39,9 +39,11 @@ public struct WatchBoard: Sendable {
     public mutating func apply(_ message: BusMessage, now: Double) {
         let station = message.envelope.station
         let athlete = message.envelope.athlete
-        func update(_ change: (inout Row) -> Void) {
+        // Who is at the station: what a rep, a set's start, a posture report or the workout names
+        // (a set's end or a timer may come after the station was unassigned, still naming who left).
+        func update(namingAthlete: Bool = true, _ change: (inout Row) -> Void) {
             var row = rows[station] ?? Row()
-            if let athlete { row.athlete = athlete }
+            if namingAthlete, let athlete { row.athlete = athlete }
             change(&row)
             rows[station] = row
         }
@@ -56,7 +58,7 @@ public struct WatchBoard: Sendable {
             }
         case SetMessage.type:
             guard let set = try? message.payload(as: SetMessage.self) else { return }
-            update {
+            update(namingAthlete: set.event == .start) {
                 if set.event == .start { $0.velocityLossPct = 0 } else if let loss = set.velocityLossPct { $0.velocityLossPct = loss }
             }
         case PostureMessage.type:
@@ -67,7 +69,7 @@ public struct WatchBoard: Sendable {
             }
         case TimerMessage.type:
             guard let timer = try? message.payload(as: TimerMessage.self) else { return }
-            update {
+            update(namingAthlete: false) {
                 $0.timer = timer
                 $0.timerReceivedAt = now
             }
@@ -102,10 +104,14 @@ public struct WatchBoard: Sendable {
                 remember(alert, now: now)
             }
         case CommandMessage.type:
-            guard let command = try? message.payload(as: CommandMessage.self), command.command == CommandName.athleteAssign,
-                let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete
+            guard let command = try? message.payload(as: CommandMessage.self) else { return }
+            if command.command == CommandName.athleteUnassign {
+                update(namingAthlete: false) { ($0.athlete, $0.exercise, $0.loadKg) = (nil, nil, nil) }
+                break
+            }
+            guard command.command == CommandName.athleteAssign, let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete
             else { return }
-            update {
+            update(namingAthlete: false) {
                 $0.athlete = assigned
                 $0.exercise = assign.exercise ?? $0.exercise
                 $0.loadKg = assign.loadKg ?? $0.loadKg

@@ -207,7 +207,9 @@ public final class RecorderRuntime {
             let chunk = 20_000
             let deleted = try ingestor.pruneSamples(now: clock.wallSeconds(), chunk: chunk, maxChunks: 1)
             if deleted > 0 { logger.debug("old raw samples pruned", metadata: ["rows": "\(deleted)"]) }
-            if deleted == chunk { nextPrune = clock.monotonicSeconds() + 0.05 } else {
+            if deleted == chunk {
+                nextPrune = clock.monotonicSeconds() + 0.05
+            } else {
                 try ingestor.forgetSilentStreams(now: clock.wallSeconds())
                 try ingestor.store.forgetSilentSeenStations(now: clock.wallSeconds())
             }

@@ -61,6 +61,7 @@ enum Pages {
                 <button data-command="rest.skip">Skip rest</button>
                 <button data-command="rest.extend" data-seconds="30">Rest +30 s</button>
                 <button data-command="posture.calibrate">Calibrate posture</button>
+                <button data-command="athlete.unassign">Unassign athlete</button>
               </div>
               <ol id="command-log" class="command-log"></ol>
             </section>

@@ -73,6 +73,7 @@ func sendAwaitingAnswer(
     try await runLoop("vbt.cmd", logger: logger) { context in
         // Other programs listen to cmd.* too: only the program's own heartbeat says it is there.
         // Subscribed to the answers before the command goes out, so none is missed.
+        try requireBus(context, config, logger: logger)
         let heartbeat = HeartbeatMessage.topic(station: program)
         let inbox = try Subscriber(context: context, config: config, prefixes: [heartbeat, AckMessage.topic(station: station)], logger: logger)
         let deadline = monotonicSeconds() + 5

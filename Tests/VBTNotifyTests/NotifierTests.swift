@@ -92,6 +92,33 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         outputs.compactMap { if case .ack(_, _, let ack) = $0 { ack } else { nil } }
     }
 
+    @Test func anUnassignedStationLosesItsRestPlanAndAthleteAndSaysSo() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        var board = WatchBoard()
+        func show(_ outputs: [NotifierOutput]) {
+            for output in outputs {
+                switch output {
+                case .timer(let station, let athlete, let timer): board.apply(busMessage(timer, station: station, athlete: athlete), now: 1)
+                case .workout(let station, let athlete, let workout): board.apply(busMessage(workout, station: station, athlete: athlete), now: 1)
+                default: break
+                }
+            }
+        }
+        show(notifier.handle(command("plan.assign", plan), now: t0) + notifier.handle(setEnd("s1"), now: t0))
+        #expect(timers(notifier.handle(command(CommandName.restPause), now: t0 + 1)).last?.state == .paused)
+        let unassign = command(CommandName.athleteUnassign)
+        board.apply(unassign, now: 2)
+        let out = notifier.handle(unassign, now: t0 + 2)
+        show(out)
+        #expect(timers(out).map(\.state) == [.cancelled])
+        #expect(workouts(out).map(\.event) == ["athlete-unassigned"] && workouts(out).first?.plan == nil)
+        #expect(acks(out).map(\.state) == [.done])
+        #expect(acks(notifier.handle(command(CommandName.restSkip), now: t0 + 3)).first?.reason == "no rest timer at rack-01")
+        // The set that ended with the unassignment still names who left: the board keeps nobody there.
+        board.apply(busMessage(SetMessage(setId: "s2", event: .end, reps: 2, reason: .command), athlete: "ana"), now: 3)
+        #expect(board.rows["rack-01"]?.athlete == nil && board.rows["rack-01"]?.exercise == nil)
+    }
+
     @Test func everyCommandItActsOnIsAnsweredDoneOrRefusedWithTheReason() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
         let refused = acks(notifier.handle(command(CommandName.restPause), now: t0))

@@ -70,7 +70,8 @@ struct StationRegistryTests {
         let fixture = try StoreFixture()
         _ = try fixture.store.addStation(StationAddArgs(name: "rack-01"), now: now)
         try fixture.ingestor.ingest([
-            try command(CommandName.athleteAssign, station: "rack-01", args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args, id: "a", ts: now)
+            try command(
+                CommandName.athleteAssign, station: "rack-01", args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args, id: "a", ts: now)
         ])
         var record = try fixture.store.station("rack-01", now: now)
         #expect(record.athlete == "ana" && record.exercise == "squat" && record.loadKg == 100 && record.assignedTs == now)
@@ -102,7 +103,9 @@ struct StationRegistryTests {
         try sightings.persist(to: fixture.store)
         _ = try fixture.store.addStation(StationAddArgs(name: "rack-01", label: "Rack 1"), now: now)
 
-        #expect(throws: StoreError.self) { try fixture.store.renameStation(StationRenameArgs(name: "rack-1", to: "rack-01"), now: now + 205, sightings: sightings) }
+        #expect(throws: StoreError.self) {
+            try fixture.store.renameStation(StationRenameArgs(name: "rack-1", to: "rack-01"), now: now + 205, sightings: sightings)
+        }
         let change = try fixture.store.renameStation(StationRenameArgs(name: "rack-1", to: "rack-01"), now: now + 300, sightings: sightings)
         #expect(change.movedRows ?? 0 >= 1 + 1 + 3, "the session, the set and its three reps")
         #expect(change.station?.label == "Rack 1" && change.station?.lastSeenTs == now + 200)

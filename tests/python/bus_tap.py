@@ -37,3 +37,27 @@ class BusTap:
         self.thread.join(5)
         self.socket.close(0)
         self.context.term()
+
+
+class BusLog:
+    """Every message on the bus, kept as a pyzmq subscriber sees it (independent of the programs);
+    `of` picks them by type, station and fields (`station` defaults to `default_station`)."""
+
+    def __init__(self, endpoint: str, default_station: str | None = None):
+        self.messages: list[dict] = []
+        self.default_station = default_station
+        self.lock = threading.Lock()
+        self.tap = BusTap(endpoint, self.keep)
+
+    def keep(self, message: dict) -> None:
+        with self.lock:
+            self.messages.append(message)
+
+    def of(self, kind: str, station: str | None = None, **match) -> list[dict]:
+        station = station or self.default_station
+        with self.lock:
+            return [m for m in self.messages if m["type"] == kind and (station is None or m["station"] == station)
+                    and all(m.get(k) == v for k, v in match.items())]
+
+    def close(self) -> None:
+        self.tap.close()

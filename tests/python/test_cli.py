@@ -166,7 +166,7 @@ def test_commands_say_the_bus_is_not_reachable(tmp_path: Path):
     import time
     env = dict(os.environ, VBT_PUB_ENDPOINT=f"tcp://127.0.0.1:{free_port()}", VBT_SUB_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
     for args in (["echo"], ["hz"], ["record", "--out", str(tmp_path / "r.jsonl")], ["pub", "rep.rack-01", "{}", "--no-check"],
-                 ["posture", "calibrate", "--station", "rack-01", "--athlete", "ana"]):
+                 ["posture", "calibrate", "--station", "rack-01", "--athlete", "ana", "--no-check"]):
         started = time.monotonic()
         result = subprocess.run([binary("vbt"), *args], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode == 1 and "vbt-bus is not reachable at tcp://127.0.0.1:" in result.stderr, (args, result.stderr)

@@ -17,12 +17,11 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
-from bus_tap import BusTap
+from bus_tap import BusLog
 from test_recorder import Recorder
 from test_wire import Bus, binary, free_port, wait_until
 
@@ -35,27 +34,6 @@ STATION = "rack-01"
 ARTIFACTS = Path(os.environ.get("CONSOLE_ARTIFACTS", Path(__file__).resolve().parents[2] / "artifacts" / "console"))
 COACH = ("coach-ana", "squat-heavy-1")
 VIEWER = ("viewer-tv", "just-looking-2")
-
-
-class Tap:
-    """Every message on the bus, as a pyzmq subscriber sees it (independent of the console)."""
-
-    def __init__(self, endpoint: str):
-        self.messages: list[dict] = []
-        self.lock = threading.Lock()
-        self.tap = BusTap(endpoint, self.keep)
-
-    def keep(self, message: dict) -> None:
-        with self.lock:
-            self.messages.append(message)
-
-    def of(self, kind: str, station: str = STATION, **match) -> list[dict]:
-        with self.lock:
-            return [m for m in self.messages if m["type"] == kind and m["station"] == station
-                    and all(m.get(k) == v for k, v in match.items())]
-
-    def close(self) -> None:
-        self.tap.close()
 
 
 def browser() -> webdriver.Chrome:
@@ -104,7 +82,7 @@ class Gym:
             added = subprocess.run([binary("vbt"), "console", "user", "add", name, "--role", role, "--users", str(users)],
                                    input=password + "\n", text=True, capture_output=True, env=bus.env, timeout=30)
             assert added.returncode == 0, added.stderr
-        self.tap = Tap(bus.sub_endpoint)
+        self.tap = BusLog(bus.sub_endpoint, default_station=STATION)
         self.recorder = Recorder(bus, tmp_path / "vbt.sqlite")  # sets VBT_QUERY_ENDPOINT for the console too
         bus.run(["vbt", "athlete", "add", "ana", "--name", "Ana"])
         bus.run(["vbt", "plan", "create", "ana-power", "--athlete", "ana", "--item", "deadlift:2x3@140kg/60s", "--item", "bench:3x5@70kg"])

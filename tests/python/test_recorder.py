@@ -148,9 +148,16 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         record_path = tmp_path / "reps.jsonl"
         record = bus.spawn("record", ["vbt", "record", "--out", str(record_path), "rep.", "set.", "cmd."])
         record.wait_for_log("bus connected")
-        assigned = json.loads(vbt(bus, "station", "assign", "rack-01", "--athlete", "ana", "--exercise", "squat",
-                                  "--load", "100", "--json").stdout)
+        # A station its bridge has not spoken for yet is unknown until registered; then the
+        # assignment is kept for when it speaks (and says so).
+        unknown = vbt(bus, "station", "assign", "rack-01", "--athlete", "ana", "--exercise", "squat", "--load", "100",
+                      expect_ok=False)
+        assert unknown.returncode == 1 and "no station 'rack-01' is known" in unknown.stderr, unknown.stderr
+        vbt(bus, "station", "add", "rack-01", "--label", "Squat rack 1")
+        result = vbt(bus, "station", "assign", "rack-01", "--athlete", "ana", "--exercise", "squat", "--load", "100", "--json")
+        assigned = json.loads(result.stdout)
         assert assigned["athlete"] == "ana" and assigned["load_kg"] == 100, assigned
+        assert "rack-01 has never been heard from" in result.stderr, result.stderr
 
         bus.run(["sensor-bridge", "--simulate", "--station", "rack-01", "--exercise", "squat", "--load-kg", "100",
                  "--seed", "5", "--sets", "2", "--reps", "5", "--rest", "4", "--speed", "0", "--athlete", "ana"],
@@ -233,7 +240,14 @@ def test_simulated_session_exported_exactly_once(bus: Bus, tmp_path: Path):
         # finds the one it sent, by its command id (it used to exit 1 over the notifier's).
         notifier = bus.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json")])
         notifier.wait_for_log("bus connected")
-        vbt(bus, "plan", "assign", "ana-strength", "--station", "rack-02")
+        vbt(bus, "station", "add", "rack-02")
+        # One station per athlete: ana is at rack-01 (the simulated bridge has spoken for it since).
+        taken = vbt(bus, "plan", "assign", "ana-strength", "--station", "rack-02", expect_ok=False)
+        assert taken.returncode == 1 and "ana is at rack-01" in taken.stderr and "--move" in taken.stderr, taken.stderr
+        vbt(bus, "plan", "assign", "ana-strength", "--station", "rack-02", "--move")
+        stations = {s["name"]: s for s in json.loads(vbt(bus, "station", "list", "--json").stdout)}
+        assert stations["rack-01"].get("athlete") is None and stations["rack-01"]["label"] == "Squat rack 1", stations
+        assert stations["rack-02"]["athlete"] == "ana", stations
         # Which of the two athlete.assigns is the latest depends on scheduling (the notifier may
         # answer between vbt's two commands): both are stored, and both say squat.
         notifier.wait_for_log("plan moves on; assigning the next exercise")
@@ -474,7 +488,7 @@ def test_posture_calibration_travels_through_the_recorder(bus: Bus, tmp_path: Pa
     first.wait_for_log("bus connected")
     wearable = Wearable(bus)
     try:
-        bus.run(["vbt", "posture", "calibrate", "--station", STATION, "--athlete", "ana", "--seconds", "2"])
+        bus.run(["vbt", "posture", "calibrate", "--station", STATION, "--athlete", "ana", "--seconds", "2", "--no-check"])
         first.wait_for_log("posture calibration started")
         wearable.hold(0, 2.5)
         wait_until(lambda: recorder.result("calibration.get", {"athlete": "ana"}), "the recorder to store the calibration",
