@@ -77,13 +77,21 @@ public func runSocketLoops(_ services: [any Service], logger: Logger) async thro
     try await group.run()
 }
 
-/// Sets up swift-log for a program: stderr, level from `VBT_LOG_LEVEL` (default info).
-public func bootstrapLogging(label: String) -> Logger {
+/// Sets up swift-log for a program: stderr, level from `VBT_LOG_LEVEL` (default info), text
+/// or JSON lines (`format`, default `VBT_LOG_FORMAT`, else text).
+public func bootstrapLogging(label: String, format: LogFormat = .fromEnvironment) -> Logger {
     let level = environment("VBT_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+        switch format {
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        case .json:
+            var handler = JSONLogHandler(label: label)
+            handler.logLevel = level
+            return handler
+        }
     }
     return Logger(label: label)
 }

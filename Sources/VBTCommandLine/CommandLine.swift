@@ -133,3 +133,16 @@ public func openJournal(_ program: String, endpoint: String, _ start: () throws 
         throw ExitCode.failure
     }
 }
+
+extension LogFormat: ExpressibleByArgument {}
+
+/// The log options every long-running program takes.
+public struct LogOptions: ParsableArguments {
+    @Option(help: "Log lines as text, or json (one object a line, for journald and log shippers); default VBT_LOG_FORMAT, else text.")
+    public var logFormat: LogFormat?
+
+    public init() {}
+
+    /// The format asked for.
+    public var format: LogFormat { logFormat ?? .fromEnvironment }
+}

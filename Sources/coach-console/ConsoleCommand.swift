@@ -41,6 +41,7 @@ struct ConsoleCommand: AsyncParsableCommand {
     var secureCookie = false
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
 
     func validate() throws {
         _ = try address()
@@ -65,7 +66,7 @@ struct ConsoleCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "coach-console")
+        let logger = bootstrapLogging(label: "coach-console", format: logging.format)
         let (host, port) = try address()
         let usersPath = users ?? environment("VBT_CONSOLE_USERS") ?? "data/console-users"
         let accounts: AccountBook

@@ -60,6 +60,7 @@ struct NotifierCommand: AsyncParsableCommand {
     var webhookSeverity: String = "info"
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
     @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
@@ -81,7 +82,7 @@ struct NotifierCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "notifier")
+        let logger = bootstrapLogging(label: "notifier", format: logging.format)
         var settings = NotifierSettings()
         settings.defaultRestS = defaultRest
         settings.repeatS = repeatInterval

@@ -40,6 +40,7 @@ struct PostureEvaluator: AsyncParsableCommand {
     var compute: String?
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
     @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
@@ -58,7 +59,7 @@ struct PostureEvaluator: AsyncParsableCommand {
                 throw ExitCode.failure
             }
         }
-        let logger = bootstrapLogging(label: "posture-evaluator")
+        let logger = bootstrapLogging(label: "posture-evaluator", format: logging.format)
         let config = bus.config
         var settings = PostureSettings()
         settings.hysteresisS = hysteresis

@@ -51,6 +51,7 @@ struct RepDetector: AsyncParsableCommand {
     var recorderTimeout: Double = 10
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
     @OptionGroup var journalOptions: JournalOptions
 
     func validate() throws {
@@ -60,7 +61,7 @@ struct RepDetector: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "rep-detector")
+        let logger = bootstrapLogging(label: "rep-detector", format: logging.format)
         let config = bus.config
         var options = DetectorOptions()
         options.stationsGlob = stations

@@ -27,6 +27,7 @@ struct SensorBridge: AsyncParsableCommand {
     var station: String?
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
 
     // BLE
     @Option(name: .customLong("ble"), help: "A BLE sensor: witmotion or posture, optionally :NAMEPREFIX or @ADDRESS. Repeatable.")
@@ -195,7 +196,7 @@ struct SensorBridge: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "sensor-bridge")
+        let logger = bootstrapLogging(label: "sensor-bridge", format: logging.format)
         let config = bus.config
         var policy = BatchPolicy()
         policy.maxReadings = batchSize

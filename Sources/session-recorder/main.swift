@@ -39,6 +39,7 @@ struct SessionRecorder: AsyncParsableCommand {
     var sessionGap: Double = 3_600
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
 
     func validate() throws {
         guard sampleRetentionDays >= 0, sampleRetentionDays <= 3_650 else { throw ValidationError("--sample-retention-days must be 0 to 3650") }
@@ -46,7 +47,7 @@ struct SessionRecorder: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "session-recorder")
+        let logger = bootstrapLogging(label: "session-recorder", format: logging.format)
         var config = bus.config
         if let queryEndpoint { config.queryEndpoint = queryEndpoint }
         var storeSettings = StoreSettings()

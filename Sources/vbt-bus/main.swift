@@ -19,6 +19,7 @@ struct VBTBusCommand: AsyncParsableCommand {
         version: versionText("vbt-bus"))
 
     @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LogOptions
 
     @Option(help: "Seconds between heartbeat.bus messages.")
     var heartbeatInterval: Double = 1.0
@@ -41,7 +42,7 @@ struct VBTBusCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "vbt-bus")
+        let logger = bootstrapLogging(label: "vbt-bus", format: logging.format)
         var configuration = Forwarder.Configuration()
         configuration.bus = bus.config
         configuration.bus.highWaterMark = highWaterMark ?? BusConfig.highWaterMark(forMemoryMB: memoryBudgetMb)

@@ -171,3 +171,26 @@ def test_commands_say_the_bus_is_not_reachable(tmp_path: Path):
         result = subprocess.run([binary("vbt"), *args], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode == 1 and "vbt-bus is not reachable at tcp://127.0.0.1:" in result.stderr, (args, result.stderr)
         assert time.monotonic() - started < 10, args
+
+
+def test_json_log_lines(bus: Bus, tmp_path: Path):
+    """--log-format json (or VBT_LOG_FORMAT=json): every line a program logs is one JSON object,
+    with its time, level, label and metadata (for journald and log shippers)."""
+    notifier = bus.spawn("notifier", ["notifier", "--state", str(tmp_path / "n.json"), "--log-format", "json"])
+    notifier.wait_for_log('"message":"bus connected"')
+    env = dict(bus.env, VBT_LOG_FORMAT="json")
+    detector = subprocess.Popen([binary("rep-detector")], env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+    try:
+        first = json.loads(detector.stderr.readline())
+        assert first["label"] == "rep-detector" and first["level"] == "info" and first["ts"].endswith("Z"), first
+    finally:
+        detector.terminate()
+        detector.wait(30)
+    assert notifier.terminate() == 0
+    lines = [line for line in notifier.stderr().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]
+    connected = next(r for r in records if r["message"] == "bus connected")
+    assert connected["label"] == "notifier" and connected["metadata"]["bus.instance"].startswith("vbt-bus-"), connected
+    bad = subprocess.run([binary("notifier"), "--log-format", "xml"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "log-format" in bad.stderr, bad.stderr
