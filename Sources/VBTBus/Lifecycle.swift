@@ -77,10 +77,11 @@ public func runSocketLoops(_ services: [any Service], logger: Logger) async thro
     try await group.run()
 }
 
-/// Sets up swift-log for a program: stderr, level from `VBT_LOG_LEVEL` (default info), text
-/// or JSON lines (`format`, default `VBT_LOG_FORMAT`, else text).
-public func bootstrapLogging(label: String, format: LogFormat = .fromEnvironment) -> Logger {
-    let level = environment("VBT_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+/// Sets up swift-log for a program: stderr, level from `VBT_LOG_LEVEL` (else `defaultLevel`:
+/// info for programs, notice for a one-shot command whose answer is its output), text or JSON
+/// lines (`format`, default `VBT_LOG_FORMAT`, else text).
+public func bootstrapLogging(label: String, format: LogFormat = .fromEnvironment, defaultLevel: Logger.Level = .info) -> Logger {
+    let level = environment("VBT_LOG_LEVEL").flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? defaultLevel
     LoggingSystem.bootstrap { label in
         switch format {
         case .text:

@@ -211,6 +211,8 @@ public struct HeartbeatSchedule {
     /// The heartbeat's station: the program's name on the bus.
     public let name: String
     public let intervalS: Double
+    /// The topic prefixes the program subscribes to, said in each heartbeat (`vbt topics`).
+    public var subscribes: [String]?
     private var started: Double?
     private var next = -Double.infinity
 
@@ -228,6 +230,7 @@ public struct HeartbeatSchedule {
         next = now + intervalS
         var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs())
         if let replay { message.replay = publisher.replayOffer(endpoint: replay.endpoint) }
+        message.subscribes = subscribes
         try publisher.publish(message, station: name)
     }
 }

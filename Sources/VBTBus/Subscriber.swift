@@ -112,6 +112,9 @@ public final class Subscriber {
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
     public var forgetAfterS = 3_600.0
 
+    /// The topic prefixes asked for ("" is everything), as a heartbeat says them.
+    public var subscribedPrefixes: [String] { prefixes.map { String(decoding: $0, as: UTF8.self) } }
+
     /// The topic of the bus's own heartbeat.
     public static let busHeartbeatTopic = HeartbeatMessage.topic(station: "bus")
 

@@ -169,6 +169,7 @@ public final class NotifierRuntime {
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: inputs)
         var heartbeat = base
         heartbeat.webhook = sink?.counters
+        heartbeat.subscribes = subscriber.subscribedPrefixes
         if let replay { heartbeat.replay = publisher.replayOffer(endpoint: replay.endpoint) }
         try publisher.publish(heartbeat, station: "notifier")
     }

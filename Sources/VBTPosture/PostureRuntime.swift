@@ -229,6 +229,7 @@ public final class PostureRuntime {
     public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
         subscriber = try Subscriber(
             transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
+        heartbeat.subscribes = subscriber.subscribedPrefixes
         input = InOrderInput(transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) })
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
         clock = transport.clock

@@ -59,6 +59,7 @@ public final class RecorderRuntime {
     /// Connects on `transport` and serves its query endpoint.
     public init(transport: any BusTransport, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
         subscriber = try Subscriber(transport: transport, prefixes: [""], logger: logger)
+        heartbeat.subscribes = subscriber.subscribedPrefixes
         publisher = try Publisher(transport: transport, program: "session-recorder")
         queryServer = try transport.queryServerLink()
         authorized = transport.authorized

@@ -120,6 +120,21 @@ extension JSONObject {
         return objects
     }
 
+    /// An optional array of strings.
+    public func optionalStrings(_ key: String) throws(PayloadError) -> [String]? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .array(let items)?:
+            var strings: [String] = []
+            for item in items {
+                guard case .string(let string) = item else { throw PayloadError("\(key) must hold strings") }
+                strings.append(string)
+            }
+            return strings
+        default: throw PayloadError("\(key) must be an array of strings")
+        }
+    }
+
     /// An optional object.
     public func optionalObject(_ key: String) throws(PayloadError) -> JSONObject? {
         switch self[key] {
@@ -445,6 +460,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
     public var webhook: SinkCounters?
     /// A producer that journals: where to ask for what was missed, and the last seq of each of its streams.
     public var replay: ReplayOffer?
+    /// The topic prefixes the program subscribes to (`""`: everything), so `vbt topics` can say who listens.
+    public var subscribes: [String]?
 
     /// Where a producer answers replay requests (proto/replay.md), and how far each of its streams has gone,
     /// so a consumer sees a silent tail as well as a hole.
@@ -504,6 +521,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         if let object = try fields.optionalObject("replay") {
             replay = ReplayOffer(endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"))
         }
+        subscribes = try fields.optionalStrings("subscribes")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -553,6 +571,12 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("endpoint", replay.endpoint)
             writer.writeSeqMap("last_seq", replay.lastSeq)
             writer.endObject()
+        }
+        if let subscribes {
+            writer.key("subscribes")
+            writer.beginArray()
+            for prefix in subscribes { writer.string(prefix) }
+            writer.endArray()
         }
     }
 }

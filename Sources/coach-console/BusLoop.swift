@@ -32,6 +32,7 @@ struct ConsoleBusLoop {
 
     func run(stop: StopFlag) throws {
         var heartbeat = HeartbeatSchedule(role: "coach-console", name: "coach-console")
+        heartbeat.subscribes = subscriber.subscribedPrefixes
         var lastMessageAt = -Double.infinity
         var nextTick = 0.0
         var batch: [BusMessage] = []

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Synchronization
 import VBTBus
 import VBTCommandLine
@@ -67,7 +68,7 @@ private func sendRestCommand(_ command: String, station: String, args: JSONObjec
 func sendAwaitingAnswer(
     _ command: String, station: String, athlete: String? = nil, args: JSONObject, program: String, bus: BusOptions
 ) async throws -> (id: String, detail: String?) {
-    let logger = bootstrapLogging(label: "vbt.cmd")
+    let logger = bootstrapLogging(label: "vbt.cmd", defaultLevel: .notice)
     let config = bus.config
     let answer = Mutex<(id: String, detail: String?)?>(nil)
     try await runLoop("vbt.cmd", logger: logger) { context in

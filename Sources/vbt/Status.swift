@@ -28,7 +28,7 @@ struct Status: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "vbt.status")
+        let logger = bootstrapLogging(label: "vbt.status", defaultLevel: .notice)
         let config = bus.config, seconds = self.seconds, json = self.json
         let heard = HeardBox()
         try await runLoop("vbt.status", logger: logger) { context in

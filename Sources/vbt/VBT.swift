@@ -20,6 +20,7 @@ struct VBT: AsyncParsableCommand {
         subcommands: [
             Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
             Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self, Keys.self, Status.self,
+            Topics.self,
             ConsoleCommand.self, Backup.self, SetCommand.self, LoadTest.self,
         ])
 }
@@ -383,7 +384,7 @@ struct Pub: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = bootstrapLogging(label: "vbt.pub")
+        let logger = bootstrapLogging(label: "vbt.pub", defaultLevel: .notice)
         guard case .object(let fields) = try JSONParser.parse(Array(json.utf8)) else { return }
         let (type, station) = try splitTopic(Array(topic.utf8))
         let config = bus.config, topic = self.topic, count = self.count, rate = self.rate

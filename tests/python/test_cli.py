@@ -194,3 +194,15 @@ def test_json_log_lines(bus: Bus, tmp_path: Path):
     assert connected["label"] == "notifier" and connected["metadata"]["bus.instance"].startswith("vbt-bus-"), connected
     bad = subprocess.run([binary("notifier"), "--log-format", "xml"], capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and "log-format" in bad.stderr, bad.stderr
+
+
+def test_one_shot_commands_print_their_answer_only(bus: Bus, tmp_path: Path):
+    """A one-shot command's stderr holds problems, not the bus handshake ("bus connected" used to
+    follow every command); VBT_LOG_LEVEL=info brings the log back."""
+    quiet = {k: v for k, v in bus.env.items() if k != "VBT_LOG_LEVEL"}  # the tests' programs log at info
+    for args in (["pub", "rep.rack-01", "--no-check", "--wait-subscribers", "0", "{}"], ["status"], ["topics", "--seconds", "0.5"]):
+        result = subprocess.run([binary("vbt"), *args], env=quiet, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0 and result.stderr == "", (args, result.stderr)
+    env = dict(quiet, VBT_LOG_LEVEL="info")
+    verbose = subprocess.run([binary("vbt"), "status"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert verbose.returncode == 0 and "bus connected" in verbose.stderr, verbose.stderr

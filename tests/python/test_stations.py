@@ -140,3 +140,17 @@ def test_posture_calibration_checks_the_athlete_and_the_station_and_changes_nobo
     after = [p for p in gym.log.of("posture", STATION) if p["ts"] > calibrated_at]
     assert after and all(p.get("athlete") == "ana" for p in after), {p.get("athlete") for p in after}
     assert gym.stations()[STATION].get("athlete") == "ana"
+
+
+def test_topics_says_who_publishes_and_who_listens(gym: Gym):
+    rows = {r["type"]: r for r in json.loads(gym.ok("topics", "--json", "--seconds", "3").stdout)}
+    sample = rows["sample"]
+    assert [p["program"] for p in sample["publishers"]] == ["sensor-bridge"] and sample["publishers"][0]["per_s"] > 10, sample
+    assert sample["stations"] == [STATION], sample
+    listeners = {listener["program"]: listener.get("scope") for listener in sample["listeners"]}
+    assert listeners == {"rep-detector": None, "posture-evaluator": None, "session-recorder": "everything"}, listeners
+    # What the detector publishes, the notifier listens to; a heartbeat's publishers are every program.
+    assert "rep-detector" in {p["program"] for p in rows["heartbeat"]["publishers"]}
+    assert "notifier" in {listener["program"] for listener in rows["set"]["listeners"]}
+    table = gym.ok("topics", "--seconds", "2").stdout
+    assert any(line.startswith("sample") and "sensor-bridge" in line and "rep-detector" in line for line in table.splitlines()), table
