@@ -9,7 +9,8 @@
 # instead of building them (`make install` builds them first with the static
 # Swift standard library, so a station computer needs no Swift toolchain).
 #
-# It installs the programs into /usr/local/bin, the units and vbt.target into
+# It installs the programs into /usr/local/bin, vbt's shell completions (bash,
+# zsh, fish) under /usr/local/share, the units and vbt.target into
 # /etc/systemd/system, the `vbt` system user (sysusers.d), /etc/vbt/vbt.env
 # (from vbt.env.example, kept when it exists) and, on a server, the
 # installation's keys in /etc/vbt/keys (made once: a key per service and
@@ -40,6 +41,14 @@ esac
 install -d -m 0755 "$root/usr/local/bin" "$root/etc/systemd/system" "$root/etc/sysusers.d" "$root/usr/local/share/doc/vbt/deploy"
 # Stripped: the symbols are half of a static binary's size.
 for program in "${programs[@]}"; do install -s -m 0755 "$bin_dir/$program" "$root/usr/local/bin/$program"; done
+# vbt's shell completions, written by swift-argument-parser from its command tree (bash-completion,
+# zsh and fish look in these folders under /usr/local/share).
+completions=$root/usr/local/share
+install -d -m 0755 "$completions/bash-completion/completions" "$completions/zsh/site-functions" "$completions/fish/vendor_completions.d"
+"$bin_dir/vbt" --generate-completion-script bash > "$completions/bash-completion/completions/vbt"
+"$bin_dir/vbt" --generate-completion-script zsh > "$completions/zsh/site-functions/_vbt"
+"$bin_dir/vbt" --generate-completion-script fish > "$completions/fish/vendor_completions.d/vbt.fish"
+chmod 0644 "$completions/bash-completion/completions/vbt" "$completions/zsh/site-functions/_vbt" "$completions/fish/vendor_completions.d/vbt.fish"
 install -m 0644 "$here/systemd/vbt.target" "$root/etc/systemd/system/vbt.target"
 for unit in "${units[@]}"; do install -m 0644 "$here/systemd/$unit.service" "$root/etc/systemd/system/$unit.service"; done
 [ "$role" = station ] && install -m 0644 "$here/systemd/sensor-bridge@.service" "$root/etc/systemd/system/sensor-bridge@.service"

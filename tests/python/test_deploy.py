@@ -93,3 +93,15 @@ def test_user_and_keys(installed):
     install(installed, "server")
     assert (keys / "server.key").read_text() == before
     assert os.access(installed / "usr/local/bin/vbt-bus", os.X_OK)
+
+
+def test_shell_completions(installed):
+    """vbt's completions are installed where bash-completion, zsh and fish look, and complete."""
+    share = installed / "usr/local/share"
+    bash = share / "bash-completion/completions/vbt"
+    script = (f"source {bash}; COMP_WORDS=(vbt station ''); COMP_CWORD=2; COMP_LINE='vbt station '; COMP_POINT=12; "
+              "_vbt vbt '' station; echo \"${COMPREPLY[@]}\"")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and {"list", "add", "assign", "unassign"} <= set(result.stdout.split()), (result.stdout, result.stderr)
+    assert (share / "zsh/site-functions/_vbt").read_text().startswith("#compdef vbt")
+    assert "complete -c 'vbt'" in (share / "fish/vendor_completions.d/vbt.fish").read_text()
