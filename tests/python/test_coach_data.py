@@ -172,7 +172,9 @@ def test_percent_of_e1rm_and_per_set_loads_through_the_notifier(bus: Bus, tmp_pa
         expected_lb = math.floor(0.8 * e1rm / KG_PER_LB / step_lb + 0.5) * step_lb
         started = vbt(bus, "plan", "assign", "pct-lb", "--station", "rack-08").stdout
         assert f"= {expected_lb:g} lb" in started, (started, e1rm)
-        plans = {m["station"]: m for m in messages(record_path) if m["type"] == "cmd" and m["command"] == "plan.assign"}
+        plans = wait_until(lambda: (p := {m["station"]: m for m in messages(record_path)
+                                         if m["type"] == "cmd" and m["command"] == "plan.assign"}).keys() >= {"rack-08", "rack-09"} and p,
+                           "both plan.assign commands recorded", detail=bus.describe)
         assert plans["rack-09"]["args"]["exercises"][0]["load_kg"] == pytest.approx(expected)
         assert plans["rack-08"]["args"]["exercises"][0]["load_kg"] == pytest.approx(expected_lb * KG_PER_LB)
 
