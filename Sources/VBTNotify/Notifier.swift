@@ -215,6 +215,14 @@ public struct Notifier: Sendable {
             CommandMessage(id: id, command: CommandName.athleteAssign, target: "*", args: assign.args))
     }
 
+    /// `set.load` for the station's next set (a plan's per-set loads).
+    private mutating func loadCommand(_ ws: StationWorkout, loadKg: Double, now: Double) -> NotifierOutput {
+        commandCounter += 1
+        let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
+        return .command(
+            station: ws.station, athlete: ws.athlete, CommandMessage(id: id, command: CommandName.setLoad, target: "*", args: SetLoad(loadKg: loadKg).args))
+    }
+
     private mutating func restCommand(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
         var ws = workout(station)
         guard var timer = ws.timer else {
@@ -309,6 +317,9 @@ public struct Notifier: Sendable {
             nextTick[station] = now + settings.tickS
             out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "set-ended", fallbackRestS: settings.defaultRestS)))
             out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
+            // A plan with one load per set: the detector (and so the recorder's sets) learns the
+            // next set's load now, during the rest, so a set begun before the rest is over has it too.
+            if let next = ws.nextSetLoadChange { out.append(loadCommand(ws, loadKg: next, now: now)) }
         }
         state.stations[station] = ws
         needsSave = true

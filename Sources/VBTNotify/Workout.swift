@@ -157,7 +157,15 @@ public struct StationWorkout: Sendable, Codable, Equatable {
             event: event, state: WorkoutMessage.State(rawValue: phase.rawValue) ?? .ready, plan: plan?.id, exercise: exercise,
             loadKg: loadKg, set: setNumber, sets: planned?.sets, reps: planned?.reps,
             exerciseIndex: plan == nil ? nil : exerciseIndex + 1, exercises: plan?.items.count, setsDone: setsDone,
-            restS: restS(fallbackS: fallbackRestS), vlThresholdPct: vlThresholdPct, nextExercise: next)
+            restS: restS(fallbackS: fallbackRestS), vlThresholdPct: vlThresholdPct, nextExercise: next
+        ).targeting(planned?.targetMeanVelocityMps)
+    }
+
+    /// The load of the plan's next set of the current exercise, when it differs from the load
+    /// now on the bar (a plan with one load per set): what the detector must learn before it.
+    public var nextSetLoadChange: Double? {
+        guard let current = planned, setNumber < current.sets, let next = current.loadKg(set: setNumber + 1), next != loadKg else { return nil }
+        return next
     }
 
     /// What moving on after a rest did.
@@ -181,6 +189,7 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         }
         if setNumber < current.sets {
             setNumber += 1
+            loadKg = current.loadKg(set: setNumber) ?? loadKg
             phase = .ready
             return .nextSet
         }

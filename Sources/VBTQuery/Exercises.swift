@@ -68,9 +68,33 @@ public func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, r
 }
 
 extension Plan {
+    /// The plate-friendly step a load from %e1RM is rounded to: 2.5 kg (two 1.25 kg plates),
+    /// or 5 lb (two 2.5 lb plates) for an item written in pounds.
+    public static func plateStepKg(unit: String?) -> Double { unit == "lb" ? 5 * PlanItem.kgPerLb : 2.5 }
+
+    /// The plan with every load given as a percentage of e1RM (`@80%`) turned into kg for
+    /// `athlete`: `e1rmKg` by exercise (the latest from the recorder's `progress`), the
+    /// percentage of it rounded to the nearest plate step (`plateStepKg`, halves up). An item
+    /// whose exercise has no e1RM yet makes the plan refuse to start, saying what to do.
+    public func resolvingLoads(athlete: String, e1rmKg: [String: Double]) throws(StoreError) -> Plan {
+        var plan = self
+        for (index, item) in items.enumerated() {
+            guard let pct = item.loadPctE1rm else { continue }
+            guard let e1rm = e1rmKg[item.exercise], e1rm > 0, e1rm.isFinite else {
+                throw StoreError(
+                    .invalid,
+                    "no e1RM for \(athlete)'s \(item.exercise) yet: record sets at 2+ loads, or give the load in kg (item \(index + 1), \(item.loadWords))")
+            }
+            let step = Self.plateStepKg(unit: item.loadUnit)
+            plan.items[index].loadKg = (pct / 100 * e1rm / step).rounded(.toNearestOrAwayFromZero) * step
+        }
+        return plan
+    }
+
     /// The commands that start this plan at a station for `athlete`: `plan.assign` (the whole
     /// plan, for the notifier's workout) then `athlete.assign` of its first exercise (for the
-    /// detector and the recorder). What `vbt plan assign` and the coach console send.
+    /// detector and the recorder). What `vbt plan assign` and the coach console send. A load
+    /// given as %e1RM must be resolved first (`resolvingLoads`).
     public func startCommands(athlete: String, catalogue: [ExerciseRecord]) -> [(command: String, args: JSONObject)] {
         guard let first = items.first else { return [] }
         return [
@@ -78,9 +102,16 @@ extension Plan {
             (
                 CommandName.athleteAssign,
                 assignmentArgs(
-                    athlete: athlete, exercise: first.exercise, loadKg: first.loadKg, restS: first.restS,
+                    athlete: athlete, exercise: first.exercise, loadKg: first.loadKg(set: 1), restS: first.restS,
                     romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
             ),
         ]
+    }
+
+    /// The current e1RM per exercise in a `progress` report: each exercise's latest day's.
+    public static func latestE1RM(_ report: ProgressReport) -> [String: Double] {
+        Dictionary(
+            report.exercises.compactMap { progress in progress.e1rm.max { $0.ts < $1.ts }.map { (progress.exercise, $0.e1rmKg) } },
+            uniquingKeysWith: { first, _ in first })
     }
 }

@@ -105,10 +105,16 @@ public struct AthleteProfile: Codable, Sendable, Equatable {
 }
 
 extension PlanItem {
-    /// Parses `EXERCISE:SETSxREPS[@LOADkg][/RESTs]`, e.g. `squat:3x5@100kg/180s`;
-    /// without a rest, `defaultRestS` is used. Errors name the expected form.
-    public static func parse(_ text: String, defaultRestS: (String) -> Double?) throws(StoreError) -> PlanItem {
-        let form = "expected EXERCISE:SETSxREPS[@LOADkg][/RESTs], e.g. squat:3x5@100kg/180s"
+    /// One pound in kilograms, exactly (the international pound of 1959).
+    public static let kgPerLb = 0.45359237
+
+    /// Parses `EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs]`, e.g. `squat:3x5@100kg/180s`. LOAD is
+    /// `100kg`, `225lb`, `80%` (of the athlete's e1RM, resolved when the plan starts), or one load
+    /// per set (`60,62.5,65kg`, as many as the sets); a bare number is in `unit` (`kg` or `lb`).
+    /// `~0.75mps` (or `@0.75mps` alone) is a mean-velocity target per rep. Without a rest,
+    /// `defaultRestS` is used. Errors name the expected form.
+    public static func parse(_ text: String, unit: String = "kg", defaultRestS: (String) -> Double?) throws(StoreError) -> PlanItem {
+        let form = "expected EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs] with LOAD 100kg, 225lb, 80% or 60,62.5,65kg, e.g. squat:3x5@100kg/180s"
         let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2, !parts[0].isEmpty else { throw StoreError(.invalid, "'\(text)': \(form)") }
         var rest = parts[1]
@@ -119,22 +125,121 @@ extension PlanItem {
             restS = seconds
             rest = String(rest[..<slash])
         }
-        var loadKg: Double?
+        var target: Double?
+        func velocity(_ value: Substring) throws(StoreError) -> Double {
+            let number = value.lowercased().hasSuffix("mps") ? value.dropLast(3) : value[...]
+            guard let mps = Double(number), mps > 0, mps <= 3 else {
+                throw StoreError(.invalid, "'\(text)': target '\(value)' is not a mean velocity like 0.75mps; \(form)")
+            }
+            return mps
+        }
+        if let tilde = rest.firstIndex(of: "~") {
+            target = try velocity(rest[rest.index(after: tilde)...])
+            rest = String(rest[..<tilde])
+        }
+        var loadKg: Double?, loadsKg: [Double]?, loadPct: Double?, loadUnit: String?
         if let at = rest.firstIndex(of: "@") {
-            let value = rest[rest.index(after: at)...].lowercased().replacingOccurrences(of: "kg", with: "")
-            guard let load = Double(value) else { throw StoreError(.invalid, "'\(text)': load '\(value)' is not a number of kg; \(form)") }
-            loadKg = load
+            let value = rest[rest.index(after: at)...].lowercased()
             rest = String(rest[..<at])
+            if value.hasSuffix("mps") {
+                guard target == nil else { throw StoreError(.invalid, "'\(text)': two velocity targets; \(form)") }
+                target = try velocity(value[...])
+            } else if value.hasSuffix("%") {
+                guard let pct = Double(value.dropLast()), pct > 0, pct <= 120 else {
+                    throw StoreError(.invalid, "'\(text)': '\(value)' is not a percentage of e1RM above 0 and at most 120; \(form)")
+                }
+                loadPct = pct
+                loadUnit = unit == "lb" ? "lb" : nil
+            } else {
+                // Each load may carry its unit; a bare one takes the last unit written, else the plan's.
+                let units = ["kg", "lb"]
+                let written = value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+                let named = Set(written.compactMap { load in units.first { load.hasSuffix($0) } })
+                guard named.count <= 1 else { throw StoreError(.invalid, "'\(text)': loads in both kg and lb; write them in one unit; \(form)") }
+                let itemUnit = named.first ?? unit
+                var kgs: [Double] = []
+                for load in written {
+                    let number = units.first { load.hasSuffix($0) }.map { String(load.dropLast($0.count)) } ?? load
+                    guard let amount = Double(number), amount >= 0 else {
+                        throw StoreError(.invalid, "'\(text)': load '\(load)' is not a number of \(itemUnit); \(form)")
+                    }
+                    kgs.append(itemUnit == "lb" ? amount * kgPerLb : amount)
+                }
+                loadKg = kgs[0]
+                loadUnit = itemUnit == "lb" ? "lb" : nil
+                if kgs.count > 1 { loadsKg = kgs }
+            }
         }
         let counts = rest.lowercased().split(separator: "x").map { Int($0) }
         guard counts.count == 2, let sets = counts[0], let reps = counts[1] else {
             throw StoreError(.invalid, "'\(text)': sets and reps '\(rest)' must be like 3x5; \(form)")
         }
+        if let loadsKg, loadsKg.count != sets {
+            throw StoreError(.invalid, "'\(text)': \(loadsKg.count) loads for \(sets) sets; give one load per set, or one for all")
+        }
         let exercise = parts[0]
         guard let fallback = restS ?? defaultRestS(exercise) else {
             throw StoreError(.invalid, "'\(text)': unknown exercise '\(exercise)'; see vbt exercise list")
         }
-        return PlanItem(exercise: exercise, sets: sets, reps: reps, restS: fallback, loadKg: loadKg)
+        return PlanItem(
+            exercise: exercise, sets: sets, reps: reps, restS: fallback, loadKg: loadKg, loadsKg: loadsKg, loadPctE1rm: loadPct, loadUnit: loadUnit,
+            targetMeanVelocityMps: target)
+    }
+
+    /// The loads as the coach wrote them: `100 kg`, `225 lb`, `60, 62.5, 65 kg`, `80% e1RM`
+    /// (with the resolved load once known: `80% e1RM = 120 kg`), or `-`.
+    public var loadWords: String {
+        let lb = loadUnit == "lb"
+        func amount(_ kg: Double) -> String {
+            let value = lb ? kg / Self.kgPerLb : kg
+            // Pounds come back from kg with float noise: 225 lb is 102.05828325 kg.
+            return String(format: "%g", (value * 1_000).rounded() / 1_000)
+        }
+        let unit = lb ? "lb" : "kg"
+        let loads = (loadsKg ?? loadKg.map { [$0] })?.map(amount).joined(separator: ", ").appending(" \(unit)")
+        if let pct = loadPctE1rm { return String(format: "%g%% e1RM", pct) + (loads.map { " = \($0)" } ?? "") }
+        return loads ?? "-"
+    }
+}
+
+/// `exercise.add`: a new exercise for the catalogue.
+public struct ExerciseInput: Codable, Sendable, Equatable {
+    public var id: String
+    public var name: String
+    /// Default: empty.
+    public var description: String?
+    public var expectedRomMm: Double
+    public var mvtMps: Double
+    /// Default: 120 s, as the generic lift.
+    public var defaultRestS: Double?
+
+    /// Creates an input.
+    public init(id: String, name: String, description: String? = nil, expectedRomMm: Double, mvtMps: Double, defaultRestS: Double? = nil) {
+        (self.id, self.name, self.description) = (id, name, description)
+        (self.expectedRomMm, self.mvtMps, self.defaultRestS) = (expectedRomMm, mvtMps, defaultRestS)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, description
+        case expectedRomMm = "expected_rom_mm"
+        case mvtMps = "mvt_mps"
+        case defaultRestS = "default_rest_s"
+    }
+}
+
+/// `set.annotate`: the athlete's RPE and a coach's note on a stored set.
+public struct AnnotateArgs: Codable, Sendable, Equatable {
+    public var set: String
+    /// Rate of perceived exertion, 1-10 in steps of 0.5.
+    public var rpe: Double?
+    /// Up to 500 characters.
+    public var note: String?
+    /// Empties the RPE and the note first (then `rpe` and `note`, when given, are set).
+    public var clear: Bool?
+
+    /// Creates the arguments.
+    public init(set: String, rpe: Double? = nil, note: String? = nil, clear: Bool? = nil) {
+        (self.set, self.rpe, self.note, self.clear) = (set, rpe, note, clear)
     }
 }
 
@@ -182,9 +287,13 @@ public struct SetSummary: Codable, Sendable, Equatable {
     public var reason: String?
     public var bestMeanVelocityMps: Double?
     public var velocityLossPct: Double?
+    /// The athlete's rate of perceived exertion (`set.annotate`), 1-10.
+    public var rpe: Double?
+    /// A coach's note (`set.annotate`).
+    public var note: String?
 
     enum CodingKeys: String, CodingKey {
-        case id, session, station, athlete, exercise, reps, reason
+        case id, session, station, athlete, exercise, reps, reason, rpe, note
         case loadKg = "load_kg"
         case startedTs = "started_ts"
         case endedTs = "ended_ts"
@@ -195,8 +304,11 @@ public struct SetSummary: Codable, Sendable, Equatable {
     /// Creates a value.
     public init(
         id: String, session: Int64, station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, startedTs: Double,
-        endedTs: Double? = nil, reps: Int, reason: String? = nil, bestMeanVelocityMps: Double? = nil, velocityLossPct: Double? = nil
+        endedTs: Double? = nil, reps: Int, reason: String? = nil, bestMeanVelocityMps: Double? = nil, velocityLossPct: Double? = nil,
+        rpe: Double? = nil, note: String? = nil
     ) {
+        self.rpe = rpe
+        self.note = note
         self.id = id
         self.session = session
         self.station = station

@@ -125,6 +125,10 @@ extension TrainingStore {
                 alerts += 1
             }
             rows["alerts"] = alerts
+            // A set's note is free text: it may name them too.
+            try db.execute(
+                sql: "UPDATE sets SET note = replace(replace(note, ?, ?), ?, ?) WHERE athlete = ? AND note IS NOT NULL",
+                arguments: [name, pseudonym, id, pseudonym, pseudonym])
             try db.execute(sql: "DELETE FROM calibrations WHERE athlete = ?", arguments: [id])
             rows["calibrations"] = db.changesCount
             try db.execute(sql: "UPDATE plans SET athlete = NULL WHERE athlete = ?", arguments: [id])
@@ -167,6 +171,36 @@ extension TrainingStore {
         }
         guard let set = try history(athlete: nil, station: nil, exercise: nil, limit: 10_000).first(where: { $0.id == args.set }) else {
             throw StoreError(.other, "set \(args.set) vanished while being reassigned")
+        }
+        return set
+    }
+
+    /// Sets a stored set's RPE (1-10 in steps of 0.5) and note (at most 500 characters; an empty
+    /// one is none); `clear` empties both first.
+    public func annotateSet(_ args: AnnotateArgs) throws(StoreError) -> SetSummary {
+        let clear = args.clear ?? false
+        guard args.rpe != nil || args.note != nil || clear else { throw StoreError(.invalid, "nothing to change: give the RPE, a note, or clear") }
+        if let rpe = args.rpe, !((1...10).contains(rpe) && (rpe * 2).rounded() == rpe * 2) {
+            throw StoreError(.invalid, "RPE \(rpe) is not 1 to 10 in steps of 0.5 (e.g. 8 or 8.5)")
+        }
+        if let note = args.note, note.unicodeScalars.count > 500 {
+            throw StoreError(.invalid, "the note has \(note.unicodeScalars.count) characters; at most 500")
+        }
+        try write { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sets WHERE id = ?", arguments: [args.set]) == true else {
+                throw StoreError(.invalid, "no set '\(args.set)': see the set ids in vbt history --json")
+            }
+            if clear { try db.execute(sql: "UPDATE sets SET rpe = NULL, note = NULL WHERE id = ?", arguments: [args.set]) }
+            if let rpe = args.rpe { try db.execute(sql: "UPDATE sets SET rpe = ? WHERE id = ?", arguments: [rpe, args.set]) }
+            if let note = args.note { try db.execute(sql: "UPDATE sets SET note = ? WHERE id = ?", arguments: [note.isEmpty ? nil : note, args.set]) }
+        }
+        return try storedSet(args.set)
+    }
+
+    /// One stored set, as `history` has it.
+    func storedSet(_ id: String) throws(StoreError) -> SetSummary {
+        guard let set = try history(athlete: nil, station: nil, exercise: nil, limit: 10_000, id: id).first else {
+            throw StoreError(.invalid, "no set '\(id)': see the set ids in vbt history --json")
         }
         return set
     }
@@ -235,6 +269,34 @@ extension TrainingStore {
         }
     }
 
+    /// Adds an exercise to the catalogue: the id as an athlete's (lower-case letters, digits,
+    /// - or _), ROM 50-1500 mm, MVT 0.05-1.5 m/s, rest 0-1800 s (default 120); an id in use is refused.
+    public func addExercise(_ input: ExerciseInput) throws(StoreError) -> ExerciseRecord {
+        try Self.validateId(input.id, what: "exercise id")
+        let name = input.name.trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty else { throw StoreError(.invalid, "the exercise's name is empty: give --name") }
+        guard (50...1_500).contains(input.expectedRomMm) else {
+            throw StoreError(.invalid, "ROM \(input.expectedRomMm) mm is not between 50 and 1500: give the bar's travel in a full rep, in mm")
+        }
+        guard (0.05...1.5).contains(input.mvtMps) else {
+            throw StoreError(.invalid, "MVT \(input.mvtMps) m/s is not between 0.05 and 1.5: give the mean velocity of a 1RM rep")
+        }
+        let rest = input.defaultRestS ?? 120
+        guard (0...1_800).contains(rest) else { throw StoreError(.invalid, "rest \(rest) s is not between 0 and 1800") }
+        let description = input.description ?? ""
+        guard description.unicodeScalars.count <= 500 else { throw StoreError(.invalid, "the description is longer than 500 characters") }
+        try write { db in
+            if let existing = try String.fetchOne(db, sql: "SELECT name FROM exercises WHERE id = ?", arguments: [input.id]) {
+                throw StoreError(
+                    .invalid, "exercise '\(input.id)' exists already (\(existing)): choose another id, or see vbt exercise show \(input.id)")
+            }
+            try db.execute(
+                sql: "INSERT INTO exercises (id, name, description, expected_rom_mm, mvt_mps, default_rest_s) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [input.id, name, description, input.expectedRomMm, input.mvtMps, rest])
+        }
+        return try exercise(input.id)
+    }
+
     static func exercise(_ row: Row) -> ExerciseRecord {
         ExerciseRecord(
             id: row["id"], name: row["name"], description: row["description"], expectedRomMm: row["expected_rom_mm"],
@@ -260,6 +322,20 @@ extension TrainingStore {
             let rest = item.restS ?? exercise.defaultRestS
             guard (0...1800).contains(rest) else { throw StoreError(.invalid, "\(name): rest \(rest) s; give 0 to 1800") }
             if let load = item.loadKg, !(0...600).contains(load) { throw StoreError(.invalid, "\(name): load \(load) kg; give 0 to 600") }
+            if let loads = item.loadsKg {
+                guard loads.count == item.sets else { throw StoreError(.invalid, "\(name): \(loads.count) loads for \(item.sets) sets; give one per set") }
+                if let load = loads.first(where: { !(0...600).contains($0) }) { throw StoreError(.invalid, "\(name): load \(load) kg; give 0 to 600") }
+                plan.items[index].loadKg = loads[0]
+            }
+            if let pct = item.loadPctE1rm {
+                guard pct > 0, pct <= 120 else { throw StoreError(.invalid, "\(name): \(pct)% of e1RM; give more than 0 and at most 120") }
+                guard item.loadKg == nil, item.loadsKg == nil else { throw StoreError(.invalid, "\(name): give the load in kg or as % of e1RM, not both") }
+            }
+            if let unit = item.loadUnit, !["kg", "lb"].contains(unit) { throw StoreError(.invalid, "\(name): load unit '\(unit)'; give kg or lb") }
+            if plan.items[index].loadUnit == "kg" { plan.items[index].loadUnit = nil }
+            if let target = item.targetMeanVelocityMps, !(target > 0 && target <= 3) {
+                throw StoreError(.invalid, "\(name): velocity target \(target) m/s; give more than 0 and at most 3")
+            }
             plan.items[index].restS = rest
         }
         try write { db in
@@ -272,8 +348,16 @@ extension TrainingStore {
             try db.execute(sql: "INSERT INTO plans (id, athlete, created_ts) VALUES (?, ?, ?)", arguments: [id, plan.athlete, now])
             for (position, item) in plan.items.enumerated() {
                 try db.execute(
-                    sql: "INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg])
+                    sql: """
+                        INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg, loads_kg, load_pct_e1rm, load_unit,
+                            target_mean_velocity_mps)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg,
+                        item.loadsKg.map { "[" + $0.map { "\($0)" }.joined(separator: ",") + "]" }, item.loadPctE1rm, item.loadUnit,
+                        item.targetMeanVelocityMps,
+                    ])
             }
         }
         return try self.plan(id)
@@ -303,8 +387,12 @@ extension TrainingStore {
         }
     }
 
+    /// A stored item; the columns of `v7-coach-data` are empty in plans stored before it.
     static func planItem(_ row: Row) -> PlanItem {
-        PlanItem(exercise: row["exercise"], sets: row["sets"], reps: row["reps"], restS: row["rest_s"], loadKg: row["load_kg"])
+        let loads = (row["loads_kg"] as String?).flatMap { try? JSONDecoder().decode([Double].self, from: Data($0.utf8)) }
+        return PlanItem(
+            exercise: row["exercise"], sets: row["sets"], reps: row["reps"], restS: row["rest_s"], loadKg: row["load_kg"], loadsKg: loads,
+            loadPctE1rm: row["load_pct_e1rm"], loadUnit: row["load_unit"], targetMeanVelocityMps: row["target_mean_velocity_mps"])
     }
 
     /// A station's latest assignment, if any.
@@ -357,19 +445,20 @@ extension TrainingStore {
     // MARK: History, progress, statistics
 
     /// The latest sets, newest first, filtered by athlete, station and exercise.
-    public func history(athlete: String?, station: String?, exercise: String?, limit: Int) throws(StoreError) -> [SetSummary] {
+    public func history(athlete: String?, station: String?, exercise: String?, limit: Int, id: String? = nil) throws(StoreError) -> [SetSummary] {
         try read { db in
             try Row.fetchAll(
                 db,
                 sql: """
                     SELECT * FROM sets WHERE (?1 IS NULL OR athlete = ?1) AND (?2 IS NULL OR station = ?2) AND (?3 IS NULL OR exercise = ?3)
+                      AND (?5 IS NULL OR id = ?5)
                     ORDER BY started_ts DESC LIMIT ?4
-                    """, arguments: [athlete, station, exercise, max(1, min(limit, 10_000))]
+                    """, arguments: [athlete, station, exercise, max(1, min(limit, 10_000)), id]
             ).map {
                 SetSummary(
                     id: $0["id"], session: $0["session"], station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"],
                     loadKg: $0["load_kg"], startedTs: $0["started_ts"], endedTs: $0["ended_ts"], reps: $0["reps"], reason: $0["reason"],
-                    bestMeanVelocityMps: $0["best_mean_velocity_mps"], velocityLossPct: $0["velocity_loss_pct"])
+                    bestMeanVelocityMps: $0["best_mean_velocity_mps"], velocityLossPct: $0["velocity_loss_pct"], rpe: $0["rpe"], note: $0["note"])
             }
         }
     }

@@ -53,8 +53,8 @@ public struct QueryService {
 
     /// The queries that change what is stored; the rest only read.
     public static let writes: Set<QueryName> = [
-        .athleteAdd, .athleteWeighIn, .athleteEdit, .athleteArchive, .athleteErase, .setReassign, .planCreate, .patternPut, .backup,
-        .stationAdd, .stationRename, .stationRemove,
+        .athleteAdd, .athleteWeighIn, .athleteEdit, .athleteArchive, .athleteErase, .setReassign, .setAnnotate, .exerciseAdd, .planCreate, .patternPut,
+        .backup, .stationAdd, .stationRename, .stationRemove,
     ]
 
     /// Answers one request, saying what it was (for logs with the correlation id).
@@ -95,6 +95,8 @@ public struct QueryService {
                 let a = try args(EraseArgs.self)
                 result = try store.eraseAthlete(a.id, confirm: a.confirm)
             case .setReassign: result = try store.reassignSet(try args(ReassignArgs.self))
+            case .setAnnotate: result = try store.annotateSet(try args(AnnotateArgs.self))
+            case .exerciseAdd: result = try store.addExercise(try args(ExerciseInput.self))
             case .athleteShow: result = try store.athlete(try args(IdArgs.self).id)
             case .athleteWeighIn:
                 let a = try args(WeighInArgs.self)

@@ -8,7 +8,9 @@ import VBTQuery
 /// The schema's migrations, oldest first.
 public enum Schema {
     /// The migration identifiers in order; the last is the current version.
-    public static let versions = ["v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations"]
+    public static let versions = [
+        "v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations", "v7-coach-data",
+    ]
 
     /// The migrator that brings any earlier database to the current version.
     public static var migrator: DatabaseMigrator {
@@ -19,6 +21,7 @@ public enum Schema {
         migrator.registerMigration(versions[3], migrate: v4Recovery)
         migrator.registerMigration(versions[4], migrate: v5AthleteCare)
         migrator.registerMigration(versions[5], migrate: v6Stations)
+        migrator.registerMigration(versions[6], migrate: v7CoachData)
         return migrator
     }
 
@@ -272,6 +275,21 @@ public enum Schema {
                 );
                 INSERT INTO stations (name, first_seen_ts, last_seen_ts)
                     SELECT station, min(started_ts), max(ended_ts) FROM sessions GROUP BY station;
+                """)
+    }
+
+    /// A coach's data: a set's RPE and note, and plan items with a load as a percentage of the
+    /// athlete's e1RM, one load per set, the unit the coach wrote loads in, and a mean-velocity
+    /// target. All nullable: plans and sets stored before read as they were.
+    static func v7CoachData(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                ALTER TABLE sets ADD COLUMN rpe REAL CHECK (rpe BETWEEN 1 AND 10);
+                ALTER TABLE sets ADD COLUMN note TEXT CHECK (length(note) <= 500);
+                ALTER TABLE plan_items ADD COLUMN load_pct_e1rm REAL CHECK (load_pct_e1rm > 0 AND load_pct_e1rm <= 120);
+                ALTER TABLE plan_items ADD COLUMN loads_kg TEXT;
+                ALTER TABLE plan_items ADD COLUMN load_unit TEXT CHECK (load_unit IN ('kg', 'lb'));
+                ALTER TABLE plan_items ADD COLUMN target_mean_velocity_mps REAL CHECK (target_mean_velocity_mps > 0 AND target_mean_velocity_mps <= 3);
                 """)
     }
 }

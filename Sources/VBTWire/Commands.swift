@@ -164,7 +164,7 @@ public struct Plan: Sendable, Codable, Equatable {
         athlete = try args.string("athlete")
         id = try args.optionalString("plan")
         guard case .array(let entries)? = args["exercises"], !entries.isEmpty else {
-            throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg}")
+            throw PayloadError("exercises must be a non-empty array of {exercise, sets, reps, rest_s, load_kg, loads_kg, target_mean_velocity_mps}")
         }
         var list: [PlanItem] = []
         for (index, entry) in entries.enumerated() {
@@ -175,7 +175,27 @@ public struct Plan: Sendable, Codable, Equatable {
             guard sets >= 1, reps >= 1 else { throw PayloadError("exercises[\(index)] (\(exercise)): sets and reps must be 1 or more") }
             if let rest, !(rest >= 0 && rest <= 3600) { throw PayloadError("exercises[\(index)] (\(exercise)): rest_s must be 0 to 3600") }
             if let load, !(load >= 0 && load <= 1_000) { throw PayloadError("exercises[\(index)] (\(exercise)): load_kg must be 0 to 1000") }
-            list.append(PlanItem(exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load))
+            var loads: [Double]?
+            if let given = fields["loads_kg"] {
+                guard case .array(let values) = given, values.count == sets else {
+                    throw PayloadError("exercises[\(index)] (\(exercise)): loads_kg must be an array of one load per set (\(sets))")
+                }
+                loads = try values.map { value throws(PayloadError) -> Double in
+                    guard case .number(let kg) = value, kg >= 0, kg <= 1_000 else {
+                        throw PayloadError("exercises[\(index)] (\(exercise)): each of loads_kg must be 0 to 1000")
+                    }
+                    return kg
+                }
+            }
+            let target = try fields.optionalNumber("target_mean_velocity_mps")
+            if let target, !(target > 0 && target <= 3) {
+                throw PayloadError("exercises[\(index)] (\(exercise)): target_mean_velocity_mps must be above 0 and at most 3")
+            }
+            let unit = try fields.optionalString("load_unit")
+            list.append(
+                PlanItem(
+                    exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load ?? loads?.first, loadsKg: loads,
+                    loadPctE1rm: try fields.optionalNumber("load_pct_e1rm"), loadUnit: unit == "lb" ? "lb" : nil, targetMeanVelocityMps: target))
         }
         items = list
     }
@@ -195,6 +215,10 @@ public struct Plan: Sendable, Codable, Equatable {
                         ]
                         if let rest = item.restS { entry.append(("rest_s", .number(rest))) }
                         if let load = item.loadKg { entry.append(("load_kg", .number(load))) }
+                        if let loads = item.loadsKg { entry.append(("loads_kg", .array(loads.map { .number($0) }))) }
+                        if let pct = item.loadPctE1rm { entry.append(("load_pct_e1rm", .number(pct))) }
+                        if let unit = item.loadUnit { entry.append(("load_unit", .string(unit))) }
+                        if let target = item.targetMeanVelocityMps { entry.append(("target_mean_velocity_mps", .number(target))) }
                         return .object(JSONObject(entry))
                     })
             ))
@@ -209,16 +233,40 @@ public struct PlanItem: Sendable, Codable, Equatable {
     public var reps: Int
     /// The rest after each set, s; nil: the exercise's default.
     public var restS: Double?
+    /// The load, kg (with `loadsKg`: the first set's).
     public var loadKg: Double?
+    /// One load per set, kg, when they differ (as many as `sets`).
+    public var loadsKg: [Double]?
+    /// The load as a percentage of the athlete's current e1RM in this exercise: resolved to
+    /// `loadKg` when the plan starts (`Plan.resolvingLoads`).
+    public var loadPctE1rm: Double?
+    /// The unit the coach wrote the loads in: `lb` (loads are still kg here), nil for kg.
+    public var loadUnit: String?
+    /// The mean velocity each rep should reach, m/s.
+    public var targetMeanVelocityMps: Double?
 
     /// Creates an item.
-    public init(exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil) {
+    public init(
+        exercise: String, sets: Int, reps: Int, restS: Double? = nil, loadKg: Double? = nil, loadsKg: [Double]? = nil, loadPctE1rm: Double? = nil,
+        loadUnit: String? = nil, targetMeanVelocityMps: Double? = nil
+    ) {
         (self.exercise, self.sets, self.reps, self.restS, self.loadKg) = (exercise, sets, reps, restS, loadKg)
+        (self.loadsKg, self.loadPctE1rm, self.loadUnit, self.targetMeanVelocityMps) = (loadsKg, loadPctE1rm, loadUnit, targetMeanVelocityMps)
+    }
+
+    /// The load of set `number` (1-based), kg.
+    public func loadKg(set number: Int) -> Double? {
+        if let loadsKg, loadsKg.indices.contains(number - 1) { return loadsKg[number - 1] }
+        return loadKg
     }
 
     enum CodingKeys: String, CodingKey {
         case exercise, sets, reps
         case restS = "rest_s"
         case loadKg = "load_kg"
+        case loadsKg = "loads_kg"
+        case loadPctE1rm = "load_pct_e1rm"
+        case loadUnit = "load_unit"
+        case targetMeanVelocityMps = "target_mean_velocity_mps"
     }
 }

@@ -199,6 +199,8 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
     public var vlThresholdPct: Double
     /// The next exercise of the plan, if any (for the display during the last rest).
     public var nextExercise: String?
+    /// With a plan that sets one: the mean velocity each rep should reach, m/s.
+    public var targetMeanVelocityMps: Double?
 
     /// Creates a workout message.
     public init(
@@ -208,6 +210,13 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         (self.event, self.state, self.plan, self.exercise, self.loadKg, self.set, self.sets) = (event, state, plan, exercise, loadKg, set, sets)
         (self.reps, self.exerciseIndex, self.exercises, self.setsDone, self.restS) = (reps, exerciseIndex, exercises, setsDone, restS)
         (self.vlThresholdPct, self.nextExercise) = (vlThresholdPct, nextExercise)
+    }
+
+    /// The message with a mean-velocity target.
+    public func targeting(_ mps: Double?) -> WorkoutMessage {
+        var message = self
+        message.targetMeanVelocityMps = mps
+        return message
     }
 
     public init(fields: JSONObject) throws(PayloadError) {
@@ -225,6 +234,7 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         restS = try fields.number("rest_s")
         vlThresholdPct = try fields.number("vl_threshold_pct")
         nextExercise = try fields.optionalString("next_exercise")
+        targetMeanVelocityMps = try fields.optionalNumber("target_mean_velocity_mps")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -242,5 +252,6 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         writer.field("rest_s", restS)
         writer.field("vl_threshold_pct", vlThresholdPct)
         writer.optionalField("next_exercise", nextExercise)
+        writer.optionalField("target_mean_velocity_mps", targetMeanVelocityMps)
     }
 }

@@ -30,9 +30,39 @@ struct Backup: ParsableCommand {
     }
 }
 
-/// `vbt set reassign`: a stored set attributed to the right athlete, exercise or load.
+/// `vbt set reassign` and `vbt set note`: a stored set attributed to the right athlete, exercise
+/// or load; its RPE and note.
 struct SetCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Stored sets.", subcommands: [Reassign.self])
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Stored sets: reassign, note.", subcommands: [Reassign.self, Note.self])
+
+    struct Note: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Record the athlete's RPE and a note on a stored set.",
+            discussion: """
+                e.g. vbt set note rack-01-set-3 --rpe 8.5 --note "grindy last rep"
+                RPE is 1 to 10 in steps of 0.5; a note is up to 500 characters. --clear empties both (then sets
+                what else is given). vbt history shows them; vbt export carries them (sets: rpe, note).
+                The set's id is in vbt history --json.
+                """)
+        @Argument(help: "The set's id.") var set: String
+        @Option(help: "Rate of perceived exertion, 1-10 in steps of 0.5.") var rpe: Double?
+        @Option(help: "A note, up to 500 characters.") var note: String?
+        @Flag(help: "Empty the set's RPE and note.") var clear = false
+        @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            guard rpe != nil || note != nil || clear else { throw ValidationError("give --rpe, --note or --clear") }
+        }
+
+        func run() throws {
+            let summary = try recorder.withClient {
+                try $0.ask(.setAnnotate, AnnotateArgs(set: set, rpe: rpe, note: note, clear: clear ? true : nil), as: SetSummary.self)
+            }
+            recorder.output(summary) {
+                "set \(summary.id): RPE \(summary.rpe.map { String(format: "%g", $0) } ?? "-"), note \(summary.note.map { "\"\($0)\"" } ?? "-")\n"
+            }
+        }
+    }
 
     struct Reassign: ParsableCommand {
         static let configuration = CommandConfiguration(

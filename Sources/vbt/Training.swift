@@ -234,7 +234,31 @@ struct Athlete: ParsableCommand {
 // MARK: exercise
 
 struct Exercise: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "The exercise catalogue.", subcommands: [List.self, Show.self])
+    static let configuration = CommandConfiguration(abstract: "The exercise catalogue: list, show, add.", subcommands: [List.self, Show.self, Add.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an exercise to the catalogue.",
+            discussion: """
+                e.g. vbt exercise add zercher-squat --name "Zercher squat" --rom-mm 550 --mvt-mps 0.32 --rest-s 150
+                The new exercise can then be assigned (vbt station assign --exercise), planned and listed.
+                ROM is the bar's travel in a full rep (50-1500 mm); MVT the mean velocity of a 1RM rep (0.05-1.5 m/s),
+                used for e1RM; rest the default rest between sets (0-1800 s, default 120). An id in use is refused.
+                """)
+        @Argument(help: "Exercise id: 1-64 lower-case letters, digits, - or _ (e.g. zercher-squat).") var id: String
+        @Option(help: "Its name.") var name: String
+        @Option(help: "Bar travel of a full rep, mm (50-1500).") var romMm: Double
+        @Option(help: "Mean velocity at 1RM, m/s (0.05-1.5).") var mvtMps: Double
+        @Option(help: "Default rest between sets, s (0-1800; default 120).") var restS: Double?
+        @Option(help: "How it is done, in a sentence.") var description: String?
+        @OptionGroup var recorder: RecorderOptions
+
+        func run() throws {
+            let input = ExerciseInput(id: id, name: name, description: description, expectedRomMm: romMm, mvtMps: mvtMps, defaultRestS: restS)
+            let e = try recorder.withClient { try $0.ask(.exerciseAdd, input, as: ExerciseRecord.self) }
+            recorder.output(e) { "added " + Show.describe(e) }
+        }
+    }
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the exercises.")
@@ -259,9 +283,11 @@ struct Exercise: ParsableCommand {
 
         func run() throws {
             let e = try recorder.withClient { try $0.ask(.exerciseShow, IdArgs(id: id), as: ExerciseRecord.self) }
-            recorder.output(e) {
-                "\(e.id): \(e.name)\n  \(e.description)\n  expected ROM \(show(e.expectedRomMm, 0)) mm, MVT \(show(e.mvtMps)) m/s, default rest \(show(e.defaultRestS, 0)) s\n"
-            }
+            recorder.output(e) { Self.describe(e) }
+        }
+
+        static func describe(_ e: ExerciseRecord) -> String {
+            "\(e.id): \(e.name)\n  \(e.description)\n  expected ROM \(show(e.expectedRomMm, 0)) mm, MVT \(show(e.mvtMps)) m/s, default rest \(show(e.defaultRestS, 0)) s\n"
         }
     }
 }
@@ -276,11 +302,26 @@ struct PlanCommand: ParsableCommand {
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create a plan from ordered items.",
-            discussion: "Example: vbt plan create ana-strength --athlete ana --item squat:3x5@100kg/180s --item bench:3x8@60kg")
+            discussion: """
+                Example: vbt plan create ana-strength --athlete ana --item squat:3x5@80%/180s --item bench:3x5@60,62.5,65kg~0.6mps
+                An item is EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs]. LOAD is one of:
+                  100kg or 225lb      the load of every set (pounds are stored in kg, 1 lb = 0.45359237 kg, and shown as written);
+                  60,62.5,65kg        one load per set, as many as the sets (the notifier tells the detector each set's load);
+                  80%                 of the athlete's current e1RM in that exercise (the latest of vbt progress), resolved
+                                      when the plan is assigned and rounded to the nearest 2.5 kg (5 lb with --unit lb);
+                                      without an e1RM yet the plan refuses to start;
+                  a bare number       in --unit (kg by default).
+                ~0.75mps (or @0.75mps without a load) is the mean velocity each rep should reach, shown by displays.
+                """)
         @Argument(help: "Plan id: lower-case letters, digits, - or _.") var id: String
         @Option(help: "The athlete the plan is for.") var athlete: String?
-        @Option(help: "EXERCISE:SETSxREPS[@LOADkg][/RESTs], in order; without a rest, the exercise's default.") var item: [String] = []
+        @Option(help: "EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs], in order; without a rest, the exercise's default.") var item: [String] = []
+        @Option(help: "The unit of loads written without one, and of %e1RM rounding: kg or lb.") var unit = "kg"
         @OptionGroup var recorder: RecorderOptions
+
+        func validate() throws {
+            guard ["kg", "lb"].contains(unit) else { throw ValidationError("--unit must be kg or lb") }
+        }
 
         func run() throws {
             let plan = try recorder.withClient { client -> Plan in
@@ -288,7 +329,7 @@ struct PlanCommand: ParsableCommand {
                 var items: [PlanItem] = []
                 for (index, text) in item.enumerated() {
                     do {
-                        items.append(try PlanItem.parse(text) { name in catalogue.first { $0.id == name }?.defaultRestS })
+                        items.append(try PlanItem.parse(text, unit: unit) { name in catalogue.first { $0.id == name }?.defaultRestS })
                     } catch let error as StoreError {
                         throw StoreError(.invalid, "item \(index + 1) \(error.message)")
                     }
@@ -328,8 +369,10 @@ struct PlanCommand: ParsableCommand {
             discussion: """
                 Publishes cmd.<station> plan.assign (the whole plan, for the notifier's workout flow) and
                 athlete.assign for its first exercise (for the detector), and waits until the recorder has
-                stored the assignment. The station must be known (vbt station list); an athlete at another
-                station is refused there unless --move.
+                stored the assignment. Loads given as % of e1RM are resolved first from the athlete's
+                latest e1RM per exercise (vbt progress), rounded to 2.5 kg (5 lb for an item in lb);
+                without an e1RM for one of them the plan does not start and says why. The station must be
+                known (vbt station list); an athlete at another station is refused there unless --move.
                 """)
         @Argument(help: "Plan id.") var id: String
         @Option(help: "The station.") var station: String
@@ -341,9 +384,14 @@ struct PlanCommand: ParsableCommand {
 
         func run() throws {
             try recorder.withClient { client in
-                let plan = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
+                let stored = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
                 let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
-                guard let who = athlete ?? plan.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
+                guard let who = athlete ?? stored.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
+                var e1rm: [String: Double] = [:]
+                if stored.items.contains(where: { $0.loadPctE1rm != nil }) {
+                    e1rm = Plan.latestE1RM(try client.ask(.progress, ProgressArgs(athlete: who, utcOffsetS: localUTCOffset), as: ProgressReport.self))
+                }
+                let plan = try stored.resolvingLoads(athlete: who, e1rmKg: e1rm)
                 let first = plan.items[0]
                 try client.prepareAssignment(athlete: who, at: station, move: move, recorder: recorder)
                 let ids = try publishCommands(
@@ -351,7 +399,7 @@ struct PlanCommand: ParsableCommand {
                     plan.startCommands(athlete: who, catalogue: catalogue).map { ($0.command, $0.args) })
                 try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
                 recorder.output(plan) {
-                    "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg.map { " @ \(show($0, 1)) kg" } ?? "")\n"
+                    "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg == nil ? "" : " @ \(first.loadWords)")\n"
                 }
             }
         }
@@ -360,11 +408,11 @@ struct PlanCommand: ParsableCommand {
     static func describe(_ plan: Plan) -> String {
         "plan \(plan.id ?? "-")\(plan.athlete.map { " for \($0)" } ?? "")\n"
             + renderTable(
-                ["#", "exercise", "sets", "reps", "load kg", "rest s"],
+                ["#", "exercise", "sets", "reps", "load", "target m/s", "rest s"],
                 plan.items.enumerated().map {
                     [
-                        "\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", show($0.element.loadKg, 1),
-                        show($0.element.restS, 0),
+                        "\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", $0.element.loadWords,
+                        show($0.element.targetMeanVelocityMps), show($0.element.restS, 0),
                     ]
                 })
     }
@@ -386,15 +434,23 @@ struct History: ParsableCommand {
         }
         recorder.output(sets) {
             renderTable(
-                ["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by"],
+                ["started", "station", "athlete", "exercise", "load kg", "reps", "best m/s", "VL %", "ended by", "RPE", "note"],
                 sets.map {
                     [
                         localDate($0.startedTs), $0.station, $0.athlete ?? "-", $0.exercise ?? "-", show($0.loadKg, 1), "\($0.reps)",
                         show($0.bestMeanVelocityMps), show($0.velocityLossPct, 1), $0.reason ?? ($0.endedTs == nil ? "(in progress)" : "-"),
+                        $0.rpe.map { String(format: "%g", $0) } ?? "-", noteCell($0.note),
                     ]
                 })
         }
     }
+}
+
+/// A note in one table cell: on one line, cut at 40 characters (all of it is in --json).
+func noteCell(_ note: String?) -> String {
+    guard let note, !note.isEmpty else { return "-" }
+    let line = note.split(whereSeparator: \.isNewline).joined(separator: " ")
+    return line.count > 40 ? String(line.prefix(39)) + "…" : line
 }
 
 struct Progress: ParsableCommand {

@@ -220,6 +220,54 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(notifier.handle(command("rest.skip", target: "rep-detector"), now: t0 + 22).isEmpty)
     }
 
+    @Test func perSetLoadsReachTheDetectorDuringEachRestAndTheTargetTravelsInTheWorkout() throws {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        let perSet: [(key: String, value: JSONValue)] = [
+            ("athlete", .string("ana")), ("plan", .string("ana-bench")),
+            (
+                "exercises",
+                .array([
+                    .object(
+                        JSONObject([
+                            ("exercise", .string("bench")), ("sets", .number(3)), ("reps", .number(5)), ("rest_s", .number(120)),
+                            ("load_kg", .number(60)), ("loads_kg", .array([.number(60), .number(62.5), .number(62.5)])),
+                            ("target_mean_velocity_mps", .number(0.6)),
+                        ])),
+                    .object(JSONObject([("exercise", .string("squat")), ("sets", .number(1)), ("reps", .number(5)), ("load_kg", .number(100))])),
+                ])
+            ),
+        ]
+        var out = notifier.handle(command("plan.assign", perSet), now: t0)
+        #expect(workouts(out)[0].loadKg == 60 && workouts(out)[0].targetMeanVelocityMps == 0.6)
+        #expect(try commands(out).map { try $0.args.number("load_kg") } == [60])
+
+        // Set 1 ends: the detector learns set 2's load at once, during the rest.
+        out = notifier.handle(setEnd("b1"), now: t0 + 10)
+        #expect(commands(out).map(\.command) == [CommandName.setLoad])
+        #expect(try SetLoad(args: commands(out)[0].args).loadKg == 62.5)
+        out = notifier.tick(now: t0 + 130)
+        #expect(workouts(out)[0].set == 2 && workouts(out)[0].loadKg == 62.5 && commands(out).isEmpty)
+        #expect(alerts(out)[0].message.contains("at 62.5 kg"))
+
+        // Set 2 ends: set 3 has the same load, nothing to say.
+        out = notifier.handle(setEnd("b2"), now: t0 + 200)
+        #expect(commands(out).isEmpty)
+
+        // The set started before the rest was over still moves to set 3; then the next exercise has no target.
+        out = notifier.handle(busMessage(SetMessage(setId: "b3", event: .start)), now: t0 + 230)
+        #expect(workouts(out)[0].set == 3 && workouts(out)[0].loadKg == 62.5)
+        _ = notifier.handle(setEnd("b3"), now: t0 + 260)
+        out = notifier.tick(now: t0 + 400)
+        #expect(workouts(out)[0].exercise == "squat" && workouts(out)[0].targetMeanVelocityMps == nil)
+        #expect(try commands(out).map { try $0.args.number("load_kg") } == [100])
+
+        // The workout message with its target goes through the wire's encoder and decoder unchanged.
+        var message = workouts(notifier.handle(command("plan.assign", perSet), now: t0 + 500))[0]
+        message.loadKg = 60
+        let decoded = try busMessage(message).payload(as: WorkoutMessage.self)
+        #expect(decoded == message && decoded.targetMeanVelocityMps == 0.6)
+    }
+
     @Test func aSetStartedDuringTheRestEndsIt() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
         _ = notifier.handle(command("plan.assign", plan), now: t0)

@@ -64,7 +64,7 @@ def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
     import os
     from test_wire import free_port
     commands = [["athlete", "add"], ["athlete", "list"], ["athlete", "show"], ["athlete", "weigh-in"], ["exercise", "list"],
-                ["exercise", "show"], ["plan", "create"], ["plan", "show"], ["plan", "list"], ["plan", "assign"],
+                ["exercise", "show"], ["exercise", "add"], ["set", "note"], ["plan", "create"], ["plan", "show"], ["plan", "list"], ["plan", "assign"],
                 ["station", "assign"], ["history"], ["progress"], ["stats", "week"], ["export"]]
     for words in commands:
         result = subprocess.run([binary("vbt"), *words, "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
