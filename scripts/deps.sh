@@ -16,15 +16,19 @@ command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test
 command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the deploy test checks the units with it
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
 command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)
+# The export test opens vbt's CSV files in a real spreadsheet (headless, no desktop, no recommends).
+lean_packages=()
+command -v soffice >/dev/null 2>&1 || lean_packages+=(libreoffice-calc-nogui)
 
-if [ ${#apt_packages[@]} -gt 0 ]; then
+if [ ${#apt_packages[@]} -gt 0 ] || [ ${#lean_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "deps: installing ${apt_packages[*]}"
+        echo "deps: installing ${apt_packages[*]} ${lean_packages[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
-        apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+        [ ${#apt_packages[@]} -eq 0 ] || apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+        [ ${#lean_packages[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${lean_packages[@]}" >/dev/null
     else
-        echo "deps: missing ${apt_packages[*]}; run: sudo apt-get install -y ${apt_packages[*]}" >&2
+        echo "deps: missing ${apt_packages[*]} ${lean_packages[*]}; run: sudo apt-get install -y ${apt_packages[*]} ${lean_packages[*]}" >&2
         exit 1
     fi
 fi
