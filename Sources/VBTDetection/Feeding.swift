@@ -45,6 +45,7 @@ extension StationDetector {
             if let reference = assign.vlReference.flatMap(VelocityLossReference.init(rawValue:)) { assignment.velocityLossReference = reference }
             assignment.targetZone = assign.targetZone
             assignment.romMm = assign.romMm
+            assignment.mvtMps = assign.mvtMps
             self.assignment = assignment
             return []
         case CommandName.athleteUnassign:

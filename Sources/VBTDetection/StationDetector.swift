@@ -60,6 +60,8 @@ public struct Assignment: Sendable, Codable, Equatable {
     public var targetZone: String?
     /// The athlete's own ROM for the exercise, when known.
     public var romMm: Double?
+    /// The exercise's MVT, for an exercise without a built-in profile.
+    public var mvtMps: Double?
     /// Creates the defaults.
     public init() {}
 }
@@ -345,8 +347,13 @@ public struct StationDetector: Sendable, Codable {
 
     // MARK: Judging
 
+    /// The assigned exercise's profile: a built-in one, or one the detector has none of (the
+    /// gym added it), under its own name, with the ROM and MVT the assignment gives (else the
+    /// generic ones), so its reps, patterns and profiles are its own.
     private var exercise: ExerciseProfile {
-        ExerciseProfile.catalogue[assignment.exercise] ?? ExerciseProfile.catalogue[ExerciseProfile.defaultExercise]!
+        if let known = ExerciseProfile.catalogue[assignment.exercise] { return known }
+        let generic = ExerciseProfile.catalogue[ExerciseProfile.defaultExercise]!
+        return ExerciseProfile(name: assignment.exercise, romMm: assignment.romMm ?? generic.romMm, mvtMps: assignment.mvtMps ?? generic.mvtMps)
     }
 
     private mutating func judge(_ rise: Pending) -> [DetectorOutput] {

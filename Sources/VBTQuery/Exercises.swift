@@ -61,10 +61,14 @@ public struct ExerciseRecord: Codable, Sendable, Equatable {
 }
 
 /// `athlete.assign`'s arguments for an athlete starting `exercise`: the detector knows a few
-/// lifts; for the others it is given the catalogue's ROM (`romMm`).
-public func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, romMm: Double?, vlThresholdPct: Double?) -> JSONObject {
-    let rom = ["squat", "bench", "deadlift"].contains(exercise) ? nil : romMm
-    return AthleteAssign(athlete: athlete, exercise: exercise, loadKg: loadKg, restS: restS, vlThresholdPct: vlThresholdPct, romMm: rom).args
+/// lifts; for the others it is given the catalogue's ROM and MVT (`entry`), and measures them
+/// under their own name.
+public func assignmentArgs(athlete: String, exercise: String, loadKg: Double?, restS: Double?, entry: ExerciseRecord?, vlThresholdPct: Double?) -> JSONObject {
+    let builtIn = ["squat", "bench", "deadlift"].contains(exercise)
+    return AthleteAssign(
+        athlete: athlete, exercise: exercise, loadKg: loadKg, restS: restS, vlThresholdPct: vlThresholdPct, romMm: builtIn ? nil : entry?.expectedRomMm,
+        mvtMps: builtIn ? nil : entry?.mvtMps
+    ).args
 }
 
 extension Plan {
@@ -103,7 +107,7 @@ extension Plan {
                 CommandName.athleteAssign,
                 assignmentArgs(
                     athlete: athlete, exercise: first.exercise, loadKg: first.loadKg(set: 1), restS: first.restS,
-                    romMm: catalogue.first { $0.id == first.exercise }?.expectedRomMm, vlThresholdPct: nil)
+                    entry: catalogue.first { $0.id == first.exercise }, vlThresholdPct: nil)
             ),
         ]
     }

@@ -110,14 +110,17 @@ public struct AthleteAssign: Sendable, Equatable {
     public var targetZone: String?
     /// The athlete's own ROM for the exercise, mm.
     public var romMm: Double?
+    /// The exercise's mean velocity at 1RM, m/s, for an exercise the detector has no profile
+    /// of (one added to the gym's catalogue).
+    public var mvtMps: Double?
 
     /// Creates arguments.
     public init(
         athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, restS: Double? = nil,
-        vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil
+        vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil, mvtMps: Double? = nil
     ) {
         (self.athlete, self.exercise, self.loadKg, self.restS) = (athlete, exercise, loadKg, restS)
-        (self.vlThresholdPct, self.vlReference, self.targetZone, self.romMm) = (vlThresholdPct, vlReference, targetZone, romMm)
+        (self.vlThresholdPct, self.vlReference, self.targetZone, self.romMm, self.mvtMps) = (vlThresholdPct, vlReference, targetZone, romMm, mvtMps)
     }
 
     /// Reads a command's arguments.
@@ -130,6 +133,8 @@ public struct AthleteAssign: Sendable, Equatable {
         vlReference = try args.optionalString("vl_reference")
         targetZone = try args.optionalString("target_zone")
         romMm = try args.optionalNumber("rom_mm")
+        mvtMps = try args.optionalNumber("mvt_mps")
+        if let mvtMps, !(0.05...1.5).contains(mvtMps) { throw PayloadError("mvt_mps must be 0.05 to 1.5 m/s") }
     }
 
     /// The arguments as a command carries them.
@@ -143,6 +148,7 @@ public struct AthleteAssign: Sendable, Equatable {
         if let vlReference { fields.append(("vl_reference", .string(vlReference))) }
         if let targetZone { fields.append(("target_zone", .string(targetZone))) }
         if let romMm { fields.append(("rom_mm", .number(romMm))) }
+        if let mvtMps { fields.append(("mvt_mps", .number(mvtMps))) }
         return JSONObject(fields)
     }
 }

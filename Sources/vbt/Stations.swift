@@ -120,7 +120,7 @@ struct Station: ParsableCommand {
                 let entry = try client.ask(.exerciseShow, IdArgs(id: exercise), as: ExerciseRecord.self)
                 try client.prepareAssignment(athlete: athlete, at: station, move: move, recorder: recorder)
                 let args = assignmentArgs(
-                    athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, romMm: entry.expectedRomMm,
+                    athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, entry: entry,
                     vlThresholdPct: vlThreshold)
                 let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
                 let stored = try client.waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)

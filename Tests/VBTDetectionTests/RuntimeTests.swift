@@ -128,6 +128,28 @@ struct DetectorRuntimeTests {
         #expect(!after.isEmpty && after.allSatisfy { $0.envelope.athlete == nil })
     }
 
+    @Test("an exercise the detector has no profile of is measured under its own name, with the assignment's ROM")
+    func customExercise() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: ["rep."], logger: Self.logger)
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let coach = try Publisher(transport: bus, program: "vbt"), player = try Publisher(transport: bus, program: "sensor-bridge")
+        try bus.heartbeat()
+        let assign = AthleteAssign(athlete: "ana", exercise: "box-squat", loadKg: 80, romMm: 590, mvtMps: 0.35)
+        #expect(try AthleteAssign(args: assign.args) == assign, "rom_mm and mvt_mps travel")
+        try coach.publish(CommandMessage(id: "a", command: CommandName.athleteAssign, args: assign.args), station: "swap-1")
+        var measured: [RepMessage] = []
+        for message in Self.session.messages {
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            for _ in 0..<1_000 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+            while let rep = try reps.next(timeoutMs: 0) { measured.append(try rep.payload(as: RepMessage.self)) }
+        }
+        #expect(measured.count == Self.session.reps)
+        #expect(measured.allSatisfy { $0.exercise == "box-squat" && $0.loadKg == 80 })
+        #expect(throws: PayloadError.self) { try AthleteAssign(args: AthleteAssign(athlete: "ana", mvtMps: 3).args) }
+    }
+
     @Test("one detector alone counts every rep of the session")
     func alone() throws {
         #expect(try Self.baseline.get().reps.count == Self.session.reps)
