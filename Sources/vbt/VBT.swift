@@ -77,6 +77,22 @@ struct Posture: AsyncParsableCommand {
     }
 }
 
+/// Refuses a topic prefix no message can have (`reps.` for `rep.`: it would wait for ever):
+/// its type part (up to the first dot, or all of it) must begin a type of proto/.
+func validatePrefixes(_ prefixes: [String]) throws {
+    let types = MessageTypes.all.map { $0.type }
+    for prefix in prefixes {
+        let typePart = prefix.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        let complete = prefix.contains(".")
+        guard complete ? types.contains(typePart) : types.contains(where: { $0.hasPrefix(typePart) }) else {
+            let near = types.filter { typePart.hasPrefix($0) || $0.hasPrefix(typePart.prefix(3)) }
+            throw ValidationError(
+                "no message type '\(typePart)' (in '\(prefix)')\(near.isEmpty ? "" : "; did you mean \(near.map { "\($0)." }.joined(separator: " or "))?"); "
+                    + "types: \(types.joined(separator: ", "))")
+        }
+    }
+}
+
 /// Ends a command quietly with exit 1 after its one-line message.
 struct ProgramExit: Error {}
 
@@ -132,6 +148,8 @@ struct Echo: AsyncParsableCommand {
     @Option(help: "Exit after this many messages.")
     var count: Int?
 
+    func validate() throws { try validatePrefixes(prefixes) }
+
     func run() async throws {
         let logger = bootstrapLogging(label: "vbt.echo")
         let config = bus.config, prefixes = self.prefixes, count = self.count
@@ -166,6 +184,7 @@ struct Hz: AsyncParsableCommand {
     var reports: Int?
 
     func validate() throws {
+        try validatePrefixes(prefixes)
         guard window >= 0.05, window <= 3600 else { throw ValidationError("--window must be between 0.05 and 3600 seconds") }
     }
 
@@ -269,6 +288,7 @@ struct RecordStart: AsyncParsableCommand {
     var statsInterval: Double = 1.0
 
     func validate() throws {
+        try validatePrefixes(prefixes)
         guard statsInterval >= 0.05, statsInterval <= 3600 else { throw ValidationError("--stats-interval must be between 0.05 and 3600 seconds") }
         if let duration { guard duration > 0, duration.isFinite else { throw ValidationError("--duration must be more than 0 seconds") } }
         if let count { guard count >= 1 else { throw ValidationError("--count must be 1 or more") } }

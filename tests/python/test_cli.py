@@ -206,3 +206,11 @@ def test_one_shot_commands_print_their_answer_only(bus: Bus, tmp_path: Path):
     env = dict(quiet, VBT_LOG_LEVEL="info")
     verbose = subprocess.run([binary("vbt"), "status"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert verbose.returncode == 0 and "bus connected" in verbose.stderr, verbose.stderr
+
+
+def test_a_prefix_no_message_can_have_is_refused():
+    """`vbt echo reps.` used to wait for ever (the type is `rep`): refused at once, naming the type meant."""
+    for args in (["echo", "reps."], ["hz", "posturee."], ["record", "--out", "/tmp/never.jsonl", "reps."]):
+        result = subprocess.run([binary("vbt"), *args], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+        assert result.returncode == 64 and "no message type" in result.stderr, (args, result.stderr)
+    assert "did you mean rep.?" in subprocess.run([binary("vbt"), "echo", "reps."], capture_output=True, text=True, timeout=10).stderr
