@@ -219,12 +219,8 @@ public struct ExerciseInput: Codable, Sendable, Equatable {
         (self.expectedRomMm, self.mvtMps, self.defaultRestS) = (expectedRomMm, mvtMps, defaultRestS)
     }
 
-    enum CodingKeys: String, CodingKey {
-        case id, name, description
-        case expectedRomMm = "expected_rom_mm"
-        case mvtMps = "mvt_mps"
-        case defaultRestS = "default_rest_s"
-    }
+    /// The catalogue's field names.
+    typealias CodingKeys = ExerciseRecord.CodingKeys
 }
 
 /// `set.annotate`: the athlete's RPE and a coach's note on a stored set.

@@ -122,9 +122,11 @@ struct Station: ParsableCommand {
                 let args = assignmentArgs(
                     athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, entry: entry,
                     vlThresholdPct: vlThreshold)
-                let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
-                let stored = try client.waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
-                recorder.output(stored) { "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\n" }
+                let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
+                let stored = try client.waitStored(station: station, commandId: sent.ids[0], timeoutS: recorder.timeout)
+                recorder.output(stored) {
+                    "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\(sent.answers.isEmpty ? "" : " (\(describe(sent.answers)))")\n"
+                }
             }
         }
     }
@@ -220,8 +222,8 @@ extension QueryClient {
     /// Publishes `athlete.unassign` to `station` and waits until the recorder has stored it.
     @discardableResult
     func unassign(_ station: String, athlete: String, recorder: RecorderOptions) throws -> AssignmentRecord {
-        let ids = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteUnassign, JSONObject())])
-        return try waitStored(station: station, commandId: ids[0], timeoutS: recorder.timeout)
+        let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteUnassign, JSONObject())])
+        return try waitStored(station: station, commandId: sent.ids[0], timeoutS: recorder.timeout)
     }
 }
 
@@ -231,16 +233,73 @@ func validateStation(_ station: String) throws {
     }
 }
 
-/// Publishes commands to every program serving `station` (on this command's bus options);
-/// returns their correlation ids.
+/// The programs that act on each command vbt sends to a station and answer it on
+/// `ack.<station>` (proto/README.md).
+let commandAnswerers: [String: [String]] = [
+    CommandName.athleteAssign: ["rep-detector", "notifier"],
+    CommandName.athleteUnassign: ["rep-detector", "notifier"],
+    CommandName.planAssign: ["notifier"],
+]
+
+/// One program's answer to a command: carried out, with what it said.
+struct CommandAnswer: Equatable {
+    var program: String
+    var command: String
+    var detail: String?
+}
+
+/// "rep-detector: squat at 100 kg for ana; notifier: done".
+func describe(_ answers: [CommandAnswer]) -> String {
+    answers.map { "\($0.program): \($0.detail ?? "done")" }.joined(separator: "; ")
+}
+
+/// Publishes commands to every program serving `station` (on this command's bus options) and
+/// waits for the answers of the programs that act on them and run (their heartbeat heard):
+/// a refusal, or a running program's silence, is one line and exit 1. Returns the commands'
+/// correlation ids and the answers.
 @discardableResult
-func publishCommands(station: String, athlete: String, config: BusConfig, _ commands: [(String, JSONObject)]) throws -> [String] {
+func publishCommands(
+    station: String, athlete: String, config: BusConfig, _ commands: [(String, JSONObject)]
+) throws -> (ids: [String], answers: [CommandAnswer]) {
     let context = ZMQContext()
     defer { context.terminate() }
     do {
-        try requireBus(context, config, logger: Logger(label: "vbt") { _ in SwiftLogNoOpLogHandler() })
+        let logger = Logger(label: "vbt") { _ in SwiftLogNoOpLogHandler() }
+        // Subscribed to heartbeats and answers before anything goes out, so no answer is missed.
+        let inbox = try Subscriber(
+            context: context, config: config, prefixes: [HeartbeatMessage.topicPrefix, AckMessage.topic(station: station)], logger: logger)
         let publisher = try Publisher(context: context, config: config, program: "vbt")
-        return try sendCommands(publisher, station: station, athlete: athlete, target: "*", commands, whoListens: "vbt-bus and session-recorder")
+        // Every program beats once a second: 1.2 s hears each one running.
+        let started = monotonicSeconds()
+        var running: Set<String> = []
+        while monotonicSeconds() - started < 1.2 {
+            if busSilent(inbox, since: started) { throw busUnreachable(config) }
+            if let message = try inbox.next(timeoutMs: 100), message.envelope.type == HeartbeatMessage.type { running.insert(message.envelope.station) }
+        }
+        if inbox.stats.busHeartbeats == 0 { throw busUnreachable(config) }
+        let ids = try sendCommands(publisher, station: station, athlete: athlete, target: "*", commands, whoListens: "vbt-bus and session-recorder")
+        var awaited = zip(ids, commands).flatMap { id, command in
+            (commandAnswerers[command.0] ?? []).filter(running.contains).map { (id: id, command: command.0, program: $0) }
+        }
+        var answers: [CommandAnswer] = []
+        let deadline = monotonicSeconds() + 5
+        while !awaited.isEmpty, monotonicSeconds() < deadline {
+            guard let message = try inbox.next(timeoutMs: 200), message.envelope.type == AckMessage.type,
+                let ack = try? message.payload(as: AckMessage.self),
+                let index = awaited.firstIndex(where: { $0.id == ack.cmdId && $0.program == ack.program })
+            else { continue }
+            awaited.remove(at: index)
+            guard ack.state == .done else {
+                reportProblem("vbt: the \(ack.program) did not carry out \(ack.command) at \(station): \(ack.reason ?? "no reason given")")
+                throw ProgramExit()
+            }
+            answers.append(CommandAnswer(program: ack.program, command: ack.command, detail: ack.reason))
+        }
+        if let silent = awaited.first {
+            reportProblem("vbt: \(silent.command) \(silent.id) sent to \(station), but the \(silent.program) (running) did not answer within 5 s; see its log")
+            throw ProgramExit()
+        }
+        return (ids, answers)
     } catch let error as ZMQError {
         reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
         throw ExitCode.failure

@@ -394,12 +394,13 @@ struct PlanCommand: ParsableCommand {
                 let plan = try stored.resolvingLoads(athlete: who, e1rmKg: e1rm)
                 let first = plan.items[0]
                 try client.prepareAssignment(athlete: who, at: station, move: move, recorder: recorder)
-                let ids = try publishCommands(
+                let sent = try publishCommands(
                     station: station, athlete: who, config: recorder.config,
                     plan.startCommands(athlete: who, catalogue: catalogue).map { ($0.command, $0.args) })
-                try client.waitStored(station: station, commandId: ids[1], timeoutS: recorder.timeout)
+                try client.waitStored(station: station, commandId: sent.ids[1], timeoutS: recorder.timeout)
                 recorder.output(plan) {
-                    "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)\(first.loadKg == nil ? "" : " @ \(first.loadWords)")\n"
+                    "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)"
+                        + "\(first.loadKg == nil ? "" : " @ \(first.loadWords)")\(sent.answers.isEmpty ? "" : " (\(vbt.describe(sent.answers)))")\n"
                 }
             }
         }

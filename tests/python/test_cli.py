@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 from test_wire import Bus, binary, bus, free_port, wait_until  # noqa: F401 (fixture)
@@ -214,3 +215,32 @@ def test_a_prefix_no_message_can_have_is_refused():
         result = subprocess.run([binary("vbt"), *args], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
         assert result.returncode == 64 and "no message type" in result.stderr, (args, result.stderr)
     assert "did you mean rep.?" in subprocess.run([binary("vbt"), "echo", "reps."], capture_output=True, text=True, timeout=10).stderr
+
+
+def test_a_running_program_that_does_not_answer_fails_the_command(bus: Bus, tmp_path: Path):
+    """vbt station assign waits for the answers of the programs that act on athlete.assign and
+    run: a rep-detector whose heartbeat is heard but which never answers (a pyzmq stand-in,
+    labelled as such) makes the command exit 1 naming it, though the recorder stored it."""
+    from test_recorder import RawPublisher, Recorder, vbt
+    recorder = Recorder(bus, tmp_path / "vbt.sqlite")
+    stand_in = RawPublisher(bus, "heartbeat.rep-detector")
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.is_set():
+            stand_in.send(stand_in.message("heartbeat", "rep-detector", {"role": "rep-detector", "uptime_s": 1, "interval_s": 1},
+                                           athlete=None))
+            stop.wait(0.3)
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        vbt(bus, "athlete", "add", "ana", "--name", "Ana")
+        vbt(bus, "station", "add", "rack-03")
+        result = vbt(bus, "station", "assign", "rack-03", "--athlete", "ana", "--exercise", "squat", "--load", "90", expect_ok=False)
+        assert result.returncode == 1 and "the rep-detector (running) did not answer within 5 s" in result.stderr, result.stderr
+        assert recorder.result("assignment.get", {"station": "rack-03"})["athlete"] == "ana"
+    finally:
+        stop.set()
+        beating.join(5)
+        stand_in.close()
+        recorder.close()

@@ -49,6 +49,7 @@ def test_exercise_add_is_listed_assigned_and_planned(bus: Bus, tmp_path: Path):
         record_path = tmp_path / "cmd.jsonl"
         record = bus.spawn("record", ["vbt", "record", "--out", str(record_path), "cmd."])
         record.wait_for_log("bus connected")
+        vbt(bus, "station", "add", "rack-01")
         stored = json.loads(vbt(bus, "station", "assign", "rack-01", "--athlete", "ana", "--exercise", "zercher-squat",
                                 "--load", "80", "--json").stdout)
         assert stored["exercise"] == "zercher-squat" and stored["load_kg"] == 80
@@ -145,6 +146,8 @@ def test_percent_of_e1rm_and_per_set_loads_through_the_notifier(bus: Bus, tmp_pa
         record = bus.spawn("record", ["vbt", "record", "--out", str(record_path), "cmd.", "ack.", "workout.", "set."])
         record.wait_for_log("bus connected")
 
+        for station in ("rack-01", "rack-08", "rack-09"):
+            vbt(bus, "station", "add", station)
         vbt(bus, "plan", "create", "pct", "--athlete", "ana", "--item", "squat:2x3@80%/5s")
         vbt(bus, "plan", "create", "pct-lb", "--athlete", "ana", "--unit", "lb", "--item", "squat:1x3@80%")
         # No e1RM yet: the plan does not start, and says what to do.
@@ -165,12 +168,12 @@ def test_percent_of_e1rm_and_per_set_loads_through_the_notifier(bus: Bus, tmp_pa
         # The same plan now starts with 80 % of that e1RM, rounded to 2.5 kg, and so does its pound twin (5 lb steps).
         notifier = bus.spawn("notifier", ["notifier", "--state", str(tmp_path / "notifier.json")])
         notifier.wait_for_log("bus connected")
-        started = vbt(bus, "plan", "assign", "pct", "--station", "rack-09").stdout
+        started = vbt(bus, "plan", "assign", "pct", "--station", "rack-09", "--move").stdout  # ana was at rack-01
         assert f"= {expected:g} kg" in started, (started, e1rm)
         assert recorder.result("assignment.get", {"station": "rack-09"})["load_kg"] == pytest.approx(expected)
         step_lb = 5
         expected_lb = math.floor(0.8 * e1rm / KG_PER_LB / step_lb + 0.5) * step_lb
-        started = vbt(bus, "plan", "assign", "pct-lb", "--station", "rack-08").stdout
+        started = vbt(bus, "plan", "assign", "pct-lb", "--station", "rack-08", "--move").stdout
         assert f"= {expected_lb:g} lb" in started, (started, e1rm)
         plans = wait_until(lambda: (p := {m["station"]: m for m in messages(record_path)
                                          if m["type"] == "cmd" and m["command"] == "plan.assign"}).keys() >= {"rack-08", "rack-09"} and p,
@@ -182,7 +185,7 @@ def test_percent_of_e1rm_and_per_set_loads_through_the_notifier(bus: Bus, tmp_pa
         vbt(bus, "plan", "create", "ramp", "--athlete", "ana", "--item", "squat:2x3@135,155lb~0.7mps/3s")
         shown = vbt(bus, "plan", "show", "ramp").stdout
         assert "135, 155 lb" in shown and "0.70" in shown, shown
-        vbt(bus, "plan", "assign", "ramp", "--station", "rack-01")
+        vbt(bus, "plan", "assign", "ramp", "--station", "rack-01", "--move")
         workout = wait_until(lambda: [m for m in messages(record_path) if m["type"] == "workout" and m["station"] == "rack-01"
                                       and m["event"] == "plan-assigned"], "the notifier to take the plan")[-1]
         validate_message(workout)
