@@ -448,6 +448,74 @@ func detectorReport() {
     }
 }
 
+/// The rep-detector's runtime over the in-memory bus with `stations` stations at once: every
+/// sample message goes through the runtime's per-station state, as in a gym's detector process.
+/// Returns readings per second through the runtime (its steps alone are timed).
+func detectorRuntimeRate(stations: Int, messages: [SampleMessage]) throws -> (readingsPerS: Double, reps: Int) {
+    let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+    let bus = MemoryBus()
+    var options = DetectorOptions()
+    options.patternsPath = nil
+    options.askRecorder = false
+    let runtime = try DetectorRuntime(transport: bus, queryEndpoint: "memory", options: options, logger: quiet)
+    let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: quiet)
+    let player = try Publisher(transport: bus, program: "bench")
+    try bus.heartbeat()
+    var stepping = 0.0
+    var readings = 0, repCount = 0
+    for message in messages {
+        guard case .distance(let list) = message.readings, let last = list.last else { continue }
+        for station in 0..<stations { try player.publish(message, station: "rack-\(station)", ts: last.t) }
+        readings += list.count * stations
+        let started = DispatchTime.now().uptimeNanoseconds
+        while bus.queued > 0 {
+            try runtime.step(timeoutMs: 0)
+            while try reps.next(timeoutMs: 0) != nil { repCount += 1 }
+        }
+        stepping += Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+    }
+    return (Double(readings) / stepping, repCount)
+}
+
+func detectorRuntimeReport() throws {
+    // A simulated session per station: 2 sets of 5 squats, the laser at 50 Hz, 5 readings a message.
+    var config = SimulationConfig()
+    config.sets = 2
+    config.repsPerSet = 5
+    config.restS = 8
+    config.imuRateHz = 0
+    var sensors = SimulatedSensors(config)
+    var messages: [SampleMessage] = []
+    var batch: [SampleMessage.DistanceReading] = []
+    var t = 0.0
+    while t <= sensors.timeline.duration {
+        batch.append(sensors.distance(at: t, wallOrigin: Date().timeIntervalSince1970))
+        if batch.count == 5 {
+            messages.append(SampleMessage(.distance(batch), device: "sim"))
+            batch = []
+        }
+        t += 1 / config.distanceRateHz
+    }
+    print("")
+    print("rep-detector runtime, N stations at once over the in-memory bus (one core; each station a session of 2 x 5 squats,")
+    print("  laser 50 Hz, 5 readings a message); the baseline is the same readings through one station's detector alone")
+    var baseline: [Double] = []
+    for _ in 0..<runs { baseline.append(try detectorRuntimeRate(stations: 1, messages: messages).readingsPerS) }
+    print("  1 station     \(format(median(baseline))) readings")
+    for stations in [100, 500] {
+        var rates: [Double] = []
+        var reps = 0
+        for _ in 0..<runs {
+            let run = try detectorRuntimeRate(stations: stations, messages: messages)
+            rates.append(run.readingsPerS)
+            reps = run.reps
+        }
+        print(
+            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
+                + String(format: "%.2f of one station's rate; %d reps (%d a station)", median(rates) / median(baseline), reps, reps / stations))
+    }
+}
+
 // MARK: Posture
 
 func postureReport() {
@@ -536,6 +604,7 @@ if wants("bus") {
 
 if wants("detector") {
     detectorReport()
+    try detectorRuntimeReport()
     postureReport()
 }
 

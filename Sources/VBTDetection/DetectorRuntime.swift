@@ -353,14 +353,20 @@ public final class DetectorRuntime {
         positions[message.envelope.src] = seq
         positionHeard[message.envelope.src] = clock.monotonicSeconds()
         lastArrival[station] = clock.monotonicSeconds()
-        var detector = detectors[station] ?? newDetector(station)
+        // Taken out of the dictionary while it is fed, so its buffers have one owner and are
+        // changed in place (a copy left in the dictionary would make every append copy them).
+        let kept = detectors.removeValue(forKey: station)
+        var detector = kept ?? newDetector(station)
         // Whose the outputs are: the athlete at the station before a command changed it (a set
         // ended by athlete.unassign is still theirs).
         let athleteBefore = detector.assignment.athlete
         var outputs: [DetectorOutput] = []
         var ack: AckMessage?
         if message.envelope.type == CommandMessage.type {
-            guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else { return }
+            guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else {
+                detectors[station] = kept
+                return
+            }
             (outputs, ack) = apply(command, to: &detector)
         } else {
             do {
