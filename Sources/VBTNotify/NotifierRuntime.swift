@@ -38,8 +38,17 @@ public final class NotifierRuntime {
     private let restoredOutput: OutputPositions?
     /// When the input positions are next saved, if they moved (monotonic).
     private var nextPositionsSave: Double
-    /// How often moved input positions are saved (a state change saves at once).
+    /// How often moved input positions are saved.
     public var positionsSaveIntervalS = 2.0
+    /// The least time between two saves of a changed state. The file holds the state and the
+    /// input positions it stands for, written together: a notifier killed before its next save
+    /// restarts from the last one and fetches what came after it from the producers' journals,
+    /// so saving at most this often loses nothing, and a gym's hundreds of set ends a second do
+    /// not each rewrite the whole file (issue 17).
+    public var stateSaveIntervalS = 0.5
+    /// When the state was last written (monotonic), and how many times it has been.
+    private var lastSave = -Double.infinity
+    public private(set) var stateWrites = 0
     /// What recovery fetched, and what it could not.
     public var recovery: InOrderInput.Counters { input.counters }
     /// Whether some input stream waits for messages being fetched.
@@ -113,7 +122,7 @@ public final class NotifierRuntime {
         for ready in input.poll() { try emit(notifier.handle(ready, now: clock.wallSeconds())) }
         try emit(notifier.tick(now: clock.wallSeconds()))
         let now = clock.monotonicSeconds()
-        if notifier.needsSave || (now >= nextPositionsSave && input.positions != savedPositions) { save() }
+        if (notifier.needsSave && now - lastSave >= stateSaveIntervalS) || (now >= nextPositionsSave && input.positions != savedPositions) { save() }
     }
 
     /// The input positions the state file holds.
@@ -177,11 +186,13 @@ public final class NotifierRuntime {
     private func save() {
         guard let statePath else { notifier.markSaved(); return }
         nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
+        lastSave = clock.monotonicSeconds()
         do {
             var state = notifier.state
             state.input = input.snapshot
             state.output = replay == nil ? nil : OutputPositions(publisher)
             try state.save(path: statePath)
+            stateWrites += 1
             notifier.markSaved()
             savedPositions = state.input?.positions
         } catch {

@@ -57,6 +57,29 @@ struct NotifierRuntimeTests {
         bus.manualClock.advance(5)
         #expect(try step().isEmpty, "an ended rest says nothing more")
     }
+
+    @Test("sets ending at 200 stations at once rewrite the state file once, not per set; what changed is in it by the next interval")
+    func statesAreSavedAtMostEachInterval() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let statePath = dir.path("notifier.json")
+        var settings = NotifierSettings()
+        settings.snapshotS = 1e9
+        let notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: statePath, sink: nil, logger: Self.logger)
+        let detector = try Publisher(transport: bus, program: "rep-detector")
+        for station in 0..<200 {
+            try detector.publish(
+                SetMessage(setId: "s\(station)", event: .end, reps: 5, reason: .idle, bestMeanVelocityMps: 0.6, velocityLossPct: 8),
+                station: "rack-\(station)", athlete: "ana")
+        }
+        for _ in 0..<1_000 where bus.queued > 0 { try notifier.step(timeoutMs: 0) }
+        #expect(notifier.stateWrites == 1, "the first set end saved at once; the other 199 wait for the interval")
+        bus.manualClock.advance(notifier.stateSaveIntervalS)
+        try notifier.step(timeoutMs: 0)
+        #expect(notifier.stateWrites == 2)
+        let saved = try NotifierState.load(path: statePath)
+        #expect(saved.stations.values.filter { $0.timer != nil }.count == 200, "every station's rest timer is in the file")
+    }
 }
 
 /// The notifier dying (no goodbye: its object dropped after its last state
