@@ -451,12 +451,19 @@ func detectorReport() {
 /// The rep-detector's runtime over the in-memory bus with `stations` stations at once: every
 /// sample message goes through the runtime's per-station state, as in a gym's detector process.
 /// Returns readings per second through the runtime (its steps alone are timed).
-func detectorRuntimeRate(stations: Int, messages: [SampleMessage]) throws -> (readingsPerS: Double, reps: Int) {
+/// With `journal`, as a gym's detector runs (`--journal`): what it publishes journalled, its state
+/// checkpointed; the in-memory clock moves with the readings (0.1 s a message).
+func detectorRuntimeRate(
+    stations: Int, messages: [SampleMessage], journal: Bool = false
+) throws -> (readingsPerS: Double, reps: Int, checkpoints: Int, checkpointBytes: Int) {
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let bus = MemoryBus()
     var options = DetectorOptions()
     options.patternsPath = nil
     options.askRecorder = false
+    let folder = NSTemporaryDirectory() + "vbt-bench-detector-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    if journal { options.journal = (JournalSettings(directory: folder), "memory://rep-detector/replay") }
     let runtime = try DetectorRuntime(transport: bus, queryEndpoint: "memory", options: options, logger: quiet)
     let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: quiet)
     let player = try Publisher(transport: bus, program: "bench")
@@ -473,8 +480,10 @@ func detectorRuntimeRate(stations: Int, messages: [SampleMessage]) throws -> (re
             while try reps.next(timeoutMs: 0) != nil { repCount += 1 }
         }
         stepping += Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        if journal { bus.manualClock.advance(0.1) }
     }
-    return (Double(readings) / stepping, repCount)
+    let checkpointBytes = (try? FileManager.default.attributesOfItem(atPath: folder + "/checkpoint.json")[.size] as? Int) ?? 0
+    return (Double(readings) / stepping, repCount, runtime.checkpoints, checkpointBytes)
 }
 
 func detectorRuntimeReport() throws {
@@ -513,6 +522,19 @@ func detectorRuntimeReport() throws {
         print(
             "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
                 + String(format: "%.2f of one station's rate; %d reps (%d a station)", median(rates) / median(baseline), reps, reps / stations))
+    }
+    for stations in [20, 100] {
+        var rates: [Double] = []
+        var last = (readingsPerS: 0.0, reps: 0, checkpoints: 0, checkpointBytes: 0)
+        for _ in 0..<runs {
+            last = try detectorRuntimeRate(stations: stations, messages: messages, journal: true)
+            rates.append(last.readingsPerS)
+        }
+        print(
+            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations, --journal  \(format(median(rates))) readings   "
+                + String(
+                    format: "%.2f of one station's rate; %d checkpoints in %.0f s of readings, the last %.1f MB", median(rates) / median(baseline),
+                    last.checkpoints, Double(messages.count) * 0.1, Double(last.checkpointBytes) / 1e6))
     }
 }
 

@@ -27,7 +27,7 @@ public struct DetectorOptions: Sendable {
     /// Journal what is published (reps, sets, rejections, profiles) and answer replay requests (nil: no journal).
     /// With a journal, each station's state is also checkpointed into its folder, and restored after a crash.
     public var journal: (settings: JournalSettings, endpoint: String)?
-    /// Longest time between checkpoints while readings come (one is also written at every set boundary and after every command).
+    /// Longest time between checkpoints while readings come (one is also written after every command and every set the wall clock ends).
     public var checkpointIntervalS = 2.0
     /// How input holes are fetched from the producers' journals.
     public var recovery = InOrderInput.Settings()
@@ -94,6 +94,8 @@ public final class DetectorRuntime {
     private var resumeOutputs: [String: UInt64]?
     /// When the next checkpoint is due (monotonic), and whether anything changed since the last.
     private var checkpointDue = 0.0
+    /// The checkpoint waits at least this many times as long as the last one took to write.
+    static let checkpointShare = 20.0
     private var changed = false
     /// Checkpoints written, and whether this process began from one.
     public private(set) var checkpoints = 0
@@ -279,9 +281,16 @@ public final class DetectorRuntime {
     /// Writes every station's state, the input positions and the output seqs (never fatal: a failure is logged and retried).
     private func saveCheckpoint(now: Double) {
         guard let checkpoint, replay != nil, isActive else { return }
-        checkpointDue = now + options.checkpointIntervalS
+        let started = DispatchTime.now().uptimeNanoseconds
         let state = ConsumerCheckpoint(
             publisher: publisher, input: input, inputs: positions.mapValues { UInt64($0) }, state: detectors.keys.sorted().compactMap { detectors[$0] })
+        defer {
+            // At most a twentieth of the time goes to checkpoints: with many stations the state is
+            // big, and the next checkpoint waits longer (after a crash, more is fetched again from
+            // the bridges' journals; nothing is lost).
+            let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * took)
+        }
         do {
             try checkpoint.write(try state.encoded())
             changed = false
@@ -393,10 +402,13 @@ public final class DetectorRuntime {
         }
         detectors[station] = detector
         changed = true
-        // A set boundary and a command (kept by no journal) are checkpointed at once.
+        // A command is kept by no journal: checkpointed at once. What readings made (reps, set
+        // boundaries) is made again from the bridges' journals after a crash, and what was
+        // already published is not sent twice (Publisher.resume): the regular checkpoint is
+        // enough (one at every set boundary was a whole checkpoint of every station, many a
+        // second in a busy gym: issue 17).
         if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
-            if case .set = output { checkpointDue = 0 }
             if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore) }
         }
         // The answer after what the command made (a set's end before "done").
@@ -573,6 +585,8 @@ public final class DetectorRuntime {
             guard var detector = detectors[station], detector.setIsOpen, !input.isRecovering(topic: SampleMessage.topic(station: station)) else { continue }
             let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
             detectors[station] = detector
+            // Ended by the wall clock, which no journal replays: checkpointed at once.
+            if !outputs.isEmpty { checkpointDue = 0 }
             for output in outputs {
                 if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: detector.assignment.athlete) }
             }

@@ -299,7 +299,8 @@ func publishCommands(
             reportProblem("vbt: \(silent.command) \(silent.id) sent to \(station), but the \(silent.program) (running) did not answer within 5 s; see its log")
             throw ProgramExit()
         }
-        return (ids, answers)
+        // In a fixed order (programs answer in whatever order they run).
+        return (ids, answers.sorted { ($0.program, $0.command) < ($1.program, $1.command) })
     } catch let error as ZMQError {
         reportProblem("vbt: \(error); check VBT_PUB_ENDPOINT and that vbt-bus is running")
         throw ExitCode.failure

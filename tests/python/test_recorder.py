@@ -382,7 +382,7 @@ def test_full_disk_keeps_messages_and_recovers(bus: Bus, tmp_path: Path, small_d
         wait_until(lambda: recorder.rows("reps") == 1, "the first rep stored", detail=bus.describe)
         # Fill the disk.
         filler = small_disk / "filler"
-        with open(filler, "wb") as handle:
+        with open(filler, "wb", buffering=0) as handle:  # unbuffered: nothing left to flush (and fail) at close
             try:
                 while True:
                     handle.write(b"\0" * 65536)

@@ -250,7 +250,7 @@ def test_a_recorder_killed_while_its_disk_is_full_loses_nothing_once_space_retur
         bridge.wait_for_log("journalling")
         pump(2)
         filler = small_disk / "filler"
-        with open(filler, "wb") as handle:
+        with open(filler, "wb", buffering=0) as handle:  # unbuffered: nothing left to flush (and fail) at close
             try:
                 while True:
                     handle.write(b"\0" * 65536)

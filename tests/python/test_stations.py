@@ -93,7 +93,7 @@ def test_station_names_are_checked_and_an_athlete_is_at_one_station(gym: Gym):
     assert "never heard" in gym.ok("station", "list").stdout
     assigned = gym.ok("station", "assign", STATION, "--athlete", "ana", "--exercise", "squat", "--load", "100")
     # The programs that act on it answered, and vbt says what they said.
-    assert "(rep-detector: squat at 100 kg for ana; notifier: done)" in assigned.stdout, assigned.stdout
+    assert "(notifier: done; rep-detector: squat at 100 kg for ana)" in assigned.stdout, assigned.stdout
     stderr = gym.refused("station", "assign", "bench-09", "--athlete", "ana", "--exercise", "bench", "--load", "60",
                          because=f"ana is at {STATION}")
     assert "--move" in stderr
