@@ -494,17 +494,7 @@ func detectorRuntimeReport() throws {
     config.restS = 8
     config.imuRateHz = 0
     var sensors = SimulatedSensors(config)
-    var messages: [SampleMessage] = []
-    var batch: [SampleMessage.DistanceReading] = []
-    var t = 0.0
-    while t <= sensors.timeline.duration {
-        batch.append(sensors.distance(at: t, wallOrigin: Date().timeIntervalSince1970))
-        if batch.count == 5 {
-            messages.append(SampleMessage(.distance(batch), device: "sim"))
-            batch = []
-        }
-        t += 1 / config.distanceRateHz
-    }
+    let messages = sensors.distanceMessages(perMessage: 5, wallOrigin: Date().timeIntervalSince1970)
     print("")
     print("rep-detector runtime, N stations at once over the in-memory bus (one core; each station a session of 2 x 5 squats,")
     print("  laser 50 Hz, 5 readings a message); the baseline is the same readings through one station's detector alone")

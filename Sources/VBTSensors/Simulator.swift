@@ -344,6 +344,25 @@ public struct SimulatedSensors: Sendable {
 }
 
 extension SimulatedSensors {
+    /// The whole session's laser readings, `perMessage` readings a `sample` message (IMU and
+    /// posture aside): what the detector's tests and benchmarks feed it.
+    public mutating func distanceMessages(perMessage: Int, wallOrigin: Double) -> [SampleMessage] {
+        var messages: [SampleMessage] = []
+        var batch: [SampleMessage.DistanceReading] = []
+        var t = 0.0
+        while t <= timeline.duration {
+            batch.append(distance(at: t, wallOrigin: wallOrigin))
+            if batch.count == perMessage {
+                messages.append(SampleMessage(.distance(batch), device: "sim"))
+                batch = []
+            }
+            t += 1 / config.distanceRateHz
+        }
+        return messages
+    }
+}
+
+extension SimulatedSensors {
     /// How far the athlete leans at session time `t`, degrees.
     public static func slouchDeg(at t: Double) -> Double {
         guard t >= 20 else { return 0 }

@@ -22,18 +22,7 @@ struct SwapProcessTests {
         config.restS = 6
         config.imuRateHz = 0
         var sensors = SimulatedSensors(config)
-        var messages: [SampleMessage] = []
-        var batch: [SampleMessage.DistanceReading] = []
-        var t = 0.0
-        while t <= sensors.timeline.duration {
-            batch.append(sensors.distance(at: t, wallOrigin: 1_763_812_345))
-            if batch.count == 5 {
-                messages.append(SampleMessage(.distance(batch), device: "sim"))
-                batch = []
-            }
-            t += 1 / config.distanceRateHz
-        }
-        return (messages, sensors.timeline.reps.count)
+        return (sensors.distanceMessages(perMessage: 5, wallOrigin: 1_763_812_345), sensors.timeline.reps.count)
     }
 
     /// The time of a message's last reading.
