@@ -87,21 +87,25 @@ pids+=($!)
 # The history: data/vbt.sqlite (VBT_DB), queried by `vbt history`, `vbt stats week`, `vbt export`...
 supervise session-recorder env "$(key session-recorder)" "${server[@]}" "$bin/session-recorder" &
 pids+=($!)
-# The athletes, and who lifts what where (published as cmd athlete.assign: the detector
-# uses the exercise and load, the recorder stores it).
+# The stations (registered, so an assignment is sent before the recorder hears their bridges),
+# the athletes, and who lifts what where (published as cmd athlete.assign: the detector uses
+# the exercise and load, the recorder stores it). rack-01's athlete also wears a (simulated)
+# posture sensor: she is calibrated while she sits well (the first 20 s; once rack-01 is heard
+# live), then the evaluator follows her slouching. Failures go to the log.
 ( sleep 2
+  for station in "rack-01 Squat rack" "bench-01 Bench" "platform-01 Deadlift platform"; do
+      set -- $station; "$bin/vbt" station add "$1" --label "${*:2}" >/dev/null || true
+  done
   for who in "ana Ana" "ben Ben" "cleo Cleo"; do set -- $who; "$bin/vbt" athlete add "$1" --name "$2" >/dev/null 2>&1 || true; done
-  "$bin/vbt" station assign rack-01 --athlete ana --exercise squat --load 100 >/dev/null || true
-  "$bin/vbt" station assign bench-01 --athlete ben --exercise bench --load 70 >/dev/null || true
-  "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 >/dev/null || true ) &
-# rack-01's athlete also wears a (simulated) posture sensor: calibrate her while
-# she sits well (the first 20 s), then the evaluator follows her slouching.
+  "$bin/vbt" station assign rack-01 --athlete ana --exercise squat --load 100 --move >/dev/null || true
+  "$bin/vbt" station assign bench-01 --athlete ben --exercise bench --load 70 --move >/dev/null || true
+  "$bin/vbt" station assign platform-01 --athlete cleo --exercise deadlift --load 140 --move >/dev/null || true
+  for _ in 1 2 3 4 5; do "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null && break; sleep 1; done ) &
 supervise posture-evaluator env "$(key posture-evaluator)" "$bin/posture-evaluator" --journal data/journal/posture-evaluator &
 pids+=($!)
 # Rest timers after each set and alerts (velocity loss, posture, sensors).
 supervise notifier env "$(key notifier)" "$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
 pids+=($!)
-( sleep 3; "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null ) &
 
 # The coach console, with a demo coach account made on the first run (vbt console user add for real ones).
 users=data/console-users

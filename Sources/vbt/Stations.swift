@@ -191,7 +191,11 @@ func describeDuration(_ seconds: Double) -> String {
 extension QueryClient {
     /// The registry's record of `station`, or an error naming what to do when it is unknown.
     func knownStation(_ station: String) throws -> StationRecord {
-        let stations = try ask(.stationList, NoArgs(), as: [StationRecord].self)
+        try knownStation(station, in: try ask(.stationList, NoArgs(), as: [StationRecord].self))
+    }
+
+    /// `station`'s record among `stations` (the registry, as `station.list` answered).
+    func knownStation(_ station: String, in stations: [StationRecord]) throws -> StationRecord {
         guard let record = stations.first(where: { $0.name == station }) else {
             let near = stations.map(\.name).filter { looseStationName($0) == looseStationName(station) }
             throw QueryError(
@@ -206,9 +210,9 @@ extension QueryClient {
     /// other station (with `move`, unassigned there first). A silent station is said on stderr:
     /// the assignment waits for it.
     func prepareAssignment(athlete: String, at station: String, move: Bool, recorder: RecorderOptions) throws {
-        let record = try knownStation(station)
-        if let reason = record.silenceReason { reportProblem("vbt: note: \(reason); the assignment is kept for when it speaks") }
         let stations = try ask(.stationList, NoArgs(), as: [StationRecord].self)
+        let record = try knownStation(station, in: stations)
+        if let reason = record.silenceReason { reportProblem("vbt: note: \(reason); the assignment is kept for when it speaks") }
         for other in stations where other.athlete == athlete && other.name != station {
             guard move else {
                 throw QueryError(

@@ -32,11 +32,8 @@ struct Status: AsyncParsableCommand {
         let config = bus.config, seconds = self.seconds, json = self.json
         let heard = HeardBox()
         try await runLoop("vbt.status", logger: logger) { context in
-            let subscriber = try Subscriber(context: context, config: config, prefixes: [HeartbeatMessage.topicPrefix], logger: logger)
-            let deadline = monotonicSeconds() + seconds
-            while monotonicSeconds() < deadline {
-                guard let message = try subscriber.next(timeoutMs: Int32(max(1, (deadline - monotonicSeconds()) * 1000))) else { continue }
-                guard let beat = try? message.payload(as: HeartbeatMessage.self) else { continue }
+            _ = try listen(context, config, prefixes: [HeartbeatMessage.topicPrefix], seconds: seconds, logger: logger) { message in
+                guard let beat = try? message.payload(as: HeartbeatMessage.self) else { return }
                 heard.add(station: message.envelope.station, src: message.envelope.src, beat: beat, body: message.body)
             }
         }
@@ -62,6 +59,18 @@ struct Status: AsyncParsableCommand {
         }
         print(renderTable(["NAME", "PROGRAM", "INSTANCE", "UPTIME", "COUNTERS"], rows), terminator: "")
     }
+}
+
+/// Hands every message on `prefixes` to `each` for `seconds`; returns the subscriber's counters.
+func listen(
+    _ context: ZMQContext, _ config: BusConfig, prefixes: [String], seconds: Double, logger: Logger, _ each: (BusMessage) -> Void
+) throws -> SubscriberStats {
+    let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+    let deadline = monotonicSeconds() + seconds
+    while monotonicSeconds() < deadline {
+        if let message = try subscriber.next(timeoutMs: Int32(max(1, (deadline - monotonicSeconds()) * 1000))) { each(message) }
+    }
+    return subscriber.stats
 }
 
 /// The last heartbeat of each program heard, by its station (the program's name on the bus).

@@ -34,13 +34,8 @@ struct Topics: AsyncParsableCommand {
         let config = bus.config, seconds = self.seconds
         let map = Mutex(TopicMap())
         try await runLoop("vbt.topics", logger: logger) { context in
-            let subscriber = try Subscriber(context: context, config: config, prefixes: [""], logger: logger)
-            let started = monotonicSeconds(), deadline = started + seconds
-            while monotonicSeconds() < deadline {
-                guard let message = try subscriber.next(timeoutMs: Int32(max(1, (deadline - monotonicSeconds()) * 1000))) else { continue }
-                map.withLock { $0.add(message) }
-            }
-            if subscriber.stats.busHeartbeats == 0 { throw busUnreachable(config) }
+            let heard = try listen(context, config, prefixes: [""], seconds: seconds, logger: logger) { message in map.withLock { $0.add(message) } }
+            if heard.busHeartbeats == 0 { throw busUnreachable(config) }
         }
         let rows = map.withLock { $0.rows(seconds: seconds) }
         if json {
