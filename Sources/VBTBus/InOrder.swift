@@ -75,6 +75,28 @@ public final class InOrderInput {
         }
     }
 
+    /// The streams, and which of them miss something: the recovery pass, run
+    /// for every message received, looks at those alone (a thousand stations'
+    /// streams are not walked, nor sorted, per message).
+    private struct StreamTable {
+        private(set) var all: [String: Stream] = [:]
+        private(set) var missing: Set<String> = []
+
+        subscript(src: String) -> Stream? {
+            get { all[src] }
+            set {
+                all[src] = newValue
+                if newValue?.missingSince != nil { missing.insert(src) } else { missing.remove(src) }
+            }
+        }
+
+        /// Takes `src`'s stream out, so what it holds is changed in place, not copied; put it back with the subscript.
+        mutating func take(_ src: String) -> Stream? {
+            missing.remove(src)
+            return all.removeValue(forKey: src)
+        }
+    }
+
     public let settings: Settings
     public private(set) var counters = Counters()
     private let transport: any BusTransport
@@ -82,7 +104,7 @@ public final class InOrderInput {
     private let clock: any BusClock
     private let wants: (String) -> Bool
     private let fromStart: Bool
-    private var streams: [String: Stream] = [:]
+    private var streams = StreamTable()
     /// Per stream: its producer (the heartbeat's station); per producer: where it answers.
     public private(set) var producers: [String: String]
     public private(set) var endpoints: [String: String]
@@ -113,7 +135,7 @@ public final class InOrderInput {
     }
 
     /// The last seq delivered per stream (what a checkpoint keeps).
-    public var positions: [String: UInt64] { streams.mapValues { $0.next - 1 } }
+    public var positions: [String: UInt64] { streams.all.mapValues { $0.next - 1 } }
 
     /// The positions, producers and endpoints, for a state file.
     public var snapshot: InputPositions { InputPositions(positions: positions, producers: producers, endpoints: endpoints) }
@@ -128,15 +150,15 @@ public final class InOrderInput {
     }
 
     /// Messages held behind holes, over every stream.
-    public var held: Int { streams.values.reduce(0) { $0 + $1.held.count } }
+    public var held: Int { streams.all.values.reduce(0) { $0 + $1.held.count } }
 
     /// Whether any stream waits for a hole or a tail.
-    public var isRecovering: Bool { streams.values.contains { $0.wanted != nil } }
+    public var isRecovering: Bool { streams.all.values.contains { $0.wanted != nil } }
 
     /// Whether a stream of `topic` waits for a hole or a tail (its consumer
     /// should not judge it silent meanwhile).
     public func isRecovering(topic: String) -> Bool {
-        streams.contains { $0.value.wanted != nil && $0.key.hasSuffix(topic) && $0.key.dropLast(topic.utf8.count).hasSuffix("/") }
+        streams.all.contains { $0.value.wanted != nil && $0.key.hasSuffix(topic) && $0.key.dropLast(topic.utf8.count).hasSuffix("/") }
     }
 
     /// Forgets a stream (its producer is long gone).
@@ -145,7 +167,7 @@ public final class InOrderInput {
     /// Takes one message received on the bus; returns what may be processed now, in order.
     public func accept(_ message: BusMessage) -> [BusMessage] {
         let src = message.envelope.src, seq = message.envelope.seq
-        var stream = streams[src] ?? Stream(next: fromStart ? 1 : seq, unseen: fromStart)
+        var stream = streams.take(src) ?? Stream(next: fromStart ? 1 : seq, unseen: fromStart)
         if seq < stream.next || stream.held[seq] != nil {
             counters.duplicates += 1
             streams[src] = stream
@@ -193,18 +215,19 @@ public final class InOrderInput {
             while let reply = try? client.nextReply() { take(reply) }
         }
         // One pass over the streams per poll (it runs for every message received).
-        let missing = streams.values.contains { $0.missingSince != nil }
+        let missing = !streams.missing.isEmpty
         catchUp.update(missing: missing, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
         guard missing else { return take() }
         let now = clock.monotonicSeconds()
-        for src in streams.keys.sorted() {
+        for src in streams.missing.sorted() {
             guard var stream = streams[src], let since = stream.missingSince else { continue }
+            // Before `wanted`, which looks through what is held: a question in flight is waited for.
+            if let asked = stream.asked, now < asked.deadline { continue }
             guard let last = stream.wanted else {
                 stream.missingSince = nil
                 streams[src] = stream
                 continue
             }
-            if let asked = stream.asked, now < asked.deadline { continue }
             stream.asked = nil
             streams[src] = stream
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
@@ -236,7 +259,7 @@ public final class InOrderInput {
 
     /// Delivers what is held from `next` on, in order.
     private func drain(_ src: String) {
-        guard var stream = streams[src] else { return }
+        guard var stream = streams.take(src) else { return }
         while let message = stream.held.removeValue(forKey: stream.next) {
             ready.append(message)
             stream.next += 1
@@ -253,7 +276,7 @@ public final class InOrderInput {
     /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
     private func take(_ reply: ReplayReply) {
         let src = reply.header.src
-        guard var stream = streams[src], let asked = stream.asked, asked.id == reply.header.id else { return }
+        guard let asked = streams[src]?.asked, asked.id == reply.header.id, var stream = streams.take(src) else { return }
         stream.asked = nil
         var returned: [UInt64: BusMessage] = [:]
         for (topic, body) in reply.messages {

@@ -377,6 +377,8 @@ public final class DetectorRuntime {
                 return
             }
             (outputs, ack) = apply(command, to: &detector)
+        } else if message.field("sensor") == .string(SampleMessage.postureSensor) {
+            // Not the detector's (StationDetector.feed): their readings are not even built.
         } else {
             do {
                 let sample = try message.payload(as: SampleMessage.self)

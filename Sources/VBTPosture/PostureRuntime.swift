@@ -301,6 +301,13 @@ public final class PostureRuntime {
         }
     }
 
+    /// What the heartbeat says of the input (summed over every stream, so only when one is due).
+    private var inputCounters: InputCounters {
+        var counters = subscriber.stats.totals
+        counters.lost = input.counters.lost
+        return counters
+    }
+
     /// Runs until `stop` is set.
     public func run(stop: StopFlag) throws {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
@@ -310,9 +317,7 @@ public final class PostureRuntime {
     /// One pass of the loop: the heartbeat, the recorder's replies, and at
     /// most one input message (waiting up to `timeoutMs` for it on sockets).
     public func step(timeoutMs: Int32 = 200) throws {
-        var counters = subscriber.stats.totals
-        counters.lost = input.counters.lost
-        try heartbeat.tick(publisher, inputs: counters, replay: replay)
+        try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
         try replay?.serve()
         collectReplies()
         for message in input.poll() { try handle(message) }
@@ -427,7 +432,9 @@ public final class PostureRuntime {
             trackers[station] = state
             return
         }
-        guard message.envelope.type == SampleMessage.type, let sample = try? message.payload(as: SampleMessage.self),
+        // Most samples are other sensors': their readings are never built (BusMessage.deferred).
+        guard message.envelope.type == SampleMessage.type, message.field("sensor") == .string(SampleMessage.postureSensor),
+            let sample = try? message.payload(as: SampleMessage.self),
             case .posture(let readings) = sample.readings
         else { return }
         var state = tracker(station)

@@ -413,9 +413,17 @@ public final class Ingestor {
     /// straight to the prepared statement (no copy, no number formatting).
     /// Returns the rows written, or nil when the message has no usable readings (refused).
     private func insertSamples(_ message: BusMessage, db: Database) throws -> Int? {
-        guard case .string(let sensor)? = message.fields["sensor"], case .array(let readings)? = message.fields["samples"],
-            let slices = RawJSON.arrayElements(message.body, key: "samples"), slices.count == readings.count
-        else { return nil }
+        // The readings' places come from the parse that checked the frame (BusMessage.deferred): no tree
+        // of them is built, and only each one's `t` is read.
+        guard case .string(let sensor)? = message.field("sensor") else { return nil }
+        let slices: [Range<Int>]
+        if let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements {
+            slices = elements
+        } else if case .array? = message.fields["samples"], let elements = RawJSON.arrayElements(message.body, key: "samples") {
+            slices = elements
+        } else {
+            return nil
+        }
         let statement = try db.cachedStatement(sql: "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)")
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
@@ -423,8 +431,8 @@ public final class Ingestor {
         bindText(handle, 2, sensor)
         var rows = 0
         try message.body.withUnsafeBufferPointer { body in
-            for (reading, slice) in zip(readings, slices) {
-                guard case .object(let object) = reading, case .number(let t)? = object["t"], t.isFinite else { continue }
+            for slice in slices {
+                guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body), t.isFinite else { continue }
                 sqlite3_bind_double(handle, 3, t)
                 sqlite3_bind_text(
                     handle, 4, UnsafeRawPointer(body.baseAddress! + slice.lowerBound).assumingMemoryBound(to: CChar.self),

@@ -73,10 +73,47 @@ public struct BusMessage: Sendable {
     public var topic: String
     /// The envelope fields.
     public var envelope: Envelope
-    /// The whole JSON object, envelope fields included.
-    public var fields: JSONObject
     /// The JSON frame exactly as received (recordings store it verbatim).
     public var body: [UInt8]
+    /// The object as parsed; a deferred member reads null here.
+    private var parsed: JSONObject
+    /// A `sample`'s readings (`samples`), checked when received but built only
+    /// when asked for: most consumers drop most samples unread.
+    public private(set) var deferred: DeferredMember?
+
+    /// A message of `fields` received as `body`; `deferred` is a member of them not built yet.
+    public init(topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil) {
+        self.topic = topic
+        self.envelope = envelope
+        self.parsed = fields
+        self.body = body
+        self.deferred = deferred
+    }
+
+    /// The whole JSON object, envelope fields included (a deferred member is built now).
+    public var fields: JSONObject {
+        get {
+            guard let deferred else { return parsed }
+            var fields = parsed
+            fields[deferred.key] = self.deferredValue(deferred)
+            return fields
+        }
+        set {
+            parsed = newValue
+            deferred = nil
+        }
+    }
+
+    /// One member of the object; builds nothing else.
+    public func field(_ key: String) -> JSONValue? {
+        if let deferred, deferred.key == key { return deferredValue(deferred) }
+        return parsed[key]
+    }
+
+    private func deferredValue(_ member: DeferredMember) -> JSONValue {
+        // Checked whole when the message was received: it parses.
+        (try? JSONParser.parse(body, range: member.range)) ?? .null
+    }
 
     /// Decodes the type's own fields.
     public func payload<P: BusPayload>(as type: P.Type) throws(MalformedMessage) -> P {
@@ -113,8 +150,10 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(Malfo
     }
     let (topicType, topicStation) = try splitTopic(topicBytes)
     let value: JSONValue
+    let deferred: DeferredMember?
     do {
-        value = try JSONParser.parse(body)
+        // A sample's readings are checked but not built (BusMessage.deferred).
+        (value, deferred) = try JSONParser.parse(body, deferring: topicType == SampleMessage.type ? "samples" : nil)
     } catch {
         throw MalformedMessage(.notJSON, error.description)
     }
@@ -150,7 +189,7 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(Malfo
         throw MalformedMessage(.topicMismatch, "topic station \(topicStation) but body station \(station)")
     }
     let envelope = Envelope(v: Int(v), type: type, station: station, src: src, seq: UInt64(seq), ts: ts, athlete: athlete)
-    return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: fields, body: body)
+    return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: fields, body: body, deferred: deferred)
 }
 
 private func envelopeString(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> String {

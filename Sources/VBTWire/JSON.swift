@@ -56,6 +56,19 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String { "\(reason) at byte \(offset)" }
 }
 
+/// A member of a top-level object that `JSONParser.parse(_:deferring:)` checked
+/// but did not build: where its value lies in the bytes and, for an array,
+/// where each element lies. A consumer that drops most samples unread builds
+/// no tree of their readings (issue 17: parsing was a fifth of each consumer).
+public struct DeferredMember: Sendable, Equatable {
+    /// The member's key.
+    public var key: String
+    /// The value's bytes.
+    public var range: Range<Int>
+    /// For an array, each element's bytes; nil for any other value.
+    public var elements: [Range<Int>]?
+}
+
 /// Parses one JSON document from UTF-8 bytes (strict RFC 8259).
 public struct JSONParser {
     /// Deepest nesting of arrays and objects accepted.
@@ -63,18 +76,83 @@ public struct JSONParser {
 
     /// Parses `bytes` as exactly one JSON value surrounded by optional whitespace.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSONValue in
+        try parse(bytes, deferring: nil).value
+    }
+
+    /// Parses `bytes` as `parse(_:)` does, every byte checked as strictly,
+    /// except that the value of the top-level object's member `key` is not
+    /// built: it reads `null` in the tree, and its place is returned.
+    public static func parse(_ bytes: [UInt8], deferring key: String?) throws(JSONParseError) -> (value: JSONValue, deferred: DeferredMember?) {
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> (value: JSONValue, deferred: DeferredMember?) in
             var parser = JSONParser(buffer)
+            parser.deferKey = key
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
             if parser.index != buffer.count { throw parser.error("trailing characters after the JSON value") }
+            return (value, parser.deferred)
+        }
+    }
+
+    /// Parses the JSON value at `range` of `bytes` (a deferred member's, say).
+    public static func parse(_ bytes: [UInt8], range: Range<Int>) throws(JSONParseError) -> JSONValue {
+        guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw JSONParseError(reason: "range outside the bytes", offset: 0) }
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSONValue in
+            var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
+            parser.skipWhitespace()
+            let value = try parser.parseValue(depth: 0)
+            parser.skipWhitespace()
+            if parser.index != parser.bytes.count { throw parser.error("trailing characters after the JSON value") }
             return value
+        }
+    }
+
+    /// The value of member `key` of the object at `range` of `bytes` (a
+    /// deferred array's element, say), building none of the other members;
+    /// nil when the object has no such member.
+    public static func member(_ key: String, ofObjectAt range: Range<Int>, in bytes: [UInt8]) throws(JSONParseError) -> JSONValue? {
+        guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw JSONParseError(reason: "range outside the bytes", offset: 0) }
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSONValue? in
+            var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
+            return try parser.member(key)
+        }
+    }
+
+    private mutating func member(_ wanted: String) throws(JSONParseError) -> JSONValue? {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { throw error("expected an object") }
+        index += 1
+        var found: JSONValue?
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") { return nil }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            if key == wanted {
+                guard found == nil else { throw error("duplicate key \"\(key)\"") }
+                found = try parseValue(depth: 1)
+            } else {
+                _ = try skipValue(depth: 1)
+            }
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { return found }
+            throw error("expected ',' or '}'")
         }
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
+    private var deferKey: String?
+    private var deferred: DeferredMember?
+    /// Keys of the objects being skipped, innermost last (for the duplicate check without a set per object).
+    private var skippedKeys: [String] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -135,7 +213,14 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            fields.append((key, try parseValue(depth: depth)))
+            if depth == 1, let deferKey, key == deferKey {
+                let start = index
+                let elements = try skipValue(depth: depth, recordingElements: true)
+                deferred = DeferredMember(key: key, range: start..<index, elements: elements)
+                fields.append((key, .null))
+            } else {
+                fields.append((key, try parseValue(depth: depth)))
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -158,6 +243,68 @@ public struct JSONParser {
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            throw error("expected ',' or ']'")
+        }
+    }
+
+    /// Checks the value at `index` as `parseValue` would, building nothing;
+    /// for an array with `recordingElements`, returns where each element lies.
+    private mutating func skipValue(depth: Int, recordingElements: Bool = false) throws(JSONParseError) -> [Range<Int>]? {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): try skipObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try skipArray(depth: depth + 1, recordingElements: recordingElements)
+        case UInt8(ascii: "\""): _ = try parseString()
+        case UInt8(ascii: "t"): try expectLiteral("true")
+        case UInt8(ascii: "f"): try expectLiteral("false")
+        case UInt8(ascii: "n"): try expectLiteral("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        default: throw error("unexpected character")
+        }
+        return nil
+    }
+
+    private mutating func skipObject(depth: Int) throws(JSONParseError) {
+        if depth > Self.maxDepth { throw error("nesting deeper than \(Self.maxDepth)") }
+        index += 1  // {
+        let base = skippedKeys.count
+        defer { skippedKeys.removeSubrange(base...) }
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let key = try parseString()
+            for seen in skippedKeys[base...] where seen == key { throw error("duplicate key \"\(key)\"") }
+            skippedKeys.append(key)
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            _ = try skipValue(depth: depth)
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; return }
+            throw error("expected ',' or '}'")
+        }
+    }
+
+    private mutating func skipArray(depth: Int, recordingElements: Bool) throws(JSONParseError) -> [Range<Int>]? {
+        if depth > Self.maxDepth { throw error("nesting deeper than \(Self.maxDepth)") }
+        index += 1  // [
+        var elements: [Range<Int>]? = recordingElements ? [] : nil
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") { index += 1; return elements }
+        while true {
+            skipWhitespace()
+            let start = index
+            _ = try skipValue(depth: depth)
+            elements?.append(start..<index)
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; return elements }
             throw error("expected ',' or ']'")
         }
     }

@@ -226,6 +226,9 @@ public struct SampleMessage: BusPayload, Equatable {
         public init(t: Double, acc: Vector3, mag: Vector3) { (self.t, self.acc, self.mag) = (t, acc, mag) }
     }
 
+    /// The `sensor` field of a posture wearable's readings.
+    public static let postureSensor = Readings.posture([]).sensor
+
     /// The readings, all from one kind of sensor.
     public enum Readings: Sendable, Equatable {
         case imu([IMUReading])

@@ -44,6 +44,25 @@ struct EnvelopeTests {
         #expect(try roundTrip(command).1 == command)
     }
 
+    @Test("a sample's readings are built only when asked for, and then equal what was sent")
+    func samplesDeferred() throws {
+        let distance = SampleMessage(
+            .distance([SampleMessage.DistanceReading(t: 1.5, distanceMm: 523), SampleMessage.DistanceReading(t: 1.52, distanceMm: 520)]))
+        let (message, decoded) = try roundTrip(distance)
+        #expect(decoded == distance)
+        #expect(message.deferred?.key == "samples" && message.deferred?.elements?.count == 2)
+        #expect(message.field("sensor") == .string("distance"))
+        guard case .array(let readings)? = message.field("samples") else { Issue.record("no samples"); return }
+        #expect(readings.count == 2 && message.fields["samples"] == .array(readings))
+        // Changing the fields builds them: what is set is what is read.
+        var changed = message
+        changed.fields["sensor"] = .string("imu")
+        #expect(changed.deferred == nil && changed.fields["samples"] == .array(readings) && changed.field("sensor") == .string("imu"))
+        // Other types defer nothing.
+        let (status, _) = try roundTrip(StatusMessage(state: .streaming, sensor: "imu", device: "WT901"))
+        #expect(status.deferred == nil)
+    }
+
     @Test("the envelope is stamped per stream: src per topic, seq from 1 without gaps")
     func stamping() throws {
         var stamper = EnvelopeStamper(program: "prog", instance: "prog-1")

@@ -36,6 +36,35 @@ struct JSONTests {
         #expect(throws: JSONParseError.self) { try parse(text) }
     }
 
+    @Test(
+        "a deferred member is checked as strictly as a built one",
+        arguments: [
+            "[1,]", "[01]", "[1 2]", "[{\"t\":1,\"t\":2}]", "[\"\u{01}\"]", "[\"\\x\"]", "[\"\\ud800\"]", "[tru]", "[1e999]",
+            "[{a:1}]", "[" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "]", "[1", "{\"a\":}",
+        ])
+    func deferredRejects(member: String) {
+        let text = #"{"type":"sample","samples":"# + member + "}"
+        #expect(throws: JSONParseError.self) { try parse(text) }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(Array(text.utf8), deferring: "samples") }
+    }
+
+    @Test("a deferred member reads null in the tree; its place and its elements' places read back to the value")
+    func deferredMember() throws {
+        let text = #"{"sensor":"distance", "samples": [ {"t":1.5,"mm":812}, {"mm":810,"t":1.52} ,{"t":1.54,"mm":809,"x":{"t":9}}],"n":3}"#
+        let bytes = Array(text.utf8)
+        let (value, deferred) = try JSONParser.parse(bytes, deferring: "samples")
+        guard case .object(let object) = value, let deferred else { Issue.record("no object or nothing deferred"); return }
+        #expect(object["samples"] == .null && object["n"] == .number(3) && object["sensor"] == .string("distance"))
+        guard case .object(let whole) = try parse(text) else { Issue.record("not an object"); return }
+        #expect(try JSONParser.parse(bytes, range: deferred.range) == whole["samples"])
+        #expect(deferred.elements?.count == 3)
+        let times = try deferred.elements!.map { try JSONParser.member("t", ofObjectAt: $0, in: bytes) }
+        #expect(times == [.number(1.5), .number(1.52), .number(1.54)])
+        #expect(try JSONParser.member("absent", ofObjectAt: deferred.elements![0], in: bytes) == nil)
+        // A key nested deeper, or a member of another name, is not deferred.
+        #expect(try JSONParser.parse(Array(#"{"a":{"samples":[1]}}"#.utf8), deferring: "samples").deferred == nil)
+    }
+
     @Test("rejects invalid UTF-8 inside strings")
     func rejectsInvalidUTF8() {
         #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }

@@ -161,8 +161,9 @@ class Node:
         return "\n".join(p.describe() for p in self.current.values())
 
 
-def make_recording(folder: Path, profile: Profile, sim_speed: float = 4.0, timeout: float = 600) -> Path:
-    """Simulates SIM_STATIONS through a bus into `vbt record`, then stretches the
+def make_recording(folder: Path, profile: Profile, sim_speed: float = 4.0, timeout: float = 600,
+                   sims: list[SimStation] | None = None) -> Path:
+    """Simulates `sims` (default SIM_STATIONS) through a bus into `vbt record`, then stretches the
     lines' `t` by `sim_speed` so a replay at speed 1 is real time again (the
     readings' own `t` are sensor time already). Each station is assigned its
     athlete, exercise and load (`athlete.assign`), and the squatter's posture
@@ -183,7 +184,8 @@ def make_recording(folder: Path, profile: Profile, sim_speed: float = 4.0, timeo
             subprocess.run([exe, "pub", topic, json.dumps(body)], env=node.env, cwd=folder, check=True,
                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
 
-        for sim in SIM_STATIONS:
+        sims = SIM_STATIONS if sims is None else sims
+        for sim in sims:
             pub(f"cmd.{sim.station}", {"id": f"assign-{sim.station}", "command": "athlete.assign", "target": "*",
                                        "args": {"athlete": sim.athlete, "exercise": sim.exercise, "load_kg": sim.load_kg,
                                                 **dict(sim.assign)}})
@@ -193,7 +195,7 @@ def make_recording(folder: Path, profile: Profile, sim_speed: float = 4.0, timeo
             "sensor-bridge", "--simulate", "--station", sim.station, "--exercise", sim.exercise,
             "--load-kg", str(sim.load_kg), "--one-rep-max-kg", str(sim.one_rep_max_kg), "--seed", str(sim.seed),
             "--athlete", sim.athlete, "--sets", str(profile.sets), "--reps", str(profile.reps),
-            "--rest", str(profile.rest_s), "--speed", str(sim_speed), *sim.sensors]) for sim in SIM_STATIONS]
+            "--rest", str(profile.rest_s), "--speed", str(sim_speed), *sim.sensors]) for sim in sims]
         wait_until(lambda: all(b.proc.poll() is not None for b in bridges), "the simulated sessions to end",
                    timeout=timeout, interval=0.2, detail=node.describe)
         for bridge in bridges:

@@ -1,0 +1,126 @@
+"""Issue 17's load test as a benchmark (`make bench`): a whole installation on this
+computer (bus, rep-detector, posture-evaluator, session-recorder, notifier, each run as
+its systemd unit runs it: journals, state files), and `vbt loadtest` replaying a
+recording of the three simulated stations of `make run` (a squat rack with a laser at
+50 Hz, a bar IMU at 100 Hz and a posture wearable at 20 Hz; a bench and a platform with
+the laser and the IMU: about 150 readings a second a station) at each N stations.
+
+Prints, per N, what `vbt loadtest --json` reports (readings/s, reps against expected,
+lost per consumer, completing reading -> rep p50/p99/max, CPU and RSS of each daemon),
+and checks the report against an independent count: the database's reps at the
+replayed stations. The raw libzmq baseline of the same `make bench` run is vbt-bench's
+bus section, printed before this.
+
+Run from the repository root:
+    VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/loadtest_bench.py \\
+        [--stations 9 1000] [--duration 40] [--folder DIR]
+A --folder keeps its recording between runs (making one takes about 2 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fault_run  # noqa: E402
+from test_wire import binary  # noqa: E402
+
+# `make run`'s stations (scripts/run.sh), with the sensor-bridge's default rates, recorded
+# with readings batched up to 20 ms as issue 17 measured them (about 70 messages a second a
+# station; a bridge now publishes each reading at once when idle, up to 170 a second).
+BATCHED = ("--batch-delay", "0.02")
+MAKE_RUN_STATIONS = [
+    fault_run.SimStation("rack", "squat", 100, 140, 1, "ana", ("--posture-rate", "20", *BATCHED)),
+    fault_run.SimStation("bench", "bench", 70, 95, 2, "ben", BATCHED, (("rom_mm", 355),)),
+    fault_run.SimStation("platform", "deadlift", 140, 180, 3, "cleo", BATCHED),
+]
+DAEMONS = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier"]
+
+
+def recording(folder: Path) -> Path:
+    path = folder / "recording.jsonl"
+    if not path.exists():
+        fault_run.log("recording make run's three stations (2 sets of 5, 20 s rests)")
+        fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=3),
+                                 sims=MAKE_RUN_STATIONS)
+    return path
+
+
+def run_once(rec: Path, stations: int, duration: float, folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "vbt.sqlite"
+    query = f"tcp://127.0.0.1:{fault_run.free_port()}"
+    node = fault_run.Node(folder, {"VBT_QUERY_ENDPOINT": query, "VBT_DB": str(db)})
+    journal = folder / "journal"
+    commands = {
+        "vbt-bus": ["vbt-bus"],
+        "session-recorder": ["session-recorder", "--db", str(db), "--query-endpoint", query],
+        "rep-detector": ["rep-detector", "--patterns", str(folder / "patterns.json"), "--journal", str(journal / "rep-detector")],
+        "posture-evaluator": ["posture-evaluator", "--calibrations", str(folder / "calibrations.json"),
+                              "--journal", str(journal / "posture-evaluator")],
+        "notifier": ["notifier", "--state", str(folder / "notifier.json"), "--journal", str(journal / "notifier")],
+    }
+    try:
+        # Each started as fault_run starts it, and at work before the next (and the replay) starts.
+        for name in DAEMONS:
+            node.spawn(name, commands[name])
+            for needle in fault_run.Installation.READY[name]:
+                node.current[name].wait_for_log(needle, timeout=60)
+        result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
+                                 "--duration", str(duration), "--json", "--svg", str(folder / "loadtest.svg")],
+                                env=node.env, capture_output=True, text=True, timeout=duration + 300)
+        if result.returncode != 0:
+            raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
+        report = json.loads(result.stdout)
+        with sqlite3.connect(db) as conn:
+            report["db_reps"] = conn.execute("SELECT count(*) FROM reps").fetchone()[0]
+        return report
+    finally:
+        node.stop_all()
+
+
+def show(report: dict) -> str:
+    latency = report["latency_ms"]
+    processes = {p["name"]: p for p in report["processes"]}
+    lost = sum(report["lost"].values())
+    cells = [
+        f"{report['stations']:>5}", f"{report['readings_per_s'] / 1000:6.1f} k",
+        f"{report['reps_received']:>5} / {report['reps_expected']:<5}", f"{lost:>4}",
+        f"{latency['p50']:7.2f}", f"{latency['p99']:8.2f}", f"{latency['max']:8.1f}",
+        "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}MB"
+                  for name in DAEMONS if name in processes),
+    ]
+    return " | ".join(cells)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stations", type=int, nargs="+", default=[9, 1000], help="station counts (default 9 1000)")
+    parser.add_argument("--duration", type=float, default=40, help="seconds per count (default 40)")
+    parser.add_argument("--folder", type=Path, help="keep the recording and the runs here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
+        folder = args.folder or Path(scratch)
+        rec = recording(folder / "rec")
+        print("stations | readings/s | reps received / expected | lost | p50 ms | p99 ms | max ms | CPU and RSS per daemon",
+              flush=True)
+        failures = 0
+        for stations in args.stations:
+            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{int(time.time())}")
+            print(show(report), flush=True)
+            if report["db_reps"] < report["reps_received"]:
+                print(f"  the database holds {report['db_reps']} reps, fewer than the report's {report['reps_received']}")
+                failures += 1
+        return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
