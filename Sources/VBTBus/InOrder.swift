@@ -31,6 +31,10 @@ public final class InOrderInput {
         public var maxRange: UInt64 = 1_000
         /// Most messages held behind one stream's hole (beyond: the hole is given up).
         public var maxHeld = 100_000
+        /// Most messages held over every stream: the memory budget of a consumer
+        /// that fell behind (some 1.5 KB a message, so about 30 MB). Beyond it the
+        /// stream holding most gives up its hole, counted lost and logged.
+        public var maxHeldTotal = 20_000
         /// Creates the defaults.
         public init() {}
     }
@@ -81,11 +85,14 @@ public final class InOrderInput {
     private struct StreamTable {
         private(set) var all: [String: Stream] = [:]
         private(set) var missing: Set<String> = []
+        /// Messages held over every stream.
+        private(set) var heldTotal = 0
 
         subscript(src: String) -> Stream? {
             get { all[src] }
             set {
-                all[src] = newValue
+                let old = newValue.map { all.updateValue($0, forKey: src) } ?? all.removeValue(forKey: src)
+                heldTotal += (newValue?.held.count ?? 0) - (old?.held.count ?? 0)
                 if newValue?.missingSince != nil { missing.insert(src) } else { missing.remove(src) }
             }
         }
@@ -93,8 +100,13 @@ public final class InOrderInput {
         /// Takes `src`'s stream out, so what it holds is changed in place, not copied; put it back with the subscript.
         mutating func take(_ src: String) -> Stream? {
             missing.remove(src)
-            return all.removeValue(forKey: src)
+            let stream = all.removeValue(forKey: src)
+            heldTotal -= stream?.held.count ?? 0
+            return stream
         }
+
+        /// The stream holding the most messages.
+        var fullest: String? { all.max { $0.value.held.count < $1.value.held.count }?.key }
     }
 
     public let settings: Settings
@@ -178,6 +190,10 @@ public final class InOrderInput {
             stream.held[seq] = message
             streams[src] = stream
             if stream.held.count > settings.maxHeld { giveUp(src) }
+            while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest {
+                logger.warning("input held past its memory budget; a hole given up", metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)"])
+                giveUp(fullest)
+            }
             return take()
         }
         stream.next = seq + 1

@@ -94,6 +94,8 @@ public final class DetectorRuntime {
     private var resumeOutputs: [String: UInt64]?
     /// When the next checkpoint is due (monotonic), and whether anything changed since the last.
     private var checkpointDue = 0.0
+    /// A pattern was learned since the patterns file was last written.
+    private var patternsUnsaved = false
     /// The checkpoint waits at least this many times as long as the last one took to write.
     static let checkpointShare = 20.0
     private var changed = false
@@ -215,6 +217,7 @@ public final class DetectorRuntime {
     /// Runs until `stop` is set or, after handing over, until done.
     public func run(stop: StopFlag) throws {
         logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
+        defer { savePatterns() }
         while !stop.isSet, !isFinished { try step() }
     }
 
@@ -263,6 +266,7 @@ public final class DetectorRuntime {
         if now >= due {
             nextHousekeeping = now + 1
             try closeSilentStations()
+            savePatterns()
         }
     }
 
@@ -482,16 +486,22 @@ public final class DetectorRuntime {
         }
         let all = library.patterns.values.flatMap { $0 }
         for station in detectors.keys { detectors[station]?.patterns = all }
-        if let path = options.patternsPath {
-            do { try library.save(path: path) } catch {
-                logger.error("pattern not saved", metadata: ["path": "\(path)", "error": "\(error)"])
-            }
-        }
+        // Written with the next housekeeping, at most once a second (a thousand stations end
+        // dozens of sets a second: the whole file each time was a tenth of the detector, issue 17).
+        patternsUnsaved = options.patternsPath != nil
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
+    private func savePatterns() {
+        guard patternsUnsaved, let path = options.patternsPath else { return }
+        patternsUnsaved = false
+        do { try library.save(path: path) } catch {
+            logger.error("patterns not saved", metadata: ["path": "\(path)", "error": "\(error)"])
+        }
+    }
+
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
         let acted = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setEnd, CommandName.setLoad]
         guard acted.contains(command.command) else { return ([], nil) }

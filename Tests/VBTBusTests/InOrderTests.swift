@@ -67,4 +67,39 @@ struct InOrderTests {
         #expect(input.counters.ahead == 1)
         #expect(!input.isRecovering)
     }
+
+    @Test(
+        "what is held behind holes stays within its budget over every stream: the fullest stream gives up its hole, counted lost, and what it held goes on in order"
+    )
+    func heldWithinBudget() throws {
+        let bus = MemoryBus()
+        var settings = InOrderInput.Settings()
+        settings.maxHeldTotal = 10
+        let input = InOrderInput(transport: bus, logger: Self.logger, settings: settings, wants: { $0.hasPrefix("sample.") })
+        var stamper = EnvelopeStamper(program: "sensor-bridge")
+        var delivered: [String: [UInt64]] = [:]
+        var mostHeld = 0
+        func send(_ station: String, keep: Bool = true) throws {
+            let sample = SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)]))
+            let frames = try stamper.encode(sample, station: station, athlete: nil, ts: 1_763_812_345)
+            guard keep else { return }  // lost on the way: a hole
+            for message in input.accept(try decodeMessage(topic: frames.topic, body: frames.body)) {
+                delivered[message.envelope.station, default: []].append(message.envelope.seq)
+            }
+            mostHeld = max(mostHeld, input.held)
+        }
+        // Three stations, each a first message, a hole, then messages held behind it: 4, 5 and 6 of them.
+        for (station, behind) in [("rack-01", 4), ("rack-02", 5), ("rack-03", 6)] {
+            try send(station)
+            try send(station, keep: false)
+            for _ in 0..<behind { try send(station) }
+        }
+        #expect(mostHeld <= 10, "held \(mostHeld), over the budget of 10")
+        // rack-03's second held message made 4 + 5 + 2 = 11: rack-02's hole (the fullest then) was given
+        // up, its one message counted lost and the 5 it held delivered; rack-03 then held its 6.
+        #expect(input.counters.lost == 1)
+        #expect(delivered["rack-02"] == [1] + Array(3...7))
+        #expect(delivered["rack-01"] == [1] && delivered["rack-03"] == [1])
+        #expect(input.held == 10)
+    }
 }
