@@ -111,6 +111,9 @@ public final class Subscriber {
     /// Streams silent this long are forgotten (every process start and every
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
     public var forgetAfterS = 3_600.0
+    /// Whether a sample's readings are built only when asked for (`decodeMessage`): a
+    /// consumer that reads most samples' readings (the rep-detector) sets it false.
+    public var defersSamples = true
 
     /// The topic prefixes asked for ("" is everything), as a heartbeat says them.
     public var subscribedPrefixes: [String] { prefixes.map { String(decoding: $0, as: UTF8.self) } }
@@ -156,7 +159,7 @@ public final class Subscriber {
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage
         do {
-            message = try decodeMessage(received)
+            message = try decodeMessage(received, deferringSamples: defersSamples)
         } catch {
             reject(error, topic: received.frames.first)
             return nil

@@ -128,6 +128,8 @@ public final class DetectorRuntime {
             transport: transport,
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             logger: logger)
+        // Most samples' readings are the detector's: built as they are received, in one pass.
+        subscriber.defersSamples = false
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -382,7 +384,7 @@ public final class DetectorRuntime {
             }
             (outputs, ack) = apply(command, to: &detector)
         } else if message.field("sensor") == .string(SampleMessage.postureSensor) {
-            // Not the detector's (StationDetector.feed): their readings are not even built.
+            // Not the detector's (StationDetector.feed): not decoded into readings.
         } else {
             do {
                 let sample = try message.payload(as: SampleMessage.self)

@@ -143,8 +143,11 @@ public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: Stri
     return (String(decoding: topic[..<dot], as: UTF8.self), String(decoding: topic[(dot + 1)...], as: UTF8.self))
 }
 
-/// Decodes and checks a topic frame and a JSON frame.
-public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(MalformedMessage) -> BusMessage {
+/// Decodes and checks a topic frame and a JSON frame. A sample's readings are
+/// checked but built only when asked for (`BusMessage.deferred`), unless
+/// `deferringSamples` is false: for a consumer that reads every sample's
+/// readings, building them at once costs one pass instead of two.
+public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], deferringSamples: Bool = true) throws(MalformedMessage) -> BusMessage {
     guard body.count <= BusLimits.maxMessageBytes else {
         throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
     }
@@ -153,7 +156,7 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8]) throws(Malfo
     let deferred: DeferredMember?
     do {
         // A sample's readings are checked but not built (BusMessage.deferred).
-        (value, deferred) = try JSONParser.parse(body, deferring: topicType == SampleMessage.type ? "samples" : nil)
+        (value, deferred) = try JSONParser.parse(body, deferring: deferringSamples && topicType == SampleMessage.type ? "samples" : nil)
     } catch {
         throw MalformedMessage(.notJSON, error.description)
     }

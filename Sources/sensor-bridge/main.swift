@@ -18,9 +18,10 @@ struct SensorBridge: AsyncParsableCommand {
               --replay FILE [--speed X] [--loop] [--stations N] [--t0 T]
               --simulate [--exercise squat|bench|deadlift] [--load-kg KG] [--seed N] ...
             A missing adapter or device is reported in one line saying what to do, and the bridge
-            keeps retrying (3 quick tries 2 s apart, then backing off). Each reading is published at
-            once when the bridge is idle; readings that arrive while it is busy leave together, at most
-            --batch-size a message. --batch-delay S makes them wait up to S seconds for company instead.
+            keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
+            message: at most --batch-size readings, none waiting longer than --batch-delay; with
+            --batch-delay 0 each leaves at once when the bridge is idle, and what arrives while it is
+            busy leaves together.
             """,
         version: versionText("sensor-bridge"))
 
@@ -136,7 +137,7 @@ struct SensorBridge: AsyncParsableCommand {
     var batchSize: Int = 16
 
     @Option(help: "Longest a reading may wait for others to share its message, seconds (0: none waits).")
-    var batchDelay: Double = 0
+    var batchDelay: Double = 0.02
 
     func validate() throws {
         let standalone = [replay != nil, simulate].filter { $0 }.count
