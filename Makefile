@@ -44,6 +44,8 @@ run: build
 # `caught up`; its store compared with a clean run's too. Last, the coach console: a rep on
 # the bus -> visible in a headless Chromium's DOM at 100 and 500 stations, beside a raw
 # subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
+# Then issue 17's load test: make run's stations replayed at 9 and 1,000 stations against a
+# whole installation, through vbt loadtest (tests/python/loadtest_bench.py, about 5 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release
@@ -51,6 +53,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/journal_cost.py
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
 
 # The long fault run of issue 13 (about 10 minutes): a recording of 4 simulated stations
 # (6 sets each) replayed as 20 stations at speed 1 into a clean and a faulted installation;
