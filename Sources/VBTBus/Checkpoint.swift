@@ -37,6 +37,29 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
     /// Encodes it (infinities and NaN, which states hold, as strings).
     public func encoded() throws -> [UInt8] { Array(try Self.encoder.encode(self)) }
 
+    /// Writes it to `file`, the same bytes as `encoded()`, a state element at
+    /// a time when the state is an array (only one element's encoding is in
+    /// memory at once).
+    public func write<Element: Codable>(to file: CheckpointFile) throws where State == [Element] {
+        var head = self
+        head.state = []
+        let encoder = Self.encoder
+        let whole = try head.encoded()
+        // Keys are sorted and `state` is the last: the head ends `"state":[]}`.
+        let tail = Array(#""state":[]}"#.utf8)
+        guard whole.count > tail.count, Array(whole.suffix(tail.count)) == tail else {
+            return try file.write(try encoded())
+        }
+        try file.write { emit in
+            try emit(Array(whole.dropLast(2)))  // through `[`
+            for (index, element) in state.enumerated() {
+                if index > 0 { try emit([UInt8(ascii: ",")]) }
+                try emit(Array(try encoder.encode(element)))
+            }
+            try emit(Array("]}".utf8))
+        }
+    }
+
     /// Reads the checkpoint in `file`; nil when there is none.
     public static func load(_ file: CheckpointFile) throws -> Self? {
         guard let bytes = try file.read() else { return nil }
@@ -69,20 +92,33 @@ public struct CheckpointFile: Sendable {
     public init(path: String) { self.path = path }
 
     /// Replaces the checkpoint with `bytes`.
-    public func write(_ bytes: [UInt8]) throws(JournalError) {
+    public func write(_ bytes: [UInt8]) throws {
+        try write { emit in try emit(bytes) }
+    }
+
+    /// Replaces the checkpoint with the pieces `produce` emits, in order: a
+    /// big checkpoint is never whole in memory (issue 17: a thousand stations'
+    /// detector state encoded at once took the rep-detector near a gigabyte).
+    public func write(_ produce: (_ emit: ([UInt8]) throws -> Void) throws -> Void) throws {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw JournalError("cannot write the checkpoint \(temporary): \(String(cString: strerror(errno)))") }
-        var written = 0
-        while written < bytes.count {
-            let result = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if result < 0 {
-                if errno == EINTR { continue }
-                let reason = String(cString: strerror(errno))
-                close(fd)
-                throw JournalError("checkpoint write failed (\(temporary)): \(reason); is the disk full?")
+        do {
+            try produce { bytes in
+                var written = 0
+                while written < bytes.count {
+                    let result = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+                    if result < 0 {
+                        if errno == EINTR { continue }
+                        throw JournalError("checkpoint write failed (\(temporary)): \(String(cString: strerror(errno))); is the disk full?")
+                    }
+                    written += result
+                }
             }
-            written += result
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
         }
         let synced = fdatasync(fd) == 0
         close(fd)

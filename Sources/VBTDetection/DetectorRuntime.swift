@@ -298,7 +298,7 @@ public final class DetectorRuntime {
             checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * took)
         }
         do {
-            try checkpoint.write(try state.encoded())
+            try state.write(to: checkpoint)
             changed = false
             checkpoints += 1
         } catch {

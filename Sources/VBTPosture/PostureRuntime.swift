@@ -283,7 +283,7 @@ public final class PostureRuntime {
         checkpointDue = now + checkpointIntervalS
         do {
             let state = ConsumerCheckpoint(publisher: publisher, input: input, state: trackers.keys.sorted().compactMap { trackers[$0] })
-            try checkpoint.write(try state.encoded())
+            try state.write(to: checkpoint)
             changed = false
             checkpoints += 1
         } catch {
