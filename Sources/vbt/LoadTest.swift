@@ -210,6 +210,21 @@ struct LoadReport: Encodable, Sendable {
             case rssMb = "rss_mb"
         }
     }
+    /// One of the slowest reps: where to look when the p99 is high.
+    struct SlowRep: Encodable, Sendable {
+        var station: String
+        var repId: String
+        var sensor: String?
+        var latencyMs: Double
+        /// How many of the station's sample messages had arrived after the completing one when the rep came.
+        var messagesAfter: Int
+        enum CodingKeys: String, CodingKey {
+            case station, sensor
+            case repId = "rep_id"
+            case latencyMs = "latency_ms"
+            case messagesAfter = "messages_after"
+        }
+    }
     struct Window: Encodable, Sendable {
         var atS: Double
         var p99Ms: Double
@@ -234,9 +249,11 @@ struct LoadReport: Encodable, Sendable {
     /// The database's growth (the recorder's `status` rows), when it answered.
     var storeGrowth: [String: Int]?
     var windows: [Window]
+    /// The five slowest reps timed.
+    var slowest: [SlowRep] = []
 
     enum CodingKeys: String, CodingKey {
-        case stations, lost, consumers, processes, windows
+        case stations, lost, consumers, processes, windows, slowest
         case durationS = "duration_s"
         case readingsPerS = "readings_per_s"
         case repsExpected = "reps_expected"
@@ -339,6 +356,7 @@ struct LoadRun {
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)  // µs
         var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         var windows: [LoadReport.Window] = []
+        var slowest: [LoadReport.SlowRep] = []
         var windowReps = 0
         var repsReceived = 0
         var probeReadings = 0
@@ -403,10 +421,14 @@ struct LoadRun {
                 repsReceived += 1
                 windowReps += 1
                 // The completing reading (`t_end`, proto/rep.schema.json): the sample message that carried it.
-                if let list = published[station], let completing = list.first(where: { $0.lastT >= rep.tEnd - 1e-6 }) {
-                    let micros = UInt64(max(0, (wallClockSeconds() - completing.ts) * 1e6))
+                if let list = published[station], let index = list.firstIndex(where: { $0.lastT >= rep.tEnd - 1e-6 }) {
+                    let micros = UInt64(max(0, (wallClockSeconds() - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
                     _ = window.record(micros)
+                    slowest.append(
+                        .init(station: station, repId: rep.repId, sensor: rep.sensor, latencyMs: Double(micros) / 1000, messagesAfter: list.count - index - 1))
+                    slowest.sort { $0.latencyMs > $1.latencyMs }
+                    if slowest.count > 5 { slowest.removeLast() }
                 }
             case HeartbeatMessage.type:
                 guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let inputs = heartbeat.inputs,
@@ -443,7 +465,8 @@ struct LoadRun {
                 ? Double(probeReadings) / Double(probeNames.count) * Double(names.count) / (stoppedWall - firstProbeWall) : 0,
             repsExpected: expected, repsReceived: repsReceived,
             latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
-            lost: consumers.mapValues(\.lost), consumers: consumers, processes: processes, storeGrowth: growth, windows: windows)
+            lost: consumers.mapValues(\.lost), consumers: consumers, processes: processes, storeGrowth: growth, windows: windows,
+            slowest: slowest)
     }
 
     /// The recorder's row counts, if it answers within a second.

@@ -55,6 +55,11 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert all(lost == 0 for lost in report["lost"].values()) and set(report["lost"]) >= {"rep-detector", "session-recorder"}
         latency = report["latency_ms"]
         assert latency["count"] > 0 and 0 < latency["p50"] <= latency["p99"] <= latency["max"] < 5_000, latency
+        # The slowest reps timed, slowest first, the first of them the max.
+        slowest = report["slowest"]
+        assert 0 < len(slowest) <= 5 and slowest[0]["latency_ms"] == max(rep["latency_ms"] for rep in slowest), slowest
+        assert abs(slowest[0]["latency_ms"] - latency["max"]) <= 0.01 * latency["max"] + 0.01, (slowest, latency)
+        assert all(rep["station"] in names and rep["messages_after"] >= 0 for rep in slowest), slowest
         # The readings: the recording's rate at every copy, measured on the probes.
         readings = sum(len(line["msg"]["samples"]) for line in lines if line["msg"]["type"] == "sample")
         span = max(line["t"] for line in lines)
