@@ -376,6 +376,7 @@ public final class DetectorRuntime {
         // ended by athlete.unassign is still theirs).
         let athleteBefore = detector.assignment.athlete
         var outputs: [DetectorOutput] = []
+        var inputT: Double?
         var ack: AckMessage?
         if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else {
@@ -404,6 +405,7 @@ public final class DetectorRuntime {
                     return true
                 }
                 outputs = detector.feed(sample.readings, usable: sane)
+                inputT = sample.readings.times.max()
             } catch {
                 logger.warning("sample not usable", metadata: ["station": "\(station)", "error": "\(error)"])
             }
@@ -417,7 +419,7 @@ public final class DetectorRuntime {
         // second in a busy gym: issue 17).
         if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
-            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore) }
+            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
         }
         // The answer after what the command made (a set's end before "done").
         if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
@@ -546,18 +548,19 @@ public final class DetectorRuntime {
         }
     }
 
-    private func publish(_ output: DetectorOutput, athlete: String?) throws {
+    /// Publishes what a station's detector made; `inputT` is the last reading time of the sample message it came from.
+    private func publish(_ output: DetectorOutput, athlete: String?, inputT: Double? = nil) throws {
         switch output {
         case .rep(let rep):
             let m = rep.measurement
-            try send(
-                RepMessage(
-                    setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
-                    peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
-                    concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
-                    detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
-                    exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor),
-                station: rep.station, athlete: athlete)
+            var message = RepMessage(
+                setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
+                peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
+                concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
+                detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
+                exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor)
+            message.tInput = inputT.map { max($0, rep.tEnd) }
+            try send(message, station: rep.station, athlete: athlete)
         case .rejected(let rejected):
             let m = rejected.measurement
             try send(

@@ -28,6 +28,10 @@ public struct RepMessage: BusPayload, Equatable {
     public var meanPowerW: Double?
     /// `distance` or `imu`.
     public var sensor: String?
+    /// Reading time of the last reading of the sample message whose arrival
+    /// let the detector count the rep: `t_end`, or later when the detector
+    /// needed readings past it (its smoothing). Absent for a rep a command made.
+    public var tInput: Double?
 
     /// Creates a rep message.
     public init(
@@ -64,6 +68,7 @@ public struct RepMessage: BusPayload, Equatable {
         zone = try fields.optionalString("zone")
         meanPowerW = try fields.optionalNumber("mean_power_w")
         sensor = try fields.optionalString("sensor")
+        tInput = try fields.optionalNumber("t_input")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -86,6 +91,7 @@ public struct RepMessage: BusPayload, Equatable {
         writer.optionalField("zone", zone)
         writer.optionalField("mean_power_w", meanPowerW)
         writer.optionalField("sensor", sensor)
+        if let tInput { writer.key("t_input"); writer.fixed(tInput, decimals: 6) }
     }
 }
 

@@ -420,8 +420,9 @@ struct LoadRun {
                 guard names.contains(station), let rep = try? message.payload(as: RepMessage.self) else { continue }
                 repsReceived += 1
                 windowReps += 1
-                // The completing reading (`t_end`, proto/rep.schema.json): the sample message that carried it.
-                if let list = published[station], let index = list.firstIndex(where: { $0.lastT >= rep.tEnd - 1e-6 }) {
+                // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message that carried it.
+                let completing = rep.tInput ?? rep.tEnd
+                if let list = published[station], let index = list.firstIndex(where: { $0.lastT >= completing - 1e-6 }) {
                     let micros = UInt64(max(0, (wallClockSeconds() - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
                     _ = window.record(micros)

@@ -150,6 +150,36 @@ struct DetectorRuntimeTests {
         #expect(throws: PayloadError.self) { try AthleteAssign(args: AthleteAssign(athlete: "ana", mvtMps: 3).args) }
     }
 
+    @Test("each rep names the last reading of the message that let it be counted (t_input), never before its t_end")
+    func repsNameTheirCompletingMessage() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Self.logger)
+        let player = try Publisher(transport: bus, program: "test")
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        try bus.heartbeat()
+        var checked = 0
+        for message in Self.session.messages {
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            bus.manualClock.advance(0.1)
+            for _ in 0..<100 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+            while let received = try reps.next(timeoutMs: 0) {
+                let rep = try received.payload(as: RepMessage.self)
+                #expect(rep.tInput == SwapProcessTests.lastT(message) && rep.tInput! >= rep.tEnd, "\(rep.repId)")
+                checked += 1
+            }
+        }
+        #expect(checked == Self.session.reps)
+        // The wire carries it to the microsecond, as t_end.
+        var stamper = EnvelopeStamper(program: "test")
+        var rep = RepMessage(
+            setId: "s", repId: "r", index: 1, meanVelocityMps: 0.5, peakVelocityMps: 0.9, meanPropulsiveVelocityMps: 0.6, romMm: 500,
+            concentricS: 0.8, timeToPeakS: 0.3, velocityLossPct: 0, tEnd: 1_763_812_345.123456, detector: "d", concentricStartT: nil, concentricEndT: nil)
+        rep.tInput = 1_763_812_345.223457
+        let frames = try stamper.encode(rep, station: "rack-01", ts: 1_763_812_346)
+        #expect(try decodeMessage(topic: frames.topic, body: frames.body).payload(as: RepMessage.self) == rep)
+    }
+
     @Test("one detector alone counts every rep of the session")
     func alone() throws {
         #expect(try Self.baseline.get().reps.count == Self.session.reps)

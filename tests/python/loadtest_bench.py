@@ -80,6 +80,7 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path) -> dict:
         if result.returncode != 0:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
         report = json.loads(result.stdout)
+        (folder / "report.json").write_text(result.stdout)
         with sqlite3.connect(db) as conn:
             report["db_reps"] = conn.execute("SELECT count(*) FROM reps").fetchone()[0]
         return report
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         for stations in args.stations:
             report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{int(time.time())}")
             print(show(report), flush=True)
+            slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
+                             for rep in report.get("slowest", [])[:3])
+            print(f"  slowest: {slow}", flush=True)
             if report["db_reps"] < report["reps_received"]:
                 print(f"  the database holds {report['db_reps']} reps, fewer than the report's {report['reps_received']}")
                 failures += 1
