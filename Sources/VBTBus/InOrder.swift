@@ -52,6 +52,8 @@ public final class InOrderInput {
         /// Messages dropped because their `seq` ran far past what their
         /// producer has published (forged or corrupt: they would silence the stream).
         public var ahead = 0
+        /// Holes given up because what was held passed `maxHeldTotal` (their messages are in `lost`).
+        public var overBudget = 0
     }
 
     private struct Stream {
@@ -190,8 +192,13 @@ public final class InOrderInput {
             stream.held[seq] = message
             streams[src] = stream
             if stream.held.count > settings.maxHeld { giveUp(src) }
-            while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest {
-                logger.warning("input held past its memory budget; a hole given up", metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)"])
+            while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest, streams[fullest]?.held.isEmpty == false {
+                counters.overBudget += 1
+                if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
+                    logger.warning(
+                        "input held past its memory budget; the fullest stream's hole given up",
+                        metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)", "times": "\(counters.overBudget)"])
+                }
                 giveUp(fullest)
             }
             return take()
@@ -230,7 +237,7 @@ public final class InOrderInput {
         for client in clients.values {
             while let reply = try? client.nextReply() { take(reply) }
         }
-        // One pass over the streams per poll (it runs for every message received).
+        // Only the streams that miss something are looked at (this runs for every message received).
         let missing = !streams.missing.isEmpty
         catchUp.update(missing: missing, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
         guard missing else { return take() }
