@@ -35,6 +35,8 @@ final class RecorderRecovery {
     /// Questions asked, and messages received in replies.
     private(set) var requests = 0
     private(set) var replayed = 0
+    /// Replies that came after their question had timed out (their messages taken all the same).
+    private(set) var lateReplies = 0
     /// Questions in flight at most, and seqs per question.
     static let maxAsked = 16
     static let maxRange: UInt64 = 1_000
@@ -146,7 +148,18 @@ final class RecorderRecovery {
     /// The messages of one reply; what the journal no longer holds is counted lost.
     private func take(_ reply: ReplayReply) -> [BusMessage] {
         let src = reply.header.src
-        guard let question = asked[src], question.id == reply.header.id else { return [] }
+        guard let question = asked[src], question.id == reply.header.id else {
+            // A late answer to a question since timed out (a producer slow to answer would
+            // otherwise be asked again and again, each answer late and dropped): its messages
+            // still fill holes (the ingestor stores each seq once); nothing is counted lost from it.
+            let late = reply.messages.compactMap { frames -> BusMessage? in
+                guard let message = try? decodeMessage(topic: frames.topic, body: frames.body), message.envelope.src == src else { return nil }
+                return message
+            }
+            replayed += late.count
+            lateReplies += 1
+            return late
+        }
         asked[src] = nil
         calm[src] = clock.monotonicSeconds() + Self.calmS
         var messages: [BusMessage] = []

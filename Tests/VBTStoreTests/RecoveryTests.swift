@@ -95,6 +95,38 @@ struct RecoveryTests {
         #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
     }
 
+    @Test("a producer that answers every question after it has timed out still fills the hole: late answers are taken, not dropped")
+    func lateAnswers() throws {
+        let rig = try Rig()
+        let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
+        try producer.beat()
+        var number = 0
+        bus.drop = { frames in
+            guard frames.first.map({ String(decoding: $0, as: UTF8.self) }) == "sample.rack-01" else { return false }
+            number += 1
+            return (30...49).contains(number)
+        }
+        try producer.samples(100)
+        // The producer answers one question every 7 s of the clock, the oldest first: each answer
+        // comes after its question has waited its 5 s (RecorderRecovery.answerTimeoutS) and been asked again.
+        var sinceServed = 0.0
+        for _ in 0..<400 {
+            try producer.beat()  // once a second: offers the journal and says how far the stream went
+            try recorder.step(maxWaitMs: 0)
+            if sinceServed >= 7 {
+                try producer.server.serve(limit: 1)
+                sinceServed = 0
+            }
+            bus.manualClock.advance(0.05)
+            sinceServed += 0.05
+        }
+        #expect(bus.dropped == 20)
+        let stored = try Self.rows(store)
+        #expect(stored == 100, "every reading, once (\(recorder.counters), \(producer.server.answered) answers)")
+        #expect(recorder.counters.recovered == 20 && recorder.counters.lost == 0)
+        #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
+    }
+
     @Test("a posture stream keeps only its changes, yet every message moves its progress: no hole, nothing fetched, nothing lost")
     func postureProgress() throws {
         let rig = try Rig()
