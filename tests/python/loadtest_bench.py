@@ -81,11 +81,25 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path) -> dict:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
         report = json.loads(result.stdout)
         (folder / "report.json").write_text(result.stdout)
-        with sqlite3.connect(db) as conn:
-            report["db_reps"] = conn.execute("SELECT count(*) FROM reps").fetchone()[0]
+        report["db_reps"] = stored_reps(db, report["reps_received"])
         return report
     finally:
         node.stop_all()
+
+
+def stored_reps(db: Path, received: int, quiet_s: float = 5, timeout_s: float = 120) -> int:
+    """The database's reps once the recorder has caught up: as many as the report's, or no
+    more coming for `quiet_s` (a recorder that fell behind writes its backlog after the run)."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while True:
+        with sqlite3.connect(db) as conn:
+            count = conn.execute("SELECT count(*) FROM reps").fetchone()[0]
+        if count != last:
+            last, since = count, time.monotonic()
+        if count >= received or time.monotonic() - since >= quiet_s or time.monotonic() >= deadline:
+            return count
+        time.sleep(0.5)
 
 
 def show(report: dict) -> str:
