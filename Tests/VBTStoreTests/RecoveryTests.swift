@@ -67,6 +67,16 @@ struct RecoveryTests {
         }
     }
 
+    /// Makes the bus lose the rack's sample messages whose number (from 1) `lost` picks.
+    static func dropSamples(_ bus: MemoryBus, _ lost: @escaping (Int) -> Bool) {
+        var number = 0
+        bus.drop = { frames in
+            guard frames.first.map({ String(decoding: $0, as: UTF8.self) }) == "sample.rack-01" else { return false }
+            number += 1
+            return lost(number)
+        }
+    }
+
     static func rows(_ store: TrainingStore) throws -> Int {
         try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM samples") ?? 0 }
     }
@@ -77,12 +87,7 @@ struct RecoveryTests {
         let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
         // The network loses samples 30-49 and, after 90, everything until the heartbeat.
-        var number = 0
-        bus.drop = { frames in
-            guard frames.first.map({ String(decoding: $0, as: UTF8.self) }) == "sample.rack-01" else { return false }
-            number += 1
-            return (30...49).contains(number) || number > 90
-        }
+        Self.dropSamples(bus) { (30...49).contains($0) || $0 > 90 }
         try producer.samples(100)
         try Self.settle(recorder, producer, bus)
         #expect(try Self.rows(store) == 70, "what arrived live")
@@ -100,12 +105,7 @@ struct RecoveryTests {
         let rig = try Rig()
         let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
         try producer.beat()
-        var number = 0
-        bus.drop = { frames in
-            guard frames.first.map({ String(decoding: $0, as: UTF8.self) }) == "sample.rack-01" else { return false }
-            number += 1
-            return (30...49).contains(number)
-        }
+        Self.dropSamples(bus) { (30...49).contains($0) }
         try producer.samples(100)
         // The producer answers one question every 7 s of the clock, the oldest first: each answer
         // comes after its question has waited its 5 s (RecorderRecovery.answerTimeoutS) and been asked again.
