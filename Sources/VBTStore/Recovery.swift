@@ -35,8 +35,6 @@ final class RecorderRecovery {
     /// Questions asked, and messages received in replies.
     private(set) var requests = 0
     private(set) var replayed = 0
-    /// Replies that came after their question had timed out (their messages taken all the same).
-    private(set) var lateReplies = 0
     /// Questions in flight at most, and seqs per question.
     static let maxAsked = 16
     static let maxRange: UInt64 = 1_000
@@ -152,23 +150,14 @@ final class RecorderRecovery {
             // A late answer to a question since timed out (a producer slow to answer would
             // otherwise be asked again and again, each answer late and dropped): its messages
             // still fill holes (the ingestor stores each seq once); nothing is counted lost from it.
-            let late = reply.messages.compactMap { frames -> BusMessage? in
-                guard let message = try? decodeMessage(topic: frames.topic, body: frames.body), message.envelope.src == src else { return nil }
-                return message
-            }
+            let late = Self.messages(of: reply)
             replayed += late.count
-            lateReplies += 1
             return late
         }
         asked[src] = nil
         calm[src] = clock.monotonicSeconds() + Self.calmS
-        var messages: [BusMessage] = []
-        var returned: Set<UInt64> = []
-        for (topic, body) in reply.messages {
-            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
-            returned.insert(message.envelope.seq)
-            messages.append(message)
-        }
+        let messages = Self.messages(of: reply)
+        let returned = Set(messages.map(\.envelope.seq))
         replayed += messages.count
         let end = reply.header.lostThrough(asked: question.range, live: isLive(src))
         // Past a live stream's journal end: the real messages fill that hole as they come. Asked again later, not at once.
@@ -194,6 +183,14 @@ final class RecorderRecovery {
             if let start = runStart { markLost(src, start...end) }
         }
         return messages
+    }
+
+    /// A reply's messages that decode and belong to the stream it answers for.
+    private static func messages(of reply: ReplayReply) -> [BusMessage] {
+        reply.messages.compactMap { frames in
+            guard let message = try? decodeMessage(topic: frames.topic, body: frames.body), message.envelope.src == reply.header.src else { return nil }
+            return message
+        }
     }
 
     /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
