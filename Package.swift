@@ -280,7 +280,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTBusTests",
-            dependencies: ["VBTWire", "VBTBus", "VBTTesting", "CZeroMQ", "CBlueZ"]
+            dependencies: ["VBTWire", "VBTBus", "VBTSensors", "VBTTesting", "CZeroMQ", "CBlueZ"]
         ),
         .testTarget(
             name: "VBTDetectionTests",

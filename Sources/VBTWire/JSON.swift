@@ -128,13 +128,13 @@ public struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
-            let key = try parseString()
+            let key = try skipString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            if key == wanted {
-                guard found == nil else { throw error("duplicate key \"\(key)\"") }
+            if matches(key, wanted) {
+                guard found == nil else { throw error("duplicate key \"\(wanted)\"") }
                 found = try parseValue(depth: 1)
             } else {
                 _ = try skipValue(depth: 1)
@@ -152,7 +152,7 @@ public struct JSONParser {
     private var deferKey: String?
     private var deferred: DeferredMember?
     /// Keys of the objects being skipped, innermost last (for the duplicate check without a set per object).
-    private var skippedKeys: [String] = []
+    private var skippedKeys: [StringSpan] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -254,11 +254,11 @@ public struct JSONParser {
         switch bytes[index] {
         case UInt8(ascii: "{"): try skipObject(depth: depth + 1)
         case UInt8(ascii: "["): return try skipArray(depth: depth + 1, recordingElements: recordingElements)
-        case UInt8(ascii: "\""): _ = try parseString()
+        case UInt8(ascii: "\""): _ = try skipString()
         case UInt8(ascii: "t"): try expectLiteral("true")
         case UInt8(ascii: "f"): try expectLiteral("false")
         case UInt8(ascii: "n"): try expectLiteral("null")
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try skipNumber()
         default: throw error("unexpected character")
         }
         return nil
@@ -269,13 +269,19 @@ public struct JSONParser {
         index += 1  // {
         let base = skippedKeys.count
         defer { skippedKeys.removeSubrange(base...) }
+        var keys: Set<String>?  // for large objects, so the duplicate check stays linear
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
-            let key = try parseString()
-            for seen in skippedKeys[base...] where seen == key { throw error("duplicate key \"\(key)\"") }
+            let key = try skipString()
+            if skippedKeys.count - base >= 16 {
+                if keys == nil { keys = Set(skippedKeys[base...].map { text(of: $0) }) }
+                guard keys!.insert(text(of: key)).inserted else { throw error("duplicate key \"\(text(of: key))\"") }
+            } else {
+                for seen in skippedKeys[base...] where equal(seen, key) { throw error("duplicate key \"\(text(of: key))\"") }
+            }
             skippedKeys.append(key)
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
@@ -307,6 +313,62 @@ public struct JSONParser {
             if bytes[index] == UInt8(ascii: "]") { index += 1; return elements }
             throw error("expected ',' or ']'")
         }
+    }
+
+    /// Where a string's bytes lie (between its quotes), and whether they hold escapes.
+    private struct StringSpan {
+        var range: Range<Int>
+        var escaped: Bool
+    }
+
+    /// Checks the string at `index` as `parseString` does, building nothing
+    /// unless it holds escapes or non-ASCII bytes (both rare on the bus).
+    private mutating func skipString() throws(JSONParseError) -> StringSpan {
+        let quote = index
+        index += 1
+        let start = index
+        var ascii = true
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let range = start..<index
+                index += 1
+                if !ascii, String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) == nil {
+                    throw JSONParseError(reason: "string is not valid UTF-8", offset: start)
+                }
+                return StringSpan(range: range, escaped: false)
+            }
+            if byte == UInt8(ascii: "\\") {
+                index = quote
+                _ = try parseString()
+                return StringSpan(range: start..<(index - 1), escaped: true)
+            }
+            if byte < 0x20 { throw error("control character in string") }
+            if byte >= 0x80 { ascii = false }
+            index += 1
+        }
+        throw error("unterminated string")
+    }
+
+    /// The text of a string checked by `skipString`.
+    private func text(of span: StringSpan) -> String {
+        guard span.escaped else { return String(decoding: UnsafeBufferPointer(rebasing: bytes[span.range]), as: UTF8.self) }
+        var again = JSONParser(bytes)
+        again.index = span.range.lowerBound - 1
+        return (try? again.parseString()) ?? ""
+    }
+
+    /// Whether two strings checked by `skipString` are the same text.
+    private func equal(_ lhs: StringSpan, _ rhs: StringSpan) -> Bool {
+        if lhs.escaped || rhs.escaped { return text(of: lhs) == text(of: rhs) }
+        return lhs.range.count == rhs.range.count
+            && UnsafeBufferPointer(rebasing: bytes[lhs.range]).elementsEqual(UnsafeBufferPointer(rebasing: bytes[rhs.range]))
+    }
+
+    /// Whether a string checked by `skipString` is `wanted`.
+    private func matches(_ span: StringSpan, _ wanted: String) -> Bool {
+        if span.escaped { return text(of: span) == wanted }
+        return UnsafeBufferPointer(rebasing: bytes[span.range]).elementsEqual(wanted.utf8)
     }
 
     private mutating func parseString() throws(JSONParseError) -> String {
@@ -404,24 +466,32 @@ public struct JSONParser {
         return value
     }
 
-    /// Numbers per RFC 8259. Up to 15 significant digits with a small exponent
-    /// are converted exactly by one multiplication or division (both operands
-    /// are exact doubles, so the result is correctly rounded); anything else
-    /// goes through the C library's strtod.
-    private mutating func parseNumber() throws(JSONParseError) -> Double {
-        let start = index
-        var negative = false
-        if bytes[index] == UInt8(ascii: "-") { negative = true; index += 1 }
-        var mantissa: UInt64 = 0
-        var digits = 0
-        var exponent = 0
+    /// A number's parts as read: `mantissa` (its first 19 significant digits,
+    /// `digits` of them) times ten to `exponent`.
+    private struct NumberScan {
+        var start: Int
+        var negative: Bool
+        var mantissa: UInt64
+        var digits: Int
+        var exponent: Int
+    }
+
+    /// Reads a number per RFC 8259 without converting it.
+    private mutating func scanNumber() throws(JSONParseError) -> NumberScan {
+        var scan = NumberScan(start: index, negative: false, mantissa: 0, digits: 0, exponent: 0)
+        if bytes[index] == UInt8(ascii: "-") { scan.negative = true; index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
             if index < bytes.count, isDigit(bytes[index]) { throw error("leading zero in number") }
         } else {
             while index < bytes.count, isDigit(bytes[index]) {
-                if digits < 19 { mantissa = mantissa &* 10 &+ UInt64(bytes[index] - 0x30); digits += 1 } else { exponent += 1 }
+                if scan.digits < 19 {
+                    scan.mantissa = scan.mantissa &* 10 &+ UInt64(bytes[index] - 0x30)
+                    scan.digits += 1
+                } else {
+                    scan.exponent += 1
+                }
                 index += 1
             }
         }
@@ -429,15 +499,14 @@ public struct JSONParser {
             index += 1
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
             while index < bytes.count, isDigit(bytes[index]) {
-                if digits < 19 {
-                    mantissa = mantissa &* 10 &+ UInt64(bytes[index] - 0x30)
-                    if mantissa != 0 { digits += 1 }
-                    exponent -= 1
+                if scan.digits < 19 {
+                    scan.mantissa = scan.mantissa &* 10 &+ UInt64(bytes[index] - 0x30)
+                    if scan.mantissa != 0 { scan.digits += 1 }
+                    scan.exponent -= 1
                 }
                 index += 1
             }
         }
-        var explicitExponent = 0
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
             var exponentNegative = false
@@ -446,21 +515,45 @@ public struct JSONParser {
                 index += 1
             }
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number exponent") }
+            var explicitExponent = 0
             while index < bytes.count, isDigit(bytes[index]) {
                 if explicitExponent < 100_000 { explicitExponent = explicitExponent * 10 + Int(bytes[index] - 0x30) }
                 index += 1
             }
-            if exponentNegative { explicitExponent = -explicitExponent }
+            scan.exponent += exponentNegative ? -explicitExponent : explicitExponent
         }
-        exponent += explicitExponent
-        if digits <= 15 && abs(exponent) <= 22 {
-            var value = Double(mantissa)
-            value = exponent >= 0 ? value * Self.exactPowersOfTen[exponent] : value / Self.exactPowersOfTen[-exponent]
-            return negative ? -value : value
+        return scan
+    }
+
+    /// Numbers per RFC 8259. A mantissa of at most 2^53 (every integer that
+    /// size is an exact double: a 16-digit Unix time in microseconds is one)
+    /// with a power of ten up to 22 is converted by one multiplication or
+    /// division of two exact doubles, so correctly rounded (Clinger's fast
+    /// path, W. D. Clinger, "How to read floating point numbers accurately",
+    /// PLDI 1990); anything else goes through the C library's strtod.
+    private mutating func parseNumber() throws(JSONParseError) -> Double {
+        let scan = try scanNumber()
+        if scan.mantissa <= 1 << 53 && abs(scan.exponent) <= 22 {
+            var value = Double(scan.mantissa)
+            value = scan.exponent >= 0 ? value * Self.exactPowersOfTen[scan.exponent] : value / Self.exactPowersOfTen[-scan.exponent]
+            return scan.negative ? -value : value
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        return try convert(scan)
+    }
+
+    /// Checks the number at `index` as `parseNumber` does: it is refused when
+    /// out of a double's range, which a number whose leading digit is below
+    /// 10^300 cannot be, so only larger ones are converted.
+    private mutating func skipNumber() throws(JSONParseError) {
+        let scan = try scanNumber()
+        if scan.mantissa == 0 || scan.digits - 1 + scan.exponent < 300 { return }
+        _ = try convert(scan)
+    }
+
+    private func convert(_ scan: NumberScan) throws(JSONParseError) -> Double {
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[scan.start..<index]), as: UTF8.self)
         guard let value = Double(text), value.isFinite else {
-            throw JSONParseError(reason: "number out of range", offset: start)
+            throw JSONParseError(reason: "number out of range", offset: scan.start)
         }
         return value
     }

@@ -1,7 +1,11 @@
 import Testing
+import VBTSensors
 
 @testable import VBTBus
 @testable import VBTWire
+
+/// Twenty members, more than the reader compares one by one.
+private let manyKeys = (0..<20).map { #""k\#($0)":1"# }.joined(separator: ",")
 
 @Suite("JSON reader and writer")
 struct JSONTests {
@@ -20,9 +24,29 @@ struct JSONTests {
         arguments: [
             "0", "-0", "1", "0.1", "0.2", "1763812345.123456", "123456789012345678", "1e-7", "2.5E+3",
             "9007199254740993", "4.9406564584124654e-324", "1.7976931348623157e308", "-273.15", "0.30000000000000004",
+            "9007199254740992", "9007199254740992e-22", "1795695486.002832", "-0.0000000000000000000009007199254740991",
+            "0e99999", "1e-400",
         ])
     func numbersExact(text: String) throws {
         #expect(try parse(text) == .number(Double(text)!))
+    }
+
+    @Test("numbers of 14 to 19 significant digits, as timestamps and readings are written, read as the C library reads them")
+    func numbersExactRandom() throws {
+        var generator = SeededGenerator(seed: 17)
+        for _ in 0..<20_000 {
+            let digits = 14 + Int(generator.next() % 6)
+            var text = String(generator.next() % 9 + 1)
+            for _ in 1..<digits { text += String(generator.next() % 10) }
+            let point = Int(generator.next() % UInt64(digits + 1))
+            if point < digits { text.insert(".", at: text.index(text.startIndex, offsetBy: max(point, 1))) }
+            if generator.next() % 3 == 0 { text += "e" + String(Int(generator.next() % 50) - 25) }
+            if generator.next() % 2 == 0 { text = "-" + text }
+            let expected = Double(text)!
+            let read = try parse(text)
+            #expect(read == .number(expected), "\(text)")
+            if read != .number(expected) { return }
+        }
     }
 
     @Test(
@@ -41,11 +65,27 @@ struct JSONTests {
         arguments: [
             "[1,]", "[01]", "[1 2]", "[{\"t\":1,\"t\":2}]", "[\"\u{01}\"]", "[\"\\x\"]", "[\"\\ud800\"]", "[tru]", "[1e999]",
             "[{a:1}]", "[" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "]", "[1", "{\"a\":}",
+            "[{\"t\":1,\"\\u0074\":2}]", "[-1e309]", "[1.8e308]", "[\"\\ud83d\"]",
+            "[{" + manyKeys + ",\"k7\":2}]",
         ])
     func deferredRejects(member: String) {
         let text = #"{"type":"sample","samples":"# + member + "}"
         #expect(throws: JSONParseError.self) { try parse(text) }
         #expect(throws: JSONParseError.self) { try JSONParser.parse(Array(text.utf8), deferring: "samples") }
+    }
+
+    @Test(
+        "a deferred member accepts what a built one accepts",
+        arguments: [
+            "[1.7976931348623157e308, 1e-400, 0e99999, -0, 1795695486.002832]", "[{\"t\":1,\"\\u0075\":2,\"\u{e9}\":3}]",
+            "[{" + manyKeys + "}]", "[\"\\ud83d\\ude00\", \"\u{e9}\"]",
+        ])
+    func deferredAccepts(member: String) throws {
+        let text = #"{"type":"sample","samples":"# + member + "}"
+        let (value, deferred) = try JSONParser.parse(Array(text.utf8), deferring: "samples")
+        guard case .object(let whole) = try parse(text), let deferred else { Issue.record("not an object, or nothing deferred"); return }
+        #expect(value != .null)
+        #expect(try JSONParser.parse(Array(text.utf8), range: deferred.range) == whole["samples"])
     }
 
     @Test("a deferred member reads null in the tree; its place and its elements' places read back to the value")
