@@ -564,3 +564,59 @@ struct DistanceTracker: Sendable, Codable {
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
 }
+
+// MARK: - Checkpointed packed (Packed.swift)
+
+extension DistanceTracker {
+    private enum CodingKeys: String, CodingKey { case points, ema, turning, gate, lastPeakT, alpha }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        points = try container.decodeRows(.points) { row in
+            Point(t: row[0], m: row[1], acc: row[2].isNaN ? nil : BoardAcceleration(x: row[2], y: row[3], z: row[4]))
+        }
+        ema = try container.decodeIfPresent(Double.self, forKey: .ema)
+        turning = try container.decode(TurningPoints.self, forKey: .turning)
+        gate = try container.decode(SpikeGate.self, forKey: .gate)
+        lastPeakT = try container.decode(Double.self, forKey: .lastPeakT)
+        alpha = try container.decode(Double.self, forKey: .alpha)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        // A reading's accelerometer is a JSON number when sent, so never NaN: NaN marks none.
+        try container.encode(
+            PackedRows(points, width: 5) { point, out in
+                out += [point.t, point.m, point.acc?.x ?? .nan, point.acc?.y ?? .nan, point.acc?.z ?? .nan]
+            }, forKey: .points)
+        try container.encodeIfPresent(ema, forKey: .ema)
+        try container.encode(turning, forKey: .turning)
+        try container.encode(gate, forKey: .gate)
+        try container.encode(lastPeakT, forKey: .lastPeakT)
+        try container.encode(alpha, forKey: .alpha)
+    }
+}
+
+extension StationDetector.Pending {
+    private enum CodingKeys: String, CodingKey { case candidate, trace, endpoints, sensor }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        candidate = try container.decode(ConcentricCandidate.self, forKey: .candidate)
+        trace = try container.decodeRows(.trace) { row in
+            KinematicSample(t: row[0], positionM: row[1], velocityMps: row[2], accelerationMps2: row[3])
+        }
+        endpoints = try container.decode(ConcentricEndpoints.self, forKey: .endpoints)
+        sensor = try container.decode(String.self, forKey: .sensor)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(candidate, forKey: .candidate)
+        try container.encode(
+            PackedRows(trace, width: 4) { sample, out in out += [sample.t, sample.positionM, sample.velocityMps, sample.accelerationMps2] },
+            forKey: .trace)
+        try container.encode(endpoints, forKey: .endpoints)
+        try container.encode(sensor, forKey: .sensor)
+    }
+}

@@ -245,6 +245,41 @@ struct HandoverStateTests {
         }
         #expect(reps(expected).count == 2)
     }
+
+    @Test("readings are packed bit for bit, and a state whose readings an earlier version wrote as objects still reads")
+    func packedReadings() throws {
+        let values: [Double] = [1_795_695_486.002832, -0.0, .infinity, -.infinity, .nan, .leastNonzeroMagnitude, 0.1]
+        let packed = PackedRows(values, width: 1) { value, out in out.append(value) }
+        let read = try JSONDecoder().decode(PackedRows.self, from: JSONEncoder().encode(packed)).rows { $0[0] }
+        #expect(read.map(\.bitPattern) == values.map(\.bitPattern))
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(PackedRows.self, from: Data(#"{"w":2,"f64le":"AAAAAAAAAAA="}"#.utf8)) }
+
+        // Half the readings carry the laser unit's accelerometer; the cut falls inside the second rep.
+        let readings = distancePath([(523, 0), (523, 0.4), (135, 1.1), (518, 0.8), (140, 1.0), (520, 0.8), (520, 0.6)], noiseMm: 2)
+        let acc = { (index: Int) -> (Double, Double, Double)? in index % 2 == 0 ? (0.01, 0.02, 1.0 + Double(index) * 1e-4) : nil }
+        var whole = StationDetector(station: "rack-01")
+        let expected = readings.enumerated().flatMap { whole.feedDistance(t: $1.t, distanceMm: $1.mm, accG: acc($0)) }
+        var first = StationDetector(station: "rack-01")
+        let cut = readings.count * 3 / 4
+        var outputs = readings[..<cut].enumerated().flatMap { first.feedDistance(t: $1.t, distanceMm: $1.mm, accG: acc($0)) }
+        // The earlier layout: each reading an object {t, m, acc: {x, y, z}}.
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        var state = try #require(try JSONSerialization.jsonObject(with: encoder.encode(first)) as? [String: Any])
+        var distance = try #require(state["distance"] as? [String: Any])
+        let rows = try JSONDecoder().decode(PackedRows.self, from: JSONSerialization.data(withJSONObject: try #require(distance["points"])))
+        #expect(rows.width == 5)
+        distance["points"] = rows.rows { row -> [String: Any] in
+            row[2].isNaN ? ["t": row[0], "m": row[1]] : ["t": row[0], "m": row[1], "acc": ["x": row[2], "y": row[3], "z": row[4]]]
+        }
+        state["distance"] = distance
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        var second = try decoder.decode(StationDetector.self, from: JSONSerialization.data(withJSONObject: state))
+        outputs += readings[cut...].enumerated().flatMap { second.feedDistance(t: $1.t, distanceMm: $1.mm, accG: acc($0 + cut)) }
+        #expect(outputs == expected)
+        #expect(reps(expected).count == 2)
+    }
 }
 
 @Suite("Load-velocity profile")
