@@ -89,7 +89,8 @@ public final class DetectorRuntime {
     private var input: InOrderInput
     /// The input streams recovery follows: this detector's stations' samples.
     private let wants: (String) -> Bool
-    private let checkpoint: CheckpointFile?
+    /// Writes the checkpoints off the loop (nil without a journal).
+    private let checkpointWriter: CheckpointWriter<StationDetector>?
     /// The restored checkpoint's output positions, applied once the journal is open.
     private var resumeOutputs: [String: UInt64]?
     /// When the next checkpoint is due (monotonic), and whether anything changed since the last.
@@ -99,7 +100,7 @@ public final class DetectorRuntime {
     /// The checkpoint waits at least this many times as long as the last one took to write.
     static let checkpointShare = 20.0
     private var changed = false
-    /// Checkpoints written, and whether this process began from one.
+    /// Checkpoints handed to the writer, and whether this process began from one.
     public private(set) var checkpoints = 0
     public private(set) var restored = false
 
@@ -134,7 +135,8 @@ public final class DetectorRuntime {
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
+        let checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
+        checkpointWriter = checkpoint.map { CheckpointWriter(file: $0) }
         var saved: ConsumerCheckpoint<[StationDetector]>?
         if !options.takeover, let checkpoint {
             do { saved = try ConsumerCheckpoint.load(checkpoint) } catch {
@@ -219,7 +221,10 @@ public final class DetectorRuntime {
     /// Runs until `stop` is set or, after handing over, until done.
     public func run(stop: StopFlag) throws {
         logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
-        defer { savePatterns() }
+        defer {
+            savePatterns()
+            finishCheckpoints()
+        }
         while !stop.isSet, !isFinished { try step() }
     }
 
@@ -262,6 +267,10 @@ public final class DetectorRuntime {
         try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
         try replay?.serve()
         let now = clock.monotonicSeconds()
+        if let checkpointWriter, let failure = checkpointWriter.takeFailure() {
+            logger.error("checkpoint not written; retrying", metadata: ["path": "\(checkpointWriter.file.path)", "error": "\(failure)"])
+            changed = true
+        }
         if changed, now >= checkpointDue { saveCheckpoint(now: now) }
         let due = nextHousekeeping ?? now + 1  // the first a second after the first step
         nextHousekeeping = due
@@ -284,27 +293,28 @@ public final class DetectorRuntime {
         return counters
     }
 
-    /// Writes every station's state, the input positions and the output seqs (never fatal: a failure is logged and retried).
+    /// Hands every station's state, the input positions and the output seqs
+    /// to the checkpoint writer (never fatal: a failed write is logged and
+    /// the next one comes at once).
     private func saveCheckpoint(now: Double) {
-        guard let checkpoint, replay != nil, isActive else { return }
-        let started = DispatchTime.now().uptimeNanoseconds
-        let state = ConsumerCheckpoint(
-            publisher: publisher, input: input, inputs: positions.mapValues { UInt64($0) }, state: detectors.keys.sorted().compactMap { detectors[$0] })
-        defer {
-            // At most a twentieth of the time goes to checkpoints: with many stations the state is
-            // big, and the next checkpoint waits longer (after a crash, more is fetched again from
-            // the bridges' journals; nothing is lost).
-            let took = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * took)
-        }
-        do {
-            try state.write(to: checkpoint)
-            changed = false
-            checkpoints += 1
-        } catch {
-            logger.error("checkpoint not written; retrying", metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
-        }
+        guard let checkpointWriter, replay != nil, isActive else { return }
+        checkpointWriter.submit(
+            ConsumerCheckpoint(
+                publisher: publisher, input: input, inputs: positions.mapValues { UInt64($0) },
+                state: detectors.keys.sorted().compactMap { detectors[$0] }))
+        changed = false
+        checkpoints += 1
+        // At most a twentieth of the time goes to checkpoints: with many stations the state is
+        // big, and the next checkpoint waits longer (after a crash, more is fetched again from
+        // the bridges' journals; nothing is lost).
+        checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * checkpointWriter.lastDurationS)
     }
+
+    /// Waits until the checkpoints handed over are written: before this process
+    /// ends or hands its stations over, so none is written after.
+    private func finishCheckpoints() { checkpointWriter?.wait() }
+
+    deinit { finishCheckpoints() }
 
     // MARK: Messages
 
@@ -636,6 +646,7 @@ public final class DetectorRuntime {
         }
         for (message, station) in messages { try publisher.publish(message, station: station) }
         logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(detectors.count)"])
+        finishCheckpoints()
         mode = .finished
     }
 

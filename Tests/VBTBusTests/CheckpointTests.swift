@@ -30,6 +30,31 @@ struct CheckpointTests {
         }
     }
 
+    @Test("the checkpoint writer: once it is done the file is the newest checkpoint handed over, and a failure is told once")
+    func writer() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let publisher = try Publisher(transport: bus, program: "rep-detector")
+        let input = InOrderInput(transport: bus, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, wants: { _ in true })
+        let writer = CheckpointWriter<Station>(file: CheckpointFile(path: dir.path("checkpoint.json")))
+        var newest: ConsumerCheckpoint<[Station]>?
+        for count in 1...50 {
+            let state = (0..<count).map { Station(name: "rack-\($0)", best: Double(count), points: Array(repeating: 0.5, count: 2_000)) }
+            newest = ConsumerCheckpoint(publisher: publisher, input: input, inputs: ["a/sample.rack-1": UInt64(count)], state: state)
+            writer.submit(newest!)
+        }
+        writer.wait()
+        #expect(try writer.file.read() == newest?.encoded())
+        #expect(writer.takeFailure() == nil)
+        #expect(writer.lastDurationS > 0)
+
+        let lost = CheckpointWriter<Station>(file: CheckpointFile(path: dir.path("no-such-folder/checkpoint.json")))
+        lost.submit(try #require(newest))
+        lost.wait()
+        #expect(lost.takeFailure()?.contains("no-such-folder") == true)
+        #expect(lost.takeFailure() == nil)
+    }
+
     @Test("a checkpoint that cannot be written leaves the previous one")
     func failedWriteKeepsPrevious() throws {
         let dir = try TemporaryDirectory()
