@@ -107,14 +107,13 @@ public final class Publisher {
     /// Stamps and sends a message given as loose fields (operator tools, tests).
     /// Envelope fields in `fields` are replaced by fresh ones.
     public func publish(type: String, station: String, fields: JSONObject, athlete: String? = nil, ts: Double? = nil) throws {
+        try publish(type: type, station: station, members: EncodedMembers(fields), athlete: athlete, ts: ts)
+    }
+
+    /// Stamps and sends a message whose members (other than the envelope's) are written already.
+    public func publish(type: String, station: String, members: EncodedMembers, athlete: String? = nil, ts: Double? = nil) throws {
         let ts = ts ?? clock.wallSeconds()
-        let envelopeKeys: Set<String> = ["v", "type", "station", "src", "seq", "ts", "athlete"]
-        let frames = try stamper.encode(type: type, station: station, athlete: athlete, ts: ts) { writer in
-            for field in fields.fields where !envelopeKeys.contains(field.key) {
-                writer.key(field.key)
-                writer.value(field.value)
-            }
-        }
+        let frames = try stamper.encode(type: type, station: station, athlete: athlete, ts: ts, members: members)
         try journalled(frames, ts: ts)
     }
 

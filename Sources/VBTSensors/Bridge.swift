@@ -20,8 +20,9 @@ public enum BridgeEvent: Sendable {
     case readings(station: String, device: String, SampleMessage.Readings)
     /// A link state change or a periodic rate report.
     case status(station: String, StatusMessage)
-    /// A whole message to publish as is under a fresh envelope (replay).
-    case message(type: String, station: String, athlete: String?, fields: JSONObject)
+    /// A whole message to publish under a fresh envelope (replay): its
+    /// members other than the envelope's, written once for every copy.
+    case message(type: String, station: String, athlete: String?, members: EncodedMembers)
     /// A finite source (replay without --loop) has nothing more to send.
     case finished(source: String)
 }
@@ -243,8 +244,8 @@ public final class BridgePublisher {
                             "sensor": "\(status.sensor)", "reason": "\(status.reason ?? "")",
                             "rate_hz": "\(status.rateHz.map { String(format: "%.1f", $0) } ?? "")",
                         ])
-                case .message(let type, let station, let athlete, let fields):
-                    try publisher.publish(type: type, station: station, fields: fields, athlete: athlete)
+                case .message(let type, let station, let athlete, let members):
+                    try publisher.publish(type: type, station: station, members: members, athlete: athlete)
                     published[type, default: 0] += 1
                 case .finished:
                     finished += 1

@@ -128,8 +128,9 @@ public struct ReplaySource: SensorSource {
                     if wait > 0, !stop.sleep(wait) { break }
                 }
                 let fields = message.type == SampleMessage.type ? Self.shifted(message.fields, by: offset) : message.fields
+                let members = EncodedMembers(fields)
                 for station in copies(of: message.station) {
-                    queue.push(.message(type: message.type, station: station, athlete: message.athlete, fields: fields))
+                    queue.push(.message(type: message.type, station: station, athlete: message.athlete, members: members))
                 }
             }
             pass += 1

@@ -218,6 +218,29 @@ private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(Malform
 /// The instance part of a stream's `src` (`<instance>/<topic>`): which process start published it.
 public func streamInstance(_ src: String) -> Substring { src.prefix { $0 != "/" } }
 
+/// A message's members other than the envelope's, written once: a replay
+/// publishes each recorded message at every copy of its station, and writing
+/// its readings again for each copy was most of the replaying bridge's work
+/// (issue 17).
+public struct EncodedMembers: Sendable {
+    /// The envelope's keys, which a fresh envelope replaces.
+    public static let envelopeKeys: Set<String> = ["v", "type", "station", "src", "seq", "ts", "athlete"]
+    /// `"key":value` pairs separated by commas, without braces.
+    public let bytes: [UInt8]
+    /// Whether a number was NaN or infinite (JSON cannot carry it: such a message is refused).
+    public let sawNonFiniteNumber: Bool
+
+    /// The members of `fields` not in the envelope.
+    public init(_ fields: JSONObject) {
+        var writer = JSONWriter(capacity: 256)
+        for field in fields.fields where !Self.envelopeKeys.contains(field.key) {
+            writer.key(field.key)
+            writer.value(field.value)
+        }
+        (bytes, sawNonFiniteNumber) = (writer.bytes, writer.sawNonFiniteNumber)
+    }
+}
+
 /// Stamps outgoing messages: one `src` and `seq` counter per topic, so a
 /// subscriber that filters by prefix still sees each stream whole and can
 /// count its gaps. `src` is `<instance>/<topic>`.
@@ -248,6 +271,16 @@ public struct EnvelopeStamper {
         _ payload: P, station: String, athlete: String? = nil, ts: Double
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
         try encode(type: P.type, station: station, athlete: athlete, ts: ts) { payload.write(to: &$0) }
+    }
+
+    /// Encodes a message whose members other than the envelope's are written already.
+    public mutating func encode(
+        type: String, station: String, athlete: String? = nil, ts: Double, members: EncodedMembers
+    ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
+        if members.sawNonFiniteNumber { throw EncodeError(reason: "\(type).\(station): a number is NaN or infinite") }
+        return try encode(type: type, station: station, athlete: athlete, ts: ts) { writer in
+            if !members.bytes.isEmpty { writer.raw(members.bytes) }
+        }
     }
 
     /// Encodes a message whose fields `writeFields` writes (keys and values only).

@@ -87,6 +87,27 @@ struct EnvelopeTests {
         #expect(try decodeMessage(topic: frames.topic, body: frames.body).envelope.seq == 1)
     }
 
+    @Test("members written once go under each copy's own envelope; the recorded envelope's are dropped, a non-finite number refused")
+    func encodedMembers() throws {
+        let recorded = JSONObject([
+            ("v", .number(1)), ("type", .string("sample")), ("station", .string("rack")), ("src", .string("old/sample.rack")),
+            ("seq", .number(9)), ("ts", .number(5)), ("sensor", .string("distance")), ("device", .string("sim")),
+            ("samples", .array([.object(JSONObject([("t", .number(1_795_695_486.002832)), ("distance_mm", .number(839.1))]))])),
+        ])
+        let members = EncodedMembers(recorded)
+        var stamper = EnvelopeStamper(program: "replay", instance: "replay-1")
+        for station in ["rack-1", "rack-2"] {
+            let frames = try stamper.encode(type: "sample", station: station, ts: 7, members: members)
+            let message = try decodeMessage(topic: frames.topic, body: frames.body)
+            #expect(message.envelope.station == station && message.envelope.seq == 1 && message.envelope.src == "replay-1/sample.\(station)")
+            let sample = try message.payload(as: SampleMessage.self)
+            #expect(sample.readings.times == [1_795_695_486.002832] && sample.device == "sim")
+        }
+        let bad = EncodedMembers(JSONObject([("samples", .array([.number(.nan)]))]))
+        #expect(bad.sawNonFiniteNumber)
+        #expect(throws: EncodeError.self) { try stamper.encode(type: "sample", station: "rack-3", ts: 7, members: bad) }
+    }
+
     @Test("each malformed input is rejected with its reason", arguments: malformedCases)
     func malformed(_ input: MalformedCase) {
         var received = ReceivedMessage()
