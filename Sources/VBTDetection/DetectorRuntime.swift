@@ -295,7 +295,7 @@ public final class DetectorRuntime {
 
     /// Hands every station's state, the input positions and the output seqs
     /// to the checkpoint writer (never fatal: a failed write is logged and
-    /// the next one comes at once).
+    /// the next one comes when it is due).
     private func saveCheckpoint(now: Double) {
         guard let checkpointWriter, replay != nil, isActive else { return }
         checkpointWriter.submit(
@@ -312,7 +312,13 @@ public final class DetectorRuntime {
 
     /// Waits until the checkpoints handed over are written: before this process
     /// ends or hands its stations over, so none is written after.
-    private func finishCheckpoints() { checkpointWriter?.wait() }
+    private func finishCheckpoints() {
+        guard let checkpointWriter else { return }
+        checkpointWriter.wait()
+        if let failure = checkpointWriter.takeFailure() {
+            logger.error("checkpoint not written", metadata: ["path": "\(checkpointWriter.file.path)", "error": "\(failure)"])
+        }
+    }
 
     deinit { finishCheckpoints() }
 

@@ -37,7 +37,7 @@ struct PackedRows: Codable, Equatable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         width = try container.decode(Int.self, forKey: .width)
         bytes = try container.decode(Data.self, forKey: .bytes)
-        guard width > 0, bytes.count % (8 * width) == 0 else {
+        guard width > 0, width <= 1 << 20, bytes.count % (8 * width) == 0 else {
             throw DecodingError.dataCorruptedError(
                 forKey: .bytes, in: container, debugDescription: "\(bytes.count) bytes are not whole rows of \(width) doubles")
         }
@@ -55,10 +55,19 @@ struct PackedRows: Codable, Equatable {
 }
 
 extension KeyedDecodingContainer {
-    /// Rows written packed (`PackedRows`), or as an array of objects by an
-    /// earlier version (a checkpoint left by it, or a hand-over from it).
-    func decodeRows<Row: Decodable>(_ key: Key, _ read: (UnsafeBufferPointer<Double>) -> Row) throws -> [Row] {
-        if let packed = try? decode(PackedRows.self, forKey: key) { return packed.rows(read) }
-        return try decode([Row].self, forKey: key)
+    /// Rows of `width` doubles written packed (`PackedRows`), or as an array
+    /// of objects by an earlier version (a checkpoint left by it, or a
+    /// hand-over from it).
+    func decodeRows<Row: Decodable>(_ key: Key, width: Int, _ read: (UnsafeBufferPointer<Double>) -> Row) throws -> [Row] {
+        let packed: PackedRows
+        do {
+            packed = try decode(PackedRows.self, forKey: key)
+        } catch DecodingError.typeMismatch {
+            return try decode([Row].self, forKey: key)
+        }
+        guard packed.width == width else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: "rows of \(packed.width) doubles, not \(width)")
+        }
+        return packed.rows(read)
     }
 }

@@ -572,8 +572,8 @@ extension DistanceTracker {
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        points = try container.decodeRows(.points) { row in
-            Point(t: row[0], m: row[1], acc: row[2].isNaN ? nil : BoardAcceleration(x: row[2], y: row[3], z: row[4]))
+        points = try container.decodeRows(.points, width: 5) { row in
+            Point(t: row[0], m: row[1], acc: row[2].isNaN && row[3].isNaN && row[4].isNaN ? nil : BoardAcceleration(x: row[2], y: row[3], z: row[4]))
         }
         ema = try container.decodeIfPresent(Double.self, forKey: .ema)
         turning = try container.decode(TurningPoints.self, forKey: .turning)
@@ -584,7 +584,7 @@ extension DistanceTracker {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        // A reading's accelerometer is a JSON number when sent, so never NaN: NaN marks none.
+        // A reading's accelerometer is three JSON numbers when sent, so never NaN: three NaN mark none.
         try container.encode(
             PackedRows(points, width: 5) { point, out in
                 out += [point.t, point.m, point.acc?.x ?? .nan, point.acc?.y ?? .nan, point.acc?.z ?? .nan]
@@ -603,7 +603,7 @@ extension StationDetector.Pending {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         candidate = try container.decode(ConcentricCandidate.self, forKey: .candidate)
-        trace = try container.decodeRows(.trace) { row in
+        trace = try container.decodeRows(.trace, width: 4) { row in
             KinematicSample(t: row[0], positionM: row[1], velocityMps: row[2], accelerationMps2: row[3])
         }
         endpoints = try container.decode(ConcentricEndpoints.self, forKey: .endpoints)

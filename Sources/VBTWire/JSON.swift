@@ -319,6 +319,8 @@ public struct JSONParser {
     private struct StringSpan {
         var range: Range<Int>
         var escaped: Bool
+        /// Only ASCII bytes: its bytes are its text (else two spellings of one text compare equal, as Strings do).
+        var ascii: Bool
     }
 
     /// Checks the string at `index` as `parseString` does, building nothing
@@ -336,12 +338,12 @@ public struct JSONParser {
                 if !ascii, String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) == nil {
                     throw JSONParseError(reason: "string is not valid UTF-8", offset: start)
                 }
-                return StringSpan(range: range, escaped: false)
+                return StringSpan(range: range, escaped: false, ascii: ascii)
             }
             if byte == UInt8(ascii: "\\") {
                 index = quote
                 _ = try parseString()
-                return StringSpan(range: start..<(index - 1), escaped: true)
+                return StringSpan(range: start..<(index - 1), escaped: true, ascii: false)
             }
             if byte < 0x20 { throw error("control character in string") }
             if byte >= 0x80 { ascii = false }
@@ -360,14 +362,14 @@ public struct JSONParser {
 
     /// Whether two strings checked by `skipString` are the same text.
     private func equal(_ lhs: StringSpan, _ rhs: StringSpan) -> Bool {
-        if lhs.escaped || rhs.escaped { return text(of: lhs) == text(of: rhs) }
+        if !lhs.ascii || !rhs.ascii { return text(of: lhs) == text(of: rhs) }
         return lhs.range.count == rhs.range.count
             && UnsafeBufferPointer(rebasing: bytes[lhs.range]).elementsEqual(UnsafeBufferPointer(rebasing: bytes[rhs.range]))
     }
 
     /// Whether a string checked by `skipString` is `wanted`.
     private func matches(_ span: StringSpan, _ wanted: String) -> Bool {
-        if span.escaped { return text(of: span) == wanted }
+        if !span.ascii { return text(of: span) == wanted }
         return UnsafeBufferPointer(rebasing: bytes[span.range]).elementsEqual(wanted.utf8)
     }
 
@@ -474,6 +476,8 @@ public struct JSONParser {
         var mantissa: UInt64
         var digits: Int
         var exponent: Int
+        /// The written exponent was too long to hold: only strtod can tell the value.
+        var exponentCapped = false
     }
 
     /// Reads a number per RFC 8259 without converting it.
@@ -517,7 +521,11 @@ public struct JSONParser {
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number exponent") }
             var explicitExponent = 0
             while index < bytes.count, isDigit(bytes[index]) {
-                if explicitExponent < 100_000 { explicitExponent = explicitExponent * 10 + Int(bytes[index] - 0x30) }
+                if explicitExponent < 100_000 {
+                    explicitExponent = explicitExponent * 10 + Int(bytes[index] - 0x30)
+                } else {
+                    scan.exponentCapped = true
+                }
                 index += 1
             }
             scan.exponent += exponentNegative ? -explicitExponent : explicitExponent
@@ -533,7 +541,7 @@ public struct JSONParser {
     /// PLDI 1990); anything else goes through the C library's strtod.
     private mutating func parseNumber() throws(JSONParseError) -> Double {
         let scan = try scanNumber()
-        if scan.mantissa <= 1 << 53 && abs(scan.exponent) <= 22 {
+        if scan.mantissa <= 1 << 53 && abs(scan.exponent) <= 22 && !scan.exponentCapped {
             var value = Double(scan.mantissa)
             value = scan.exponent >= 0 ? value * Self.exactPowersOfTen[scan.exponent] : value / Self.exactPowersOfTen[-scan.exponent]
             return scan.negative ? -value : value
@@ -543,10 +551,11 @@ public struct JSONParser {
 
     /// Checks the number at `index` as `parseNumber` does: it is refused when
     /// out of a double's range, which a number whose leading digit is below
-    /// 10^300 cannot be, so only larger ones are converted.
+    /// 10^300 cannot be, so only larger ones (and any whose written exponent
+    /// is too long to hold) are converted.
     private mutating func skipNumber() throws(JSONParseError) {
         let scan = try scanNumber()
-        if scan.mantissa == 0 || scan.digits - 1 + scan.exponent < 300 { return }
+        if !scan.exponentCapped, scan.mantissa == 0 || scan.digits - 1 + scan.exponent < 300 { return }
         _ = try convert(scan)
     }
 

@@ -4,6 +4,10 @@ import VBTSensors
 @testable import VBTBus
 @testable import VBTWire
 
+/// 10^900005 written so that a capped exponent would read 10^0 (and one that would read 10^299).
+private let hugeExponent = "0." + String(repeating: "0", count: 99_999) + "1e1000005"
+private let cappedExponent = "0." + String(repeating: "0", count: 99_700) + "1e1000000"
+
 /// Twenty members, more than the reader compares one by one.
 private let manyKeys = (0..<20).map { #""k\#($0)":1"# }.joined(separator: ",")
 
@@ -54,7 +58,7 @@ struct JSONTests {
         arguments: [
             "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "NaN", "Infinity", "'a'",
             "{a:1}", "[1 2]", "\"\u{01}\"", "\"\\x\"", "\"\\ud800\"", "tru", "nul", "{\"a\":1}x", "1e999",
-            "{\"a\":1,\"a\":2}",
+            "{\"a\":1,\"a\":2}", hugeExponent, "[" + hugeExponent + "]", "{\"\u{e9}\":1,\"e\u{301}\":2}",
         ])
     func rejects(text: String) {
         #expect(throws: JSONParseError.self) { try parse(text) }
@@ -66,7 +70,7 @@ struct JSONTests {
             "[1,]", "[01]", "[1 2]", "[{\"t\":1,\"t\":2}]", "[\"\u{01}\"]", "[\"\\x\"]", "[\"\\ud800\"]", "[tru]", "[1e999]",
             "[{a:1}]", "[" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "]", "[1", "{\"a\":}",
             "[{\"t\":1,\"\\u0074\":2}]", "[-1e309]", "[1.8e308]", "[\"\\ud83d\"]",
-            "[{" + manyKeys + ",\"k7\":2}]",
+            "[{" + manyKeys + ",\"k7\":2}]", "[" + hugeExponent + "]", "[" + cappedExponent + "]", "[{\"\u{e9}\":1,\"e\u{301}\":2}]",
         ])
     func deferredRejects(member: String) {
         let text = #"{"type":"sample","samples":"# + member + "}"

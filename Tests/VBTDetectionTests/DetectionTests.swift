@@ -253,6 +253,9 @@ struct HandoverStateTests {
         let read = try JSONDecoder().decode(PackedRows.self, from: JSONEncoder().encode(packed)).rows { $0[0] }
         #expect(read.map(\.bitPattern) == values.map(\.bitPattern))
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(PackedRows.self, from: Data(#"{"w":2,"f64le":"AAAAAAAAAAA="}"#.utf8)) }
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(PackedRows.self, from: Data(#"{"w":2305843009213693952,"f64le":"AAAAAAAAAAA="}"#.utf8))
+        }
 
         // Half the readings carry the laser unit's accelerometer; the cut falls inside the second rep.
         let readings = distancePath([(523, 0), (523, 0.4), (135, 1.1), (518, 0.8), (140, 1.0), (520, 0.8), (520, 0.6)], noiseMm: 2)
@@ -272,9 +275,13 @@ struct HandoverStateTests {
         distance["points"] = rows.rows { row -> [String: Any] in
             row[2].isNaN ? ["t": row[0], "m": row[1]] : ["t": row[0], "m": row[1], "acc": ["x": row[2], "y": row[3], "z": row[4]]]
         }
-        state["distance"] = distance
         let decoder = JSONDecoder()
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        // Rows of another width (a corrupt or hostile hand-over) are refused, not read past their end.
+        var narrow = state
+        narrow["distance"] = distance.merging(["points": ["w": 1, "f64le": rows.bytes.base64EncodedString()]]) { $1 }
+        #expect(throws: DecodingError.self) { try decoder.decode(StationDetector.self, from: JSONSerialization.data(withJSONObject: narrow)) }
+        state["distance"] = distance
         var second = try decoder.decode(StationDetector.self, from: JSONSerialization.data(withJSONObject: state))
         outputs += readings[cut...].enumerated().flatMap { second.feedDistance(t: $1.t, distanceMm: $1.mm, accG: acc($0 + cut)) }
         #expect(outputs == expected)
