@@ -299,7 +299,8 @@ public final class InOrderInput {
     /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
     private func take(_ reply: ReplayReply) {
         let src = reply.header.src
-        guard let asked = streams[src]?.asked, asked.id == reply.header.id, var stream = streams.take(src) else { return }
+        guard let asked = streams[src]?.asked, asked.id == reply.header.id else { return takeLate(reply) }
+        guard var stream = streams.take(src) else { return }
         stream.asked = nil
         var returned: [UInt64: BusMessage] = [:]
         for (topic, body) in reply.messages {
@@ -352,6 +353,28 @@ public final class InOrderInput {
             // Waiting for what the producer has not published yet: not asked again at once.
             if aheadOfProducer { streams[src]?.asked = ("", end...end, clock.monotonicSeconds() + 1, asked.endpoint) }
         }
+    }
+
+    /// A reply to a question no longer waited for (it timed out and was asked
+    /// again, or given up): its messages still fill what is missing, each seq
+    /// once, and nothing is counted lost from it (proto/replay.md). A producer
+    /// slow to answer, as a busy bridge is, was otherwise asked again and again,
+    /// each answer dropped, until the hole was given up as lost (issue 17).
+    /// Only seqs this consumer knows were published are taken (up to the last
+    /// held or the heartbeat's tail), so a reply cannot push a stream ahead.
+    private func takeLate(_ reply: ReplayReply) {
+        let src = reply.header.src
+        guard !reply.messages.isEmpty, var stream = streams.take(src) else { return }
+        let known = max(stream.held.keys.max() ?? 0, stream.tail)
+        for (topic, body) in reply.messages {
+            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
+            let seq = message.envelope.seq
+            guard seq >= stream.next, seq <= known, stream.held[seq] == nil else { continue }
+            stream.held[seq] = message
+            counters.recovered += 1
+        }
+        streams[src] = stream
+        drain(src)
     }
 
     /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).

@@ -68,6 +68,55 @@ struct InOrderTests {
         #expect(!input.isRecovering)
     }
 
+    @Test("a producer that answers every question after it has timed out still fills the hole: nothing lost, each message once, in order")
+    func lateAnswers() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let producer = try Publisher(transport: bus, program: "sensor-bridge")
+        producer.journal = try Journal(
+            settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
+        let server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
+        var beat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+        let subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: Self.logger)
+        let input = InOrderInput(transport: bus, logger: Self.logger, wants: { $0.hasPrefix("sample.") })
+        var number = 0
+        bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return (30...49).contains(number)
+        }
+        var t = bus.clock.wallSeconds()
+        for _ in 0..<100 {
+            t += 0.02
+            try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+        }
+        var delivered: [UInt64] = []
+        // One question answered every 7 s of the clock, the oldest first: each answer comes after its
+        // question has waited its answerTimeoutS (3 s) and been asked again; the hole is given up at 15 s.
+        var sinceServed = 0.0
+        for _ in 0..<600 {
+            try beat.tick(producer, inputs: nil, replay: server)
+            while let message = try subscriber.next(timeoutMs: 0) {
+                if message.envelope.type == HeartbeatMessage.type {
+                    input.note(heartbeat: message)
+                } else {
+                    delivered += input.accept(message).map(\.envelope.seq)
+                }
+            }
+            delivered += input.poll().map(\.envelope.seq)
+            if sinceServed >= 7 {
+                _ = try server.serve(limit: 1)
+                sinceServed = 0
+            }
+            bus.manualClock.advance(0.05)
+            sinceServed += 0.05
+        }
+        #expect(bus.dropped == 20)
+        #expect(delivered == Array(1...100), "every message once, in order")
+        #expect(input.counters.recovered == 20 && input.counters.lost == 0, "\(input.counters)")
+        #expect(input.counters.requests > 1, "the question was asked again while its answer was late")
+    }
+
     @Test(
         "what is held behind holes stays within its budget over every stream: the fullest stream gives up its hole, counted lost, and what it held goes on in order"
     )
