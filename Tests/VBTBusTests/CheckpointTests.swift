@@ -13,12 +13,17 @@ struct CheckpointTests {
         var points: [Double]
     }
 
+    /// What a checkpoint takes its output and input positions from, over the in-memory bus.
+    static func streams() throws -> (Publisher, InOrderInput) {
+        let bus = MemoryBus()
+        let input = InOrderInput(transport: bus, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, wants: { _ in true })
+        return (try Publisher(transport: bus, program: "rep-detector"), input)
+    }
+
     @Test("a checkpoint written an element at a time is byte for byte the one encoded whole, and reads back")
     func streamedEqualsWhole() throws {
         let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let publisher = try Publisher(transport: bus, program: "rep-detector")
-        let input = InOrderInput(transport: bus, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, wants: { _ in true })
+        let (publisher, input) = try Self.streams()
         // Infinities (written as strings), a slash and quotes (escaped), an empty element list too.
         let stations = (1...40).map { Station(name: "rack-\($0)/\"x\"", best: $0 % 2 == 0 ? .infinity : Double($0), points: (0..<$0).map(Double.init)) }
         for state in [stations, []] {
@@ -33,9 +38,7 @@ struct CheckpointTests {
     @Test("the checkpoint writer: once it is done the file is the newest checkpoint handed over, and a failure is told once")
     func writer() throws {
         let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let publisher = try Publisher(transport: bus, program: "rep-detector")
-        let input = InOrderInput(transport: bus, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, wants: { _ in true })
+        let (publisher, input) = try Self.streams()
         let writer = CheckpointWriter<Station>(file: CheckpointFile(path: dir.path("checkpoint.json")))
         var newest: ConsumerCheckpoint<[Station]>?
         for count in 1...50 {

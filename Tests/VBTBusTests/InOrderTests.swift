@@ -14,39 +14,13 @@ struct InOrderTests {
 
     @Test("a forged message with a stream's src and seq 2^53-1 is dropped once the producer says it never got that far: the stream goes on, nothing lost")
     func forgedSeq() throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let producer = try Publisher(transport: bus, program: "sensor-bridge")
-        producer.journal = try Journal(
-            settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
-        let server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
-        var beat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
-        let subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: Self.logger)
-        let input = InOrderInput(transport: bus, logger: Self.logger, wants: { $0.hasPrefix("sample.") })
-        var delivered: [UInt64] = []
-        var t = bus.clock.wallSeconds()
-        func samples(_ count: Int) throws {
-            for _ in 0..<count {
-                t += 0.02
-                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
-            }
-        }
+        let rig = try Rig()
+        let (bus, producer) = (rig.bus, rig.producer)
+        func samples(_ count: Int) throws { try rig.samples(count) }
         func pump(_ passes: Int) throws {
-            for _ in 0..<passes {
-                while let message = try subscriber.next(timeoutMs: 0) {
-                    if message.envelope.type == HeartbeatMessage.type {
-                        input.note(heartbeat: message)
-                    } else {
-                        delivered += input.accept(message).map(\.envelope.seq)
-                    }
-                }
-                delivered += input.poll().map(\.envelope.seq)
-                try server.serve()
-                bus.manualClock.advance(0.05)
-                try beat.tick(producer, inputs: nil, replay: server)
-            }
+            for _ in 0..<passes { try rig.pass(serve: true) }
         }
-        try beat.tick(producer, inputs: nil, replay: server)
+        try rig.beat()
         try samples(10)
         try pump(20)
         // An attacker copies the stream's src (visible on the bus) with seq 2^53 - 1.
@@ -59,62 +33,41 @@ struct InOrderTests {
         try samples(20)
         try pump(40)
         // Longer than the input ever waits for a hole (giveUpS): it must not skip ahead to the forgery.
-        try pump(Int(input.settings.giveUpS / 0.05) + 40)
+        try pump(Int(rig.input.settings.giveUpS / 0.05) + 40)
         try samples(10)
         try pump(40)
-        #expect(delivered == Array(1...40), "every real message once, in order")
-        #expect(input.counters.lost == 0)
-        #expect(input.counters.ahead == 1)
-        #expect(!input.isRecovering)
+        #expect(rig.delivered == Array(1...40), "every real message once, in order")
+        #expect(rig.input.counters.lost == 0)
+        #expect(rig.input.counters.ahead == 1)
+        #expect(!rig.input.isRecovering)
     }
 
     @Test("a producer that answers every question after it has timed out still fills the hole: nothing lost, each message once, in order")
     func lateAnswers() throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let producer = try Publisher(transport: bus, program: "sensor-bridge")
-        producer.journal = try Journal(
-            settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
-        let server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
-        var beat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
-        let subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: Self.logger)
-        let input = InOrderInput(transport: bus, logger: Self.logger, wants: { $0.hasPrefix("sample.") })
+        let rig = try Rig()
         var number = 0
-        bus.drop = { frames in
+        rig.bus.drop = { frames in
             guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
             number += 1
             return (30...49).contains(number)
         }
-        var t = bus.clock.wallSeconds()
-        for _ in 0..<100 {
-            t += 0.02
-            try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
-        }
-        var delivered: [UInt64] = []
+        try rig.samples(100)
         // One question answered every 7 s of the clock, the oldest first: each answer comes after its
         // question has waited its answerTimeoutS (3 s) and been asked again; the hole is given up at 15 s.
         var sinceServed = 0.0
         for _ in 0..<600 {
-            try beat.tick(producer, inputs: nil, replay: server)
-            while let message = try subscriber.next(timeoutMs: 0) {
-                if message.envelope.type == HeartbeatMessage.type {
-                    input.note(heartbeat: message)
-                } else {
-                    delivered += input.accept(message).map(\.envelope.seq)
-                }
-            }
-            delivered += input.poll().map(\.envelope.seq)
+            try rig.beat()
+            try rig.pass(serve: false)
             if sinceServed >= 7 {
-                _ = try server.serve(limit: 1)
+                _ = try rig.server.serve(limit: 1)
                 sinceServed = 0
             }
-            bus.manualClock.advance(0.05)
             sinceServed += 0.05
         }
-        #expect(bus.dropped == 20)
-        #expect(delivered == Array(1...100), "every message once, in order")
-        #expect(input.counters.recovered == 20 && input.counters.lost == 0, "\(input.counters)")
-        #expect(input.counters.requests > 1, "the question was asked again while its answer was late")
+        #expect(rig.bus.dropped == 20)
+        #expect(rig.delivered == Array(1...100), "every message once, in order")
+        #expect(rig.input.counters.recovered == 20 && rig.input.counters.lost == 0, "\(rig.input.counters)")
+        #expect(rig.input.counters.requests > 1, "the question was asked again while its answer was late")
     }
 
     @Test(
@@ -150,5 +103,60 @@ struct InOrderTests {
         #expect(delivered["rack-02"] == [1] + Array(3...7))
         #expect(delivered["rack-01"] == [1] && delivered["rack-03"] == [1])
         #expect(input.held == 10)
+    }
+}
+
+extension InOrderTests {
+    /// A journalling producer of one station's samples, its replay endpoint and
+    /// heartbeat, and an `InOrderInput` fed by a subscriber, over the in-memory bus.
+    final class Rig {
+        let dir: TemporaryDirectory
+        let bus = MemoryBus()
+        let producer: Publisher
+        let server: ReplayServer
+        var heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+        let subscriber: Subscriber
+        let input: InOrderInput
+        /// The seqs the input delivered, in order.
+        var delivered: [UInt64] = []
+        private var t: Double
+
+        init() throws {
+            dir = try TemporaryDirectory()
+            producer = try Publisher(transport: bus, program: "sensor-bridge")
+            producer.journal = try Journal(
+                settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
+            server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
+            subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: InOrderTests.logger)
+            input = InOrderInput(transport: bus, logger: InOrderTests.logger, wants: { $0.hasPrefix("sample.") })
+            t = bus.clock.wallSeconds()
+        }
+
+        /// Publishes `count` one-reading samples, 20 ms apart.
+        func samples(_ count: Int) throws {
+            for _ in 0..<count {
+                t += 0.02
+                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+            }
+        }
+
+        /// The producer's heartbeat, when due.
+        func beat() throws { try heartbeat.tick(producer, inputs: nil, replay: server) }
+
+        /// One pass: what arrived goes to the input, the input polls, the producer
+        /// answers (with `serve`), 50 ms of the clock pass and a heartbeat when due.
+        func pass(serve: Bool) throws {
+            while let message = try subscriber.next(timeoutMs: 0) {
+                if message.envelope.type == HeartbeatMessage.type {
+                    input.note(heartbeat: message)
+                } else {
+                    delivered += input.accept(message).map(\.envelope.seq)
+                }
+            }
+            delivered += input.poll().map(\.envelope.seq)
+            if serve { _ = try server.serve() }
+            bus.manualClock.advance(0.05)
+            try beat()
+        }
     }
 }
