@@ -121,7 +121,7 @@ func codecRates() throws -> (encode: Double, decode: Double, deferred: Double, f
     var readings = 0
     let decode = try rate(codecIterations) {
         for _ in 0..<codecIterations {
-            let message = try decodeMessage(topic: sampleFrames.topic, body: sampleFrames.body, deferringSamples: false)
+            let message = try decodeMessage(topic: sampleFrames.topic, body: sampleFrames.body, samples: .built)
             readings &+= try message.payload(as: SampleMessage.self).readings.count
         }
     }

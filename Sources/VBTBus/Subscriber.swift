@@ -111,9 +111,10 @@ public final class Subscriber {
     /// Streams silent this long are forgotten (every process start and every
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
     public var forgetAfterS = 3_600.0
-    /// Whether a sample's readings are built only when asked for (`decodeMessage`): a
-    /// consumer that reads most samples' readings (the rep-detector) sets it false.
-    public var defersSamples = true
+    /// How a sample's readings are decoded on receipt (`SampleReadings`): the
+    /// rep-detector, which reads most of them, has them built at once; the
+    /// posture-evaluator, which drops most unread, only located.
+    public var samples = SampleReadings.checked
 
     /// The topic prefixes asked for ("" is everything), as a heartbeat says them.
     public var subscribedPrefixes: [String] { prefixes.map { String(decoding: $0, as: UTF8.self) } }
@@ -159,7 +160,7 @@ public final class Subscriber {
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage
         do {
-            message = try decodeMessage(received, deferringSamples: defersSamples)
+            message = try decodeMessage(received, samples: samples)
         } catch {
             reject(error, topic: received.frames.first)
             return nil

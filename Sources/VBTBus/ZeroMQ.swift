@@ -359,9 +359,9 @@ extension ZMQSocket {
 }
 
 /// Decodes and checks one received message against the envelope rules.
-public func decodeMessage(_ received: ReceivedMessage, deferringSamples: Bool = true) throws(MalformedMessage) -> BusMessage {
+public func decodeMessage(_ received: ReceivedMessage, samples: SampleReadings = .checked) throws(MalformedMessage) -> BusMessage {
     guard received.frameCount == 2, received.frames.count == 2 else {
         throw MalformedMessage(.frameCount, "expected 2 frames (topic, JSON), got \(received.frameCount)")
     }
-    return try decodeMessage(topic: received.frames[0], body: received.frames[1], deferringSamples: deferringSamples)
+    return try decodeMessage(topic: received.frames[0], body: received.frames[1], samples: samples)
 }

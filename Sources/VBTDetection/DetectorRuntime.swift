@@ -130,7 +130,7 @@ public final class DetectorRuntime {
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             logger: logger)
         // Most samples' readings are the detector's: built as they are received, in one pass.
-        subscriber.defersSamples = false
+        subscriber.samples = .built
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")

@@ -229,6 +229,9 @@ public final class PostureRuntime {
     public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
         subscriber = try Subscriber(
             transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
+        // Fifteen samples in sixteen are other sensors': their readings are only located, and a posture
+        // sample's are checked when built.
+        subscriber.samples = .located
         heartbeat.subscribes = subscriber.subscribedPrefixes
         input = InOrderInput(transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) })
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
@@ -432,11 +435,16 @@ public final class PostureRuntime {
             trackers[station] = state
             return
         }
-        // Most samples are other sensors': their readings are never built (BusMessage.deferred).
-        guard message.envelope.type == SampleMessage.type, message.field("sensor") == .string(SampleMessage.postureSensor),
-            let sample = try? message.payload(as: SampleMessage.self),
-            case .posture(let readings) = sample.readings
-        else { return }
+        // Most samples are other sensors': their readings are never built, nor checked (SampleReadings.located).
+        guard message.envelope.type == SampleMessage.type, message.field("sensor") == .string(SampleMessage.postureSensor) else { return }
+        let readings: [SampleMessage.PostureReading]
+        do {
+            guard case .posture(let posture) = try message.payload(as: SampleMessage.self).readings else { return }
+            readings = posture
+        } catch {
+            logger.warning("posture sample not usable; skipped", metadata: ["station": "\(station)", "src": "\(message.envelope.src)", "error": "\(error)"])
+            return
+        }
         var state = tracker(station)
         var outputs: [PostureTracker.Output] = []
         for reading in readings { outputs += state.feed(t: reading.t, acc: reading.acc, mag: reading.mag) }

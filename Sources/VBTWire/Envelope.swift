@@ -110,18 +110,27 @@ public struct BusMessage: Sendable {
         return parsed[key]
     }
 
+    /// A deferred member's value; null when its bytes are not JSON (possible
+    /// only when they were not checked on receipt: `payload(as:)` says why).
     private func deferredValue(_ member: DeferredMember) -> JSONValue {
-        // Checked whole when the message was received: it parses.
         (try? JSONParser.parse(body, range: member.range)) ?? .null
     }
 
-    /// Decodes the type's own fields.
+    /// Decodes the type's own fields (a deferred member not checked on receipt is checked now).
     public func payload<P: BusPayload>(as type: P.Type) throws(MalformedMessage) -> P {
         guard envelope.type == P.type else {
             throw MalformedMessage(.badPayload, "expected type \(P.type), got \(envelope.type)")
         }
+        var all = parsed
+        if let deferred {
+            do {
+                all[deferred.key] = try JSONParser.parse(body, range: deferred.range)
+            } catch {
+                throw MalformedMessage(.notJSON, "\(deferred.key): \(error)")
+            }
+        }
         do {
-            return try P(fields: fields)
+            return try P(fields: all)
         } catch {
             throw MalformedMessage(.badPayload, "\(P.type): \(error)")
         }
@@ -143,11 +152,22 @@ public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: Stri
     return (String(decoding: topic[..<dot], as: UTF8.self), String(decoding: topic[(dot + 1)...], as: UTF8.self))
 }
 
-/// Decodes and checks a topic frame and a JSON frame. A sample's readings are
-/// checked but built only when asked for (`BusMessage.deferred`), unless
-/// `deferringSamples` is false: for a consumer that reads every sample's
-/// readings, building them at once costs one pass instead of two.
-public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], deferringSamples: Bool = true) throws(MalformedMessage) -> BusMessage {
+/// How a received sample's readings are decoded.
+public enum SampleReadings: Sendable {
+    /// Built at once: for a consumer that reads every sample's readings
+    /// (one pass instead of two).
+    case built
+    /// Checked as strictly as built, but built only when asked for
+    /// (`BusMessage.deferred`): for a consumer that keeps them as received.
+    case checked
+    /// Only where they end found, and checked when built (`payload(as:)`):
+    /// for a consumer that drops most samples unread (the posture-evaluator
+    /// uses one sample in sixteen; issue 17). The envelope is checked whole.
+    case located
+}
+
+/// Decodes and checks a topic frame and a JSON frame; a sample's readings as `samples` says.
+public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], samples: SampleReadings = .checked) throws(MalformedMessage) -> BusMessage {
     guard body.count <= BusLimits.maxMessageBytes else {
         throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
     }
@@ -155,8 +175,8 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], deferringSam
     let value: JSONValue
     let deferred: DeferredMember?
     do {
-        // A sample's readings are checked but not built (BusMessage.deferred).
-        (value, deferred) = try JSONParser.parse(body, deferring: deferringSamples && topicType == SampleMessage.type ? "samples" : nil)
+        let deferring = samples != .built && topicType == SampleMessage.type ? "samples" : nil
+        (value, deferred) = try JSONParser.parse(body, deferring: deferring, checking: samples != .located)
     } catch {
         throw MalformedMessage(.notJSON, error.description)
     }

@@ -65,8 +65,12 @@ public struct DeferredMember: Sendable, Equatable {
     public var key: String
     /// The value's bytes.
     public var range: Range<Int>
-    /// For an array, each element's bytes; nil for any other value.
+    /// For an array, each element's bytes; nil for any other value, and when not checked.
     public var elements: [Range<Int>]?
+    /// Whether its bytes were checked as strictly as a built value's; when
+    /// not, only where it ends was found, and it is checked when built
+    /// (`JSONParser.parse(_:range:)`).
+    public var checked = true
 }
 
 /// Parses one JSON document from UTF-8 bytes (strict RFC 8259).
@@ -81,11 +85,19 @@ public struct JSONParser {
 
     /// Parses `bytes` as `parse(_:)` does, every byte checked as strictly,
     /// except that the value of the top-level object's member `key` is not
-    /// built: it reads `null` in the tree, and its place is returned.
-    public static func parse(_ bytes: [UInt8], deferring key: String?) throws(JSONParseError) -> (value: JSONValue, deferred: DeferredMember?) {
+    /// built: it reads `null` in the tree, and its place is returned. Unless
+    /// `checking`, that value is not checked either, only where it ends
+    /// found (strings and nesting followed): for a consumer that drops most
+    /// such values unread, and checks the rest when it builds them.
+    public static func parse(
+        _ bytes: [UInt8], deferring key: String?, checking: Bool = true
+    ) throws(JSONParseError) -> (
+        value: JSONValue, deferred: DeferredMember?
+    ) {
         try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> (value: JSONValue, deferred: DeferredMember?) in
             var parser = JSONParser(buffer)
             parser.deferKey = key
+            parser.checkDeferred = checking
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
@@ -150,6 +162,7 @@ public struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var deferKey: String?
+    private var checkDeferred = true
     private var deferred: DeferredMember?
     /// Keys of the objects being skipped, innermost last (for the duplicate check without a set per object).
     private var skippedKeys: [StringSpan] = []
@@ -213,10 +226,15 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            if depth == 1, let deferKey, key == deferKey {
+            if depth == 1, let deferKey, key == deferKey, checkDeferred {
                 let start = index
                 let elements = try skipValue(depth: depth, recordingElements: true)
                 deferred = DeferredMember(key: key, range: start..<index, elements: elements)
+                fields.append((key, .null))
+            } else if depth == 1, let deferKey, key == deferKey {
+                let start = index
+                try findEnd()
+                deferred = DeferredMember(key: key, range: start..<index, elements: nil, checked: false)
                 fields.append((key, .null))
             } else {
                 fields.append((key, try parseValue(depth: depth)))
@@ -262,6 +280,38 @@ public struct JSONParser {
         default: throw error("unexpected character")
         }
         return nil
+    }
+
+    /// Moves past the value at `index` without checking it: an array or an
+    /// object ends where its brackets balance (brackets inside strings, and
+    /// escaped quotes, do not count); any other value is checked, as it is short.
+    private mutating func findEnd() throws(JSONParseError) {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        guard bytes[index] == UInt8(ascii: "[") || bytes[index] == UInt8(ascii: "{") else {
+            _ = try skipValue(depth: 1)
+            return
+        }
+        var open = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                    index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+            case UInt8(ascii: "["), UInt8(ascii: "{"): open += 1
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                open -= 1
+                if open == 0 {
+                    index += 1
+                    return
+                }
+            default: break
+            }
+            index += 1
+        }
+        index = bytes.count
+        throw error("unexpected end of input")
     }
 
     private mutating func skipObject(depth: Int) throws(JSONParseError) {

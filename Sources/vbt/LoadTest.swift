@@ -340,6 +340,8 @@ struct LoadRun {
         let subscriber = try Subscriber(
             context: context, config: config,
             prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
+        // A prefix brings other stations' samples too (sample.rack-1 brings rack-10...): only the probes' readings are read.
+        subscriber.samples = .located
         let started = monotonicSeconds()
         while subscriber.stats.busHeartbeats == 0 {
             if busSilent(subscriber, since: started) { throw busUnreachable(config) }

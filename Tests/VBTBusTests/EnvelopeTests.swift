@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import VBTTesting
 
@@ -85,6 +86,25 @@ struct EnvelopeTests {
         #expect(throws: EncodeError.self) { try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack 01", ts: 1) }
         let frames = try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack-01", ts: 1)
         #expect(try decodeMessage(topic: frames.topic, body: frames.body).envelope.seq == 1)
+    }
+
+    @Test("a sample whose readings were only located on receipt is checked when its payload is built")
+    func locatedReadings() throws {
+        var stamper = EnvelopeStamper(program: "test")
+        let good = try stamper.encode(
+            SampleMessage(.distance([SampleMessage.DistanceReading(t: 1_763_812_345.5, distanceMm: 812)])), station: "rack-01", ts: 1_763_812_345.6)
+        let located = try decodeMessage(topic: good.topic, body: good.body, samples: .located)
+        let checked = try decodeMessage(topic: good.topic, body: good.body, samples: .checked)
+        #expect(try located.payload(as: SampleMessage.self) == checked.payload(as: SampleMessage.self))
+        // Readings that are not JSON pass receipt (the envelope is whole) and are refused when built.
+        let text = String(decoding: good.body, as: UTF8.self)
+        let at = try #require(text.range(of: ":812"))
+        let bad = Array(text.replacingCharacters(in: at, with: ":0812").utf8)
+        #expect(throws: MalformedMessage.self) { try decodeMessage(topic: good.topic, body: bad, samples: .checked) }
+        let unchecked = try decodeMessage(topic: good.topic, body: bad, samples: .located)
+        #expect(unchecked.envelope.station == "rack-01")
+        let error = #expect(throws: MalformedMessage.self) { try unchecked.payload(as: SampleMessage.self) }
+        #expect(error?.kind == .notJSON)
     }
 
     @Test("members written once go under each copy's own envelope; the recorded envelope's are dropped, a non-finite number refused")

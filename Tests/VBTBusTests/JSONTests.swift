@@ -92,6 +92,31 @@ struct JSONTests {
         #expect(try JSONParser.parse(Array(text.utf8), range: deferred.range) == whole["samples"])
     }
 
+    @Test(
+        "a located member is only found where it ends, and checked when built",
+        arguments: [
+            "[1,]", "[01]", "[tru]", "[1e999]", "[{\"t\":1,\"t\":2}]", "[\"\\x\"]", "{\"a\":}", "[\"\u{01}\"]",
+            #"["a]\"}[", 1]"#, "[" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "]", "7",
+        ])
+    func located(member: String) throws {
+        let text = #"{"type":"sample","samples":"# + member + #","n":3}"#
+        let bytes = Array(text.utf8)
+        let (value, deferred) = try JSONParser.parse(bytes, deferring: "samples", checking: false)
+        guard case .object(let object) = value, let deferred else { Issue.record("not an object, or nothing deferred"); return }
+        #expect(object["n"] == .number(3) && !deferred.checked && deferred.elements == nil)
+        #expect(String(decoding: bytes[deferred.range], as: UTF8.self) == member)
+        // Built, it is checked as strictly as ever: the same verdict as a whole parse.
+        let whole = try? parse(text)
+        let built = try? JSONParser.parse(bytes, range: deferred.range)
+        #expect((whole == nil) == (built == nil))
+    }
+
+    @Test("a located member whose end cannot be found is refused on receipt", arguments: ["[1", #"["a]"#, "[[1]", "tru", "01"])
+    func locatedUnfinished(member: String) {
+        let text = #"{"type":"sample","samples":"# + member + "}"
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(Array(text.utf8), deferring: "samples", checking: false) }
+    }
+
     @Test("a deferred member reads null in the tree; its place and its elements' places read back to the value")
     func deferredMember() throws {
         let text = #"{"sensor":"distance", "samples": [ {"t":1.5,"mm":812}, {"mm":810,"t":1.52} ,{"t":1.54,"mm":809,"x":{"t":9}}],"n":3}"#
