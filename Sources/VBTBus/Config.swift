@@ -18,6 +18,13 @@ public struct BusConfig: Sendable, Equatable {
     /// the budget: it counts them as gaps and fetches them from the producers'
     /// journals (proto/replay.md) once it catches up.
     public var highWaterMark: Int32 = BusConfig.highWaterMark(forMemoryMB: BusConfig.defaultQueueMemoryMB)
+    /// Messages a subscriber's own socket queues (its receive side). The
+    /// bus's queue for it (`highWaterMark`) is where a consumer that falls
+    /// behind is waited for, within the bus's budget; the consumer's own
+    /// needs only ride out its short stalls. As deep as the bus's, it made
+    /// each consumer of a 1,000-station gym hold up to 100 MB of messages
+    /// of its own (issue 17).
+    public var subscriberHighWaterMark: Int32 = 8_192
     /// The largest frame a bus socket reads (`ZMQSocket.setMaxFrameBytes`):
     /// the largest message any consumer accepts (`BusLimits.maxMessageBytes`).
     /// A peer sending more is disconnected by libzmq before the frame is
