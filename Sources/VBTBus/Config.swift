@@ -18,7 +18,7 @@ public struct BusConfig: Sendable, Equatable {
     /// the budget: it counts them as gaps and fetches them from the producers'
     /// journals (proto/replay.md) once it catches up.
     public var highWaterMark: Int32 = BusConfig.highWaterMark(forMemoryMB: BusConfig.defaultQueueMemoryMB)
-    /// Messages a subscriber's own socket queues (its receive side). The
+    /// Messages a subscriber's own socket queues (its receive side; 0 is unbounded). The
     /// bus's queue for it (`highWaterMark`) is where a consumer that falls
     /// behind is waited for, within the bus's budget; the consumer's own
     /// needs only ride out its short stalls. As deep as the bus's, it made

@@ -75,8 +75,7 @@ public final class InOrderInput {
 
         /// The last seq this consumer knows exists beyond `next - 1`, if any.
         var wanted: UInt64? {
-            let heldFirst = held.keys.min()
-            if let heldFirst { return heldFirst - 1 }
+            if let heldFirst = held.keys.min() { return heldFirst > next ? heldFirst - 1 : nil }
             return tail >= next ? tail : nil
         }
     }
@@ -192,15 +191,7 @@ public final class InOrderInput {
             stream.held[seq] = message
             streams[src] = stream
             if stream.held.count > settings.maxHeld { giveUp(src) }
-            while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest, streams[fullest]?.held.isEmpty == false {
-                counters.overBudget += 1
-                if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
-                    logger.warning(
-                        "input held past its memory budget; the fullest stream's hole given up",
-                        metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)", "times": "\(counters.overBudget)"])
-                }
-                giveUp(fullest)
-            }
+            keepWithinBudget()
             return take()
         }
         stream.next = seq + 1
@@ -208,6 +199,19 @@ public final class InOrderInput {
         ready.append(message)
         drain(src)
         return take()
+    }
+
+    /// Gives up the fullest stream's hole while more than `maxHeldTotal` messages are held.
+    private func keepWithinBudget() {
+        while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest, streams[fullest]?.held.isEmpty == false {
+            counters.overBudget += 1
+            if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
+                logger.warning(
+                    "input held past its memory budget; the fullest stream's hole given up",
+                    metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)", "times": "\(counters.overBudget)"])
+            }
+            giveUp(fullest)
+        }
     }
 
     /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
@@ -234,8 +238,8 @@ public final class InOrderInput {
     /// One pass: takes replies, asks for what is missing, gives up on what
     /// waited too long. Returns what may be processed now, in order.
     public func poll() -> [BusMessage] {
-        for client in clients.values {
-            while let reply = try? client.nextReply() { take(reply) }
+        for (endpoint, client) in clients {
+            while let reply = try? client.nextReply() { take(reply, from: endpoint) }
         }
         // Only the streams that miss something are looked at (this runs for every message received).
         let missing = !streams.missing.isEmpty
@@ -297,9 +301,11 @@ public final class InOrderInput {
     }
 
     /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
-    private func take(_ reply: ReplayReply) {
+    private func take(_ reply: ReplayReply, from endpoint: String) {
         let src = reply.header.src
-        guard let asked = streams[src]?.asked, asked.id == reply.header.id else { return takeLate(reply) }
+        guard let asked = streams[src]?.asked, asked.id == reply.header.id, asked.endpoint == endpoint else {
+            return takeLate(reply, from: endpoint)
+        }
         guard var stream = streams.take(src) else { return }
         stream.asked = nil
         var returned: [UInt64: BusMessage] = [:]
@@ -331,8 +337,13 @@ public final class InOrderInput {
         }
         var lostFrom: UInt64?
         while stream.next <= asked.range.upperBound {
-            if let message = returned[stream.next] ?? stream.held.removeValue(forKey: stream.next) {
-                if returned[stream.next] != nil { counters.recovered += 1 }
+            // What is held first (a late answer may have brought it): taken out, so nothing stays held below `next`.
+            var message = stream.held.removeValue(forKey: stream.next)
+            if message == nil, let fetched = returned[stream.next] {
+                message = fetched
+                counters.recovered += 1
+            }
+            if let message {
                 if let from = lostFrom { logLoss(src, from...(stream.next - 1), reason: "the producer's journal no longer holds them") }
                 lostFrom = nil
                 ready.append(message)
@@ -362,9 +373,10 @@ public final class InOrderInput {
     /// each answer dropped, until the hole was given up as lost (issue 17).
     /// Only seqs this consumer knows were published are taken (up to the last
     /// held or the heartbeat's tail), so a reply cannot push a stream ahead.
-    private func takeLate(_ reply: ReplayReply) {
+    private func takeLate(_ reply: ReplayReply, from endpoint: String) {
         let src = reply.header.src
-        guard !reply.messages.isEmpty, var stream = streams.take(src) else { return }
+        // Only the stream's own producer answers for it.
+        guard !reply.messages.isEmpty, let producer = producers[src], endpoints[producer] == endpoint, var stream = streams.take(src) else { return }
         let known = max(stream.held.keys.max() ?? 0, stream.tail)
         for (topic, body) in reply.messages {
             guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
@@ -375,6 +387,7 @@ public final class InOrderInput {
         }
         streams[src] = stream
         drain(src)
+        keepWithinBudget()
     }
 
     /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).

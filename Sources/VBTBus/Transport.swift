@@ -86,7 +86,7 @@ public final class ZMQTransport: BusTransport {
 
     public func subscriberLink(prefixes: [String]) throws(ZMQError) -> any FrameLink {
         let socket = try ZMQSocket(context, .sub, lingerMs: 0)
-        try socket.setOption(ZMQ_RCVHWM, min(config.highWaterMark, config.subscriberHighWaterMark))
+        try socket.setOption(ZMQ_RCVHWM, config.subscriberHighWaterMark)
         try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
         for prefix in prefixes { try socket.subscribe(prefix) }
         try secureClient(socket, config.subEndpoint)

@@ -113,7 +113,7 @@ public struct BusMessage: Sendable {
     /// A deferred member's value; null when its bytes are not JSON (possible
     /// only when they were not checked on receipt: `payload(as:)` says why).
     private func deferredValue(_ member: DeferredMember) -> JSONValue {
-        (try? JSONParser.parse(body, range: member.range)) ?? .null
+        (try? JSONParser.parse(body, range: member.range, depth: 1)) ?? .null
     }
 
     /// Decodes the type's own fields (a deferred member not checked on receipt is checked now).
@@ -124,7 +124,7 @@ public struct BusMessage: Sendable {
         var all = parsed
         if let deferred {
             do {
-                all[deferred.key] = try JSONParser.parse(body, range: deferred.range)
+                all[deferred.key] = try JSONParser.parse(body, range: deferred.range, depth: 1)
             } catch {
                 throw MalformedMessage(.notJSON, "\(deferred.key): \(error)")
             }

@@ -106,13 +106,15 @@ public struct JSONParser {
         }
     }
 
-    /// Parses the JSON value at `range` of `bytes` (a deferred member's, say).
-    public static func parse(_ bytes: [UInt8], range: Range<Int>) throws(JSONParseError) -> JSONValue {
+    /// Parses the JSON value at `range` of `bytes` (a deferred member's, say),
+    /// as if nested `depth` levels deep (a top-level object's member: 1), so
+    /// the nesting bound is the whole document's.
+    public static func parse(_ bytes: [UInt8], range: Range<Int>, depth: Int = 0) throws(JSONParseError) -> JSONValue {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw JSONParseError(reason: "range outside the bytes", offset: 0) }
         return try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSONValue in
             var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
             parser.skipWhitespace()
-            let value = try parser.parseValue(depth: 0)
+            let value = try parser.parseValue(depth: depth)
             parser.skipWhitespace()
             if parser.index != parser.bytes.count { throw parser.error("trailing characters after the JSON value") }
             return value

@@ -70,6 +70,56 @@ struct InOrderTests {
         #expect(rig.input.counters.requests > 1, "the question was asked again while its answer was late")
     }
 
+    @Test("a late answer holding only the end of a hole, then the answer asked for: each message once, in order, nothing left held")
+    func lateAnswerThenCurrent() throws {
+        let rig = try Rig()
+        // A replay endpoint answered by hand: the rig's own is never served, and the heartbeat points here.
+        let endpoint = "memory://bridge-by-hand/replay"
+        let link = try rig.bus.serverLink(endpoint: endpoint)
+        let journal = try #require(rig.producer.journal)
+        func beatHere() throws {
+            var message = HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1, inputs: nil)
+            message.replay = rig.producer.replayOffer(endpoint: endpoint)
+            try rig.producer.publish(message, station: "bridge-rack-01")
+        }
+        var number = 0
+        rig.bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return (30...49).contains(number)
+        }
+        try beatHere()
+        try rig.samples(100)
+        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        func answer(_ request: ReceivedMessage, from: UInt64, to: UInt64) throws {
+            let asked = try ReplayRequest(json: try #require(request.frames.last))
+            let records = try journal.read(src: src, from: from, to: to)
+            let header = ReplayHeader(
+                id: asked.id, src: src, from: asked.from, to: asked.to, count: records.count, keptFrom: 1, keptTo: 100, more: false)
+            let delimiter: [[UInt8]] = request.frames.count >= 3 ? [[]] : []
+            try link.send([request.frames[0]] + delimiter + [header.json] + records.flatMap { [$0.topic, $0.body] }, dontWait: true)
+        }
+        var questions: [ReceivedMessage] = []
+        var answered = false
+        for pass in 0..<400 {
+            try rig.pass(serve: false)
+            if pass % 20 == 0 { try beatHere() }
+            while let request = try link.receive(timeoutMs: 0, maxFrames: 4) { questions.append(request) }
+            // The first question is answered only once it has been asked again, and then with the
+            // hole's end alone (40-49); the second, at once after it, with all of it.
+            if questions.count >= 2, !answered {
+                try answer(questions[0], from: 40, to: 49)
+                try answer(questions[1], from: 30, to: 49)
+                answered = true
+            }
+        }
+        #expect(answered)
+        #expect(rig.bus.dropped == 20)
+        #expect(rig.delivered == Array(1...100), "every message once, in order")
+        #expect(rig.input.counters.recovered == 20 && rig.input.counters.lost == 0, "\(rig.input.counters)")
+        #expect(!rig.input.isRecovering)
+    }
+
     @Test(
         "what is held behind holes stays within its budget over every stream: the fullest stream gives up its hole, counted lost, and what it held goes on in order"
     )
