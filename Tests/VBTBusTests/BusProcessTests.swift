@@ -41,8 +41,12 @@ struct BusProcessTests {
         let config = freeBusConfig()
         let perPublisher = 100_000
         // Publishers at full speed outrun these subscribers, which have no
-        // journal to fetch from: the bus must hold the whole flood.
-        let bus = try startBus(config, in: dir, extra: ["--high-water-mark", "\(2 * perPublisher)"])
+        // journal to fetch from: the bus must hold the whole flood. Twice
+        // over: a libzmq pipe learns what its reader took only every half
+        // mark (pipe_t::compute_lwm, libzmq src/pipe.cpp), so a pipe at its
+        // mark may hold as little as half of it, and a subscriber's own
+        // socket queues only `subscriberHighWaterMark` more.
+        let bus = try startBus(config, in: dir, extra: ["--high-water-mark", "\(4 * perPublisher)"])
         let recorders = try (1...3).map { index in
             try startRecorder(config, in: dir, name: "sub\(index)", extra: ["--count", "\(2 * perPublisher)", "sample."])
         }
