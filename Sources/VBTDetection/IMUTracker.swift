@@ -112,7 +112,7 @@ struct IMUTracker: Sendable, Codable {
     private var lastLearnedT = -Double.infinity
     /// Readings learned from at rest.
     private var restReadings = 0
-    private var moving: [Raw] = []
+    private var moving = ChunkedWindow<Raw>()
     private var isStill = true
     /// Velocity integrated since the last rest: a bar gliding at constant speed
     /// has quiet acceleration too, but not zero velocity.
@@ -124,7 +124,7 @@ struct IMUTracker: Sendable, Codable {
     /// The bar's height at the latest rest, in the tracker's own frame.
     private var heightM = 0.0
     /// Heights through the recent movements (rests are flat between them).
-    private var heights: [Height] = []
+    private var heights = ChunkedWindow<Height>()
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
 
@@ -190,7 +190,7 @@ struct IMUTracker: Sendable, Codable {
                 return []
             }
             isStill = false
-            moving = recent  // the movement began within the window
+            moving = ChunkedWindow(recent)  // the movement began within the window
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
 
@@ -326,7 +326,7 @@ struct IMUTracker: Sendable, Codable {
             samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
         }
         heightM = position
-        heights += samples.map { Height(t: $0.t, m: $0.positionM) }
+        heights.append(contentsOf: samples.map { Height(t: $0.t, m: $0.positionM) })
         if let newest = heights.last, let oldest = heights.first, newest.t - oldest.t > 25 {
             heights.removeFirst(heights.firstIndex { newest.t - $0.t <= 20 } ?? 0)
         }

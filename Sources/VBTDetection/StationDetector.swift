@@ -498,7 +498,7 @@ func microseconds(_ t: Double) -> Int64 {
 /// with the unit's accelerometer when it rides the bar (Fusion.swift), else
 /// centred regression.
 struct DistanceTracker: Sendable, Codable {
-    private var points: [Point] = []
+    private var points = ChunkedWindow<Point>()
     private var ema: Double?
     private var turning: TurningPoints
     private var gate = SpikeGate()
@@ -506,8 +506,24 @@ struct DistanceTracker: Sendable, Codable {
     private var lastPeakT = -Double.infinity
     private static let fusion = FusionSettings()
 
-    /// A reading: time, height in metres, the accelerometer when sent.
-    struct Point: Sendable, Codable, TimedHeight { var t: Double; var m: Double; var acc: BoardAcceleration? }
+    /// A reading: time, height in metres, the accelerometer when sent. The
+    /// accelerometer is kept in single precision (a MEMS accelerometer's 16
+    /// bits fit its 24-bit significand): 32 bytes a reading, not 48, for every
+    /// station's window (Window.swift).
+    struct Point: Sendable, TimedHeight {
+        var t: Double
+        var m: Double
+        /// The accelerometer in g; `x` is NaN when none was sent (a sent one is JSON numbers, never NaN).
+        private var x: Float, y: Float, z: Float
+
+        init(t: Double, m: Double, acc: BoardAcceleration?) {
+            self.t = t
+            self.m = m
+            (x, y, z) = acc.map { (Float($0.x), Float($0.y), Float($0.z)) } ?? (.nan, .nan, .nan)
+        }
+
+        var acc: BoardAcceleration? { x.isNaN ? nil : BoardAcceleration(x: Double(x), y: Double(y), z: Double(z)) }
+    }
 
     init(settings: DetectorSettings) {
         turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)
@@ -567,14 +583,27 @@ struct DistanceTracker: Sendable, Codable {
 
 // MARK: - Checkpointed packed (Packed.swift)
 
+/// A reading as checkpoints before packing wrote it, one object each (read only).
+extension DistanceTracker.Point: Decodable {
+    private enum CodingKeys: String, CodingKey { case t, m, acc }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            t: try container.decode(Double.self, forKey: .t), m: try container.decode(Double.self, forKey: .m),
+            acc: try container.decodeIfPresent(BoardAcceleration.self, forKey: .acc))
+    }
+}
+
 extension DistanceTracker {
     private enum CodingKeys: String, CodingKey { case points, ema, turning, gate, lastPeakT, alpha }
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        points = try container.decodeRows(.points, width: 5) { row in
-            Point(t: row[0], m: row[1], acc: row[2].isNaN && row[3].isNaN && row[4].isNaN ? nil : BoardAcceleration(x: row[2], y: row[3], z: row[4]))
-        }
+        points = ChunkedWindow(
+            try container.decodeRows(.points, width: 5) { row in
+                Point(t: row[0], m: row[1], acc: row[2].isNaN && row[3].isNaN && row[4].isNaN ? nil : BoardAcceleration(x: row[2], y: row[3], z: row[4]))
+            })
         ema = try container.decodeIfPresent(Double.self, forKey: .ema)
         turning = try container.decode(TurningPoints.self, forKey: .turning)
         gate = try container.decode(SpikeGate.self, forKey: .gate)
