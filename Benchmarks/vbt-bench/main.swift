@@ -28,6 +28,10 @@ func option(_ name: String, _ fallback: Int) -> Int {
     }
     return value
 }
+if let index = arguments.firstIndex(of: "--detector-memory-child"), index + 1 < arguments.count, let stations = Int(arguments[index + 1]) {
+    detectorMemoryChild(stations: stations, snapshots: arguments.contains("--snapshots"))
+    exit(0)
+}
 if arguments.contains("--help") {
     print(
         """
@@ -45,7 +49,8 @@ if arguments.contains("--help") {
         Prints envelope encode/decode rates (beside Foundation's JSON coders) and
         end-to-end bus throughput for 200-byte messages (beside raw libzmq through
         zmq_proxy), and rep detection: readings per second per core and the time
-        to turn a rep's completing reading into the rep, as medians over R runs.
+        to turn a rep's completing reading into the rep, as medians over R runs,
+        and the detector's memory a station (in a child process of its own).
         Store: raw readings persisted per second (Ingestor.flush beside a raw
         SQLite prepared INSERT) and query latency through QueryService.handle.
         Build with -c release (make bench does).
@@ -637,6 +642,7 @@ if wants("bus") {
 
 if wants("detector") {
     detectorReport()
+    detectorMemoryReport()
     try detectorRuntimeReport()
     postureReport()
 }
