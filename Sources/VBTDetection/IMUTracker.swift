@@ -49,7 +49,23 @@ struct IMUTracker: Sendable, Codable {
     /// (0 at rest), and what the sensor read along the vertical, in its own
     /// units (what the offset and gravity's size are learned from).
     /// `v` is the velocity integrated since the last rest, while moving.
-    struct Raw: Sendable, Codable { var t: Double; var aG: Double; var along = 0.0; var v = 0.0 }
+    /// Kept in single precision but for the time (a MEMS sensor's 16 bits fit
+    /// its 24-bit significand): 24 bytes a reading, not 32, for every moving
+    /// bar's window (Window.swift). Coded as before, in numbers.
+    struct Raw: Sendable, Codable {
+        var t: Double
+        private var a: Float, alongG: Float, velocity: Float
+        var aG: Double { Double(a) }
+        var along: Double { Double(alongG) }
+        var v: Double { Double(velocity) }
+
+        init(t: Double, aG: Double, along: Double = 0, v: Double = 0) {
+            self.t = t
+            (a, alongG, velocity) = (Float(aG), Float(along), Float(v))
+        }
+
+        private enum CodingKeys: String, CodingKey { case t, a = "aG", alongG = "along", velocity = "v" }
+    }
     struct Height: Sendable, Codable, TimedHeight { var t: Double; var m: Double }
 
     /// Rest is a window this long whose acceleration is flat noise. (No lift

@@ -507,21 +507,23 @@ struct DistanceTracker: Sendable, Codable {
     private static let fusion = FusionSettings()
 
     /// A reading: time, height in metres, the accelerometer when sent. The
-    /// accelerometer is kept in single precision (a MEMS accelerometer's 16
-    /// bits fit its 24-bit significand): 32 bytes a reading, not 48, for every
+    /// height and the accelerometer are kept in single precision (its 24-bit
+    /// significand steps 0.24 µm at 2 m, against a laser's 0.1 mm, and holds a
+    /// MEMS accelerometer's 16 bits): 24 bytes a reading, not 48, for every
     /// station's window (Window.swift).
     struct Point: Sendable, TimedHeight {
         var t: Double
-        var m: Double
+        private var height: Float
         /// The accelerometer in g; `x` is NaN when none was sent (a sent one is JSON numbers, never NaN).
         private var x: Float, y: Float, z: Float
 
         init(t: Double, m: Double, acc: BoardAcceleration?) {
             self.t = t
-            self.m = m
+            height = Float(m)
             (x, y, z) = acc.map { (Float($0.x), Float($0.y), Float($0.z)) } ?? (.nan, .nan, .nan)
         }
 
+        var m: Double { Double(height) }
         var acc: BoardAcceleration? { x.isNaN ? nil : BoardAcceleration(x: Double(x), y: Double(y), z: Double(z)) }
     }
 

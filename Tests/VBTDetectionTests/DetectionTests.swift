@@ -287,6 +287,45 @@ struct HandoverStateTests {
         #expect(outputs == expected)
         #expect(reps(expected).count == 2)
     }
+
+    @Test("a bar IMU's station coded mid-set (its readings in single precision) resumes as if never stopped; older state in full precision still reads")
+    func imuStateResumes() throws {
+        var config = SimulationConfig()
+        config.sets = 1
+        config.repsPerSet = 4
+        var sensors = SimulatedSensors(config)
+        let readings = stride(from: 0.0, through: sensors.timeline.duration, by: 1 / config.imuRateHz).map { sensors.imu(at: $0, wallOrigin: 1_763_812_345) }
+        func feed(_ detector: inout StationDetector, _ part: ArraySlice<SampleMessage.IMUReading>) -> [DetectorOutput] {
+            part.flatMap { r in
+                detector.feedIMU(
+                    t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z), angleDeg: r.angleDeg.map { ($0.x, $0.y) })
+            }
+        }
+        var whole = StationDetector(station: "rack-02")
+        let expected = feed(&whole, readings[...])
+        #expect(reps(expected).count == 4)
+        // Cut in the middle of the set: the tracker is moving, its window full.
+        let firstRep = try #require(reps(expected).first)
+        let cut = try #require(readings.firstIndex { $0.t > firstRep.tEnd + 0.3 })
+        var first = StationDetector(station: "rack-02")
+        var outputs = feed(&first, readings[..<cut])
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let encoded = try encoder.encode(first)
+        let state = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any])
+        let moving = (state["imu"] as? [String: Any])?["moving"] as? [Any]
+        #expect((moving?.count ?? 0) > 50, "the cut should fall while the bar moves")
+        var second = try decoder.decode(StationDetector.self, from: encoded)
+        outputs += feed(&second, readings[cut...])
+        #expect(outputs == expected)
+
+        let older = #"{"t":1763812345.123456,"aG":0.123456789012345,"along":1.000012345678,"v":-0.0312345678912}"#
+        let raw = try JSONDecoder().decode(IMUTracker.Raw.self, from: Data(older.utf8))
+        #expect(raw.t == 1_763_812_345.123456)
+        #expect(abs(raw.aG - 0.123456789012345) < 1e-8 && abs(raw.along - 1.000012345678) < 1e-7 && abs(raw.v + 0.0312345678912) < 1e-8)
+    }
 }
 
 @Suite("Load-velocity profile")
