@@ -43,7 +43,8 @@ struct ChunkedWindow<Element>: RandomAccessCollection {
     }
 
     mutating func append(_ element: Element) {
-        if let last = chunks.last, last.count < Self.chunkSize {
+        // (No binding of the last chunk here: a second reference would make the append copy it.)
+        if let filled = chunks.last?.count, filled < Self.chunkSize {
             chunks[chunks.count - 1].append(element)
         } else {
             var chunk: [Element] = []
