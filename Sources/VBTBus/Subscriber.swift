@@ -198,6 +198,14 @@ public final class Subscriber {
         stats.busInstance = instance
     }
 
+    /// Counts a received message its consumer found malformed on reading it
+    /// (a member the subscriber had only located, SampleReadings.located) as
+    /// one it refused itself: in `stats.malformed`, logged the first five
+    /// times and every thousandth.
+    public func countMalformed(_ error: MalformedMessage, topic: String) {
+        reject(error, topic: Array(topic.utf8))
+    }
+
     private func reject(_ error: MalformedMessage, topic: [UInt8]?) {
         let count = stats.malformed[error.kind.rawValue, default: 0] + 1
         stats.malformed[error.kind.rawValue] = count

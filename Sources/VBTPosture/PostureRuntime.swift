@@ -442,7 +442,8 @@ public final class PostureRuntime {
             guard case .posture(let posture) = try message.payload(as: SampleMessage.self).readings else { return }
             readings = posture
         } catch {
-            logger.warning("posture sample not usable; skipped", metadata: ["station": "\(station)", "src": "\(message.envelope.src)", "error": "\(error)"])
+            // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
+            subscriber.countMalformed(error, topic: message.topic)
             return
         }
         var state = tracker(station)

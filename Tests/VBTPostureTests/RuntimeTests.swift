@@ -61,4 +61,45 @@ struct PostureRuntimeTests {
         let slouch = reports(try play(tiltDeg: 25, seconds: 3, seed: 5))
         #expect(slouch.filter(\.changed).count == 1 && slouch.last?.correct == false, "one change, once the slouch has held")
     }
+    @Test("a posture sample whose readings are not readings is counted as malformed and shown in the heartbeat; the evaluator goes on")
+    func malformedPostureSample() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let runtime = try PostureRuntime(
+            transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
+            storePath: dir.path("calibrations.json"), logger: Self.logger)
+        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(HeartbeatMessage.self), logger: Self.logger)
+        let wearable = try Publisher(transport: bus, program: "sensor-bridge")
+        /// Takes every message waiting, then reads the heartbeat that comes due after them.
+        func heartbeatInputs() throws -> InputCounters? {
+            var inputs: InputCounters?
+            func drain() throws {
+                while let message = try listener.next(timeoutMs: 0) {
+                    if message.topic == "heartbeat.posture-evaluator" { inputs = try message.payload(as: HeartbeatMessage.self).inputs }
+                }
+            }
+            repeat {
+                try runtime.step(timeoutMs: 0)
+                try drain()
+            } while bus.queued > 0
+            inputs = nil
+            bus.manualClock.advance(30)
+            try runtime.step(timeoutMs: 0)
+            try drain()
+            return inputs
+        }
+        #expect(try heartbeatInputs()?.malformed == 0)
+        // The envelope and the readings' extent are sound (the subscriber only locates them); the readings are not.
+        let bad = JSONValue.array([.object(JSONObject([("t", .string("noon")), ("acc", .array([]))]))])
+        for _ in 0..<3 {
+            try wearable.publish(
+                type: SampleMessage.type, station: "desk-1",
+                fields: JSONObject([("sensor", .string(SampleMessage.postureSensor)), ("device", .string("sim")), ("samples", bad)]))
+        }
+        let good = SampleMessage.PostureReading(t: bus.manualClock.wallSeconds(), acc: Vector3(0, 0, 1), mag: Vector3(0.3, 0, 0.4))
+        try wearable.publish(SampleMessage(.posture([good])), station: "desk-1")
+        let inputs = try #require(try heartbeatInputs())
+        #expect(inputs.malformed == 3)
+        #expect(inputs.received >= 4, "the good sample after them is received too")
+    }
 }
