@@ -45,7 +45,8 @@ run: build
 # the bus -> visible in a headless Chromium's DOM at 100 and 500 stations, beside a raw
 # subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
 # Then issue 17's load test: make run's stations replayed at 9 and 1,000 stations against a
-# whole installation, through vbt loadtest (tests/python/loadtest_bench.py, about 5 minutes).
+# whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
+# once (tests/python/loadtest_bench.py, about 8 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release

@@ -58,6 +58,14 @@ public final class EventQueue: Sendable {
         _ = write(writeFD, &one, 1)  // a full pipe is fine: the reader is already due
     }
 
+    /// Adds several events at once (any thread): one lock and one wake-up for all of them.
+    public func push(contentsOf batch: [BridgeEvent]) {
+        guard !batch.isEmpty else { return }
+        events.withLock { $0.append(contentsOf: batch) }
+        var one: UInt8 = 1
+        _ = write(writeFD, &one, 1)
+    }
+
     /// Takes every waiting event (the publishing thread).
     public func drain() -> [BridgeEvent] {
         var scratch = [UInt8](repeating: 0, count: 512)

@@ -94,13 +94,16 @@ public struct ReplaySource: SensorSource {
     /// the same rep ids), whenever they run; later passes follow at the recording's
     /// reading span, as without it.
     public let startT: Double?
+    /// With N > 1 copies: the seconds over which their starts are spread (`ReplayStagger`);
+    /// 0 publishes every copy of a message at once.
+    public let stagger: Double
 
     public var name: String { "replay:\(path)" }
 
     /// Creates a replay source.
-    public init(path: String, recording: Recording, speed: Double, loop: Bool, stations: Int, startT: Double? = nil) {
+    public init(path: String, recording: Recording, speed: Double, loop: Bool, stations: Int, startT: Double? = nil, stagger: Double = 0) {
         (self.path, self.recording, self.speed, self.loop, self.stations) = (path, recording, speed, loop, stations)
-        self.startT = startT
+        (self.startT, self.stagger) = (startT, stagger)
     }
 
     /// The station names one recorded station is published as.
@@ -109,12 +112,12 @@ public struct ReplaySource: SensorSource {
     }
 
     public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
+        if stagger > 0, stations > 1, speed > 0 {
+            runStaggered(into: queue, stop: stop, logger: logger)
+            return
+        }
         let duration = recording.messages.last?.t ?? 0
-        let readingSpan = (recording.lastReadingT ?? 0) - (recording.firstReadingT ?? 0)
-        // Keep the recorded spacing across passes: the next pass starts one
-        // average reading interval after the previous pass's last reading.
-        let readingCount = recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count }
-        let step = readingCount > 1 ? readingSpan / Double(readingCount - 1) : 0.01
+        let (readingSpan, step) = readingSpanAndStep
         var pass = 0
         var passStartT = startT ?? wallClockSeconds()
         repeat {
@@ -145,6 +148,80 @@ public struct ReplaySource: SensorSource {
             }
         } while loop && !stop.isSet
         logger.info("replay finished", metadata: ["passes": "\(pass)", "messages": "\(recording.messages.count)", "copies": "\(stations)"])
+        queue.push(.finished(source: name))
+    }
+
+    /// The span of the recording's reading times, and the average interval between readings:
+    /// the next pass starts one interval after the previous pass's last reading, keeping the
+    /// recorded spacing across passes.
+    private var readingSpanAndStep: (span: Double, step: Double) {
+        let span = (recording.lastReadingT ?? 0) - (recording.firstReadingT ?? 0)
+        let count = recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count }
+        return (span, count > 1 ? span / Double(count - 1) : 0.01)
+    }
+
+    /// The copies each on a timeline of its own (`ReplayStagger`): copy k publishes the
+    /// recording `stagger.delay(k)` recorded seconds after the first (divided by the speed),
+    /// readings shifted by its group's delay. A pass lasts the recording's length (or its reading span and a step, if longer)
+    /// and passes follow each other without a gap, so sensor time never goes back.
+    private func runStaggered(into queue: EventQueue, stop: StopFlag, logger: Logger) {
+        let spread = ReplayStagger(seconds: stagger, copies: stations)
+        let messages = recording.messages
+        let (readingSpan, step) = readingSpanAndStep
+        let passS = max(messages.last?.t ?? 0, readingSpan + step, 0.01)
+        let startedAt = monotonicSeconds()
+        let base = (startT ?? wallClockSeconds()) - (recording.firstReadingT ?? 0)
+        let names = Dictionary(uniqueKeysWithValues: Set(messages.map(\.station)).map { ($0, copies(of: $0)) })
+        // Where each copy is: its pass and its next message; nil once a copy without --loop is done.
+        var cursor: [(pass: Int, index: Int)?] = Array(repeating: (0, 0), count: stations)
+        // A group's copies share the members they publish (a message's readings shifted once per group and pass).
+        var shared: [[Int: EncodedMembers]] = Array(repeating: [:], count: spread.groups)
+        var batch: [BridgeEvent] = []
+        while !stop.isSet {
+            let now = monotonicSeconds() - startedAt
+            var next = Double.infinity
+            for copy in 0..<stations {
+                let delay = spread.delay(copy)
+                let group = spread.group(copy)
+                while let at = cursor[copy] {
+                    let message = messages[at.index]
+                    let due = (delay + Double(at.pass) * passS + message.t) / speed
+                    if due > now {
+                        next = min(next, due)
+                        break
+                    }
+                    let key = at.pass * messages.count + at.index
+                    let members: EncodedMembers
+                    if let known = shared[group][key] {
+                        members = known
+                    } else {
+                        let offset = base + spread.groupDelay(group) + Double(at.pass) * passS
+                        members = EncodedMembers(message.type == SampleMessage.type ? Self.shifted(message.fields, by: offset) : message.fields)
+                        shared[group][key] = members
+                    }
+                    batch.append(.message(type: message.type, station: names[message.station]![copy], athlete: message.athlete, members: members))
+                    if at.index + 1 < messages.count {
+                        cursor[copy] = (at.pass, at.index + 1)
+                    } else {
+                        cursor[copy] = loop ? (at.pass + 1, 0) : nil
+                    }
+                }
+                // A group's last copy lags the rest of it: what it has published, the group needs no more.
+                if spread.isLastOfGroup(copy), shared[group].count > 64, let at = cursor[copy] {
+                    let lagging = at.pass * messages.count + at.index
+                    shared[group] = shared[group].filter { $0.key >= lagging }
+                }
+            }
+            queue.push(contentsOf: batch)
+            batch.removeAll(keepingCapacity: true)
+            guard next.isFinite else { break }
+            // Whatever is due within the next millisecond goes with the next round.
+            if !stop.sleep(max(0.001, next - (monotonicSeconds() - startedAt))) { break }
+        }
+        let passes = cursor.compactMap { $0?.pass }.max() ?? (loop ? 0 : 1)
+        logger.info(
+            "replay finished",
+            metadata: ["passes": "\(passes)", "messages": "\(messages.count)", "copies": "\(stations)", "stagger_s": "\(stagger)"])
         queue.push(.finished(source: name))
     }
 

@@ -15,7 +15,7 @@ struct SensorBridge: AsyncParsableCommand {
               --ble witmotion[:NAMEPREFIX|@ADDRESS]   WitMotion IMU over BLE (name starts with WT)
               --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
               --serial PATH --protocol witmotion|arduino-distance [--baud N]
-              --replay FILE [--speed X] [--loop] [--stations N] [--t0 T]
+              --replay FILE [--speed X] [--loop] [--stations N [--stagger S]] [--t0 T]
               --simulate [--exercise squat|bench|deadlift] [--load-kg KG] [--seed N] ...
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
@@ -60,6 +60,12 @@ struct SensorBridge: AsyncParsableCommand {
 
     @Option(help: "Replay: publish every recorded station N times as <station>-1 ... <station>-N.")
     var stations: Int = 1
+
+    @Option(
+        help:
+            "Replay with --stations N: spread the copies' starts over S seconds (copy k of N starts (k-1)/N of S late), as a gym's stations never lift in lockstep; 0 publishes every copy of a message at once."
+    )
+    var stagger: Double = 0
 
     @Option(
         name: .customLong("t0"),
@@ -179,6 +185,10 @@ struct SensorBridge: AsyncParsableCommand {
             throw ValidationError("--linger keeps answering replay requests from the journal: add --journal DIR")
         }
         guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
+        guard stagger.isFinite, stagger >= 0, stagger <= 3_600 else { throw ValidationError("--stagger must be between 0 and 3600 seconds") }
+        if stagger > 0, replay == nil || stations < 2 || speed == 0 {
+            throw ValidationError("--stagger spreads a paced replay's copies: add --replay FILE --stations N (N of 2 or more), at a --speed above 0")
+        }
         guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
         guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
         if !simulate, realSensors || truth != nil {
@@ -223,7 +233,7 @@ struct SensorBridge: AsyncParsableCommand {
                         "other_types": "\(recording.skippedTypes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))",
                     ])
             }
-            let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations, startT: t0)
+            let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations, startT: t0, stagger: stagger)
             firstTopic = recording.messages.first.map { "\($0.type).\(source.copies(of: $0.station)[0])" }
             sources.append(source)
             finite = loop ? 0 : 1

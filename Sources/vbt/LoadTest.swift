@@ -22,16 +22,21 @@ struct LoadTest: AsyncParsableCommand {
         commandName: "loadtest",
         abstract: "Replay a recording at N stations against the running installation and report what it did with them.",
         discussion: """
-            Starts `sensor-bridge --replay FILE --stations COPIES --loop` (COPIES: N over the recording's stations,
-            rounded up) beside this command, listens for --duration seconds, stops it, waits --grace seconds for the
-            last reps, then reports: readings per second, reps received against the reps the recording holds (found
-            by the detector offline, pro rata of the time replayed), completing reading -> rep latency at a
-            subscriber (p50, p99, max; measured on --probes stations, whose readings it also subscribes to), what
-            each consumer received, lost and missed (their heartbeats), and each vbt process's CPU and memory on
-            this computer. --ramp runs doubling station counts up to N and reports the largest that held
-            (nothing lost, reps as expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts
-            latency and throughput over time. In a secured installation the bridge needs a key a replay may use
-            (a service key with program sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
+            Starts `sensor-bridge --replay FILE --stations COPIES --stagger S --loop` (COPIES: N over the \
+            recording's stations, rounded up) beside this command, listens for --duration seconds, stops it, waits \
+            --grace seconds for the last reps, then reports: readings per second, reps received against the reps \
+            the recording holds (found by the detector offline, pro rata of the time each copy replayed), \
+            completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
+            readings it also subscribes to), what each consumer received, lost and missed (their heartbeats), and \
+            each vbt process's CPU and memory on this computer.
+
+            The copies start spread over --stagger seconds, as a gym's stations never lift in lockstep; \
+            --stagger 0 starts them all at once, the worst case: every copy completes a rep on the same reading.
+
+            --ramp runs doubling station counts up to N and reports the largest that held (nothing lost, reps as \
+            expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \
+            time. In a secured installation the bridge needs a key a replay may use (a service key with program \
+            sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
             """)
 
     @OptionGroup var bus: BusOptions
@@ -45,11 +50,14 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "Seconds to listen at each station count.")
     var duration: Double = 30
 
+    @Option(help: "Seconds over which the copies' starts are spread (copy k of COPIES starts (k-1)/COPIES of it late); 0: all at once.")
+    var stagger: Double = 2
+
     @Flag(help: "Try 1/8, 1/4, 1/2 and all of --stations in turn; report the largest that held.")
     var ramp = false
 
     @Option(help: "Stations whose readings are also subscribed to, to time completing reading -> rep.")
-    var probes: Int = 5
+    var probes: Int = 30
 
     @Option(help: "Seconds to wait after the replay stops for the last reps.")
     var grace: Double = 3
@@ -66,6 +74,7 @@ struct LoadTest: AsyncParsableCommand {
     func validate() throws {
         guard (1...5_000).contains(stations) else { throw ValidationError("--stations must be 1 to 5000") }
         guard duration >= 2, duration <= 86_400 else { throw ValidationError("--duration must be 2 s to a day") }
+        guard stagger.isFinite, stagger >= 0, stagger < duration else { throw ValidationError("--stagger must be 0 or more, and less than --duration") }
         guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0 else {
             throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --p99-goal-ms more than 0")
         }
@@ -95,7 +104,7 @@ struct LoadTest: AsyncParsableCommand {
         let counts = ramp ? Array(Set([stations / 8, stations / 4, stations / 2, stations].filter { $0 >= 1 })).sorted() : [stations]
         let config = bus.config
         let settings = LoadSettings(
-            recording: recording, duration: duration, probes: probes, grace: grace, json: json, insecure: bus.insecure)
+            recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure)
         let reports = LockedReports()
         try await runLoop("vbt.loadtest", logger: logger) { context in
             for count in counts {
@@ -170,18 +179,22 @@ struct RecordingPlan: Sendable {
         for rep in OfflineRunner.run(lines: replayed).reps { repOffsets[rep.station, default: []].append(rep.tTop - first) }
     }
 
-    /// The reps every copy of the recording yields while its readings are replayed up to `replayedS`
-    /// seconds after the first pass began (passes follow each other every `spanS`), less the last
-    /// half second's (a rep is only sent once the readings after its top confirm it). An estimate
-    /// near the cut: a rep topped just before it may or may not have been confirmed.
-    func expectedReps(replayedS: Double, copies: Int) -> Int {
-        let until = replayedS - 0.5
-        guard spanS > 0, until > 0 else { return 0 }
+    /// The reps the copies of the recording yield while their readings are replayed up to `replayedS`
+    /// seconds after the first copy's first pass began, each copy starting its own `delays` late
+    /// (passes follow each other every `spanS`), less the last half second's (a rep is only sent
+    /// once the readings after its top confirm it). An estimate near the cut: a rep topped just
+    /// before it may or may not have been confirmed.
+    func expectedReps(replayedS: Double, delays: [Double]) -> Int {
+        guard spanS > 0 else { return 0 }
         var count = 0
-        for offsets in repOffsets.values {
-            for offset in offsets where offset <= until { count += Int(((until - offset) / spanS).rounded(.down)) + 1 }
+        for delay in delays {
+            let until = replayedS - delay - 0.5
+            guard until > 0 else { continue }
+            for offsets in repOffsets.values {
+                for offset in offsets where offset <= until { count += Int(((until - offset) / spanS).rounded(.down)) + 1 }
+            }
         }
-        return count * copies
+        return count
     }
 }
 
@@ -238,6 +251,8 @@ struct LoadReport: Encodable, Sendable {
 
     var stations: Int
     var durationS: Double
+    /// The seconds over which the copies' starts were spread (0: all at once).
+    var staggerS: Double
     var readingsPerS: Double
     var repsExpected: Int
     var repsReceived: Int
@@ -255,6 +270,7 @@ struct LoadReport: Encodable, Sendable {
     enum CodingKeys: String, CodingKey {
         case stations, lost, consumers, processes, windows, slowest
         case durationS = "duration_s"
+        case staggerS = "stagger_s"
         case readingsPerS = "readings_per_s"
         case repsExpected = "reps_expected"
         case repsReceived = "reps_received"
@@ -313,6 +329,7 @@ final class LockedReports: @unchecked Sendable {
 struct LoadSettings: Sendable {
     var recording: String
     var duration: Double
+    var stagger: Double
     var probes: Int
     var grace: Double
     var json: Bool
@@ -331,12 +348,29 @@ struct LoadRun {
     func run(context: ZMQContext) throws -> LoadReport {
         let copies = max(1, Int((Double(stations) / Double(plan.stations.count)).rounded(.up)))
         let names = Set(plan.stations.flatMap { station in copies > 1 ? (1...copies).map { "\(station)-\($0)" } : [station] })
-        // Probes taken from every recorded station in turn (their copies lift at different moments).
-        let probeNames = (0..<min(settings.probes, names.count)).map { index in
-            let station = plan.stations[index % plan.stations.count]
-            return copies > 1 ? "\(station)-\(index / plan.stations.count + 1)" : station
+        let staggerS = copies > 1 ? settings.stagger : 0
+        let spread = ReplayStagger(seconds: staggerS, copies: copies)
+        // Probes taken from every recorded station in turn (their copies lift at different moments),
+        // and spread over each station's copies (which start at different moments): name -> (recorded
+        // station, copy from 0). Subscribing to sample.rack-1 brings rack-10 ... rack-199 too: copies
+        // numbered with as many digits as the last one are taken where there are enough of them.
+        let probeCount = min(settings.probes, names.count)
+        var probes: [String: (recorded: String, copy: Int)] = [:]
+        let probeNames = plan.stations.enumerated().flatMap { index, station -> [String] in
+            let count = probeCount / plan.stations.count + (index < probeCount % plan.stations.count ? 1 : 0)
+            guard copies > 1 else {
+                if count > 0 { probes[station] = (station, 0) }
+                return count > 0 ? [station] : []
+            }
+            var first = 1
+            while first * 10 <= copies { first *= 10 }
+            if copies - first + 1 < count { first = 1 }
+            return (0..<count).map { j in
+                let number = first + j * (copies - first + 1) / count
+                probes["\(station)-\(number)"] = (station, number - 1)
+                return "\(station)-\(number)"
+            }
         }
-        let probeSet = Set(probeNames)
         let subscriber = try Subscriber(
             context: context, config: config,
             prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
@@ -348,7 +382,7 @@ struct LoadRun {
             _ = try subscriber.next(timeoutMs: 100)
         }
         let store = storeRows(context)
-        let bridge = try startBridge(copies: copies)
+        let bridge = try startBridge(copies: copies, stagger: staggerS)
         defer {
             if bridge.isRunning {
                 bridge.terminate()
@@ -366,7 +400,7 @@ struct LoadRun {
         var passStart = Double.infinity
         var firstProbeWall = 0.0
         // Per probe station: (last reading time, publish time) of its sample messages, oldest first.
-        var published: [String: [(lastT: Double, ts: Double)]] = [:]
+        var published: [String: [(lastT: Double, ts: Double, sensor: JSONValue?)]] = [:]
         var firstInputs: [String: InputCounters] = [:], lastInputs: [String: InputCounters] = [:]
         let cpuBefore = Self.processes()
         let runStart = monotonicSeconds()
@@ -406,25 +440,30 @@ struct LoadRun {
             switch message.envelope.type {
             case SampleMessage.type:
                 // A prefix subscription to sample.rack-1 also brings rack-10, rack-11...: only the probes count.
-                guard !stopped, probeSet.contains(station), let sample = try? message.payload(as: SampleMessage.self) else { continue }
+                guard !stopped, let probe = probes[station], let sample = try? message.payload(as: SampleMessage.self) else { continue }
                 let times = sample.readings.times
                 guard let last = times.max(), let first = times.min() else { continue }
                 probeReadings += times.count
-                if passStart == .infinity, let recorded = plan.stations.first(where: { station.hasPrefix($0) }) {
-                    passStart = first - (plan.firstReadingOffset[recorded] ?? 0)
+                if passStart == .infinity {
+                    // The first copy's first pass: this copy's readings are shifted by its group's delay.
+                    passStart = first - (plan.firstReadingOffset[probe.recorded] ?? 0) - spread.groupDelay(spread.group(probe.copy))
                     firstProbeWall = wallClockSeconds()
                 }
                 var list = published[station] ?? []
-                list.append((last, message.envelope.ts))
+                list.append((last, message.envelope.ts, message.field("sensor")))
                 if list.count > 4_096 { list.removeFirst(list.count - 2_048) }
                 published[station] = list
             case RepMessage.type:
                 guard names.contains(station), let rep = try? message.payload(as: RepMessage.self) else { continue }
                 repsReceived += 1
                 windowReps += 1
-                // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message that carried it.
+                // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message of the
+                // rep's sensor that carried it (another sensor's message sent before it may hold readings as late).
                 let completing = rep.tInput ?? rep.tEnd
-                if let list = published[station], let index = list.firstIndex(where: { $0.lastT >= completing - 1e-6 }) {
+                let sensor = rep.sensor.map(JSONValue.string)
+                if let list = published[station],
+                    let index = list.firstIndex(where: { $0.lastT >= completing - 1e-6 && (sensor == nil || $0.sensor == sensor) })
+                {
                     let micros = UInt64(max(0, (wallClockSeconds() - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
                     _ = window.record(micros)
@@ -458,14 +497,20 @@ struct LoadRun {
                 lost: max(0, (last.lost ?? 0) - (first.lost ?? 0)))
         }
         // The reps the readings replayed hold, as the detector finds them offline, at every copy.
-        // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped.
-        let expected = passStart.isFinite ? plan.expectedReps(replayedS: stoppedWall - passStart, copies: copies) : 0
+        // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped,
+        // each copy from its own delay on.
+        let delays = (0..<copies).map(spread.delay)
+        let expected = passStart.isFinite ? plan.expectedReps(replayedS: stoppedWall - passStart, delays: delays) : 0
+        // Readings a second: the probes' readings a station-second, times the station-seconds every copy replayed.
+        let replayedS = stoppedWall - firstProbeWall
+        let activeS = { (copy: Int) in max(0, replayedS - spread.delay(copy)) }
+        let probeS = probes.values.reduce(0) { $0 + activeS($1.copy) }
+        let allS = delays.indices.reduce(0) { $0 + activeS($1) } * Double(plan.stations.count)
+        let readingsPerS = firstProbeWall > 0 && replayedS > 0 && probeS > 0 ? Double(probeReadings) / probeS * allS / replayedS : 0
         let p = { (q: Double) in histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(q)) / 1000 : 0 }
         let growth = store.flatMap { before in storeRows(context).map { after in after.mapValues { $0 }.merging(before) { $0 - $1 } } }
         return LoadReport(
-            stations: names.count, durationS: elapsed,
-            readingsPerS: stoppedWall > firstProbeWall && firstProbeWall > 0
-                ? Double(probeReadings) / Double(probeNames.count) * Double(names.count) / (stoppedWall - firstProbeWall) : 0,
+            stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsReceived,
             latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
             lost: consumers.mapValues(\.lost), consumers: consumers, processes: processes, storeGrowth: growth, windows: windows,
@@ -480,11 +525,13 @@ struct LoadRun {
         return status.rows
     }
 
-    private func startBridge(copies: Int) throws -> Process {
+    private func startBridge(copies: Int, stagger: Double) throws -> Process {
         let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         let process = Process()
         process.executableURL = here.appendingPathComponent("sensor-bridge")
-        process.arguments = ["--replay", settings.recording, "--stations", "\(copies)", "--speed", "1", "--loop"] + (settings.insecure ? ["--insecure"] : [])
+        process.arguments =
+            ["--replay", settings.recording, "--stations", "\(copies)", "--speed", "1", "--loop"]
+            + (stagger > 0 ? ["--stagger", "\(stagger)"] : []) + (settings.insecure ? ["--insecure"] : [])
         var environment = ProcessInfo.processInfo.environment
         if let replayKey = environment["VBT_REPLAY_CERT"] { environment["VBT_CERT"] = replayKey }
         environment["VBT_PUB_ENDPOINT"] = config.pubEndpoint

@@ -5,7 +5,9 @@ recording of the three simulated stations of `make run` (a squat rack with a las
 50 Hz, a bar IMU at 100 Hz and a posture wearable at 20 Hz; a bench and a platform with
 the laser and the IMU: about 150 readings a second a station) at each N stations.
 
-Prints, per N, what `vbt loadtest --json` reports (readings/s, reps against expected,
+Prints, per N and per stagger (the copies' starts spread over 2 s, `vbt loadtest`'s
+default, then all at once: the worst case, where every copy completes a rep on the same
+reading), what `vbt loadtest --json` reports (readings/s, reps against expected,
 lost per consumer, completing reading -> rep p50/p99/max, CPU and RSS of each daemon),
 and checks the report against an independent count: the database's reps at the
 replayed stations. The raw libzmq baseline of the same `make bench` run is vbt-bench's
@@ -13,7 +15,7 @@ bus section, printed before this.
 
 Run from the repository root:
     VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/loadtest_bench.py \\
-        [--stations 9 1000] [--duration 40] [--folder DIR]
+        [--stations 9 1000] [--stagger 2 0] [--duration 40] [--folder DIR]
 A --folder keeps its recording between runs (making one takes about 2 minutes).
 """
 
@@ -54,7 +56,7 @@ def recording(folder: Path) -> Path:
     return path
 
 
-def run_once(rec: Path, stations: int, duration: float, folder: Path) -> dict:
+def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "vbt.sqlite"
     query = f"tcp://127.0.0.1:{fault_run.free_port()}"
@@ -75,7 +77,7 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path) -> dict:
             for needle in fault_run.Installation.READY[name]:
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
-                                 "--duration", str(duration), "--json", "--svg", str(folder / "loadtest.svg")],
+                                 "--duration", str(duration), "--stagger", str(stagger), "--json", "--svg", str(folder / "loadtest.svg")],
                                 env=node.env, capture_output=True, text=True, timeout=duration + 300)
         if result.returncode != 0:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
@@ -107,7 +109,7 @@ def show(report: dict) -> str:
     processes = {p["name"]: p for p in report["processes"]}
     lost = sum(report["lost"].values())
     cells = [
-        f"{report['stations']:>5}", f"{report['readings_per_s'] / 1000:6.1f} k",
+        f"{report['stations']:>5}", f"{report.get('stagger_s', 0):4.1f} s", f"{report['readings_per_s'] / 1000:6.1f} k",
         f"{report['reps_received']:>5} / {report['reps_expected']:<5}", f"{lost:>4}",
         f"{latency['p50']:7.2f}", f"{latency['p99']:8.2f}", f"{latency['max']:8.1f}",
         "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}MB"
@@ -119,17 +121,19 @@ def show(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stations", type=int, nargs="+", default=[9, 1000], help="station counts (default 9 1000)")
+    parser.add_argument("--stagger", type=float, nargs="+", default=[2, 0],
+                        help="seconds over which the copies' starts are spread, each in turn (default 2 0)")
     parser.add_argument("--duration", type=float, default=40, help="seconds per count (default 40)")
     parser.add_argument("--folder", type=Path, help="keep the recording and the runs here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
         rec = recording(folder / "rec")
-        print("stations | readings/s | reps received / expected | lost | p50 ms | p99 ms | max ms | CPU and RSS per daemon",
+        print("stations | stagger | readings/s | reps received / expected | lost | p50 ms | p99 ms | max ms | CPU and RSS per daemon",
               flush=True)
         failures = 0
-        for stations in args.stations:
-            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{int(time.time())}")
+        for stations, stagger in ((n, s) for n in args.stations for s in args.stagger):
+            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger)
             print(show(report), flush=True)
             slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
                              for rep in report.get("slowest", [])[:3])

@@ -44,6 +44,8 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         for key in ("stations", "readings_per_s", "lost", "reps_expected", "reps_received", "latency_ms", "processes"):
             assert key in report, key
         assert report["stations"] == len(names) == 12
+        # The copies' starts spread over 2 s (the default): the reps expected count each copy from its own start.
+        assert report["stagger_s"] == 2
         # The reps: as many as the pyzmq tap saw on the bus at those stations, as the database
         # stored, and as the detector finds in the readings replayed (give or take a rep at the cut).
         seen = sum(count for station, count in by_station.items() if station in names)

@@ -1,0 +1,88 @@
+import Foundation
+import Logging
+import Testing
+import VBTTesting
+
+@testable import VBTBus
+@testable import VBTSensors
+@testable import VBTWire
+
+/// A replay's copies spread in time (`sensor-bridge --replay --stations N --stagger S`).
+@Suite("replay copies")
+struct ReplayTests {
+    static let logger = Logger(label: "test.replay") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("a copy's delay, its group and its group's delay: neighbours share a group, a copy's readings lag it by less than a group's width")
+    func staggerGroups() {
+        for copies in [1, 2, 3, 63, 64, 65, 334, 1_000] {
+            let spread = ReplayStagger(seconds: 2, copies: copies)
+            #expect(spread.groups == min(copies, 64))
+            #expect(spread.delay(0) == 0 && spread.groupDelay(0) == 0)
+            var previous = -1
+            for copy in 0..<copies {
+                let group = spread.group(copy)
+                #expect(group == previous || group == previous + 1, "groups are neighbours, in order (\(copies) copies, copy \(copy))")
+                let lag = spread.delay(copy) - spread.groupDelay(group)
+                #expect(lag >= 0 && lag < 2 / Double(spread.groups) + 1e-12, "\(copies) copies, copy \(copy): lag \(lag)")
+                #expect(spread.isLastOfGroup(copy) == (copy + 1 == copies || spread.group(copy + 1) != group))
+                previous = group
+            }
+            #expect(previous == spread.groups - 1, "every group has copies")
+        }
+    }
+
+    @Test("staggered copies: each copy publishes the whole recording in order, its readings shifted by its own delay")
+    func staggeredCopies() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path("recording.jsonl")
+        // Ten sample messages of one reading each, 0.1 s apart, and a status message.
+        var lines: [String] = []
+        for i in 0..<10 {
+            let t = 100 + Double(i) / 10
+            lines.append(
+                #"{"t":\#(Double(i) / 10),"topic":"sample.rack","msg":{"v":1,"type":"sample","station":"rack","src":"x","seq":\#(i + 1),"ts":\#(t),"sensor":"distance","device":"sim","samples":[{"t":\#(t),"mm":\#(900 + i)}]}}"#
+            )
+        }
+        lines.append(
+            #"{"t":0.95,"topic":"status.rack","msg":{"v":1,"type":"status","station":"rack","src":"y","seq":1,"ts":101,"sensor":"distance","state":"ok"}}"#)
+        try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let recording = try Recording(path: path, types: ["sample", "status"])
+        #expect(recording.messages.count == 11)
+
+        let copies = 4
+        let source = ReplaySource(path: path, recording: recording, speed: 20, loop: false, stations: copies, startT: 1_000, stagger: 1)
+        let queue = EventQueue()
+        source.run(into: queue, stop: StopFlag(), logger: Self.logger)
+        var published: [String: [(type: String, fields: JSONObject)]] = [:]
+        var finished = 0
+        for event in queue.drain() {
+            switch event {
+            case .message(let type, let station, _, let members):
+                guard case .object(let fields) = try JSONParser.parse(Array("{".utf8) + members.bytes + Array("}".utf8)) else {
+                    Issue.record("members are not an object")
+                    continue
+                }
+                published[station, default: []].append((type, fields))
+            case .finished:
+                finished += 1
+            default:
+                Issue.record("a replay publishes whole messages only: \(event)")
+            }
+        }
+        #expect(finished == 1)
+        #expect(published.keys.sorted() == ["rack-1", "rack-2", "rack-3", "rack-4"])
+        for copy in 0..<copies {
+            let messages = try #require(published["rack-\(copy + 1)"])
+            #expect(messages.map(\.type) == Array(repeating: "sample", count: 10) + ["status"], "copy \(copy + 1): every message, in order")
+            // Four copies make four groups: each copy's readings are shifted by its own delay, 0.25 s a copy.
+            let times = messages.compactMap { message -> Double? in
+                guard case .array(let samples)? = message.fields["samples"], case .object(let reading)? = samples.first,
+                    case .number(let t)? = reading["t"]
+                else { return nil }
+                return t
+            }
+            let expected = (0..<10).map { 1_000 + Double($0) / 10 + Double(copy) * 0.25 }
+            #expect(zip(times, expected).allSatisfy { abs($0 - $1) < 1e-6 } && times.count == 10, "copy \(copy + 1): \(times)")
+        }
+    }
+}
