@@ -423,7 +423,8 @@ public final class DetectorRuntime {
                 outputs = detector.feed(sample.readings, usable: sane)
                 inputT = sample.readings.times.max()
             } catch {
-                logger.warning("sample not usable", metadata: ["station": "\(station)", "error": "\(error)"])
+                // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
+                subscriber.countMalformed(error, topic: message.topic)
             }
         }
         detectors[station] = detector

@@ -260,6 +260,9 @@ struct LoadReport: Encodable, Sendable {
     /// What each consumer lost for good during the run (its heartbeat's `inputs.lost`), by program.
     var lost: [String: Int]
     var consumers: [String: Consumer]
+    /// This command's own subscriber: what it received, and any gaps or malformed messages in
+    /// what it counted (a rep it missed would make the installation look short).
+    var listener: InputCounters
     var processes: [ProcessUse]
     /// The database's growth (the recorder's `status` rows), when it answered.
     var storeGrowth: [String: Int]?
@@ -268,7 +271,7 @@ struct LoadReport: Encodable, Sendable {
     var slowest: [SlowRep] = []
 
     enum CodingKeys: String, CodingKey {
-        case stations, lost, consumers, processes, windows, slowest
+        case stations, lost, consumers, listener, processes, windows, slowest
         case durationS = "duration_s"
         case staggerS = "stagger_s"
         case readingsPerS = "readings_per_s"
@@ -296,6 +299,9 @@ struct LoadReport: Encodable, Sendable {
             let c = consumers[name]!
             text += name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %9d %8d %8d %8d\n", c.received, c.gaps, c.missing, c.lost)
         }
+        text +=
+            "vbt loadtest".padding(toLength: 18, withPad: " ", startingAt: 0)
+            + String(format: " %9d %8d %8d (and %d malformed)\n", listener.received, listener.gaps, listener.missing, listener.malformed)
         text += "process             pid      CPU %   RSS MB\n"
         for p in processes {
             text += p.name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %6d %9.1f %8.1f\n", p.pid, p.cpuPct, p.rssMb)
@@ -376,6 +382,13 @@ struct LoadRun {
             prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
         // A prefix brings other stations' samples too (sample.rack-1 brings rack-10...): only the probes' readings are read.
         subscriber.samples = .located
+        // A message that does not decode is counted and logged as the subscriber counts what it refuses on receipt.
+        func decoded<P: BusPayload>(_ message: BusMessage, as type: P.Type) -> P? {
+            do { return try message.payload(as: type) } catch {
+                subscriber.countMalformed(error, topic: message.topic)
+                return nil
+            }
+        }
         let started = monotonicSeconds()
         while subscriber.stats.busHeartbeats == 0 {
             if busSilent(subscriber, since: started) { throw busUnreachable(config) }
@@ -440,7 +453,7 @@ struct LoadRun {
             switch message.envelope.type {
             case SampleMessage.type:
                 // A prefix subscription to sample.rack-1 also brings rack-10, rack-11...: only the probes count.
-                guard !stopped, let probe = probes[station], let sample = try? message.payload(as: SampleMessage.self) else { continue }
+                guard !stopped, let probe = probes[station], let sample = decoded(message, as: SampleMessage.self) else { continue }
                 let times = sample.readings.times
                 guard let last = times.max(), let first = times.min() else { continue }
                 probeReadings += times.count
@@ -454,7 +467,7 @@ struct LoadRun {
                 if list.count > 4_096 { list.removeFirst(list.count - 2_048) }
                 published[station] = list
             case RepMessage.type:
-                guard names.contains(station), let rep = try? message.payload(as: RepMessage.self) else { continue }
+                guard names.contains(station), let rep = decoded(message, as: RepMessage.self) else { continue }
                 repsReceived += 1
                 windowReps += 1
                 // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message of the
@@ -473,7 +486,7 @@ struct LoadRun {
                     if slowest.count > 5 { slowest.removeLast() }
                 }
             case HeartbeatMessage.type:
-                guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let inputs = heartbeat.inputs,
+                guard let heartbeat = decoded(message, as: HeartbeatMessage.self), let inputs = heartbeat.inputs,
                     !station.hasPrefix("bridge-")
                 else { continue }
                 if firstInputs[station] == nil { firstInputs[station] = inputs }
@@ -513,7 +526,8 @@ struct LoadRun {
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsReceived,
             latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
-            lost: consumers.mapValues(\.lost), consumers: consumers, processes: processes, storeGrowth: growth, windows: windows,
+            lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
+            windows: windows,
             slowest: slowest)
     }
 

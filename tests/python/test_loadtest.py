@@ -55,6 +55,9 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert stored == seen and report["store_growth"]["reps"] == stored
         assert abs(report["reps_received"] - report["reps_expected"]) <= max(3, report["reps_expected"] // 10), report
         assert all(lost == 0 for lost in report["lost"].values()) and set(report["lost"]) >= {"rep-detector", "session-recorder"}
+        # Its own subscriber missed nothing and read everything it counted.
+        listener = report["listener"]
+        assert listener["received"] >= seen and listener["gaps"] == 0 and listener["malformed"] == 0, listener
         latency = report["latency_ms"]
         assert latency["count"] > 0 and 0 < latency["p50"] <= latency["p99"] <= latency["max"] < 5_000, latency
         # The slowest reps timed, slowest first, the first of them the max.
