@@ -421,9 +421,15 @@ struct LoadRun {
         var stopAt = runStart + settings.duration
         var stopped = false
         var stoppedWall = 0.0
+        var replayUse: LoadReport.ProcessUse?
         while true {
             let now = monotonicSeconds()
             if !stopped && now >= stopAt {
+                // The replay's own share of the computer, taken before it stops: it is the load, on the same cores.
+                if let use = Self.processes()[bridge.processIdentifier] {
+                    replayUse = .init(
+                        name: "sensor-bridge (replay)", pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb)
+                }
                 try stopBridge(bridge)
                 stopped = true
                 stoppedWall = wallClockSeconds()
@@ -502,6 +508,7 @@ struct LoadRun {
             guard let before = cpuBefore[pid] else { continue }
             processes.append(.init(name: after.name, pid: pid, cpuPct: 100 * (after.cpuS - before.cpuS) / elapsed, rssMb: after.rssMb))
         }
+        if let replayUse { processes.append(replayUse) }
         var consumers: [String: LoadReport.Consumer] = [:]
         for (name, last) in lastInputs {
             let first = firstInputs[name] ?? InputCounters()

@@ -45,6 +45,8 @@ MAKE_RUN_STATIONS = [
     fault_run.SimStation("platform", "deadlift", 140, 180, 3, "cleo", BATCHED),
 ]
 DAEMONS = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier"]
+# The load generator, on the same two cores (`vbt loadtest` reads its CPU before stopping it).
+REPLAY = "sensor-bridge (replay)"
 
 
 def recording(folder: Path) -> Path:
@@ -113,7 +115,8 @@ def show(report: dict) -> str:
         f"{report['reps_received']:>5} / {report['reps_expected']:<5}", f"{lost:>4}",
         f"{latency['p50']:7.2f}", f"{latency['p99']:8.2f}", f"{latency['max']:8.1f}",
         "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}MB"
-                  for name in DAEMONS if name in processes),
+                  for name in DAEMONS if name in processes)
+        + (f"  replay {processes[REPLAY]['cpu_pct']:3.0f}%" if REPLAY in processes else ""),
     ]
     return " | ".join(cells)
 

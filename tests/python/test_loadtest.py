@@ -70,7 +70,7 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         span = max(line["t"] for line in lines)
         assert 0.5 < report["readings_per_s"] / (readings / span * copies) < 1.5, report["readings_per_s"]
         processes = {p["name"] for p in report["processes"]}
-        assert {"vbt-bus", "rep-detector", "session-recorder"} <= processes
+        assert {"vbt-bus", "rep-detector", "session-recorder", "sensor-bridge (replay)"} <= processes
         assert all(p["rss_mb"] > 0 and p["cpu_pct"] >= 0 for p in report["processes"])
         assert (tmp_path / "loadtest.svg").read_text().startswith("<svg")
         # More copies than a replaying bridge makes: refused at once, saying what to do.
