@@ -176,6 +176,8 @@ public struct ReplaySource: SensorSource {
         var cursor: [(pass: Int, index: Int)?] = Array(repeating: (0, 0), count: stations)
         // A group's copies share the members they publish (a message's readings shifted once per group and pass).
         var shared: [[Int: EncodedMembers]] = Array(repeating: [:], count: spread.groups)
+        let templates = messages.map { $0.type == SampleMessage.type ? ShiftableMembers($0.fields) : nil }
+        let constant = messages.map { $0.type == SampleMessage.type ? nil : EncodedMembers($0.fields) }
         var batch: [BridgeEvent] = []
         while !stop.isSet {
             let now = monotonicSeconds() - startedAt
@@ -196,7 +198,7 @@ public struct ReplaySource: SensorSource {
                         members = known
                     } else {
                         let offset = base + spread.groupDelay(group) + Double(at.pass) * passS
-                        members = EncodedMembers(message.type == SampleMessage.type ? Self.shifted(message.fields, by: offset) : message.fields)
+                        members = templates[at.index]?.shifted(by: offset) ?? constant[at.index]!
                         shared[group][key] = members
                     }
                     batch.append(.message(type: message.type, station: names[message.station]![copy], athlete: message.athlete, members: members))
@@ -237,5 +239,67 @@ public struct ReplaySource: SensorSource {
                 return .object(reading)
             })
         return copy
+    }
+}
+
+/// A sample message's members written once, with where each reading's `t` is. A copy shifted
+/// in time is written by copying the text between the times and writing the times alone: a
+/// staggered replay writes each recorded message once per group of copies, and building and
+/// writing the whole message each time was most of its work.
+struct ShiftableMembers: Sendable {
+    /// The text around the times: one piece more than there are times.
+    let pieces: [[UInt8]]
+    /// Each reading's recorded `t`.
+    let times: [Double]
+    let sawNonFiniteNumber: Bool
+
+    /// The members of `fields` not in the envelope, as `EncodedMembers` writes them.
+    init(_ fields: JSONObject) {
+        var writer = JSONWriter(capacity: 512)
+        var pieces: [[UInt8]] = []
+        var times: [Double] = []
+        var cut = 0
+        for field in fields.fields where !EncodedMembers.envelopeKeys.contains(field.key) {
+            writer.key(field.key)
+            guard field.key == "samples", case .array(let items) = field.value else {
+                writer.value(field.value)
+                continue
+            }
+            writer.beginArray()
+            for item in items {
+                guard case .object(let reading) = item else {
+                    writer.value(item)
+                    continue
+                }
+                writer.beginObject()
+                for member in reading.fields {
+                    writer.key(member.key)
+                    guard member.key == "t", case .number(let t) = member.value, t.isFinite else {
+                        writer.value(member.value)
+                        continue
+                    }
+                    pieces.append(Array(writer.bytes[cut...]))
+                    writer.fixed(t, decimals: 6)
+                    cut = writer.bytes.count
+                    times.append(t)
+                }
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        pieces.append(Array(writer.bytes[cut...]))
+        (self.pieces, self.times, self.sawNonFiniteNumber) = (pieces, times, writer.sawNonFiniteNumber)
+    }
+
+    /// The members with every reading's `t` moved by `offset` seconds, to the microsecond (as
+    /// `ReplaySource.shifted` moves them).
+    func shifted(by offset: Double) -> EncodedMembers {
+        var writer = JSONWriter(capacity: pieces.reduce(0) { $0 + $1.count } + 18 * times.count)
+        for (piece, t) in zip(pieces, times) {
+            writer.fragment(piece)
+            writer.fixed(t + offset, decimals: 6)
+        }
+        writer.fragment(pieces[pieces.count - 1])
+        return EncodedMembers(written: writer.bytes, sawNonFiniteNumber: sawNonFiniteNumber)
     }
 }

@@ -250,6 +250,11 @@ public struct EncodedMembers: Sendable {
     /// Whether a number was NaN or infinite (JSON cannot carry it: such a message is refused).
     public let sawNonFiniteNumber: Bool
 
+    /// Members written elsewhere: `"key":value` pairs separated by commas, without braces.
+    public init(written bytes: [UInt8], sawNonFiniteNumber: Bool = false) {
+        (self.bytes, self.sawNonFiniteNumber) = (bytes, sawNonFiniteNumber)
+    }
+
     /// The members of `fields` not in the envelope.
     public init(_ fields: JSONObject) {
         var writer = JSONWriter(capacity: 256)

@@ -796,6 +796,13 @@ public struct JSONWriter {
         }
     }
 
+    /// Appends a piece of JSON written before, as it is, with no separator: the piece and what
+    /// follows must make valid JSON together (a template's text between the values it varies).
+    public mutating func fragment(_ piece: [UInt8]) {
+        bytes.append(contentsOf: piece)
+        needsComma = false
+    }
+
     /// Appends bytes that are already one valid JSON value (e.g. a received frame).
     public mutating func raw(_ json: [UInt8]) {
         separator()

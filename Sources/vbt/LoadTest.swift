@@ -308,6 +308,8 @@ struct LoadReport: Encodable, Sendable {
         }
         if let growth = storeGrowth {
             text += "store: " + growth.keys.sorted().map { "\($0) +\(growth[$0]!)" }.joined(separator: ", ") + "\n"
+        } else {
+            text += "store: unknown (the session-recorder did not answer its status query, before the run within 2 s or after it within 15 s)\n"
         }
         return text
     }
@@ -394,7 +396,7 @@ struct LoadRun {
             if busSilent(subscriber, since: started) { throw busUnreachable(config) }
             _ = try subscriber.next(timeoutMs: 100)
         }
-        let store = storeRows(context)
+        let store = storeRows(context, timeoutS: 2)
         let bridge = try startBridge(copies: copies, stagger: staggerS)
         defer {
             if bridge.isRunning {
@@ -528,7 +530,10 @@ struct LoadRun {
         let allS = delays.indices.reduce(0) { $0 + activeS($1) } * Double(plan.stations.count)
         let readingsPerS = firstProbeWall > 0 && replayedS > 0 && probeS > 0 ? Double(probeReadings) / probeS * allS / replayedS : 0
         let p = { (q: Double) in histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(q)) / 1000 : 0 }
-        let growth = store.flatMap { before in storeRows(context).map { after in after.mapValues { $0 }.merging(before) { $0 - $1 } } }
+        // A recorder that fell behind answers once it has written its backlog: it is given longer after the run.
+        let growth = store.flatMap { before in
+            storeRows(context, timeoutS: 15).map { after in after.mapValues { $0 }.merging(before) { $0 - $1 } }
+        }
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsReceived,
@@ -538,9 +543,9 @@ struct LoadRun {
             slowest: slowest)
     }
 
-    /// The recorder's row counts, if it answers within a second.
-    private func storeRows(_ context: ZMQContext) -> [String: Int]? {
-        guard let client = try? QueryClient(context: context, config: config, timeoutS: 1),
+    /// The recorder's row counts, if it answers within `timeoutS`.
+    private func storeRows(_ context: ZMQContext, timeoutS: Double) -> [String: Int]? {
+        guard let client = try? QueryClient(context: context, config: config, timeoutS: timeoutS),
             let status = try? client.ask(.status, NoArgs(), as: RecorderStatus.self)
         else { return nil }
         return status.rows

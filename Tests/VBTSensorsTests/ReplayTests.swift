@@ -85,4 +85,24 @@ struct ReplayTests {
             #expect(zip(times, expected).allSatisfy { abs($0 - $1) < 1e-6 } && times.count == 10, "copy \(copy + 1): \(times)")
         }
     }
+
+    @Test("a sample written once with its times' places, then shifted, is the message shifted and written whole")
+    func shiftableMembers() throws {
+        guard
+            case .object(let fields) = try JSONParser.parse(
+                Array(
+                    #"{"v":1,"type":"sample","station":"rack","src":"s","seq":4,"ts":1,"sensor":"imu","device":"wt \"9\"","samples":[{"t":100.000001,"acc":[0.1,-9.8,1e-3],"gyro":[1,2,3]},{"acc":[0,0,1],"t":100.010002},{"t":"late"},7,{"t":100.02}],"note":null}"#
+                        .utf8))
+        else {
+            Issue.record("the test's message is an object")
+            return
+        }
+        let template = ShiftableMembers(fields)
+        #expect(template.times == [100.000001, 100.010002, 100.02], "numeric times only")
+        for offset in [0, 0.25, 1_795_751_347.118292, -50.5] {
+            func parsed(_ members: EncodedMembers) throws -> JSONValue { try JSONParser.parse(Array("{".utf8) + members.bytes + Array("}".utf8)) }
+            let whole = try parsed(EncodedMembers(ReplaySource.shifted(fields, by: offset)))
+            #expect(try parsed(template.shifted(by: offset)) == whole, "offset \(offset)")
+        }
+    }
 }
