@@ -162,8 +162,9 @@ public struct ReplaySource: SensorSource {
 
     /// The copies each on a timeline of its own (`ReplayStagger`): copy k publishes the
     /// recording `stagger.delay(k)` recorded seconds after the first (divided by the speed),
-    /// readings shifted by its group's delay. A pass lasts the recording's length (or its reading span and a step, if longer)
-    /// and passes follow each other without a gap, so sensor time never goes back.
+    /// readings shifted by its group's delay. A pass lasts the recording's length (or its
+    /// reading span and a step, if longer) and passes follow each other without a gap, so
+    /// sensor time never goes back.
     private func runStaggered(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         let spread = ReplayStagger(seconds: stagger, copies: stations)
         let messages = recording.messages
@@ -244,8 +245,9 @@ public struct ReplaySource: SensorSource {
 
 /// A sample message's members written once, with where each reading's `t` is. A copy shifted
 /// in time is written by copying the text between the times and writing the times alone: a
-/// staggered replay writes each recorded message once per group of copies, and building and
-/// writing the whole message each time was most of its work.
+/// staggered replay writes each recorded message once per group of copies, up to 64 times, and
+/// need not build and write the whole message each time. (Measured at 1,000 stations: the
+/// replay's CPU 17 % -> 16 % of a core; most of the rest is thread wake-ups.)
 struct ShiftableMembers: Sendable {
     /// The text around the times: one piece more than there are times.
     let pieces: [[UInt8]]
