@@ -565,7 +565,7 @@ struct LoadRun {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         // Its log, to say why if it stops on its own (a key it may not use, a recording it cannot read).
-        FileManager.default.createFile(atPath: bridgeLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: bridgeLog, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: bridgeLog) ?? FileHandle.nullDevice
         do { try process.run() } catch {
             reportProblem("vbt: cannot start \(process.executableURL!.path): \(error.localizedDescription); it is built beside vbt")
