@@ -175,7 +175,8 @@ public struct ReplaySource: SensorSource {
         let names = Dictionary(uniqueKeysWithValues: Set(messages.map(\.station)).map { ($0, copies(of: $0)) })
         // Where each copy is: its pass and its next message; nil once a copy without --loop is done.
         var cursor: [(pass: Int, index: Int)?] = Array(repeating: (0, 0), count: stations)
-        // A group's copies share the members they publish (a message's readings shifted once per group and pass).
+        // A group's copies share the samples they publish (a message's readings shifted once per group and pass);
+        // other messages are written once for all.
         var shared: [[Int: EncodedMembers]] = Array(repeating: [:], count: spread.groups)
         let templates = messages.map { $0.type == SampleMessage.type ? ShiftableMembers($0.fields) : nil }
         let constant = messages.map { $0.type == SampleMessage.type ? nil : EncodedMembers($0.fields) }
@@ -195,11 +196,12 @@ public struct ReplaySource: SensorSource {
                     }
                     let key = at.pass * messages.count + at.index
                     let members: EncodedMembers
-                    if let known = shared[group][key] {
+                    if let fixed = constant[at.index] {
+                        members = fixed
+                    } else if let known = shared[group][key] {
                         members = known
                     } else {
-                        let offset = base + spread.groupDelay(group) + Double(at.pass) * passS
-                        members = templates[at.index]?.shifted(by: offset) ?? constant[at.index]!
+                        members = templates[at.index]!.shifted(by: base + spread.groupDelay(group) + Double(at.pass) * passS)
                         shared[group][key] = members
                     }
                     batch.append(.message(type: message.type, station: names[message.station]![copy], athlete: message.athlete, members: members))
