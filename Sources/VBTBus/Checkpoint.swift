@@ -89,10 +89,15 @@ extension ConsumerCheckpoint: Sendable where State: Sendable {}
 /// write; at nine, the fsync alone was the slowest reps' wait (issue 17).
 /// Only the newest checkpoint matters: one handed over while another is
 /// being written replaces any still waiting.
+///
+/// The writing thread runs in the background (`runThreadInBackground`): at a
+/// thousand stations it wrote 90 MB in bursts of a core for most of a second
+/// while the two cores were the bus's and the consumers', and every rep in
+/// the burst waited (issue 17). Behind them it takes the time they leave,
+/// and the loop waits longer for the next (`lastDurationS`).
 public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sendable {
     /// The file written.
     public let file: CheckpointFile
-    private let queue = DispatchQueue(label: "vbt.checkpoint")
     private let condition = NSCondition()
     private var next: ConsumerCheckpoint<[Element]>?
     private var running = false
@@ -109,7 +114,12 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
         next = checkpoint
         guard !running else { return }
         running = true
-        queue.async { self.drain() }
+        let thread = Thread { [self] in
+            runThreadInBackground()
+            drain()
+        }
+        thread.name = "vbt.checkpoint"
+        thread.start()
     }
 
     private func drain() {
@@ -244,4 +254,19 @@ public struct OutputPositions: Sendable, Codable, Equatable {
         instance = publisher.stamper.instance
         positions = publisher.stamper.positions
     }
+}
+
+/// Moves the calling thread to Linux's SCHED_IDLE policy, "for running very
+/// low priority background jobs" (sched(7)): it runs when the cores have
+/// nothing else to run, and shares them at a small weight when they never
+/// do. Anyone may lower their own threads; a failure leaves the thread as it
+/// was, which costs only latency elsewhere.
+public func runThreadInBackground() {
+    #if os(Linux)
+    // SCHED_IDLE is 5 in the kernel's ABI (include/uapi/linux/sched.h); glibc declares it only under _GNU_SOURCE.
+    let schedIdle: Int32 = 5
+    var parameters = sched_param()
+    parameters.sched_priority = 0
+    _ = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
+    #endif
 }

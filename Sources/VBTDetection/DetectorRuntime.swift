@@ -97,6 +97,9 @@ public final class DetectorRuntime {
     private var checkpointDue = 0.0
     /// A pattern was learned since the patterns file was last written.
     private var patternsUnsaved = false
+    /// The library's patterns, as given to each station, and the version they are (`libraryChanged`).
+    private var sharedPatterns: [RepPattern] = []
+    private var patternsVersion = 0
     /// The checkpoint waits at least this many times as long as the last one took to write.
     static let checkpointShare = 20.0
     private var changed = false
@@ -177,8 +180,8 @@ public final class DetectorRuntime {
         }
         recorder = options.askRecorder ? try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: options.recorderTimeoutS) : nil
         if library.patterns.isEmpty { requestPatterns() }
+        libraryChanged()
         if let saved {
-            for station in detectors.keys { detectors[station]?.patterns = library.patterns.values.flatMap { $0 } }
             logger.notice(
                 "restored from the checkpoint; fetching the readings since from the bridges' journals",
                 metadata: ["instance": "\(saved.instance)", "stations": "\(saved.state.count)", "saved_ts": "\(saved.savedTs)"])
@@ -388,6 +391,10 @@ public final class DetectorRuntime {
         // changed in place (a copy left in the dictionary would make every append copy them).
         let kept = detectors.removeValue(forKey: station)
         var detector = kept ?? newDetector(station)
+        if detector.patternsVersion != patternsVersion {
+            detector.patterns = sharedPatterns
+            detector.patternsVersion = patternsVersion
+        }
         // Whose the outputs are: the athlete at the station before a command changed it (a set
         // ended by athlete.unassign is still theirs).
         let athleteBefore = detector.assignment.athlete
@@ -443,9 +450,16 @@ public final class DetectorRuntime {
     }
 
     private func newDetector(_ station: String) -> StationDetector {
-        var detector = StationDetector(station: station, settings: options.settings)
-        detector.patterns = library.patterns.values.flatMap { $0 }
-        return detector
+        StationDetector(station: station, settings: options.settings)
+    }
+
+    /// Makes the library's patterns the ones every station is given: each station takes them
+    /// when it is next fed (`process`), not all at once (a thousand stations end their sets
+    /// within seconds, and each set of 3 reps or more is a pattern learned: giving each to
+    /// every station was a million updates a wave, issue 17).
+    private func libraryChanged() {
+        sharedPatterns = library.patterns.values.flatMap { $0 }
+        patternsVersion += 1
     }
 
     /// Asks the recorder for the patterns it holds (once, at start, when this
@@ -476,10 +490,7 @@ public final class DetectorRuntime {
                         added += 1
                     }
                 }
-                if added > 0 {
-                    let all = library.patterns.values.flatMap { $0 }
-                    for station in detectors.keys { detectors[station]?.patterns = all }
-                }
+                if added > 0 { libraryChanged() }
                 logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"])
                 return
             }
@@ -505,8 +516,7 @@ public final class DetectorRuntime {
                     exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
                     ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
         }
-        let all = library.patterns.values.flatMap { $0 }
-        for station in detectors.keys { detectors[station]?.patterns = all }
+        libraryChanged()
         // Written with the next housekeeping, at most once a second (a thousand stations end
         // dozens of sets a second: the whole file each time was a tenth of the detector, issue 17).
         patternsUnsaved = options.patternsPath != nil
@@ -698,6 +708,7 @@ public final class DetectorRuntime {
         try startJournal(lockWaitS: 5)
         // The old detector saved every pattern it learned before handing over.
         if let path = options.patternsPath, let saved = try? PatternLibrary.load(path: path) { library = saved }
+        libraryChanged()
         var replayed = 0
         for message in buffer {
             let ready = message.envelope.type == SampleMessage.type ? input.accept(message) : [message]

@@ -203,8 +203,13 @@ public struct StationDetector: Sendable, Codable {
     /// ROMs of the attempts since the last rep that fell outside the learned ROM, per exercise.
     private var romMisses: [String: [Double]] = [:]
     private var lastRepEndT = -Double.infinity
-    /// Learned patterns (all exercises), kept current by the runtime from the pattern library.
+    /// Learned patterns (all exercises): the runtime's pattern library, given again when it changes.
+    /// Not checkpointed: the library has a file of its own, and written into each of a thousand
+    /// stations it was a sixth of the rep-detector's checkpoint (issue 17).
     public var patterns: [RepPattern] = []
+    /// Which version of its pattern library the runtime last gave (`patterns`); not checkpointed,
+    /// so a restored or handed-over station is given the library anew.
+    public var patternsVersion = -1
     /// Fastest mean velocity per load, per athlete (or station) and exercise, this session.
     private var profilePoints: [String: [Double: Double]] = [:]
     /// Reading time of the newest reading seen.
@@ -216,6 +221,12 @@ public struct StationDetector: Sendable, Codable {
         var curves: [[Double]] = []  // each rep's velocity curve, for pattern learning
         var lastRepT: Double
         var startT: Double
+    }
+
+    /// What a checkpoint or a hand-over keeps: everything but the patterns (see `patterns`).
+    private enum CodingKeys: String, CodingKey {
+        case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, learnedRomMm, learnedRomSdMm, romMisses
+        case lastRepEndT, profilePoints, lastReadingT
     }
 
     /// Creates a detector for `station`.

@@ -58,6 +58,36 @@ struct CheckpointTests {
         #expect(lost.takeFailure() == nil)
     }
 
+    @Test("a thread sent to the background runs under SCHED_IDLE, and the others keep their policy")
+    func backgroundThread() throws {
+        final class Policies: @unchecked Sendable {
+            let done = NSCondition()
+            var seen: (before: Int32, after: Int32)?
+        }
+        let policies = Policies()
+        @Sendable func policy() -> Int32 {
+            var policy: Int32 = -1
+            var parameters = sched_param()
+            _ = pthread_getschedparam(pthread_self(), &policy, &parameters)
+            return policy
+        }
+        let thread = Thread {
+            let before = policy()
+            runThreadInBackground()
+            policies.done.lock()
+            policies.seen = (before, policy())
+            policies.done.broadcast()
+            policies.done.unlock()
+        }
+        thread.start()
+        policies.done.lock()
+        while policies.seen == nil { policies.done.wait() }
+        policies.done.unlock()
+        #expect(policies.seen?.before == SCHED_OTHER)
+        #expect(policies.seen?.after == 5, "SCHED_IDLE")
+        #expect(policy() == SCHED_OTHER, "the caller's own thread is untouched")
+    }
+
     @Test("a checkpoint that cannot be written leaves the previous one")
     func failedWriteKeepsPrevious() throws {
         let dir = try TemporaryDirectory()

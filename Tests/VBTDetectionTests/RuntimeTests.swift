@@ -150,6 +150,75 @@ struct DetectorRuntimeTests {
         #expect(throws: PayloadError.self) { try AthleteAssign(args: AthleteAssign(athlete: "ana", mvtMps: 3).args) }
     }
 
+    @Test("a pattern learned at one station is used at every other, also at one the detector was feeding before it was learned")
+    func patternsReachEveryStation() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Self.logger)
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let coach = try Publisher(transport: bus, program: "vbt"), player = try Publisher(transport: bus, program: "sensor-bridge")
+        try bus.heartbeat()
+        func settle() throws {
+            for _ in 0..<1_000 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+        }
+        func play(_ path: [(t: Double, mm: Double)], at station: String) throws {
+            for start in stride(from: 0, to: path.count, by: 5) {
+                let readings = path[start..<min(start + 5, path.count)].map { SampleMessage.DistanceReading(t: $0.t, distanceMm: $0.mm) }
+                try player.publish(SampleMessage(.distance(readings), device: "test"), station: station, ts: readings.last!.t)
+                bus.manualClock.advance(0.1)
+                try settle()
+            }
+        }
+        // DetectionTests' adaptation: three reps of 0.36 s concentric, too fast for a `strength`
+        // target (0.4 s) unless a pattern of how the lift is done relaxes it.
+        func lift(at station: String, start: Double) throws -> Int {
+            var t = start
+            for _ in 0..<3 {
+                let path = distancePath([(523, 0), (523, 0.3), (135, 1.0), (520, 0.36), (520, 1.0)], start: t)
+                try play(path, at: station)
+                t = path.last!.t
+            }
+            var count = 0
+            while let message = try reps.next(timeoutMs: 0), message.envelope.station == station { count += 1 }
+            return count
+        }
+        func assign(_ station: String, _ assignment: AthleteAssign) throws {
+            try coach.publish(CommandMessage(id: "assign-\(station)", command: CommandName.athleteAssign, args: assignment.args), station: station)
+            try settle()
+        }
+        let strength = AthleteAssign(athlete: "ben", loadKg: 102, targetZone: "strength")
+        let start = 1_763_812_345.0
+        try assign("rack-02", strength)
+        try assign("rack-03", strength)
+        // rack-02 is fed (the bar at rest) before any pattern is learned; rack-03 lifts without one.
+        try play(distancePath([(523, 0), (523, 1.0)], start: start), at: "rack-02")
+        #expect(try lift(at: "rack-03", start: start) == 0, "too fast without a pattern")
+        try assign("rack-01", AthleteAssign(athlete: "ana", loadKg: 100))
+        #expect(try lift(at: "rack-01", start: start + 2) == 3)
+        try coach.publish(CommandMessage(id: "e", command: CommandName.setEnd), station: "rack-01")
+        try settle()
+        // A station first heard after the pattern, and the one fed before it, accept the same reps.
+        try assign("rack-04", strength)
+        let fresh = try lift(at: "rack-04", start: start + 20)
+        let known = try lift(at: "rack-02", start: start + 20)
+        #expect(fresh > 0 && known == fresh, "rack-01's pattern relaxes rack-02's and rack-04's judging alike (\(known), \(fresh))")
+        let library = try PatternLibrary.load(path: dir.path("patterns.json"))
+        #expect(library.patterns.values.joined().count == 1, "one pattern, learned at rack-01 and saved")
+    }
+
+    @Test("a station's checkpoint leaves the learned patterns out (the library has its own file), and reads one that has them")
+    func checkpointLeavesPatternsOut() throws {
+        var detector = StationDetector(station: "rack-01")
+        detector.patterns = [RepPattern(exercise: "squat", curve: Array(repeating: 0.5, count: RepPattern.length), loadKg: 100, reps: 3, recordedT: 1)]
+        let encoded = try ConsumerCheckpoint<[StationDetector]>.encoder.encode(detector)
+        var object = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any])
+        #expect(object["patterns"] == nil)
+        #expect(object["station"] as? String == "rack-01")
+        object["patterns"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(detector.patterns))
+        let older = try ConsumerCheckpoint<[StationDetector]>.decoder.decode(StationDetector.self, from: JSONSerialization.data(withJSONObject: object))
+        #expect(older.station == "rack-01" && older.patterns.isEmpty && older.patternsVersion == -1, "given the library by the runtime instead")
+    }
+
     @Test("each rep names the last reading of the message that let it be counted (t_input), never before its t_end")
     func repsNameTheirCompletingMessage() throws {
         let dir = try TemporaryDirectory()
