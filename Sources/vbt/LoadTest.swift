@@ -71,6 +71,14 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "Write latency and throughput over time as an SVG chart.")
     var svg: String?
 
+    @Option(
+        help: """
+            Write every timed rep as a line of CSV: when it came (Unix s), the station count, station, sensor, rep id, \
+            completing reading -> rep ms, the part of it until the detector published the rep, and how many of the \
+            sensor's messages had come after the completing one.
+            """)
+    var timings: String?
+
     func validate() throws {
         guard (1...5_000).contains(stations) else { throw ValidationError("--stations must be 1 to 5000") }
         guard duration >= 2, duration <= 86_400 else { throw ValidationError("--duration must be 2 s to a day") }
@@ -104,7 +112,8 @@ struct LoadTest: AsyncParsableCommand {
         let counts = ramp ? Array(Set([stations / 8, stations / 4, stations / 2, stations].filter { $0 >= 1 })).sorted() : [stations]
         let config = bus.config
         let settings = LoadSettings(
-            recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure)
+            recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure,
+            keepTimings: timings != nil)
         let reports = LockedReports()
         try await runLoop("vbt.loadtest", logger: logger) { context in
             for count in counts {
@@ -116,6 +125,11 @@ struct LoadTest: AsyncParsableCommand {
         let results = reports.all
         let held = results.filter { $0.held(p99GoalMs: p99GoalMs) }.map(\.stations).max()
         if let svg { try? Self.chart(results).write(toFile: svg, atomically: true, encoding: .utf8) }
+        if let timings {
+            do { try Self.timingsCSV(results).write(to: URL(fileURLWithPath: timings), options: .atomic) } catch {
+                reportProblem("vbt: cannot write \(timings): \(error)")
+            }
+        }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -128,6 +142,21 @@ struct LoadTest: AsyncParsableCommand {
     }
 
     /// p99 latency and reps per second, per 5-second window, of every run.
+    /// Every timed rep of `runs`, a CSV row each after a header (RFC 4180, as `vbt export` writes it: a station
+    /// name or rep id from the bus with a comma or a quote in it stays one field).
+    static func timingsCSV(_ runs: [LoadReport]) -> Data {
+        let columns = ["arrived_ts", "stations", "station", "sensor", "rep_id", "latency_ms", "detector_ms", "messages_after"]
+        let rows: [[Cell]] = runs.flatMap { run in
+            run.timed.map { rep in
+                [
+                    .real(rep.arrivedTs), .int(Int64(run.stations)), .text(rep.station), rep.sensor.map(Cell.text) ?? .null, .text(rep.repId),
+                    .real(rep.latencyMs), .real(rep.detectorMs), .int(Int64(rep.messagesAfter)),
+                ]
+            }
+        }
+        return ExportFormat.csv(columns: columns, rows: rows)
+    }
+
     static func chart(_ runs: [LoadReport]) -> String {
         let latency = runs.map { run in
             ChartPanel.Series(name: "\(run.stations) stations", points: run.windows.map { (x: $0.atS, y: $0.p99Ms) })
@@ -223,7 +252,7 @@ struct LoadReport: Encodable, Sendable {
             case rssMb = "rss_mb"
         }
     }
-    /// One of the slowest reps: where to look when the p99 is high.
+    /// A timed rep (the slowest are where to look when the p99 is high).
     struct SlowRep: Encodable, Sendable {
         var station: String
         var repId: String
@@ -231,6 +260,10 @@ struct LoadReport: Encodable, Sendable {
         var latencyMs: Double
         /// How many of the station's sample messages had arrived after the completing one when the rep came.
         var messagesAfter: Int
+        /// When the rep came (wall clock, Unix s), and how much of its latency had passed when the detector
+        /// published it (its envelope's `ts`, the same computer's clock): the rest is the way back through the bus.
+        var arrivedTs: Double = 0
+        var detectorMs: Double = 0
         enum CodingKeys: String, CodingKey {
             case station, sensor
             case repId = "rep_id"
@@ -269,6 +302,8 @@ struct LoadReport: Encodable, Sendable {
     var windows: [Window]
     /// The five slowest reps timed.
     var slowest: [SlowRep] = []
+    /// Every rep timed, as it came (`--timings`; not in the JSON report).
+    var timed: [SlowRep] = []
 
     enum CodingKeys: String, CodingKey {
         case stations, lost, consumers, listener, processes, windows, slowest
@@ -342,6 +377,8 @@ struct LoadSettings: Sendable {
     var grace: Double
     var json: Bool
     var insecure: Bool
+    /// Keep every timed rep (`--timings`).
+    var keepTimings = false
 }
 
 /// One run at one station count.
@@ -408,6 +445,7 @@ struct LoadRun {
         var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         var windows: [LoadReport.Window] = []
         var slowest: [LoadReport.SlowRep] = []
+        var timed: [LoadReport.SlowRep] = []
         var windowReps = 0
         var repsReceived = 0
         var probeReadings = 0
@@ -485,11 +523,15 @@ struct LoadRun {
                 if let list = published[station],
                     let index = list.firstIndex(where: { $0.lastT >= completing - 1e-6 && (sensor == nil || $0.sensor == sensor) })
                 {
-                    let micros = UInt64(max(0, (wallClockSeconds() - list[index].ts) * 1e6))
+                    let arrived = wallClockSeconds()
+                    let micros = UInt64(max(0, (arrived - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
                     _ = window.record(micros)
-                    slowest.append(
-                        .init(station: station, repId: rep.repId, sensor: rep.sensor, latencyMs: Double(micros) / 1000, messagesAfter: list.count - index - 1))
+                    let timing = LoadReport.SlowRep(
+                        station: station, repId: rep.repId, sensor: rep.sensor, latencyMs: Double(micros) / 1000, messagesAfter: list.count - index - 1,
+                        arrivedTs: arrived, detectorMs: max(0, (message.envelope.ts - list[index].ts) * 1000))
+                    if settings.keepTimings { timed.append(timing) }
+                    slowest.append(timing)
                     slowest.sort { $0.latencyMs > $1.latencyMs }
                     if slowest.count > 5 { slowest.removeLast() }
                 }
@@ -540,7 +582,7 @@ struct LoadRun {
             latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,
-            slowest: slowest)
+            slowest: slowest, timed: timed)
     }
 
     /// The recorder's row counts, if it answers within `timeoutS`.

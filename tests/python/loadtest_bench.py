@@ -79,7 +79,8 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
             for needle in fault_run.Installation.READY[name]:
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
-                                 "--duration", str(duration), "--stagger", str(stagger), "--json", "--svg", str(folder / "loadtest.svg")],
+                                 "--duration", str(duration), "--stagger", str(stagger), "--json", "--svg", str(folder / "loadtest.svg"),
+                                 "--timings", str(folder / "timings.csv")],
                                 env=node.env, capture_output=True, text=True, timeout=duration + 300)
         if result.returncode != 0:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")

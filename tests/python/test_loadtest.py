@@ -6,6 +6,7 @@ count of the reps on the bus, the database's rows, and the recording's own readi
 
 from __future__ import annotations
 
+import csv
 import json
 import sqlite3
 import subprocess
@@ -34,7 +35,7 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
             by_station[rep["station"]] = by_station.get(rep["station"], 0) + 1
         tap = BusTap(node.sub_endpoint, count, b"rep.")
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "12", "--duration", "20",
-                                 "--json", "--svg", str(tmp_path / "loadtest.svg")],
+                                 "--json", "--svg", str(tmp_path / "loadtest.svg"), "--timings", str(tmp_path / "timings.csv")],
                                 env=node.env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr + node.describe()
         report = json.loads(result.stdout)
@@ -65,6 +66,14 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert 0 < len(slowest) <= 5 and slowest[0]["latency_ms"] == max(rep["latency_ms"] for rep in slowest), slowest
         assert abs(slowest[0]["latency_ms"] - latency["max"]) <= 0.01 * latency["max"] + 0.01, (slowest, latency)
         assert all(rep["station"] in names and rep["messages_after"] >= 0 for rep in slowest), slowest
+        # Every timed rep, a CSV row each: as many as the histogram counted, the slowest of them the max,
+        # and the detector's part of each no more than the whole.
+        with open(tmp_path / "timings.csv", newline="") as file:
+            timed = list(csv.DictReader(file))
+        assert len(timed) == latency["count"], (len(timed), latency)
+        assert max(float(row["latency_ms"]) for row in timed) == slowest[0]["latency_ms"]
+        assert all(row["station"] in names and row["stations"] == "12" and row["rep_id"] for row in timed), timed[:3]
+        assert all(0 <= float(row["detector_ms"]) <= float(row["latency_ms"]) + 1 for row in timed), timed[:3]
         # The readings: the recording's rate at every copy, measured on the probes.
         readings = sum(len(line["msg"]["samples"]) for line in lines if line["msg"]["type"] == "sample")
         span = max(line["t"] for line in lines)
