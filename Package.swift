@@ -47,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
         // `vbt loadtest`'s latency percentiles.
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        // The notifier's queue of rest timers by due time (already resolved for SwiftNIO).
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // libzmq through pkg-config; `make deps` installs libzmq3-dev.
@@ -132,6 +134,7 @@ let package = Package(
             dependencies: [
                 "VBTWire", "VBTBus",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
         // The notifier's webhook sink: its own task, bounded queue, timeout, retries with backoff.

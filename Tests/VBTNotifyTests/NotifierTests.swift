@@ -543,3 +543,60 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(screen.split(separator: "\n").allSatisfy { $0.count <= 60 })
     }
 }
+
+@Suite struct TimerQueueTests {
+    @Test(
+        "a thousand resting stations: each rest runs out at the first tick at or after its end, paused, extended or not, ticks once a second, and a tick with nothing due says nothing"
+    )
+    func thousandStations() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        let stations = (0..<1_000).map { "rack-\($0)" }
+        var ends: [String: Double] = [:]
+        func send(_ station: String, _ name: String, _ args: [(key: String, value: JSONValue)] = [], at now: Double) {
+            _ = notifier.handle(busMessage(CommandMessage(id: "\(station)-\(name)", command: name, args: JSONObject(args)), station: station), now: now)
+        }
+        for (k, station) in stations.enumerated() {
+            let start = t0 + Double(k) * 0.013
+            let end = busMessage(
+                SetMessage(setId: "\(station)-s1", event: .end, reps: 5, reason: .idle, bestMeanVelocityMps: 0.6, velocityLossPct: 8), station: station)
+            #expect(timers(notifier.handle(end, now: start)).first?.state == .running)
+            ends[station] = start + noSnapshots.defaultRestS
+        }
+        // The first hundred paused 5 s; the next hundred 30 s longer, the next hundred 60 s shorter; fifty skipped.
+        for station in stations[0..<100] {
+            send(station, CommandName.restPause, at: t0 + 20)
+            send(station, CommandName.restResume, at: t0 + 25)
+            ends[station]! += 5
+        }
+        for station in stations[100..<200] { send(station, CommandName.restExtend, [("seconds", .number(30))], at: t0 + 30) }
+        for station in stations[100..<200] { ends[station]! += 30 }
+        for station in stations[200..<300] { send(station, CommandName.restExtend, [("seconds", .number(-60))], at: t0 + 30) }
+        for station in stations[200..<300] { ends[station]! -= 60 }
+        for station in stations[300..<350] {
+            send(station, CommandName.restSkip, at: t0 + 40)
+            ends[station] = nil
+        }
+        var over: [String: Double] = [:]
+        var running: [String: Int] = [:]
+        let step = 0.05
+        for i in 1...4_000 {
+            let now = t0 + Double(i) * step
+            for case .timer(let station, _, let timer) in notifier.tick(now: now) {
+                if timer.state == .over {
+                    #expect(over[station] == nil, "\(station) ran out twice")
+                    over[station] = now
+                } else if timer.state == .running {
+                    running[station, default: 0] += 1
+                }
+            }
+        }
+        #expect(Set(over.keys) == Set(ends.keys), "every rest not skipped ran out, and only those")
+        for (station, end) in ends {
+            let at = over[station] ?? .infinity
+            #expect(at >= end - 1e-6 && at < end + step + 1e-6, "\(station) ran out at \(at - t0) s, due at \(end - t0) s")
+        }
+        // A tick message a second while running: about as many as the seconds run (the paused ones said `paused` meanwhile).
+        for station in stations[400..<410] { #expect(abs(running[station, default: 0] - Int(noSnapshots.defaultRestS)) <= 1, "\(station)") }
+        #expect(notifier.tick(now: t0 + 1_000).isEmpty, "nothing due, nothing said")
+    }
+}
