@@ -98,6 +98,20 @@ public final class InOrderInput {
             }
         }
 
+        /// Delivers `seq` the common way in place, with one lookup: it is the next of a stream
+        /// that holds nothing and misses nothing, and whose producer has said of nothing after
+        /// it. False (nothing changed) otherwise: the caller takes the general way. Taking the
+        /// stream out and putting it back, twice, hashed its name eight times a message, in
+        /// every consumer (issue 17).
+        mutating func advanceInOrder(_ src: String, seq: UInt64) -> Bool {
+            guard let index = all.index(forKey: src) else { return false }
+            guard all.values[index].next == seq, all.values[index].held.isEmpty, all.values[index].missingSince == nil, all.values[index].tail <= seq
+            else { return false }
+            all.values[index].next = seq + 1
+            all.values[index].asked = nil
+            return true
+        }
+
         /// Takes `src`'s stream out, so what it holds is changed in place, not copied; put it back with the subscript.
         mutating func take(_ src: String) -> Stream? {
             missing.remove(src)
@@ -180,6 +194,10 @@ public final class InOrderInput {
     /// Takes one message received on the bus; returns what may be processed now, in order.
     public func accept(_ message: BusMessage) -> [BusMessage] {
         let src = message.envelope.src, seq = message.envelope.seq
+        if streams.advanceInOrder(src, seq: seq) {
+            ready.append(message)
+            return take()
+        }
         var stream = streams.take(src) ?? Stream(next: fromStart ? 1 : seq, unseen: fromStart)
         if seq < stream.next || stream.held[seq] != nil {
             counters.duplicates += 1

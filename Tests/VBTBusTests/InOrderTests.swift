@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import VBTSensors
 import VBTTesting
 
 @testable import VBTBus
@@ -118,6 +119,45 @@ struct InOrderTests {
         #expect(rig.delivered == Array(1...100), "every message once, in order")
         #expect(rig.input.counters.recovered == 20 && rig.input.counters.lost == 0, "\(rig.input.counters)")
         #expect(!rig.input.isRecovering)
+    }
+
+    @Test("five streams with repeats and swapped neighbours: each delivered once, in order, repeats counted, nothing held or missing after")
+    func repeatsAndSwaps() throws {
+        let bus = MemoryBus()
+        let input = InOrderInput(transport: bus, logger: Self.logger, wants: { $0.hasPrefix("sample.") })
+        var stampers = (1...5).map { _ in EnvelopeStamper(program: "sensor-bridge") }
+        var random = SeededGenerator(seed: 17)
+        var arrivals: [BusMessage] = []
+        for k in 0..<2_000 {
+            let producer = Int(random.next() % 5)
+            let sample = SampleMessage(.distance([SampleMessage.DistanceReading(t: Double(k), distanceMm: 500)]))
+            let frames = try stampers[producer].encode(sample, station: "rack-0\(producer + 1)", athlete: nil, ts: 1_763_812_345)
+            arrivals.append(try decodeMessage(topic: frames.topic, body: frames.body))
+        }
+        // Each message after the first of its stream may come twice, or swap places with the one before.
+        var repeats = 0
+        var index = 1
+        while index < arrivals.count {
+            switch random.next() % 10 {
+            case 0:
+                arrivals.insert(arrivals[index], at: index + 1)
+                repeats += 1
+                index += 2
+            case 1 where arrivals[index - 1].envelope.seq > 1 && arrivals[index].envelope.seq > 1:  // a stream starts where it is first heard
+                arrivals.swapAt(index - 1, index)
+                index += 2
+            default:
+                index += 1
+            }
+        }
+        var delivered: [String: [UInt64]] = [:]
+        for message in arrivals {
+            for ready in input.accept(message) { delivered[ready.envelope.src, default: []].append(ready.envelope.seq) }
+        }
+        #expect(delivered.count == 5)
+        for (src, seqs) in delivered { #expect(seqs == Array(1...UInt64(seqs.count)), "\(src)") }
+        #expect(delivered.values.map(\.count).reduce(0, +) == 2_000)
+        #expect(input.counters.duplicates == repeats && input.held == 0 && !input.isRecovering)
     }
 
     @Test(
