@@ -141,7 +141,6 @@ struct LoadTest: AsyncParsableCommand {
         }
     }
 
-    /// p99 latency and reps per second, per 5-second window, of every run.
     /// Every timed rep of `runs`, a CSV row each after a header (RFC 4180, as `vbt export` writes it: a station
     /// name or rep id from the bus with a comma or a quote in it stays one field).
     static func timingsCSV(_ runs: [LoadReport]) -> Data {
@@ -157,6 +156,7 @@ struct LoadTest: AsyncParsableCommand {
         return ExportFormat.csv(columns: columns, rows: rows)
     }
 
+    /// p99 latency and reps per second, per 5-second window, of every run.
     static func chart(_ runs: [LoadReport]) -> String {
         let latency = runs.map { run in
             ChartPanel.Series(name: "\(run.stations) stations", points: run.windows.map { (x: $0.atS, y: $0.p99Ms) })
