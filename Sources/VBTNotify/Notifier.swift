@@ -100,8 +100,7 @@ public struct Notifier: Sendable {
     private func dueTime(_ station: String) -> Double? {
         guard let timer = state.stations[station]?.timer else { return nil }
         let tick = nextTick[station] ?? -.infinity
-        guard !timer.isPaused else { return tick }
-        return min(tick, timer.startedAt + timer.pausedTotalS + timer.durationS)
+        return min(tick, timer.endsAt ?? tick)
     }
 
     /// Queues `station` for `tick` at its due time, when that changed.

@@ -39,6 +39,9 @@ public struct RestTimer: Sendable, Codable, Equatable {
     /// Time left, never negative.
     public func remainingS(at now: Double) -> Double { max(0, durationS - elapsedS(at: now)) }
 
+    /// When the rest runs out (wall clock), as things stand; nil while paused.
+    public var endsAt: Double? { pausedAt == nil ? startedAt + pausedTotalS + durationS : nil }
+
     /// Whether the rest has run out (a paused timer never runs out).
     public func isOver(at now: Double) -> Bool { pausedAt == nil && remainingS(at: now) <= 0 }
 
