@@ -2,9 +2,10 @@
 // - raw readings persisted per second through the recorder's real path
 //   (bus bytes -> decodeMessage -> Ingestor.enqueue -> Ingestor.flush every
 //   5,000 messages into a TrainingStore on a fresh temp file), beside a raw
-//   SQLite C-API baseline inserting the same rows (station, sensor, t, JSON
-//   text pre-built) into the same table of an identically opened file, one
-//   transaction per 5,000 messages' worth of rows;
+//   SQLite C-API baseline inserting the same rows (a row per sample message:
+//   station, sensor, t, count, the readings' JSON array pre-built; schema
+//   v8-sample-batches) into the same table of an identically opened file,
+//   one transaction per 5,000 messages;
 // - latency of the common queries through QueryService.handle(Data) (what the
 //   ROUTER endpoint runs: request JSON in, reply JSON out) on a database holding
 //   a year of a 40-athlete gym.
@@ -147,32 +148,37 @@ private func sampleMessages(imu: Bool, readings total: Int, perMessage: Int) thr
     return messages
 }
 
-/// The rows the ingestor writes for these messages, pre-built for the raw
-/// baseline: (station, sensor, t, JSON text of the reading) as UTF-8.
+/// The row the ingestor writes for a message, pre-built for the raw baseline:
+/// (station, sensor, latest t, readings, JSON text of the readings array) as UTF-8.
 private struct RawRow {
     var station: [UInt8]
     var sensor: [UInt8]
     var t: Double
+    var n: Int
     var data: [UInt8]
 }
 
-private func rawRows(_ messages: [BusMessage]) -> [[RawRow]] {
-    messages.map { message in
-        guard case .string(let sensor)? = message.fields["sensor"], case .array(let readings)? = message.fields["samples"] else { return [] }
-        return readings.compactMap { reading in
+private func rawRows(_ messages: [BusMessage]) -> [RawRow] {
+    messages.compactMap { message in
+        guard case .string(let sensor)? = message.fields["sensor"], case .object(let whole) = try? JSONParser.parse(message.body),
+            case .array(let readings)? = whole["samples"]
+        else { return nil }
+        let times = readings.compactMap { reading -> Double? in
             guard case .object(let object) = reading, case .number(let t)? = object["t"] else { return nil }
-            var writer = JSONWriter(capacity: 160)  // built before timing: the baseline only inserts
-            writer.value(reading)
-            return RawRow(station: Array(message.envelope.station.utf8), sensor: Array(sensor.utf8), t: t, data: writer.bytes)
+            return t
         }
+        var writer = JSONWriter(capacity: 160 * readings.count)  // built before timing: the baseline only inserts
+        writer.value(.array(readings))
+        return RawRow(station: Array(message.envelope.station.utf8), sensor: Array(sensor.utf8), t: times.max() ?? 0, n: times.count, data: writer.bytes)
     }
 }
 
-private func sampleRowCount(_ store: TrainingStore) throws -> Int {
-    try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM samples") ?? 0 }
+/// The readings a store holds (every row's count; the view `samples` would show each).
+private func sampleReadingCount(_ store: TrainingStore) throws -> Int {
+    try store.read { db in try Int.fetchOne(db, sql: "SELECT coalesce(sum(n), 0) FROM sample_batches") ?? 0 }
 }
 
-/// vbt: enqueue 5,000 messages, time flush(); rows per second of flush time.
+/// vbt: enqueue 5,000 messages, time flush(); readings per second of flush time.
 private func vbtSampleRate(_ messages: [BusMessage], expectedRows: Int, batch: Int, folder: URL, name: String) throws -> Double {
     let store = try freshStore(folder, name)
     let ingestor = Ingestor(store: store, logger: benchLogger())
@@ -187,16 +193,16 @@ private func vbtSampleRate(_ messages: [BusMessage], expectedRows: Int, batch: I
         index = end
     }
     let rows = ingestor.counters.sampleRows
-    let inFile = try sampleRowCount(store)
+    let inFile = try sampleReadingCount(store)
     precondition(
         rows == expectedRows && inFile == expectedRows && ingestor.counters.duplicates == 0,
-        "vbt stored \(rows) (\(inFile) in the file) of \(expectedRows) rows")
+        "vbt stored \(rows) (\(inFile) in the file) of \(expectedRows) readings")
     return Double(rows) / elapsed
 }
 
 /// Raw SQLite C API on an identically opened and migrated file: one prepared
-/// INSERT, BEGIN IMMEDIATE ... COMMIT per 5,000 messages' worth of rows.
-private func rawSampleRate(_ rows: [[RawRow]], expectedRows: Int, batch: Int, folder: URL, name: String) throws -> Double {
+/// INSERT, BEGIN IMMEDIATE ... COMMIT per 5,000 messages' rows; readings per second.
+private func rawSampleRate(_ rows: [RawRow], expectedRows: Int, batch: Int, folder: URL, name: String) throws -> Double {
     let store = try freshStore(folder, name)
     var elapsed = 0.0
     try store.db.writeWithoutTransaction { db in
@@ -205,37 +211,41 @@ private func rawSampleRate(_ rows: [[RawRow]], expectedRows: Int, batch: Int, fo
             if code != SQLITE_OK && code != SQLITE_DONE { fatalError("raw sqlite \(what): \(String(cString: sqlite3_errmsg(connection)))") }
         }
         var statement: OpaquePointer?
-        check(sqlite3_prepare_v2(connection, "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)", -1, &statement, nil), "prepare")
+        check(
+            sqlite3_prepare_v2(connection, "INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES (?, ?, ?, ?, ?, ?)", -1, &statement, nil),
+            "prepare")
         defer { sqlite3_finalize(statement) }
         var index = 0
+        var readingsEnd: Int64 = 0
         while index < rows.count {
             let end = min(rows.count, index + batch)
             let start = monotonicSeconds()
             check(sqlite3_exec(connection, "BEGIN IMMEDIATE", nil, nil, nil), "begin")
-            for message in rows[index..<end] {
-                for row in message {
-                    // SQLITE_STATIC (nil): the bytes outlive the step.
-                    _ = row.station.withUnsafeBufferPointer {
-                        sqlite3_bind_text(statement, 1, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
-                    }
-                    _ = row.sensor.withUnsafeBufferPointer {
-                        sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
-                    }
-                    sqlite3_bind_double(statement, 3, row.t)
-                    _ = row.data.withUnsafeBufferPointer {
-                        sqlite3_bind_text(statement, 4, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
-                    }
-                    check(sqlite3_step(statement), "step")
-                    sqlite3_reset(statement)
+            for row in rows[index..<end] {
+                readingsEnd += Int64(row.n)
+                sqlite3_bind_int64(statement, 1, readingsEnd)
+                // SQLITE_STATIC (nil): the bytes outlive the step.
+                _ = row.station.withUnsafeBufferPointer {
+                    sqlite3_bind_text(statement, 2, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
                 }
+                _ = row.sensor.withUnsafeBufferPointer {
+                    sqlite3_bind_text(statement, 3, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
+                }
+                sqlite3_bind_double(statement, 4, row.t)
+                sqlite3_bind_int64(statement, 5, Int64(row.n))
+                _ = row.data.withUnsafeBufferPointer {
+                    sqlite3_bind_text(statement, 6, $0.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), Int32($0.count), nil)
+                }
+                check(sqlite3_step(statement), "step")
+                sqlite3_reset(statement)
             }
             check(sqlite3_exec(connection, "COMMIT", nil, nil, nil), "commit")
             elapsed += monotonicSeconds() - start
             index = end
         }
     }
-    let inFile = try sampleRowCount(store)
-    precondition(inFile == expectedRows, "raw stored \(inFile) of \(expectedRows) rows")
+    let inFile = try sampleReadingCount(store)
+    precondition(inFile == expectedRows, "raw stored \(inFile) of \(expectedRows) readings")
     return Double(expectedRows) / elapsed
 }
 
@@ -362,14 +372,14 @@ func storeReport(_ options: StoreBenchOptions) throws {
     print("store: SQLite \(String(cString: sqlite3_libversion())) via GRDB, WAL, synchronous=NORMAL, fresh temp file per run (\(folder.path))")
     print("  raw readings persisted, \(options.readings) readings/run in \(options.readingsPerMessage)-reading sample messages,")
     print(
-        "  one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) rows); \(options.runs) runs, medians, flush/commit time only"
+        "  a row per message, one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) readings); \(options.runs) runs, medians, flush/commit time only"
     )
     print("                                      vbt (Ingestor.flush)   raw SQLite C API   vbt / raw   aim")
     var rates: [String: Double] = [:]
     for imu in options.sensors.map({ $0 == "imu" }) {
         let messages = try sampleMessages(imu: imu, readings: options.readings, perMessage: options.readingsPerMessage)
         let rows = rawRows(messages)
-        let expected = rows.reduce(0) { $0 + $1.count }
+        let expected = rows.reduce(0) { $0 + $1.n }
         precondition(expected == options.readings)
         var vbt: [Double] = [], raw: [Double] = []
         for run in 0..<options.runs {
@@ -387,11 +397,11 @@ func storeReport(_ options: StoreBenchOptions) throws {
                 }
             }
         }
-        let bytes = rows.joined().reduce(0) { $0 + $1.data.count } / max(1, expected)
-        let label = imu ? "  bar IMU rows (~\(bytes) B JSON each)" : "  laser rows (~\(bytes) B JSON each)"
+        let bytes = rows.reduce(0) { $0 + $1.data.count } / max(1, expected)
+        let label = imu ? "  bar IMU readings (~\(bytes) B JSON each)" : "  laser readings (~\(bytes) B JSON each)"
         rates[imu ? "imu" : "distance"] = storeMedian(vbt)
         print(
-            pad(label, 38) + pad(storeRate(storeMedian(vbt)) + " rows", 23) + pad(storeRate(storeMedian(raw)) + " rows", 19)
+            pad(label, 38) + pad(storeRate(storeMedian(vbt)), 23) + pad(storeRate(storeMedian(raw)), 19)
                 + pad(String(format: "%.2f", storeMedian(vbt) / storeMedian(raw)), 12) + ">= 100 k/s " + (storeMedian(vbt) >= 100_000 ? "(met)" : "(NOT met)"))
         print("      runs vbt: \(vbt.map(storeRate).joined(separator: ", "));  raw: \(raw.map(storeRate).joined(separator: ", "))")
     }

@@ -214,6 +214,8 @@ public final class Ingestor {
     }
 
     private func apply(_ batch: [BusMessage], db: Database, into result: inout BatchResult) throws {
+        // The number of the last raw reading stored, read when the batch's first sample message is written.
+        var readingsEnd: Int64?
         for message in batch {
             let envelope = message.envelope
             let known = try result.progress[envelope.src]?.lastSeq ?? lastStoredSeq(envelope.src, db: db)
@@ -236,7 +238,10 @@ public final class Ingestor {
                 stored = false
                 result.ignored += 1
             } else if envelope.type == SampleMessage.type {
-                if let rows = try insertSamples(message, db: db) {
+                if readingsEnd == nil {
+                    readingsEnd = try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM sample_batches") ?? 0
+                }
+                if let rows = try insertSamples(message, db: db, readingsEnd: &readingsEnd!) {
                     result.sampleRows += rows
                 } else {
                     result.refused += 1
@@ -409,45 +414,77 @@ public final class Ingestor {
         return UInt64(seq)
     }
 
-    /// One row per reading: its JSON exactly as the bridge sent it, so nothing of it is lost.
-    /// The hot path of the recorder: the text is sliced out of the received frame and bound
-    /// straight to the prepared statement (no copy, no number formatting).
-    /// Returns the rows written, or nil when the message has no usable readings (refused).
-    private func insertSamples(_ message: BusMessage, db: Database) throws -> Int? {
+    /// One row per sample message (`sample_batches`, schema `v8-sample-batches`): its readings'
+    /// JSON exactly as the bridge sent it, so nothing of it is lost. The hot path of the
+    /// recorder: the array is sliced out of the received frame and bound straight to the
+    /// prepared statement (no copy, no number formatting), and only each reading's `t` is
+    /// read. A reading without a usable `t` is left out (the rest are written as their own
+    /// array). `readingsEnd` is the number of the last reading stored, advanced by the
+    /// readings written. Returns the readings written, or nil when the message has no usable
+    /// readings array (refused).
+    private func insertSamples(_ message: BusMessage, db: Database, readingsEnd: inout Int64) throws -> Int? {
         // The readings' places come from the parse that checked the frame (BusMessage.deferred): no tree
-        // of them is built, and only each one's `t` is read.
+        // of them is built.
         guard case .string(let sensor)? = message.field("sensor") else { return nil }
         let slices: [Range<Int>]
+        var whole: Range<Int>?
         if let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements {
-            slices = elements
+            (slices, whole) = (elements, deferred.range)
         } else if case .array? = message.fields["samples"], let elements = RawJSON.arrayElements(message.body, key: "samples") {
             slices = elements
         } else {
             return nil
         }
-        let statement = try db.cachedStatement(sql: "INSERT INTO samples (station, sensor, t, data) VALUES (?, ?, ?, ?)")
+        var latest = -Double.infinity
+        var kept: [Range<Int>] = []
+        kept.reserveCapacity(slices.count)
+        for slice in slices {
+            // The frame was checked whole when it was received: the search stops at `t`.
+            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
+                whole = nil
+                continue
+            }
+            latest = max(latest, t)
+            kept.append(slice)
+        }
+        guard !kept.isEmpty else { return 0 }
+        let statement = try db.cachedStatement(sql: "INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES (?, ?, ?, ?, ?, ?)")
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
-        bindText(handle, 1, message.envelope.station)
-        bindText(handle, 2, sensor)
-        var rows = 0
-        try message.body.withUnsafeBufferPointer { body in
-            for slice in slices {
-                guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body), t.isFinite else { continue }
-                sqlite3_bind_double(handle, 3, t)
+        sqlite3_bind_int64(handle, 1, readingsEnd + Int64(kept.count))
+        bindText(handle, 2, message.envelope.station)
+        bindText(handle, 3, sensor)
+        sqlite3_bind_double(handle, 4, latest)
+        sqlite3_bind_int64(handle, 5, Int64(kept.count))
+        let code: Int32
+        if let whole {
+            code = message.body.withUnsafeBufferPointer { body in
                 sqlite3_bind_text(
-                    handle, 4, UnsafeRawPointer(body.baseAddress! + slice.lowerBound).assumingMemoryBound(to: CChar.self),
-                    Int32(slice.count), nil)  // SQLITE_STATIC: the frame outlives the step
-                let code = sqlite3_step(handle)
-                sqlite3_reset(handle)
-                guard code == SQLITE_DONE else {
-                    throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-                }
-                rows += 1
+                    handle, 6, UnsafeRawPointer(body.baseAddress! + whole.lowerBound).assumingMemoryBound(to: CChar.self),
+                    Int32(whole.count), nil)  // SQLITE_STATIC: the frame outlives the step
+                return sqlite3_step(handle)
+            }
+        } else {
+            // Some readings left out: the rest as an array of their own.
+            var text: [UInt8] = [UInt8(ascii: "[")]
+            for (index, slice) in kept.enumerated() {
+                if index > 0 { text.append(UInt8(ascii: ",")) }
+                text.append(contentsOf: message.body[slice])
+            }
+            text.append(UInt8(ascii: "]"))
+            code = text.withUnsafeBufferPointer { bytes in
+                sqlite3_bind_text(
+                    handle, 6, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+                return sqlite3_step(handle)
             }
         }
+        sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
-        return rows
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
+        readingsEnd += Int64(kept.count)
+        return kept.count
     }
 
     private func bindText(_ handle: SQLiteStatement, _ index: Int32, _ text: String) {
@@ -611,15 +648,17 @@ public final class Ingestor {
         return forgotten
     }
 
-    /// Deletes raw readings older than the retention period (in chunks, so a
-    /// big backlog never holds the write lock for long). Returns rows deleted.
+    /// Deletes raw readings older than the retention period (in chunks of `chunk` sample
+    /// messages, so a big backlog never holds the write lock for long). Returns the sample
+    /// messages (rows of `sample_batches`) deleted.
     @discardableResult
     public func pruneSamples(now: Double = wallClockSeconds(), chunk: Int = 20_000, maxChunks: Int = .max) throws(StoreError) -> Int {
         let cutoff = now - store.settings.sampleRetentionDays * 86_400
         var total = 0
         for _ in 0..<maxChunks {
             let deleted = try store.write { db -> Int in
-                try db.execute(sql: "DELETE FROM samples WHERE id IN (SELECT id FROM samples WHERE t < ? LIMIT ?)", arguments: [cutoff, chunk])
+                try db.execute(
+                    sql: "DELETE FROM sample_batches WHERE id IN (SELECT id FROM sample_batches WHERE t < ? LIMIT ?)", arguments: [cutoff, chunk])
                 return db.changesCount
             }
             total += deleted

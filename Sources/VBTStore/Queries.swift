@@ -627,9 +627,12 @@ extension TrainingStore {
         for table in ["athletes", "sessions", "sets", "reps", "rejected", "profiles", "posture_changes", "alerts", "calibrations"] {
             counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
         }
-        // Raw readings may be hundreds of millions of rows: counted by their id range (rows are
-        // only ever deleted oldest first, so the range has no holes), not by a full scan.
-        counts["samples"] = try Int.fetchOne(db, sql: "SELECT coalesce(max(id) - min(id) + 1, 0) FROM samples") ?? 0
+        // Raw readings may be hundreds of millions: counted by their numbers (a row's id is its
+        // last reading's; rows are only ever deleted oldest first, so the numbers have no
+        // holes), from the first row and the last, not by a scan (schema v8-sample-batches).
+        counts["samples"] =
+            try Int.fetchOne(
+                db, sql: "SELECT coalesce(max(id) - (SELECT id - n FROM sample_batches ORDER BY id LIMIT 1), 0) FROM sample_batches") ?? 0
         return counts
     }
 

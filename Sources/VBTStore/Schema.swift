@@ -10,6 +10,7 @@ public enum Schema {
     /// The migration identifiers in order; the last is the current version.
     public static let versions = [
         "v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations", "v7-coach-data",
+        "v8-sample-batches",
     ]
 
     /// The migrator that brings any earlier database to the current version.
@@ -22,6 +23,7 @@ public enum Schema {
         migrator.registerMigration(versions[4], migrate: v5AthleteCare)
         migrator.registerMigration(versions[5], migrate: v6Stations)
         migrator.registerMigration(versions[6], migrate: v7CoachData)
+        migrator.registerMigration(versions[7], migrate: v8SampleBatches)
         return migrator
     }
 
@@ -290,6 +292,38 @@ public enum Schema {
                 ALTER TABLE plan_items ADD COLUMN loads_kg TEXT;
                 ALTER TABLE plan_items ADD COLUMN load_unit TEXT CHECK (load_unit IN ('kg', 'lb'));
                 ALTER TABLE plan_items ADD COLUMN target_mean_velocity_mps REAL CHECK (target_mean_velocity_mps > 0 AND target_mean_velocity_mps <= 3);
+                """)
+    }
+
+    /// Raw readings stored as the bridge sent them: one row per sample message, its
+    /// `samples` array byte for byte, not one row per reading (issue 17: at 1,000 stations,
+    /// 150 k readings/s, inserting each reading and its index entry was most of the
+    /// recorder's SQLite time). Rows are numbered by readings: a row's `id` is the number of
+    /// its last reading since the table began, `n` how many it holds, so the readings of
+    /// all rows are numbered `id - n + 1 ... id` without gaps, and counting them needs no
+    /// scan. `t` is the row's latest reading's time (retention deletes by it).
+    ///
+    /// The view `samples` shows them one reading a row, with the columns the table of
+    /// `v3-raw-samples` had (`id` the reading's number, `station`, `sensor`, `t`, `data`
+    /// the reading's JSON), so a script or query written against it still reads the same.
+    static func v8SampleBatches(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE sample_batches (
+                    id INTEGER PRIMARY KEY,
+                    station TEXT NOT NULL,
+                    sensor TEXT NOT NULL,
+                    t REAL NOT NULL,
+                    n INTEGER NOT NULL CHECK (n >= 1),
+                    data TEXT NOT NULL
+                );
+                INSERT INTO sample_batches (id, station, sensor, t, n, data)
+                    SELECT id, station, sensor, t, 1, '[' || data || ']' FROM samples;
+                DROP TABLE samples;
+                CREATE INDEX sample_batches_by_time ON sample_batches(t);
+                CREATE VIEW samples (id, station, sensor, t, data) AS
+                    SELECT b.id - b.n + 1 + r.key, b.station, b.sensor, json_extract(r.value, '$.t'), r.value
+                    FROM sample_batches AS b, json_each(b.data) AS r;
                 """)
     }
 }

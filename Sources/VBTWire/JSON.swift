@@ -123,16 +123,20 @@ public struct JSONParser {
 
     /// The value of member `key` of the object at `range` of `bytes` (a
     /// deferred array's element, say), building none of the other members;
-    /// nil when the object has no such member.
-    public static func member(_ key: String, ofObjectAt range: Range<Int>, in bytes: [UInt8]) throws(JSONParseError) -> JSONValue? {
+    /// nil when the object has no such member. When the object was `checked`
+    /// already (a deferred member's element), the search stops at the key:
+    /// what follows it needs no second look.
+    public static func member(
+        _ key: String, ofObjectAt range: Range<Int>, in bytes: [UInt8], checked: Bool = false
+    ) throws(JSONParseError) -> JSONValue? {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw JSONParseError(reason: "range outside the bytes", offset: 0) }
         return try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSONValue? in
             var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
-            return try parser.member(key)
+            return try parser.member(key, stopAtKey: checked)
         }
     }
 
-    private mutating func member(_ wanted: String) throws(JSONParseError) -> JSONValue? {
+    private mutating func member(_ wanted: String, stopAtKey: Bool) throws(JSONParseError) -> JSONValue? {
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { throw error("expected an object") }
         index += 1
@@ -150,6 +154,7 @@ public struct JSONParser {
             if matches(key, wanted) {
                 guard found == nil else { throw error("duplicate key \"\(wanted)\"") }
                 found = try parseValue(depth: 1)
+                if stopAtKey { return found }
             } else {
                 _ = try skipValue(depth: 1)
             }

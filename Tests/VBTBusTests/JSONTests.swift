@@ -131,6 +131,12 @@ struct JSONTests {
         let times = try deferred.elements!.map { try JSONParser.member("t", ofObjectAt: $0, in: bytes) }
         #expect(times == [.number(1.5), .number(1.52), .number(1.54)])
         #expect(try JSONParser.member("absent", ofObjectAt: deferred.elements![0], in: bytes) == nil)
+        let checkedTimes = try deferred.elements!.map { try JSONParser.member("t", ofObjectAt: $0, in: bytes, checked: true) }
+        #expect(checkedTimes == times, "an object checked already: the same values, found without reading past the key")
+        // Unchecked, the rest of the object is read (and a second key refused); checked, the search stops at the first.
+        let doubled = Array(#"{"t":1,"t":2}"#.utf8)
+        #expect(throws: JSONParseError.self) { try JSONParser.member("t", ofObjectAt: 0..<doubled.count, in: doubled) }
+        #expect(try JSONParser.member("t", ofObjectAt: 0..<doubled.count, in: doubled, checked: true) == .number(1))
         // A key nested deeper, or a member of another name, is not deferred.
         #expect(try JSONParser.parse(Array(#"{"a":{"samples":[1]}}"#.utf8), deferring: "samples").deferred == nil)
     }

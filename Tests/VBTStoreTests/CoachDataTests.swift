@@ -160,7 +160,7 @@ struct CoachDataTests {
         var settings = StoreSettings()
         settings.path = path
         let store = try TrainingStore(settings: settings)
-        #expect(try store.appliedMigrations().last == "v7-coach-data")
+        #expect(try store.appliedMigrations().last == Schema.versions.last)
         #expect(try store.plan("old").items == [PlanItem(exercise: "squat", sets: 3, reps: 5, restS: 180, loadKg: 100)])
         #expect(try store.storedSet("s1").rpe == nil)
 

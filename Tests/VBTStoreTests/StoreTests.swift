@@ -131,6 +131,15 @@ struct MigrationTests {
                             mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, t_end, detector, src, seq, ts)
                         VALUES ('r1', 's1', 'rack-01', 'ana', 'squat', 100, 1, 0.7, 1.1, 0.72, 600, 0.85, 0.4, 0, 2, 'd', 'x/rep.rack-01', 1, 2)
                         """)
+                if version >= 2 {
+                    // Raw readings one a row, as v3-raw-samples kept them (numbered from an id other than 1, as after pruning).
+                    try db.execute(
+                        sql: """
+                            INSERT INTO samples (id, station, sensor, t, data) VALUES
+                                (41, 'rack-01', 'distance', 1.5, '{"t":1.5,"distance_mm":500}'),
+                                (42, 'rack-01', 'distance', 1.52, '{"t":1.52,"distance_mm":501.5}')
+                            """)
+                }
                 if version >= 1 {
                     try db.execute(
                         sql:
@@ -149,7 +158,15 @@ struct MigrationTests {
         let counts = try store.rowCounts()
         #expect(counts["reps"] == 1)
         #expect(counts["profiles"] == (version >= 1 ? 1 : 0))
-        #expect(counts["samples"] == 0, "the new table exists and is empty")
+        #expect(counts["samples"] == (version >= 2 ? 2 : 0), "the raw readings are kept, and counted without a scan")
+        let readings = try store.read { db in try Row.fetchAll(db, sql: "SELECT id, station, sensor, t, data FROM samples ORDER BY id") }
+        if version >= 2 {
+            #expect(readings.map { $0["id"] as Int64 } == [41, 42])
+            #expect(readings.map { $0["t"] as Double } == [1.5, 1.52])
+            #expect(readings.map { $0["data"] as String } == [#"{"t":1.5,"distance_mm":500}"#, #"{"t":1.52,"distance_mm":501.5}"#])
+        } else {
+            #expect(readings.isEmpty)
+        }
     }
 }
 
@@ -170,7 +187,9 @@ struct IngestTests {
         let first = try dump(store)
         #expect(first["reps"]?.count == 9)
         #expect(first["sets"]?.count == 2)
-        #expect(first["samples"]?.count == 32)
+        #expect(first["sample_batches"]?.count == 2, "a row per sample message")
+        #expect(try store.rowCounts()["samples"] == 32)
+        #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(DISTINCT id) FROM samples") } == 32, "a number per reading")
         #expect(first["sessions"]?.count == 1, "two sets 1000 s apart are one session")
 
         // Again, in the same process (in-memory progress) ...
@@ -485,13 +504,43 @@ struct RawReadingTests {
         let message = try bridge.message(SampleMessage(.imu(readings)), ts: 1_000)
         ingestor.enqueue(message)
         try ingestor.flush()
-        let stored = try store.read { db in try String.fetchAll(db, sql: "SELECT data FROM samples ORDER BY id") }
-        guard case .array(let sent)? = message.fields["samples"] else { Issue.record("no samples"); return }
-        #expect(stored.count == 16)
-        for (text, value) in zip(stored, sent) {
-            #expect(try JSONParser.parse(Array(text.utf8)) == value)
-            #expect(message.body.count > 0 && String(decoding: message.body, as: UTF8.self).contains(text))
+        let batch = try store.read { db in try String.fetchAll(db, sql: "SELECT data FROM sample_batches") }
+        let deferred = try #require(message.deferred)
+        #expect(batch == [String(decoding: message.body[deferred.range], as: UTF8.self)], "the array as the frame held it")
+        let stored = try store.read { db in try Row.fetchAll(db, sql: "SELECT t, data FROM samples ORDER BY id") }
+        guard case .object(let whole) = try JSONParser.parse(message.body), case .array(let sent)? = whole["samples"] else {
+            Issue.record("no samples")
+            return
         }
+        #expect(stored.count == 16)
+        for (row, value) in zip(stored, sent) {
+            let text: String = row["data"]
+            #expect(try JSONParser.parse(Array(text.utf8)) == value)
+            #expect(String(decoding: message.body, as: UTF8.self).contains(text), "each reading as sent")
+            guard case .object(let reading) = value else { Issue.record("a reading that is no object"); continue }
+            #expect(reading["t"] == .number(row["t"]))
+        }
+    }
+
+    @Test("a reading without a usable time is left out; the message's others are stored as an array of their own")
+    func withoutTime() throws {
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
+        let body =
+            #"{"v":1,"type":"sample","station":"rack-1","src":"b/sample.rack-1","seq":1,"ts":10,"sensor":"distance","samples":[{"t":1.5,"distance_mm":500},{"distance_mm":501},{"t":"soon","distance_mm":502},{"t":1.54,"distance_mm":503}]}"#
+        let message = try decodeMessage(topic: Array("sample.rack-1".utf8), body: Array(body.utf8))
+        ingestor.enqueue(message)
+        try ingestor.flush()
+        let rows = try store.read { db in try Row.fetchAll(db, sql: "SELECT id, t, n, data FROM sample_batches") }
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        let data: String = row["data"], n: Int = row["n"], id: Int64 = row["id"], t: Double = row["t"]
+        #expect(data == #"[{"t":1.5,"distance_mm":500},{"t":1.54,"distance_mm":503}]"#)
+        #expect(n == 2)
+        #expect(id == 2, "the number of its last reading")
+        #expect(t == 1.54, "its latest reading's time")
+        #expect(ingestor.counters.sampleRows == 2)
+        #expect(try store.rowCounts()["samples"] == 2)
     }
 }
 
