@@ -374,8 +374,11 @@ def fingerprint(db: Path) -> tuple | None:
         with connect(db) as conn:
             if not table_exists(conn, "source_holes"):
                 return None
+            # Raw readings by their rows' counts (the view samples would unpack every row's JSON).
+            readings = ("SELECT coalesce(sum(n), 0) FROM sample_batches" if table_exists(conn, "sample_batches")
+                        else "SELECT count(*) FROM samples")
             return tuple(conn.execute(sql).fetchone()[0] for sql in [
-                "SELECT count(*) FROM samples", "SELECT count(*) FROM reps", "SELECT count(*) FROM sets",
+                readings, "SELECT count(*) FROM reps", "SELECT count(*) FROM sets",
                 "SELECT count(*) FROM sets WHERE ended_ts IS NULL", "SELECT count(*) FROM rejected",
                 "SELECT count(*) FROM posture_changes", "SELECT count(*) FROM alerts",
                 "SELECT count(*) FROM source_holes", "SELECT coalesce(sum(last_seq), 0) FROM sources"])
