@@ -146,8 +146,8 @@ struct IMUTracker: Sendable, Codable {
 
     init(settings: DetectorSettings) { self.settings = settings }
 
-    /// The lowest the bar has been after `t` (nil: it has not moved since).
-    func lowest(after t: Double) -> Double? { lowestHeight(after: t, in: heights) }
+    /// The lowest the bar has been after `lowest.after` (nil: it has not moved since), brought up to date.
+    func lowest(_ lowest: inout LowestHeight) -> Double? { lowest.update(heights) }
 
     mutating func feed(
         t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,

@@ -93,12 +93,28 @@ protocol TimedHeight {
     var m: Double { get }
 }
 
-/// The lowest of `points` (in time order) after `t`; nil when none is.
-func lowestHeight<Points: BidirectionalCollection>(after t: Double, in points: Points) -> Double? where Points.Element: TimedHeight {
-    var low: Double?
-    for point in points.reversed() {
-        guard point.t > t else { break }
-        low = min(low ?? point.m, point.m)
+/// The lowest bar height after a time, kept up to date as readings come: each look reads
+/// only the points added since the one before. (Read back to the time at every reading, a
+/// rise waiting up to 20 s for its lowering cost up to a thousand points a reading: a seventh
+/// of the rep detector's time; issue 17.) Points come in time order and are only appended.
+struct LowestHeight: Sendable, Equatable {
+    /// Points after this time count.
+    let after: Double
+    /// The newest point looked at.
+    private var seen = -Double.infinity
+    /// The lowest so far; nil while no point after `after` has come.
+    private(set) var low: Double?
+
+    init(after t: Double) { after = t }
+
+    /// Folds in the points of `points` (in time order) newer than the last look's; returns the lowest.
+    mutating func update<Points: BidirectionalCollection>(_ points: Points) -> Double? where Points.Element: TimedHeight {
+        let since = max(after, seen)
+        for point in points.reversed() {
+            guard point.t > since else { break }
+            low = min(low ?? point.m, point.m)
+        }
+        if let newest = points.last?.t, newest > seen { seen = newest }
+        return low
     }
-    return low
 }

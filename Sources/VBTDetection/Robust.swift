@@ -110,11 +110,18 @@ struct SpikeGate: Sendable, Codable, Equatable {
     }
 
     /// The velocity of `readings` over their last `span` seconds, when two or more span it.
+    /// Fitted where they lie, with no array made: it runs two or three times a reading.
     private static func velocity(_ readings: [Reading], over span: Double = 0.1) -> Double? {
         guard let last = readings.last else { return nil }
-        let recent = readings.filter { last.t - $0.t <= span }
-        guard recent.count >= 2, let first = recent.first, last.t > first.t else { return nil }
-        return regressionSlope(recent.map(\.t)[...], recent.map(\.m)[...])
+        let recent = readings.lazy.filter { last.t - $0.t <= span }
+        var count = 0
+        var first: Reading?
+        for reading in recent {
+            if first == nil { first = reading }
+            count += 1
+        }
+        guard count >= 2, let first, last.t > first.t else { return nil }
+        return LineFit(recent.map { ($0.t, $0.m) }).slope
     }
 
     /// Where the held readings predict the next: their last moved on by their

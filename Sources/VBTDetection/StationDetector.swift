@@ -196,6 +196,9 @@ public struct StationDetector: Sendable, Codable {
     private var openSet: OpenSet?
     /// A rise waiting for what follows it (see `returnShare`).
     private var pending: Pending?
+    /// How low the bar has gone since the pending rise's peak, kept between readings. Not
+    /// checkpointed: a restored station looks back over its points once.
+    private var pendingLow: PendingLow?
     /// The athlete's ROM learned from accepted reps, per exercise.
     private var learnedRomMm: [String: Double] = [:]
     /// How uncertain each learned ROM is (the sensor's, one standard deviation, mm).
@@ -252,7 +255,12 @@ public struct StationDetector: Sendable, Codable {
         for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
             out += consider(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
-        if let waiting = pending, let low = distance.lowest(after: waiting.candidate.peakT) { out += resolvePending(lowest: low, at: t) }
+        if let waiting = pending {
+            var lowest = lowestSince(waiting, sensor: .distance)
+            let low = distance.lowest(&lowest.height)
+            pendingLow = lowest
+            if let low { out += resolvePending(lowest: low, at: t) }
+        }
         return out
     }
 
@@ -269,8 +277,27 @@ public struct StationDetector: Sendable, Codable {
         for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
             out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"))
         }
-        if let waiting = pending, let low = imu.lowest(after: waiting.candidate.peakT) { out += resolvePending(lowest: low, at: t) }
+        if let waiting = pending {
+            var lowest = lowestSince(waiting, sensor: .imu)
+            let low = imu.lowest(&lowest.height)
+            pendingLow = lowest
+            if let low { out += resolvePending(lowest: low, at: t) }
+        }
         return out
+    }
+
+    /// The lowest height since the pending rise's peak as last looked at by `sensor`'s
+    /// tracker, or a fresh look for a new rise or another sensor.
+    private func lowestSince(_ waiting: Pending, sensor: PendingLow.Sensor) -> PendingLow {
+        if let known = pendingLow, known.sensor == sensor, known.height.after == waiting.candidate.peakT { return known }
+        return PendingLow(sensor: sensor, height: LowestHeight(after: waiting.candidate.peakT))
+    }
+
+    /// How low the bar has gone since the pending rise's peak, by the tracker that reads it.
+    struct PendingLow: Sendable, Equatable {
+        enum Sensor: Sendable { case distance, imu }
+        var sensor: Sensor
+        var height: LowestHeight
     }
 
     // MARK: Rep or another movement
@@ -553,8 +580,8 @@ struct DistanceTracker: Sendable, Codable {
         return found
     }
 
-    /// The lowest the bar has been after `t` (nil: no reading since).
-    func lowest(after t: Double) -> Double? { lowestHeight(after: t, in: points) }
+    /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.
+    func lowest(_ lowest: inout LowestHeight) -> Double? { lowest.update(points) }
 
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m

@@ -60,3 +60,33 @@ struct WindowTests {
         #expect(Array(try JSONDecoder().decode(ChunkedWindow<Int>.self, from: encoded)) == Array(130..<500))
     }
 }
+
+@Suite("The lowest height since a time, kept up to date")
+struct LowestHeightTests {
+    /// Heights appended a few at a time (and old ones dropped, never past `after`), each look
+    /// checked against reading back over everything after `after`, as it was done before.
+    @Test("each look finds what reading back over every point after the time finds")
+    func likeAScan() {
+        var random = SeededGenerator(seed: 29)
+        for _ in 0..<50 {
+            var points = ChunkedWindow<IMUTracker.Height>()
+            var t = 0.0
+            for _ in 0..<Int.random(in: 0...40, using: &random) {
+                t += 0.02
+                points.append(IMUTracker.Height(t: t, m: Double.random(in: 0...1, using: &random)))
+            }
+            let after = t - Double.random(in: 0...0.5, using: &random)
+            var lowest = LowestHeight(after: after)
+            for _ in 0..<60 {
+                for _ in 0..<Int.random(in: 0...5, using: &random) {
+                    t += 0.02
+                    points.append(IMUTracker.Height(t: t, m: Double.random(in: -1...2, using: &random)))
+                }
+                let drop = points.firstIndex { $0.t > after - 0.1 } ?? 0
+                if Bool.random(using: &random) { points.removeFirst(drop) }
+                let scanned = points.filter { $0.t > after }.map(\.m).min()
+                #expect(lowest.update(points) == scanned)
+            }
+        }
+    }
+}
