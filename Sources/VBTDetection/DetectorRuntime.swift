@@ -132,8 +132,10 @@ public final class DetectorRuntime {
             transport: transport,
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             logger: logger)
-        // Most samples' readings are the detector's: built as they are received, in one pass.
-        subscriber.samples = .built
+        // Readings are checked as they are received and built only when used: the bar IMU's
+        // are not while the laser speaks (most of the bytes of a station with both: issue 17),
+        // nor are posture readings.
+        subscriber.samples = .checked
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -290,7 +292,7 @@ public final class DetectorRuntime {
     }
 
     /// What the heartbeat says of the input: the subscriber's counters and what recovery could not fetch.
-    private var inputCounters: InputCounters {
+    var inputCounters: InputCounters {
         var counters = subscriber.stats.totals
         counters.lost = input.counters.lost
         return counters
@@ -410,28 +412,36 @@ public final class DetectorRuntime {
         } else if message.field("sensor") == .string(SampleMessage.postureSensor) {
             // Not the detector's (StationDetector.feed): not decoded into readings.
         } else {
-            do {
-                let sample = try message.payload(as: SampleMessage.self)
-                // A reading time far from when it was sent (a broken clock, a bad
-                // replay) would stall the station or worse: such readings are skipped.
-                let ts = message.envelope.ts
-                func sane(_ t: Double) -> Bool {
-                    guard abs(t - ts) <= Self.maxReadingSkewS else {
-                        badTimes += 1
-                        if badTimes == 1 || badTimes % 1000 == 0 {
-                            logger.warning(
-                                "readings with implausible times skipped",
-                                metadata: ["station": "\(station)", "t": "\(t)", "ts": "\(ts)", "count": "\(badTimes)"])
-                        }
-                        return false
+            // A reading time far from when it was sent (a broken clock, a bad
+            // replay) would stall the station or worse: such readings are skipped.
+            let ts = message.envelope.ts
+            func sane(_ t: Double) -> Bool {
+                guard abs(t - ts) <= Self.maxReadingSkewS else {
+                    badTimes += 1
+                    if badTimes == 1 || badTimes % 1000 == 0 {
+                        logger.warning(
+                            "readings with implausible times skipped",
+                            metadata: ["station": "\(station)", "t": "\(t)", "ts": "\(ts)", "count": "\(badTimes)"])
                     }
-                    return true
+                    return false
                 }
-                outputs = detector.feed(sample.readings, usable: sane)
-                inputT = sample.readings.times.max()
-            } catch {
-                // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
-                subscriber.countMalformed(error, topic: message.topic)
+                return true
+            }
+            if message.field("sensor") == .string(SampleMessage.imuSensor), let times = Self.readingTimes(message),
+                !times.contains(where: detector.usesIMU(at:))
+            {
+                // The laser speaks at this station: of the IMU's readings only their times count.
+                outputs = detector.feedUnusedIMU(times: times.filter(sane))
+                inputT = times.max()
+            } else {
+                do {
+                    let sample = try message.payload(as: SampleMessage.self)
+                    outputs = detector.feed(sample.readings, usable: sane)
+                    inputT = sample.readings.times.max()
+                } catch {
+                    // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
+                    subscriber.countMalformed(error, topic: message.topic)
+                }
             }
         }
         detectors[station] = detector
@@ -447,6 +457,20 @@ public final class DetectorRuntime {
         }
         // The answer after what the command made (a set's end before "done").
         if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
+    }
+
+    /// The times of a sample message's readings, read from the checked frame without building
+    /// the readings; nil when one has no numeric `t` (the message then goes the long way, and
+    /// is refused there).
+    static func readingTimes(_ message: BusMessage) -> [Double]? {
+        guard let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements else { return nil }
+        var times: [Double] = []
+        times.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: message.body, checked: true) else { return nil }
+            times.append(t)
+        }
+        return times
     }
 
     private func newDetector(_ station: String) -> StationDetector {

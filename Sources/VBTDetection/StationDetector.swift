@@ -264,6 +264,21 @@ public struct StationDetector: Sendable, Codable {
         return out
     }
 
+    /// Whether an IMU reading at `t` would be used: only while no laser has spoken for 2 s.
+    public func usesIMU(at t: Double) -> Bool { t - lastDistanceT > 2 }
+
+    /// What feeding IMU readings at `times` does while the laser speaks (`usesIMU` false for
+    /// each; their values are not used): the station's reading time moves on, and a set idle
+    /// long enough ends. The runtime then need not build the readings (issue 17).
+    public mutating func feedUnusedIMU(times: [Double]) -> [DetectorOutput] {
+        var out: [DetectorOutput] = []
+        for t in times {
+            out += closeIdleSet(at: t)
+            lastReadingT = max(lastReadingT, t)
+        }
+        return out
+    }
+
     /// Feeds one IMU reading (used only while no laser speaks at the station):
     /// acceleration in any units, the gyro in degrees per second when sent,
     /// roll and pitch when the sensor computes them.

@@ -228,6 +228,8 @@ public struct SampleMessage: BusPayload, Equatable {
 
     /// The `sensor` field of a posture wearable's readings.
     public static let postureSensor = Readings.posture([]).sensor
+    /// The `sensor` of bar IMU readings.
+    public static let imuSensor = Readings.imu([]).sensor
 
     /// The readings, all from one kind of sensor.
     public enum Readings: Sendable, Equatable {

@@ -249,6 +249,64 @@ struct DetectorRuntimeTests {
         #expect(try decodeMessage(topic: frames.topic, body: frames.body).payload(as: RepMessage.self) == rep)
     }
 
+    /// A station's laser and bar IMU as a bridge sends them: 5 readings a message each,
+    /// interleaved by time; the laser goes quiet from `laserUntil` on.
+    static func bothSensors(station: String, laserUntil: Double) -> [SampleMessage] {
+        var config = SimulationConfig()
+        config.station = station
+        config.sets = 2
+        config.repsPerSet = 4
+        config.restS = 6
+        var sensors = SimulatedSensors(config)
+        let origin = 1_763_812_345.0
+        var messages: [(t: Double, message: SampleMessage)] = []
+        var distance: [SampleMessage.DistanceReading] = [], imu: [SampleMessage.IMUReading] = []
+        var t = 0.0
+        while t <= sensors.timeline.duration {
+            if t < laserUntil, Int((t * 100).rounded()) % 2 == 0 { distance.append(sensors.distance(at: t, wallOrigin: origin)) }
+            imu.append(sensors.imu(at: t, wallOrigin: origin))
+            if distance.count == 5 {
+                messages.append((distance[4].t, SampleMessage(.distance(distance))))
+                distance.removeAll()
+            }
+            if imu.count == 5 {
+                messages.append((imu[4].t, SampleMessage(.imu(imu))))
+                imu.removeAll()
+            }
+            t += 0.01
+        }
+        return messages.sorted { $0.t < $1.t }.map(\.message)
+    }
+
+    @Test(
+        "a bar IMU's readings not built while the laser speaks: the reps are those of the station's detector fed every reading",
+        arguments: [1_000.0, 12.0])
+    func imuUnbuiltWhileTheLaserSpeaks(laserUntil: Double) throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Self.logger)
+        let player = try Publisher(transport: bus, program: "test")
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        try bus.heartbeat()
+        let messages = Self.bothSensors(station: "both-1", laserUntil: laserUntil)
+        var reference = StationDetector(station: "both-1")
+        var expected: [DetectedRep] = []
+        var received: [RepMessage] = []
+        for message in messages {
+            for case .rep(let rep) in reference.feed(message.readings) { expected.append(rep) }
+            try player.publish(message, station: "both-1", ts: message.readings.times.max() ?? 0)
+            bus.manualClock.advance(0.05)
+            for _ in 0..<100 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+            while let rep = try reps.next(timeoutMs: 0) { received.append(try rep.payload(as: RepMessage.self)) }
+        }
+        #expect(expected.count >= 6, "the session's reps are found")
+        #expect(received.map(\.repId) == expected.map(\.repId))
+        #expect(received.map(\.meanVelocityMps) == expected.map(\.measurement.meanVelocityMps))
+        #expect(received.map(\.sensor) == expected.map(\.sensor))
+        if laserUntil < 100 { #expect(Set(expected.map(\.sensor)) == ["distance", "imu"], "the IMU counts once the laser is quiet") }
+        #expect(runtime.inputCounters.malformed == 0)
+    }
+
     @Test("one detector alone counts every rep of the session")
     func alone() throws {
         #expect(try Self.baseline.get().reps.count == Self.session.reps)
