@@ -153,7 +153,8 @@ public final class Ingestor {
             if error.kind == .constraint || error.kind == .other, batch.count > 1 { return try isolate() }
             throw error
         }
-        pending.removeAll(keepingCapacity: true)
+        // A backlog's queue is not kept at its size (it was a hundred thousand messages at a stall of the disk).
+        pending.removeAll(keepingCapacity: batch.count < 20_000)
         for (src, progress) in result.progress {
             lastSeq[src] = progress.lastSeq
             // Written above what was dropped from memory: the dropped ones are a hole now.
