@@ -255,12 +255,7 @@ public struct StationDetector: Sendable, Codable {
         for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
             out += consider(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
-        if let waiting = pending {
-            var lowest = lowestSince(waiting, sensor: .distance)
-            let low = distance.lowest(&lowest.height)
-            pendingLow = lowest
-            if let low { out += resolvePending(lowest: low, at: t) }
-        }
+        out += resolvePending(by: .distance, at: t)
         return out
     }
 
@@ -288,24 +283,24 @@ public struct StationDetector: Sendable, Codable {
     ) -> [DetectorOutput] {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
-        guard t - lastDistanceT > 2 else { return out }
+        guard usesIMU(at: t) else { return out }
         for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
             out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"))
         }
-        if let waiting = pending {
-            var lowest = lowestSince(waiting, sensor: .imu)
-            let low = imu.lowest(&lowest.height)
-            pendingLow = lowest
-            if let low { out += resolvePending(lowest: low, at: t) }
-        }
+        out += resolvePending(by: .imu, at: t)
         return out
     }
 
-    /// The lowest height since the pending rise's peak as last looked at by `sensor`'s
-    /// tracker, or a fresh look for a new rise or another sensor.
-    private func lowestSince(_ waiting: Pending, sensor: PendingLow.Sensor) -> PendingLow {
-        if let known = pendingLow, known.sensor == sensor, known.height.after == waiting.candidate.peakT { return known }
-        return PendingLow(sensor: sensor, height: LowestHeight(after: waiting.candidate.peakT))
+    /// Judges the pending rise by how low the bar has gone since its peak, as `sensor`'s
+    /// tracker saw it: from where the last look stopped, unless the rise or the sensor is new.
+    private mutating func resolvePending(by sensor: PendingLow.Sensor, at t: Double) -> [DetectorOutput] {
+        guard let waiting = pending else { return [] }
+        var lowest = PendingLow(sensor: sensor, height: LowestHeight(after: waiting.candidate.peakT))
+        if let known = pendingLow, known.sensor == sensor, known.height.after == waiting.candidate.peakT { lowest = known }
+        let low = sensor == .distance ? distance.lowest(&lowest.height) : imu.lowest(&lowest.height)
+        pendingLow = lowest
+        guard let low else { return [] }
+        return resolvePending(lowest: low, at: t)
     }
 
     /// How low the bar has gone since the pending rise's peak, by the tracker that reads it.
