@@ -403,13 +403,14 @@ public final class DetectorRuntime {
         var outputs: [DetectorOutput] = []
         var inputT: Double?
         var ack: AckMessage?
+        let sensor = message.field("sensor")
         if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else {
                 detectors[station] = kept
                 return
             }
             (outputs, ack) = apply(command, to: &detector)
-        } else if message.field("sensor") == .string(SampleMessage.postureSensor) {
+        } else if sensor == .string(SampleMessage.postureSensor) {
             // Not the detector's (StationDetector.feed): not decoded into readings.
         } else {
             // A reading time far from when it was sent (a broken clock, a bad
@@ -427,7 +428,7 @@ public final class DetectorRuntime {
                 }
                 return true
             }
-            if message.field("sensor") == .string(SampleMessage.imuSensor), let times = Self.readingTimes(message),
+            if sensor == .string(SampleMessage.imuSensor), let times = Self.readingTimes(message),
                 !times.contains(where: detector.usesIMU(at:))
             {
                 // The laser speaks at this station: of the IMU's readings only their times count.

@@ -35,6 +35,9 @@ public final class Ingestor {
     /// from their producer's journal once the database is back. Memory stays
     /// bounded however long the disk is full.
     public var maxPending = 50_000
+    /// A batch at least this big was a backlog (the disk stalled, or the loop fell behind): the
+    /// queue is not kept at its size, and the recorder gives back the memory that held it.
+    public static let backlogMessages = 20_000
     /// Per stream, the lowest seq dropped from memory that is not yet a hole in the database.
     private var shedFrom: [String: UInt64] = [:]
 
@@ -154,7 +157,7 @@ public final class Ingestor {
             throw error
         }
         // A backlog's queue is not kept at its size (it was a hundred thousand messages at a stall of the disk).
-        pending.removeAll(keepingCapacity: batch.count < 20_000)
+        pending.removeAll(keepingCapacity: batch.count < Self.backlogMessages)
         for (src, progress) in result.progress {
             lastSeq[src] = progress.lastSeq
             // Written above what was dropped from memory: the dropped ones are a hole now.
@@ -437,17 +440,19 @@ public final class Ingestor {
             return nil
         }
         var latest = -Double.infinity
-        var kept: [Range<Int>] = []
-        kept.reserveCapacity(slices.count)
-        for slice in slices {
+        // The readings kept, once one is left out (else all of them, and no array is made).
+        var some: [Range<Int>]?
+        for (index, slice) in slices.enumerated() {
             // The frame was checked whole when it was received: the search stops at `t`.
             guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
-                whole = nil
+                if some == nil { some = Array(slices[..<index]) }
                 continue
             }
             latest = max(latest, t)
-            kept.append(slice)
+            some?.append(slice)
         }
+        if some != nil { whole = nil }
+        let kept = some ?? slices
         guard !kept.isEmpty else { return 0 }
         let statement = try db.cachedStatement(sql: "INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES (?, ?, ?, ?, ?, ?)")
         let handle = statement.sqliteStatement

@@ -46,8 +46,6 @@ public final class RecorderRuntime {
     private var retryDelay: Double
     private var failure: StoreError?
     private var nextPrune = 0.0
-    /// A batch at least this big was a backlog: the memory that held it is given back after it is written.
-    static let backlogMessages = 20_000
     /// Not before this (monotonic s): at most one trim every 30 s.
     private var nextTrim = 0.0
     /// Where each station was last heard; written to the registry every `sightingsIntervalS`.
@@ -188,7 +186,7 @@ public final class RecorderRuntime {
     private func flush() {
         do {
             let written = try ingestor.flush()
-            if written >= Self.backlogMessages, clock.monotonicSeconds() >= nextTrim {
+            if written >= Ingestor.backlogMessages, clock.monotonicSeconds() >= nextTrim {
                 // A backlog was written (the disk stalled, or the loop fell behind): what held it is free
                 // now, and without this stays resident at its peak (HeapTrim).
                 nextTrim = clock.monotonicSeconds() + 30

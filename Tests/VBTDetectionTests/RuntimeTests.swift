@@ -25,6 +25,17 @@ struct DetectorRuntimeTests {
         return try DetectorRuntime(transport: bus, queryEndpoint: "memory", options: options, logger: logger)
     }
 
+    /// A detector on an in-memory bus, a subscriber to its reps, and a publisher to feed it (the bus's first heartbeat sent).
+    static func withRepSubscriber() throws -> (MemoryBus, Subscriber, Publisher, DetectorRuntime, TemporaryDirectory) {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: logger)
+        let player = try Publisher(transport: bus, program: "test")
+        let runtime = try detector(bus, takeover: false, dir: dir)
+        try bus.heartbeat()
+        return (bus, reps, player, runtime, dir)
+    }
+
     /// Plays the session (one 0.1 s message per 0.1 s of the clock); before
     /// the messages numbered in `swapsAt` a new detector starts with
     /// `--takeover` while the stream goes on. Returns the rep stream.
@@ -221,12 +232,8 @@ struct DetectorRuntimeTests {
 
     @Test("each rep names the last reading of the message that let it be counted (t_input), never before its t_end")
     func repsNameTheirCompletingMessage() throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Self.logger)
-        let player = try Publisher(transport: bus, program: "test")
-        let runtime = try Self.detector(bus, takeover: false, dir: dir)
-        try bus.heartbeat()
+        let (bus, reps, player, runtime, dir) = try Self.withRepSubscriber()
+        _ = dir  // kept until the test ends: the detector's patterns file is in it
         var checked = 0
         for message in Self.session.messages {
             try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
@@ -282,12 +289,8 @@ struct DetectorRuntimeTests {
         "a bar IMU's readings not built while the laser speaks: the reps are those of the station's detector fed every reading",
         arguments: [1_000.0, 12.0])
     func imuUnbuiltWhileTheLaserSpeaks(laserUntil: Double) throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Self.logger)
-        let player = try Publisher(transport: bus, program: "test")
-        let runtime = try Self.detector(bus, takeover: false, dir: dir)
-        try bus.heartbeat()
+        let (bus, reps, player, runtime, dir) = try Self.withRepSubscriber()
+        _ = dir  // kept until the test ends: the detector's patterns file is in it
         let messages = Self.bothSensors(station: "both-1", laserUntil: laserUntil)
         var reference = StationDetector(station: "both-1")
         var expected: [DetectedRep] = []
