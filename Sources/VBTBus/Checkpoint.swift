@@ -82,50 +82,49 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
 
 extension ConsumerCheckpoint: Sendable where State: Sendable {}
 
-/// Writes a consumer's checkpoints on a queue of its own, so its loop never
-/// waits for the encoding or the disk: the loop hands over a snapshot (its
-/// state is values, so the snapshot is a copy-on-write reference, not a
-/// copy) and goes on. A thousand stations' detector state takes a second to
-/// write; at nine, the fsync alone was the slowest reps' wait (issue 17).
-/// Only the newest checkpoint matters: one handed over while another is
-/// being written replaces any still waiting.
+/// Runs a consumer's file writes on a thread of its own, so its loop never
+/// waits for the encoding or the disk: the loop hands over a job that holds
+/// a snapshot (the state is values, so a snapshot is a copy-on-write
+/// reference, not a copy) and goes on. Only the newest job matters: one
+/// handed over while another runs replaces any still waiting. The thread is
+/// started when a job comes and ends when none is left.
 ///
-/// The writing thread runs in the background (`runThreadInBackground`): at a
-/// thousand stations it wrote 90 MB in bursts of a core for most of a second
-/// while the two cores were the bus's and the consumers', and every rep in
-/// the burst waited (issue 17). Behind them it takes the time they leave,
-/// and the loop waits longer for the next (`lastDurationS`).
-public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sendable {
-    /// The file written.
-    public let file: CheckpointFile
+/// The rep-detector's learned patterns went to disk on its loop, and the
+/// fsync under the recorder's writes stalled the loop for milliseconds at a
+/// thousand stations: the slowest reps waited for it (issue 17).
+public final class BackgroundWriter: @unchecked Sendable {
+    /// The thread's name.
+    public let name: String
+    private let background: Bool
     private let condition = NSCondition()
-    private var next: ConsumerCheckpoint<[Element]>?
+    private var next: (@Sendable () throws -> Void)?
     private var running = false
     private var failure: String?
     private var lastDuration = 0.0
 
-    /// A writer of `file`.
-    public init(file: CheckpointFile) { self.file = file }
+    /// A writer whose thread is called `name`; `background` runs it under
+    /// SCHED_IDLE (`runThreadInBackground`), for jobs that take a core for long.
+    public init(name: String, background: Bool) { (self.name, self.background) = (name, background) }
 
-    /// Hands `checkpoint` over to be written, and returns at once.
-    public func submit(_ checkpoint: ConsumerCheckpoint<[Element]>) {
+    /// Hands `job` over to be run, and returns at once.
+    public func submit(_ job: @escaping @Sendable () throws -> Void) {
         condition.lock()
         defer { condition.unlock() }
-        next = checkpoint
+        next = job
         guard !running else { return }
         running = true
         let thread = Thread { [self] in
-            runThreadInBackground()
+            if background { runThreadInBackground() }
             drain()
         }
-        thread.name = "vbt.checkpoint"
+        thread.name = name
         thread.start()
     }
 
     private func drain() {
         while true {
             condition.lock()
-            guard let checkpoint = next else {
+            guard let job = next else {
                 running = false
                 condition.broadcast()
                 condition.unlock()
@@ -135,7 +134,7 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
             condition.unlock()
             let started = DispatchTime.now().uptimeNanoseconds
             var failed: String?
-            do { try checkpoint.write(to: file) } catch { failed = "\(error)" }
+            do { try job() } catch { failed = "\(error)" }
             condition.lock()
             lastDuration = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             if let failed { failure = failed }
@@ -143,21 +142,21 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
         }
     }
 
-    /// Waits until every checkpoint handed over is written (or has failed).
+    /// Waits until every job handed over has run (or has failed).
     public func wait() {
         condition.lock()
         while running { condition.wait() }
         condition.unlock()
     }
 
-    /// How long the last write took, seconds.
+    /// How long the last job took, seconds.
     public var lastDurationS: Double {
         condition.lock()
         defer { condition.unlock() }
         return lastDuration
     }
 
-    /// Why the last failed write failed, once; nil when none has since asked.
+    /// Why the last failed job failed, once; nil when none has since asked.
     public func takeFailure() -> String? {
         condition.lock()
         defer { condition.unlock() }
@@ -166,10 +165,43 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
     }
 }
 
+/// Writes a consumer's checkpoints with a `BackgroundWriter`. A thousand
+/// stations' detector state takes a second to write; at nine, the fsync
+/// alone was the slowest reps' wait (issue 17).
+///
+/// The writing thread runs in the background (`runThreadInBackground`): at a
+/// thousand stations it wrote 90 MB in bursts of a core for most of a second
+/// while the two cores were the bus's and the consumers', and every rep in
+/// the burst waited (issue 17). Behind them it takes the time they leave,
+/// and the loop waits longer for the next (`lastDurationS`).
+public final class CheckpointWriter<Element: Codable & Sendable>: Sendable {
+    /// The file written.
+    public let file: CheckpointFile
+    private let writer = BackgroundWriter(name: "vbt.checkpoint", background: true)
+
+    /// A writer of `file`.
+    public init(file: CheckpointFile) { self.file = file }
+
+    /// Hands `checkpoint` over to be written, and returns at once.
+    public func submit(_ checkpoint: ConsumerCheckpoint<[Element]>) {
+        writer.submit { [file] in try checkpoint.write(to: file) }
+    }
+
+    /// Waits until every checkpoint handed over is written (or has failed).
+    public func wait() { writer.wait() }
+
+    /// How long the last write took, seconds.
+    public var lastDurationS: Double { writer.lastDurationS }
+
+    /// Why the last failed write failed, once; nil when none has since asked.
+    public func takeFailure() -> String? { writer.takeFailure() }
+}
+
 /// A consumer's checkpoint: one file written whole and durably (a temporary
 /// file, fsync, rename over the old one, fsync of the folder), so a crash or
 /// a power cut leaves the previous checkpoint or the new one, never part of
-/// one. Written by hand because Foundation's atomic write does not fsync.
+/// one. Written by hand because Foundation's atomic write takes the whole file
+/// at once (a big checkpoint is written in pieces) and does not fsync the folder.
 public struct CheckpointFile: Sendable {
     /// The file.
     public let path: String

@@ -127,6 +127,7 @@ public final class Forwarder {
                     }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
+                    ThreadPriority.keep()
                     try sendHeartbeat()
                     nextHeartbeat = monotonicSeconds() + configuration.heartbeatIntervalS
                 }

@@ -7,12 +7,18 @@ import VBTWire
 
 /// Runs `body` on a new dedicated thread and waits for it without blocking
 /// the cooperative pool. ZeroMQ sockets created inside `body` stay on that
-/// thread for their whole life (the model in ZeroMQ.swift).
+/// thread for their whole life (the model in ZeroMQ.swift). The thread runs
+/// at the program's niceness (`ThreadPriority`), not the pool's.
 public func runOnDedicatedThread<T: Sendable>(
     name: String, _ body: @escaping @Sendable () throws -> T
 ) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread {
+            if !ThreadPriority.adopt() {
+                Logger(label: name).warning(
+                    "the loop runs at the pool's niceness, not the one the program was started with",
+                    metadata: ["nice": "\(ThreadPriority.started)", "fix": "a raise needs LimitNICE= in the unit (deploy/README.md, Priorities)"])
+            }
             do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
         }
         thread.name = name

@@ -220,13 +220,15 @@ public struct HeartbeatSchedule {
         (self.role, self.name, self.intervalS) = (role, name, intervalS)
     }
 
-    /// Publishes when due; `inputs` is only evaluated then.
+    /// Publishes when due; `inputs` is only evaluated then. Threads started
+    /// since the last heartbeat are given the program's niceness (`ThreadPriority.keep`).
     public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil) throws {
         let now = publisher.clock.monotonicSeconds()
         let started = self.started ?? now
         self.started = started
         guard now >= next else { return }
         next = now + intervalS
+        ThreadPriority.keep()
         var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs())
         if let replay { message.replay = publisher.replayOffer(endpoint: replay.endpoint) }
         message.subscribes = subscribes

@@ -97,6 +97,8 @@ public final class DetectorRuntime {
     private var checkpointDue = 0.0
     /// A pattern was learned since the patterns file was last written.
     private var patternsUnsaved = false
+    /// Writes the patterns file off the loop: its fsync, behind the recorder's writes, stalled the loop.
+    private let patternsWriter = BackgroundWriter(name: "vbt.patterns", background: false)
     /// The library's patterns, as given to each station, and the version they are (`libraryChanged`).
     private var sharedPatterns: [RepPattern] = []
     private var patternsVersion = 0
@@ -228,6 +230,7 @@ public final class DetectorRuntime {
         logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
         defer {
             savePatterns()
+            finishPatterns()
             finishCheckpoints()
         }
         while !stop.isSet, !isFinished { try step() }
@@ -325,7 +328,10 @@ public final class DetectorRuntime {
         }
     }
 
-    deinit { finishCheckpoints() }
+    deinit {
+        finishPatterns()
+        finishCheckpoints()
+    }
 
     // MARK: Messages
 
@@ -550,11 +556,25 @@ public final class DetectorRuntime {
 
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
+    /// Hands the library to the patterns writer when a pattern was learned
+    /// (the file is written on its thread; a failed write is logged and retried
+    /// with the next housekeeping).
     private func savePatterns() {
+        if let failure = patternsWriter.takeFailure() {
+            logger.error("patterns not saved; retrying", metadata: ["path": "\(options.patternsPath ?? "")", "error": "\(failure)"])
+            patternsUnsaved = options.patternsPath != nil
+        }
         guard patternsUnsaved, let path = options.patternsPath else { return }
         patternsUnsaved = false
-        do { try library.save(path: path) } catch {
-            logger.error("patterns not saved", metadata: ["path": "\(path)", "error": "\(error)"])
+        let library = self.library
+        patternsWriter.submit { try library.save(path: path) }
+    }
+
+    /// Waits until the patterns handed over are written: before this process ends (and in tests).
+    func finishPatterns() {
+        patternsWriter.wait()
+        if let failure = patternsWriter.takeFailure() {
+            logger.error("patterns not saved", metadata: ["path": "\(options.patternsPath ?? "")", "error": "\(failure)"])
         }
     }
 

@@ -58,6 +58,41 @@ struct CheckpointTests {
         #expect(lost.takeFailure() == nil)
     }
 
+    @Test("the background writer: submit returns while a job runs, a job waiting is replaced by a newer one, wait waits for the last")
+    func backgroundWriter() throws {
+        final class Log: @unchecked Sendable {
+            let lock = NSCondition()
+            var ran: [Int] = []
+            var release = false
+        }
+        let log = Log()
+        let writer = BackgroundWriter(name: "vbt.test", background: false)
+        @Sendable func job(_ number: Int) -> @Sendable () throws -> Void {
+            {
+                log.lock.lock()
+                defer { log.lock.unlock() }
+                while !log.release { log.lock.wait() }  // the disk is slow: held until released
+                log.ran.append(number)
+            }
+        }
+        writer.submit(job(1))
+        // Returned at once although job 1 is held; 2 and 3 wait, and 3 replaces 2.
+        writer.submit(job(2))
+        writer.submit(job(3))
+        log.lock.lock()
+        let before = log.ran
+        log.release = true
+        log.lock.broadcast()
+        log.lock.unlock()
+        writer.wait()
+        #expect(before.isEmpty)
+        #expect(log.ran == [1, 3] || log.ran == [3], "the newest only, after any already running (\(log.ran))")
+        writer.submit { throw JournalError("disk full") }
+        writer.wait()
+        #expect(writer.takeFailure() == "disk full")
+        #expect(writer.takeFailure() == nil)
+    }
+
     @Test("a thread sent to the background runs under SCHED_IDLE, and the others keep their policy")
     func backgroundThread() throws {
         final class Policies: @unchecked Sendable {

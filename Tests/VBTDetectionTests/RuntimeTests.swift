@@ -213,6 +213,7 @@ struct DetectorRuntimeTests {
         let fresh = try lift(at: "rack-04", start: start + 20)
         let known = try lift(at: "rack-02", start: start + 20)
         #expect(fresh > 0 && known == fresh, "rack-01's pattern relaxes rack-02's and rack-04's judging alike (\(known), \(fresh))")
+        runtime.finishPatterns()  // written on a thread of its own
         let library = try PatternLibrary.load(path: dir.path("patterns.json"))
         #expect(library.patterns.values.joined().count == 1, "one pattern, learned at rack-01 and saved")
     }

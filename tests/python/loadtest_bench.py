@@ -1,6 +1,6 @@
 """Issue 17's load test as a benchmark (`make bench`): a whole installation on this
 computer (bus, rep-detector, posture-evaluator, session-recorder, notifier, each run as
-its systemd unit runs it: journals, state files), and `vbt loadtest` replaying a
+its systemd unit runs it: journals, state files, its `Nice=`), and `vbt loadtest` replaying a
 recording of the three simulated stations of `make run` (a squat rack with a laser at
 50 Hz, a bar IMU at 100 Hz and a posture wearable at 20 Hz; a bench and a platform with
 the laser and the IMU: about 150 readings a second a station) at each N stations.
@@ -15,7 +15,7 @@ bus section, printed before this.
 
 Run from the repository root:
     VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/loadtest_bench.py \\
-        [--stations 9 1000] [--stagger 2 0] [--duration 40] [--folder DIR]
+        [--stations 9 1000] [--stagger 2 0] [--duration 40] [--probes 100] [--folder DIR]
 A --folder keeps its recording between runs (making one takes about 2 minutes).
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +50,21 @@ DAEMONS = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "
 REPLAY = "sensor-bridge (replay)"
 
 
+UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+
+
+def unit_nice(name: str) -> int:
+    """The `Nice=` of the daemon's systemd unit (0 without one): the latency path (the bus, the
+    rep-detector) ahead of the work that waits in queues (deploy/README.md, "Priorities"). Raising
+    a priority takes root (CAP_SYS_NICE), as systemd has; without it, only the lowered ones apply."""
+    text = (UNITS / f"{name}.service").read_text()
+    nice = next((int(line.split("=", 1)[1]) for line in text.splitlines() if line.startswith("Nice=")), 0)
+    if nice < 0 and os.geteuid() != 0:
+        print(f"  {name}: the unit's Nice={nice} needs root; run at 0", file=sys.stderr)
+        return 0
+    return nice
+
+
 def recording(folder: Path) -> Path:
     path = folder / "recording.jsonl"
     if not path.exists():
@@ -58,7 +74,7 @@ def recording(folder: Path) -> Path:
     return path
 
 
-def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2) -> dict:
+def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2, probes: int = 100) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "vbt.sqlite"
     query = f"tcp://127.0.0.1:{fault_run.free_port()}"
@@ -75,11 +91,11 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
     try:
         # Each started as fault_run starts it, and at work before the next (and the replay) starts.
         for name in DAEMONS:
-            node.spawn(name, commands[name])
+            node.spawn(name, commands[name], unit_nice(name))
             for needle in fault_run.Installation.READY[name]:
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
-                                 "--duration", str(duration), "--stagger", str(stagger), "--json", "--svg", str(folder / "loadtest.svg"),
+                                 "--duration", str(duration), "--stagger", str(stagger), "--probes", str(probes), "--json", "--svg", str(folder / "loadtest.svg"),
                                  "--timings", str(folder / "timings.csv")],
                                 env=node.env, capture_output=True, text=True, timeout=duration + 300)
         if result.returncode != 0:
@@ -129,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds over which the copies' starts are spread, each in turn (default 2 0)")
     parser.add_argument("--duration", type=float, default=40, help="seconds per count (default 40)")
     parser.add_argument("--folder", type=Path, help="keep the recording and the runs here")
+    parser.add_argument("--probes", type=int, default=100,
+                        help="stations whose reps are timed (1 to 100, default 100): a 40 s run times 5 reps each")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
@@ -137,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         failures = 0
         for stations, stagger in ((n, s) for n in args.stations for s in args.stagger):
-            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger)
+            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger,
+                              args.probes)
             print(show(report), flush=True)
             slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
                              for rep in report.get("slowest", [])[:3])

@@ -80,6 +80,33 @@ def test_training_commands_help_and_a_missing_recorder(tmp_path: Path):
     assert bad.returncode != 0 and "json or csv" in bad.stderr, bad.stderr
 
 
+def thread_nices(pid: int) -> dict[str, int]:
+    """Each thread's name and niceness (/proc/PID/task/TID/stat: field 19, after the parenthesised name)."""
+    nices = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        nices[f"{name}/{task.name}"] = int(stat[stat.rindex(")") + 2:].split()[16])
+    return nices
+
+
+def test_every_thread_keeps_the_niceness_the_program_was_started_with(bus: Bus, tmp_path: Path):
+    """A unit's Nice= (deploy/README.md, Priorities) reaches the loop, ZeroMQ's threads and the
+    Swift runtime's, which libdispatch starts at the niceness of their quality of service."""
+    detector = bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json")], nice=7)
+    detector.wait_for_log("bus connected")
+    # A heartbeat (every second) gives threads started since the last one the program's niceness.
+    def all_at_seven() -> dict[str, int] | None:
+        nices = thread_nices(detector.proc.pid)
+        return nices if len(nices) >= 4 and set(nices.values()) == {7} else None
+    nices = wait_until(all_at_seven, "every thread of the detector at niceness 7",
+                       detail=lambda: f"{thread_nices(detector.proc.pid)}\n{detector.describe()}")
+    assert any("ZMQbg/IO" in name for name in nices), nices
+
+
 def test_status_lists_the_programs(bus: Bus, tmp_path: Path):
     """vbt status: a line per program heard, from its heartbeat; exit 1 and one line when nothing is heard."""
     bus.spawn("rep-detector", ["rep-detector", "--patterns", str(tmp_path / "patterns.json")]).wait_for_log("bus connected")

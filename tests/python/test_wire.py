@@ -115,9 +115,10 @@ def free_port() -> int:
 
 
 class Program:
-    """A child process whose stdout and stderr go to files in the test's tmp_path."""
+    """A child process whose stdout and stderr go to files in the test's tmp_path; `nice` is its
+    scheduling niceness from the start (every thread inherits it), as a systemd unit's `Nice=`."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path):
+    def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path, nice: int = 0):
         self.name = name
         self.stdout_path = logs / f"{name}.stdout"
         self.stderr_path = logs / f"{name}.stderr"
@@ -127,7 +128,8 @@ class Program:
             try:
                 with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
                     self.proc = subprocess.Popen([exe, *args[1:]], stdout=out, stderr=err,
-                                                 stdin=subprocess.DEVNULL, env=env, cwd=logs)
+                                                 stdin=subprocess.DEVNULL, env=env, cwd=logs,
+                                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)
                 break
             except OSError:  # replaced under us by a rebuild (ENOENT, ETXTBSY): retry, bounded
                 if time.monotonic() >= deadline:
@@ -200,8 +202,8 @@ class Bus:
                 bus.kill()
         raise AssertionError(f"vbt-bus did not start: {last}")
 
-    def spawn(self, name: str, args: list[str]) -> Program:
-        program = Program(name, args, self.env, self.tmp_path)
+    def spawn(self, name: str, args: list[str], nice: int = 0) -> Program:
+        program = Program(name, args, self.env, self.tmp_path, nice)
         self.programs.append(program)
         return program
 
