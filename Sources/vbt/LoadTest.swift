@@ -27,8 +27,11 @@ struct LoadTest: AsyncParsableCommand {
             --grace seconds for the last reps, then reports: readings per second, reps received against the reps \
             the recording holds (found by the detector offline, pro rata of the time each copy replayed), \
             completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
-            readings it also subscribes to), what each consumer received, lost and missed (their heartbeats), and \
-            each vbt process's CPU and memory on this computer.
+            readings it also subscribes to), what each consumer received, lost and missed (their heartbeats), \
+            each vbt process's CPU and memory on this computer, and this computer's own stalls beside them: a thread \
+            that wakes every millisecond (under SCHED_FIFO where this user may) counts how often it woke over 2 ms \
+            late, and the latency is also given for the reps no such stall touched (a virtual machine's host that \
+            takes its cores away shows there, not in vbt).
 
             The copies start spread over --stagger seconds, as a gym's stations never lift in lockstep; \
             --stagger 0 starts them all at once, the worst case: every copy completes a rep on the same reading.
@@ -144,12 +147,12 @@ struct LoadTest: AsyncParsableCommand {
     /// Every timed rep of `runs`, a CSV row each after a header (RFC 4180, as `vbt export` writes it: a station
     /// name or rep id from the bus with a comma or a quote in it stays one field).
     static func timingsCSV(_ runs: [LoadReport]) -> Data {
-        let columns = ["arrived_ts", "stations", "station", "sensor", "rep_id", "latency_ms", "detector_ms", "messages_after"]
+        let columns = ["arrived_ts", "stations", "station", "sensor", "rep_id", "latency_ms", "detector_ms", "messages_after", "stalled_ms"]
         let rows: [[Cell]] = runs.flatMap { run in
             run.timed.map { rep in
                 [
                     .real(rep.arrivedTs), .int(Int64(run.stations)), .text(rep.station), rep.sensor.map(Cell.text) ?? .null, .text(rep.repId),
-                    .real(rep.latencyMs), .real(rep.detectorMs), .int(Int64(rep.messagesAfter)),
+                    .real(rep.latencyMs), .real(rep.detectorMs), .int(Int64(rep.messagesAfter)), .real(rep.stalledMs),
                 ]
             }
         }
@@ -264,9 +267,12 @@ struct LoadReport: Encodable, Sendable {
         /// published it (its envelope's `ts`, the same computer's clock): the rest is the way back through the bus.
         var arrivedTs: Double = 0
         var detectorMs: Double = 0
+        /// How much of its latency this computer itself was stalled (`StallProbe`), ms.
+        var stalledMs: Double = 0
         enum CodingKeys: String, CodingKey {
             case station, sensor
             case repId = "rep_id"
+            case stalledMs = "stalled_ms"
             case latencyMs = "latency_ms"
             case messagesAfter = "messages_after"
         }
@@ -290,6 +296,11 @@ struct LoadReport: Encodable, Sendable {
     var repsExpected: Int
     var repsReceived: Int
     var latencyMs: Latency
+    /// The same, of the reps during which this computer itself did not stall (`StallProbe`): how much
+    /// of the tail was vbt's when the machine's own stalls are set aside.
+    var latencyMsOutsideStalls: Latency
+    /// This computer's own stalls during the run: the baseline of `latency_ms`.
+    var machineStalls: StallProbe.Summary
     /// What each consumer lost for good during the run (its heartbeat's `inputs.lost`), by program.
     var lost: [String: Int]
     var consumers: [String: Consumer]
@@ -313,6 +324,8 @@ struct LoadReport: Encodable, Sendable {
         case repsExpected = "reps_expected"
         case repsReceived = "reps_received"
         case latencyMs = "latency_ms"
+        case latencyMsOutsideStalls = "latency_ms_outside_stalls"
+        case machineStalls = "machine_stalls"
         case storeGrowth = "store_growth"
     }
 
@@ -329,6 +342,12 @@ struct LoadReport: Encodable, Sendable {
 
     var table: String {
         var text = summaryLine + "\n"
+        text += String(
+            format: "this computer (a thread waking every ms, %@): late over 2 ms %d times, over 5 ms %d, worst %.1f ms; "
+                + "the %d reps it did not stall: p50 %.1f ms p99 %.1f ms max %.1f ms\n",
+            machineStalls.policy == "fifo" ? "SCHED_FIFO" : "at normal priority", machineStalls.over2Ms, machineStalls.over5Ms,
+            machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50, latencyMsOutsideStalls.p99,
+            latencyMsOutsideStalls.max)
         text += "consumer            received     gaps  missing     lost\n"
         for name in consumers.keys.sorted() {
             let c = consumers[name]!
@@ -441,7 +460,11 @@ struct LoadRun {
                 bridge.waitUntilExit()
             }
         }
+        let machine = StallProbe()
+        machine.start()
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)  // µs
+        // Every timed rep's span (wall clock), to set aside those the computer itself stalled.
+        var spans: [(from: Double, to: Double, micros: UInt64)] = []
         var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         var windows: [LoadReport.Window] = []
         var slowest: [LoadReport.SlowRep] = []
@@ -526,6 +549,7 @@ struct LoadRun {
                     let arrived = wallClockSeconds()
                     let micros = UInt64(max(0, (arrived - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
+                    spans.append((list[index].ts, arrived, micros))
                     _ = window.record(micros)
                     let timing = LoadReport.SlowRep(
                         station: station, repId: rep.repId, sensor: rep.sensor, latencyMs: Double(micros) / 1000, messagesAfter: list.count - index - 1,
@@ -546,6 +570,15 @@ struct LoadRun {
             }
         }
         let elapsed = monotonicSeconds() - runStart
+        let stalls = machine.finish()
+        var outside = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        let stalledMs = spans.map { machine.stalledMs(from: $0.from, to: $0.to) }
+        for (span, stalled) in zip(spans, stalledMs) where stalled == 0 { _ = outside.record(span.micros) }
+        // `timed` (with --timings) holds the same reps as `spans`, in the same order.
+        if timed.count == spans.count { for index in timed.indices { timed[index].stalledMs = stalledMs[index] } }
+        for index in slowest.indices {
+            slowest[index].stalledMs = machine.stalledMs(from: slowest[index].arrivedTs - slowest[index].latencyMs / 1000, to: slowest[index].arrivedTs)
+        }
         let cpuAfter = Self.processes()
         var processes: [LoadReport.ProcessUse] = []
         for (pid, after) in cpuAfter.sorted(by: { ($0.value.name, $0.key) < ($1.value.name, $1.key) }) {
@@ -571,7 +604,10 @@ struct LoadRun {
         let probeS = probes.values.reduce(0) { $0 + activeS($1.copy) }
         let allS = delays.indices.reduce(0) { $0 + activeS($1) } * Double(plan.stations.count)
         let readingsPerS = firstProbeWall > 0 && replayedS > 0 && probeS > 0 ? Double(probeReadings) / probeS * allS / replayedS : 0
-        let p = { (q: Double) in histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(q)) / 1000 : 0 }
+        func latency(_ histogram: Histogram<UInt64>) -> LoadReport.Latency {
+            let p = { (q: Double) in histogram.totalCount > 0 ? Double(histogram.valueAtPercentile(q)) / 1000 : 0 }
+            return .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount))
+        }
         // A recorder that fell behind answers once it has written its backlog: it is given longer after the run.
         let growth = store.flatMap { before in
             storeRows(context, timeoutS: 15).map { after in after.mapValues { $0 }.merging(before) { $0 - $1 } }
@@ -579,7 +615,7 @@ struct LoadRun {
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsReceived,
-            latencyMs: .init(p50: p(50), p99: p(99), max: Double(histogram.max) / 1000, count: Int(histogram.totalCount)),
+            latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,
             slowest: slowest, timed: timed)

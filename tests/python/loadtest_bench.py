@@ -161,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
                              for rep in report.get("slowest", [])[:3])
             print(f"  slowest: {slow}", flush=True)
+            machine, outside = report["machine_stalls"], report["latency_ms_outside_stalls"]
+            print(f"  this computer ({machine['policy']}): woke over 2 ms late {machine['over_2ms']} times, over 5 ms "
+                  f"{machine['over_5ms']}, worst {machine['worst_ms']:.1f} ms; the {outside['count']} reps it did not stall: "
+                  f"p50 {outside['p50']:.2f} ms, p99 {outside['p99']:.2f} ms, max {outside['max']:.1f} ms", flush=True)
             if report["db_reps"] < report["reps_received"]:
                 print(f"  the database holds {report['db_reps']} reps, fewer than the report's {report['reps_received']}")
                 failures += 1

@@ -74,6 +74,13 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert max(float(row["latency_ms"]) for row in timed) == slowest[0]["latency_ms"]
         assert all(row["station"] in names and row["stations"] == "12" and row["rep_id"] for row in timed), timed[:3]
         assert all(0 <= float(row["detector_ms"]) <= float(row["latency_ms"]) + 1 for row in timed), timed[:3]
+        # This computer's own stalls, measured beside the run by a thread waking every millisecond, and the
+        # latency of the reps none of them touched: those of the CSV rows without stalled time.
+        machine, outside = report["machine_stalls"], report["latency_ms_outside_stalls"]
+        assert machine["policy"] in ("fifo", "other") and machine["wakeups"] > 200 * report["duration_s"], machine
+        assert 0 <= machine["over_5ms"] <= machine["over_2ms"] < machine["wakeups"] and machine["worst_ms"] >= 0, machine
+        assert outside["count"] == sum(float(row["stalled_ms"]) == 0 for row in timed) <= latency["count"], (outside, latency)
+        assert all(0 <= float(row["stalled_ms"]) <= float(row["latency_ms"]) + 0.01 for row in timed), timed[:3]
         # The readings: the recording's rate at every copy, measured on the probes.
         readings = sum(len(line["msg"]["samples"]) for line in lines if line["msg"]["type"] == "sample")
         span = max(line["t"] for line in lines)
