@@ -18,7 +18,7 @@ import Glibc
 ///
 /// A raise (a lower niceness than the thread has) needs CAP_SYS_NICE or a
 /// high enough RLIMIT_NICE: the units that ask for one also set `LimitNICE=`.
-/// Without it the threads keep what they have, and `shortfall` says so.
+/// Without it the threads keep what they have: the loop logs so when it starts.
 public enum ThreadPriority {
     /// The main thread's niceness: the one the program was started with.
     /// (For PRIO_PROCESS Linux reads the thread whose id is `who`; the main
@@ -31,7 +31,6 @@ public enum ThreadPriority {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var threadsSeen = 0
-    nonisolated(unsafe) private static var lastShortfall: String?
 
     /// Gives the calling thread the program's niceness; false when it may not.
     @discardableResult
@@ -40,34 +39,20 @@ public enum ThreadPriority {
     }
 
     /// Gives every thread the program's niceness when threads were started
-    /// since the last call (a look at /proc/self/task's link count otherwise).
-    public static func keep() {
+    /// since the last call (a look at /proc/self/task's link count otherwise);
+    /// returns how many threads could not take it.
+    @discardableResult
+    public static func keep() -> Int {
         var info = stat()
-        guard stat("/proc/self/task", &info) == 0 else { return }
+        guard stat("/proc/self/task", &info) == 0 else { return 0 }
         let threads = Int(info.st_nlink)
         lock.lock()
         defer { lock.unlock() }
-        guard threads != threadsSeen else { return }
+        guard threads != threadsSeen else { return 0 }
         threadsSeen = threads
         let nice = started
-        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return }
-        var refused = 0
-        for task in tasks {
-            guard let tid = pid_t(task) else { continue }
-            if !set(thread: tid, to: nice) { refused += 1 }
-        }
-        lastShortfall =
-            refused == 0
-            ? nil
-            : "\(refused) of \(tasks.count) threads could not take the niceness \(nice) the program was started with "
-                + "(a raise needs CAP_SYS_NICE or LimitNICE= in the unit)"
-    }
-
-    /// Why the last `keep()` left threads at another niceness; nil when it did not.
-    public static var shortfall: String? {
-        lock.lock()
-        defer { lock.unlock() }
-        return lastShortfall
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return 0 }
+        return tasks.compactMap { pid_t($0) }.filter { !set(thread: $0, to: nice) }.count
     }
 
     private static func set(thread: pid_t, to nice: Int32) -> Bool {

@@ -554,8 +554,6 @@ public final class DetectorRuntime {
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 
-    /// Applies a command; the outputs it made and the answer to it (nil for a command the
-    /// detector does not act on).
     /// Hands the library to the patterns writer when a pattern was learned
     /// (the file is written on its thread; a failed write is logged and retried
     /// with the next housekeeping).
@@ -578,6 +576,8 @@ public final class DetectorRuntime {
         }
     }
 
+    /// Applies a command; the outputs it made and the answer to it (nil for a command the
+    /// detector does not act on).
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
         let acted = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setEnd, CommandName.setLoad]
         guard acted.contains(command.command) else { return ([], nil) }

@@ -342,12 +342,13 @@ struct LoadReport: Encodable, Sendable {
 
     var table: String {
         var text = summaryLine + "\n"
-        text += String(
-            format: "this computer (a thread waking every ms, %@): late over 2 ms %d times, over 5 ms %d, worst %.1f ms; "
-                + "the %d reps it did not stall: p50 %.1f ms p99 %.1f ms max %.1f ms\n",
-            machineStalls.policy == "fifo" ? "SCHED_FIFO" : "at normal priority", machineStalls.over2Ms, machineStalls.over5Ms,
-            machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50, latencyMsOutsideStalls.p99,
-            latencyMsOutsideStalls.max)
+        let probe = machineStalls.policy == "fifo" ? "SCHED_FIFO" : "at normal priority"
+        text +=
+            "this computer (a thread waking every ms, \(probe)): "
+            + String(
+                format: "late over 2 ms %d times, over 5 ms %d, worst %.1f ms; the %d reps it did not stall: p50 %.1f ms p99 %.1f ms max %.1f ms\n",
+                machineStalls.over2Ms, machineStalls.over5Ms, machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50,
+                latencyMsOutsideStalls.p99, latencyMsOutsideStalls.max)
         text += "consumer            received     gaps  missing     lost\n"
         for name in consumers.keys.sorted() {
             let c = consumers[name]!
@@ -462,6 +463,7 @@ struct LoadRun {
         }
         let machine = StallProbe()
         machine.start()
+        defer { _ = machine.finish() }  // also when the run ends in an error
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)  // µs
         // Every timed rep's span (wall clock), to set aside those the computer itself stalled.
         var spans: [(from: Double, to: Double, micros: UInt64)] = []

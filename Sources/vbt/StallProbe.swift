@@ -73,10 +73,20 @@ final class StallProbe: @unchecked Sendable {
     /// How many milliseconds of stalls fell within `from...to` (wall clock, Unix s).
     func stalledMs(from: Double, to: Double) -> Double {
         condition.withLock {
-            stalls.reduce(0) { total, stall in
-                let overlap = min(to, stall.dueWall + stall.lateMs / 1000) - max(from, stall.dueWall)
-                return total + max(0, overlap) * 1000
+            // The stalls are kept in the order they came: the first that can reach `from` is found by halving.
+            let reach = from - summary.worstMs / 1000
+            var low = 0
+            var high = stalls.count
+            while low < high {
+                let middle = (low + high) / 2
+                if stalls[middle].dueWall < reach { low = middle + 1 } else { high = middle }
             }
+            var total = 0.0
+            for stall in stalls[low...] {
+                if stall.dueWall > to { break }
+                total += max(0, min(to, stall.dueWall + stall.lateMs / 1000) - max(from, stall.dueWall)) * 1000
+            }
+            return total
         }
     }
 
