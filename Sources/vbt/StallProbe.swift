@@ -13,7 +13,7 @@ import Glibc
 /// Under SCHED_FIFO (when this user may: root, or an RLIMIT_RTPRIO) it runs
 /// ahead of every vbt thread, so what delays it is the computer itself: a
 /// virtual machine's host taking its cores away, or the kernel. On the 2-core
-/// development VM it found both cores stopped at once for 6-19 ms a few times
+/// development VM it found both cores stopped at once for 6-70 ms a few times
 /// a minute, idle or loaded (issue 17). Without the privilege it runs as vbt's
 /// threads do and measures how late a thread with nothing to do is woken.
 final class StallProbe: @unchecked Sendable {
