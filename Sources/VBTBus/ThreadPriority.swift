@@ -63,3 +63,59 @@ public enum ThreadPriority {
         return setpriority(which, id_t(thread), nice) == 0
     }
 }
+
+/// The rep path's real-time scheduling (deploy/README.md, "Priorities").
+///
+/// The programs a rep passes through (a station's sensor-bridge, the bus,
+/// the rep-detector) run under SCHED_RR: ahead of every thread of the normal
+/// scheduler, so a reading is forwarded and a rep published as soon as they
+/// come, not when the recorder or the notifier give up a core. Their systemd
+/// units set it (`CPUSchedulingPolicy=rr`, `CPUSchedulingPriority=`
+/// `repPathPriority`), and every thread a program starts inherits it. A
+/// niceness could not do this: on this 2-core machine (kernel 6.18, a 4 ms
+/// tick) a nice -5 bus thread still waited up to 5 ms behind a nice-0
+/// recorder that had the core (issue 17, measured with `perf sched`).
+///
+/// The kernel keeps 5 % of every second for the normal scheduler
+/// (`kernel.sched_rt_runtime_us`), so a real-time program that spins cannot
+/// take the computer. `vbt loadtest` uses `apply(_:to:)` to give its listener
+/// and its replaying bridge the rep path's priority.
+public enum RealtimeScheduling {
+    /// The units' `CPUSchedulingPriority=` (deploy/systemd: vbt-bus, rep-detector, sensor-bridge@).
+    public static let repPathPriority: Int32 = 10
+
+    /// Puts every thread of process `pid` (0: this one) under SCHED_RR at
+    /// `priority`, or back under the normal scheduler with 0; returns how
+    /// many threads refused (SCHED_RR needs CAP_SYS_NICE or an RLIMIT_RTPRIO
+    /// as high). Threads it starts later inherit it from their creators.
+    @discardableResult
+    public static func apply(_ priority: Int32, to pid: pid_t = 0) -> Int {
+        let folder = pid == 0 ? "/proc/self/task" : "/proc/\(pid)/task"
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return 1 }
+        var parameters = sched_param()
+        parameters.sched_priority = priority
+        let policy = priority > 0 ? SCHED_RR : SCHED_OTHER
+        return tasks.compactMap { pid_t($0) }.filter { sched_setscheduler($0, policy, &parameters) != 0 && errno != ESRCH }.count
+    }
+
+    /// The policies of every thread of process `pid`, each once (`rr:10`, or
+    /// `rr:10, other` when some thread is not on it); nil without such a process.
+    public static func describe(process pid: pid_t) -> String? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        let policies = Set(tasks.compactMap { pid_t($0) }.compactMap { describe($0) })
+        return policies.isEmpty ? nil : policies.sorted().joined(separator: ", ")
+    }
+
+    /// A thread's policy as a report says it: `rr:10`, `fifo:98`, `other`
+    /// (nil when there is no such thread).
+    public static func describe(_ thread: pid_t) -> String? {
+        let policy = sched_getscheduler(thread)
+        var parameters = sched_param()
+        guard policy >= 0, sched_getparam(thread, &parameters) == 0 else { return nil }
+        switch policy {
+        case SCHED_RR: return "rr:\(parameters.sched_priority)"
+        case SCHED_FIFO: return "fifo:\(parameters.sched_priority)"
+        default: return "other"
+        }
+    }
+}

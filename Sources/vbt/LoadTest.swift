@@ -36,6 +36,11 @@ struct LoadTest: AsyncParsableCommand {
             The copies start spread over --stagger seconds, as a gym's stations never lift in lockstep; \
             --stagger 0 starts them all at once, the worst case: every copy completes a rep on the same reading.
 
+            The listener and the replaying bridge run under SCHED_RR at --realtime-priority, as the rep path's \
+            systemd units run the bus, the rep-detector and the stations' bridges (deploy/README.md, "Priorities"): \
+            the latency is the rep path's, not this command's own wait for a core. Where this user may not (root, \
+            or an RLIMIT_RTPRIO), they run as other programs do; the report's `scheduling` says which.
+
             --ramp runs doubling station counts up to N and reports the largest that held (nothing lost, reps as \
             expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \
             time. In a secured installation the bridge needs a key a replay may use (a service key with program \
@@ -68,6 +73,9 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "The latency a station count must keep to hold (--ramp), ms at p99.")
     var p99GoalMs: Double = 5
 
+    @Option(help: "SCHED_RR priority of the listener and the replaying bridge (the rep path's units'); 0: the normal scheduler.")
+    var realtimePriority: Int32 = RealtimeScheduling.repPathPriority
+
     @Flag(help: "Print the report as JSON.")
     var json = false
 
@@ -88,6 +96,9 @@ struct LoadTest: AsyncParsableCommand {
         guard stagger.isFinite, stagger >= 0, stagger < duration else { throw ValidationError("--stagger must be 0 or more, and less than --duration") }
         guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0 else {
             throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --p99-goal-ms more than 0")
+        }
+        guard (0...StallProbe.priority - 1).contains(realtimePriority) else {
+            throw ValidationError("--realtime-priority must be 0 (the normal scheduler) to \(StallProbe.priority - 1)")
         }
         guard FileManager.default.isReadableFile(atPath: recording) else {
             throw ValidationError("cannot read \(recording): give a recording made with vbt record --out FILE")
@@ -116,7 +127,7 @@ struct LoadTest: AsyncParsableCommand {
         let config = bus.config
         let settings = LoadSettings(
             recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure,
-            keepTimings: timings != nil)
+            keepTimings: timings != nil, realtimePriority: realtimePriority)
         let reports = LockedReports()
         try await runLoop("vbt.loadtest", logger: logger) { context in
             for count in counts {
@@ -288,6 +299,13 @@ struct LoadReport: Encodable, Sendable {
         }
     }
 
+    /// The policies the listener and the replay's threads ran under (`RealtimeScheduling.describe`):
+    /// `rr:10` on the rep path's priority, `other` under the normal scheduler.
+    struct Scheduling: Encodable {
+        var listener: String
+        var replay: String
+    }
+
     var stations: Int
     var durationS: Double
     /// The seconds over which the copies' starts were spread (0: all at once).
@@ -301,6 +319,8 @@ struct LoadReport: Encodable, Sendable {
     var latencyMsOutsideStalls: Latency
     /// This computer's own stalls during the run: the baseline of `latency_ms`.
     var machineStalls: StallProbe.Summary
+    /// How the listener and the replay were scheduled.
+    var scheduling: Scheduling
     /// What each consumer lost for good during the run (its heartbeat's `inputs.lost`), by program.
     var lost: [String: Int]
     var consumers: [String: Consumer]
@@ -326,6 +346,7 @@ struct LoadReport: Encodable, Sendable {
         case latencyMs = "latency_ms"
         case latencyMsOutsideStalls = "latency_ms_outside_stalls"
         case machineStalls = "machine_stalls"
+        case scheduling
         case storeGrowth = "store_growth"
     }
 
@@ -349,6 +370,7 @@ struct LoadReport: Encodable, Sendable {
                 format: "late over 2 ms %d times, over 5 ms %d, worst %.1f ms; the %d reps it did not stall: p50 %.1f ms p99 %.1f ms max %.1f ms\n",
                 machineStalls.over2Ms, machineStalls.over5Ms, machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50,
                 latencyMsOutsideStalls.p99, latencyMsOutsideStalls.max)
+        text += "scheduling: listener \(scheduling.listener), replay \(scheduling.replay)\n"
         text += "consumer            received     gaps  missing     lost\n"
         for name in consumers.keys.sorted() {
             let c = consumers[name]!
@@ -399,6 +421,8 @@ struct LoadSettings: Sendable {
     var insecure: Bool
     /// Keep every timed rep (`--timings`).
     var keepTimings = false
+    /// SCHED_RR priority of the listener and the replay while they run (0: the normal scheduler).
+    var realtimePriority: Int32 = 0
 }
 
 /// One run at one station count.
@@ -454,7 +478,17 @@ struct LoadRun {
             _ = try subscriber.next(timeoutMs: 100)
         }
         let store = storeRows(context, timeoutS: 2)
+        // The listener (this thread, ZeroMQ's I/O thread) and the replay (which inherits it from this thread, and
+        // is given it again once started) on the rep path's priority while the run lasts; refused, they stay as they were.
+        let realtime = settings.realtimePriority
+        if realtime > 0, RealtimeScheduling.apply(realtime) > 0 {
+            logger.warning(
+                "SCHED_RR refused (needs root or an RLIMIT_RTPRIO of \(realtime)): the listener and the replay run under the normal scheduler")
+        }
+        defer { if realtime > 0 { RealtimeScheduling.apply(0) } }
+        var scheduling = LoadReport.Scheduling(listener: RealtimeScheduling.describe(0) ?? "other", replay: "unknown")
         let bridge = try startBridge(copies: copies, stagger: staggerS)
+        if realtime > 0 { RealtimeScheduling.apply(realtime, to: bridge.processIdentifier) }
         defer {
             if bridge.isRunning {
                 bridge.terminate()
@@ -491,6 +525,7 @@ struct LoadRun {
             let now = monotonicSeconds()
             if !stopped && now >= stopAt {
                 // The replay's own share of the computer, taken before it stops: it is the load, on the same cores.
+                scheduling.replay = RealtimeScheduling.describe(process: bridge.processIdentifier) ?? "unknown"
                 if let use = Self.processes()[bridge.processIdentifier] {
                     replayUse = .init(
                         name: "sensor-bridge (replay)", pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb)
@@ -573,6 +608,8 @@ struct LoadRun {
         }
         let elapsed = monotonicSeconds() - runStart
         let stalls = machine.finish()
+        // What follows (the offline count of the expected reps) waits in line with the daemons catching up.
+        if realtime > 0 { RealtimeScheduling.apply(0) }
         var outside = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         let stalledMs = spans.map { machine.stalledMs(from: $0.from, to: $0.to) }
         for (span, stalled) in zip(spans, stalledMs) where stalled == 0 { _ = outside.record(span.micros) }
@@ -617,7 +654,7 @@ struct LoadRun {
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsReceived,
-            latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls,
+            latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls, scheduling: scheduling,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,
             slowest: slowest, timed: timed)

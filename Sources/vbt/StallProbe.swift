@@ -11,7 +11,7 @@ import Glibc
 /// here because it is a dozen lines around clock_nanosleep(2)).
 ///
 /// Under SCHED_FIFO (when this user may: root, or an RLIMIT_RTPRIO) it runs
-/// ahead of every vbt thread, so what delays it is the computer itself: a
+/// ahead of every vbt thread, the rep path's SCHED_RR ones included, so what delays it is the computer itself: a
 /// virtual machine's host taking its cores away, or the kernel. On the 2-core
 /// development VM it found both cores stopped at once for 6-70 ms a few times
 /// a minute, idle or loaded (issue 17). Without the privilege it runs as vbt's
@@ -42,6 +42,9 @@ final class StallProbe: @unchecked Sendable {
         }
     }
 
+    /// Its SCHED_FIFO priority: above every vbt thread, the rep path's SCHED_RR
+    /// included (`RealtimeScheduling`), under the kernel's own at 99.
+    static let priority: Int32 = 98
     /// A wake-up this late is a stall.
     static let stallMs = 2.0
     /// At most this many stalls are kept (a second of stalls every second for a day would be more).
@@ -92,7 +95,7 @@ final class StallProbe: @unchecked Sendable {
 
     private func probe() {
         var parameters = sched_param()
-        parameters.sched_priority = 1
+        parameters.sched_priority = Self.priority
         let fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters) == 0
         condition.withLock { summary.policy = fifo ? "fifo" : "other" }
         func seconds(_ time: timespec) -> Double { Double(time.tv_sec) + Double(time.tv_nsec) / 1e9 }

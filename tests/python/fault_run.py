@@ -133,20 +133,22 @@ class Node:
                         VBT_INSECURE=os.environ.get("VBT_INSECURE", "1"), **(env_extra or {}))
         self.args: dict[str, list[str]] = {}
         self.nices: dict[str, int] = {}
+        self.rrs: dict[str, int] = {}
         self.current: dict[str, Program] = {}
         self.generations: dict[str, list[Program]] = {}
 
-    def spawn(self, name: str, args: list[str], nice: int = 0) -> Program:
+    def spawn(self, name: str, args: list[str], nice: int = 0, rr: int = 0) -> Program:
         self.args[name] = args
         self.nices[name] = nice
+        self.rrs[name] = rr
         generation = len(self.generations.get(name, []))
-        program = Program(f"{name}.{generation}", args, self.env, self.folder, nice)
+        program = Program(f"{name}.{generation}", args, self.env, self.folder, nice, rr)
         self.generations.setdefault(name, []).append(program)
         self.current[name] = program
         return program
 
     def respawn(self, name: str) -> Program:
-        return self.spawn(name, self.args[name], self.nices[name])
+        return self.spawn(name, self.args[name], self.nices[name], self.rrs[name])
 
     def stop_all(self) -> None:
         for program in [p for programs in self.generations.values() for p in programs]:

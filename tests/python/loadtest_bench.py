@@ -1,6 +1,6 @@
 """Issue 17's load test as a benchmark (`make bench`): a whole installation on this
 computer (bus, rep-detector, posture-evaluator, session-recorder, notifier, each run as
-its systemd unit runs it: journals, state files, its `Nice=`), and `vbt loadtest` replaying a
+its systemd unit runs it: journals, state files, its `Nice=` and real-time priority), and `vbt loadtest` replaying a
 recording of the three simulated stations of `make run` (a squat rack with a laser at
 50 Hz, a bar IMU at 100 Hz and a posture wearable at 20 Hz; a bench and a platform with
 the laser and the IMU: about 150 readings a second a station) at each N stations.
@@ -53,16 +53,20 @@ REPLAY = "sensor-bridge (replay)"
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 
 
-def unit_nice(name: str) -> int:
-    """The `Nice=` of the daemon's systemd unit (0 without one): the latency path (the bus, the
-    rep-detector) ahead of the work that waits in queues (deploy/README.md, "Priorities"). Raising
-    a priority takes root (CAP_SYS_NICE), as systemd has; without it, only the lowered ones apply."""
-    text = (UNITS / f"{name}.service").read_text()
-    nice = next((int(line.split("=", 1)[1]) for line in text.splitlines() if line.startswith("Nice=")), 0)
-    if nice < 0 and os.geteuid() != 0:
-        print(f"  {name}: the unit's Nice={nice} needs root; run at 0", file=sys.stderr)
-        return 0
-    return nice
+def unit_scheduling(name: str) -> tuple[int, int]:
+    """The `Nice=` and `CPUSchedulingPriority=` (with `CPUSchedulingPolicy=rr`) of the daemon's systemd
+    unit, 0 without: the rep path (the bus, the rep-detector) real-time, ahead of the work that waits in
+    queues (deploy/README.md, "Priorities"). Both take root (CAP_SYS_NICE), as systemd has; without it,
+    only a lowered niceness applies."""
+    settings = dict(line.split("=", 1) for line in (UNITS / f"{name}.service").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    nice = int(settings.get("Nice", 0))
+    rr = int(settings.get("CPUSchedulingPriority", 0)) if settings.get("CPUSchedulingPolicy") == "rr" else 0
+    if (nice < 0 or rr) and os.geteuid() != 0:
+        print(f"  {name}: the unit's Nice={nice}, SCHED_RR {rr} need root; run at {max(nice, 0)} under the normal scheduler",
+              file=sys.stderr)
+        return max(nice, 0), 0
+    return nice, rr
 
 
 def recording(folder: Path) -> Path:
@@ -91,7 +95,8 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
     try:
         # Each started as fault_run starts it, and at work before the next (and the replay) starts.
         for name in DAEMONS:
-            node.spawn(name, commands[name], unit_nice(name))
+            nice, rr = unit_scheduling(name)
+            node.spawn(name, commands[name], nice, rr)
             for needle in fault_run.Installation.READY[name]:
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
@@ -165,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  this computer ({machine['policy']}): woke over 2 ms late {machine['over_2ms']} times, over 5 ms "
                   f"{machine['over_5ms']}, worst {machine['worst_ms']:.1f} ms; the {outside['count']} reps it did not stall: "
                   f"p50 {outside['p50']:.2f} ms, p99 {outside['p99']:.2f} ms, max {outside['max']:.1f} ms", flush=True)
+            print(f"  scheduled: listener {report['scheduling']['listener']}, replay {report['scheduling']['replay']}", flush=True)
             if report["db_reps"] < report["reps_received"]:
                 print(f"  the database holds {report['db_reps']} reps, fewer than the report's {report['reps_received']}")
                 failures += 1

@@ -10,6 +10,7 @@ import csv
 import json
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import fault_run
@@ -81,6 +82,12 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert 0 <= machine["over_5ms"] <= machine["over_2ms"] < machine["wakeups"] and machine["worst_ms"] >= 0, machine
         assert outside["count"] == sum(float(row["stalled_ms"]) == 0 for row in timed) <= latency["count"], (outside, latency)
         assert all(0 <= float(row["stalled_ms"]) <= float(row["latency_ms"]) + 0.01 for row in timed), timed[:3]
+        # The listener and the replaying bridge ran on the rep path's real-time priority (as the units run the bus
+        # and the detector) where this user may take it, else under the normal scheduler; the report says which.
+        may = subprocess.run([sys.executable, "-c", "import os; os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(10))"],
+                             capture_output=True).returncode == 0
+        expected = "rr:10" if may else "other"
+        assert report["scheduling"] == {"listener": expected, "replay": expected}, (report["scheduling"], may)
         # The readings: the recording's rate at every copy, measured on the probes.
         readings = sum(len(line["msg"]["samples"]) for line in lines if line["msg"]["type"] == "sample")
         span = max(line["t"] for line in lines)
@@ -93,6 +100,10 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         too_many = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", str(1_000 * len(recorded) + 1)],
                                   env=node.env, capture_output=True, text=True, timeout=60)
         assert too_many.returncode == 1 and "record more stations" in too_many.stderr, too_many.stderr
+        # A priority at or above the stall probe's: refused, saying the range.
+        too_high = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "3", "--realtime-priority", "98"],
+                                  env=node.env, capture_output=True, text=True, timeout=60)
+        assert too_high.returncode == 64 and "--realtime-priority must be 0" in too_high.stderr, too_high.stderr
     finally:
         if tap:
             tap.close()

@@ -114,11 +114,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def scheduled(nice: int, rr: int) -> None:
+    """In a child before it runs its program: the niceness and SCHED_RR priority it starts with."""
+    if nice:
+        os.nice(nice)
+    if rr:
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(rr))
+
+
 class Program:
     """A child process whose stdout and stderr go to files in the test's tmp_path; `nice` is its
-    scheduling niceness from the start (every thread inherits it), as a systemd unit's `Nice=`."""
+    scheduling niceness from the start (every thread inherits it), as a systemd unit's `Nice=`, and
+    `rr` a SCHED_RR priority (0: none), as `CPUSchedulingPolicy=rr` with `CPUSchedulingPriority=`."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path, nice: int = 0):
+    def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path, nice: int = 0, rr: int = 0):
         self.name = name
         self.stdout_path = logs / f"{name}.stdout"
         self.stderr_path = logs / f"{name}.stderr"
@@ -129,7 +138,7 @@ class Program:
                 with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
                     self.proc = subprocess.Popen([exe, *args[1:]], stdout=out, stderr=err,
                                                  stdin=subprocess.DEVNULL, env=env, cwd=logs,
-                                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                                                 preexec_fn=(lambda: scheduled(nice, rr)) if nice or rr else None)
                 break
             except OSError:  # replaced under us by a rebuild (ENOENT, ETXTBSY): retry, bounded
                 if time.monotonic() >= deadline:
