@@ -67,4 +67,34 @@ struct RecorderRuntimeTests {
         let sets = try QueryClient.decode(reply.data, of: .history, as: [SetSummary].self)
         #expect(sets.map(\.id) == [setId] && sets.first?.reps == 3 && sets.first?.endedTs != nil)
     }
+    @Test(
+        "a backlog is written a batch at a time, never read whole into memory, and the freed heap is given back once the recorder has caught up"
+    )
+    func backlogInBatches() throws {
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let settings = RecorderSettings()
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        var bridge = EnvelopeStamper(program: "sensor-bridge")
+        let t0 = bus.manualClock.wallSeconds()
+        let backlog = 2 * settings.flushAtMessages + settings.flushAtMessages / 2
+        for index in 0..<backlog {
+            let t = t0 + Double(index) / 1_000
+            let encoded = try bridge.encode(SampleMessage(.distance([.init(t: t, distanceMm: 500)])), station: "rack-01", athlete: nil, ts: t)
+            bus.inject([encoded.topic, encoded.body])
+        }
+        var steps = 0
+        while bus.queued > 0 || recorder.pendingCount > 0 {
+            try recorder.step(maxWaitMs: 0)
+            #expect(recorder.pendingCount < settings.flushAtMessages, "a full batch is written in the step that read it")
+            if steps == 0 { #expect(recorder.counters.stored[SampleMessage.type] == settings.flushAtMessages, "the first step read one batch, no more") }
+            bus.manualClock.advance(settings.flushIntervalS)
+            steps += 1
+            try #require(steps < 100)
+        }
+        #expect(recorder.counters.stored[SampleMessage.type] == backlog)
+        #expect(steps >= 3, "at most a batch a step: \(steps) steps")
+        #expect(recorder.trims == 1, "the heap is given back once, after the last (short) batch")
+    }
 }
