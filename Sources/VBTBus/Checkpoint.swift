@@ -114,7 +114,8 @@ public final class BackgroundWriter: @unchecked Sendable {
         guard !running else { return }
         running = true
         let thread = Thread { [self] in
-            if background { runThreadInBackground() }
+            // Never on the rep path's real-time priority (`RealtimeScheduling`), which a new thread inherits.
+            if background { runThreadInBackground() } else { RealtimeScheduling.leave() }
             drain()
         }
         thread.name = name

@@ -106,6 +106,15 @@ public enum RealtimeScheduling {
         return policies.isEmpty ? nil : policies.sorted().joined(separator: ", ")
     }
 
+    /// Puts the calling thread under the normal scheduler (its niceness kept),
+    /// if it was real-time: for a thread that writes files, not the rep path.
+    /// Lowering needs no privilege.
+    public static func leave() {
+        guard sched_getscheduler(0) == SCHED_RR || sched_getscheduler(0) == SCHED_FIFO else { return }
+        var parameters = sched_param()
+        _ = sched_setscheduler(0, SCHED_OTHER, &parameters)
+    }
+
     /// A thread's policy as a report says it: `rr:10`, `fifo:98`, `other`
     /// (nil when there is no such thread).
     public static func describe(_ thread: pid_t) -> String? {

@@ -123,6 +123,46 @@ struct CheckpointTests {
         #expect(policy() == SCHED_OTHER, "the caller's own thread is untouched")
     }
 
+    @Test(
+        "a writer started from a real-time thread (the rep path's SCHED_RR) runs its jobs under the normal scheduler; the starting thread stays real-time",
+        .enabled(if: mayUseRealtime, "SCHED_RR needs root or an RLIMIT_RTPRIO")
+    )
+    func writerLeavesRealtime() throws {
+        final class Seen: @unchecked Sendable {
+            let done = NSCondition()
+            var starter: String?
+            var job: String?
+            var permitted = true
+        }
+        let seen = Seen()
+        let writer = BackgroundWriter(name: "vbt.test", background: false)
+        let thread = Thread {
+            var parameters = sched_param()
+            parameters.sched_priority = 1
+            seen.permitted = pthread_setschedparam(pthread_self(), SCHED_RR, &parameters) == 0
+            if seen.permitted {
+                writer.submit {
+                    seen.done.lock()
+                    seen.job = RealtimeScheduling.describe(0)
+                    seen.done.unlock()
+                }
+                writer.wait()
+            }
+            seen.done.lock()
+            seen.starter = RealtimeScheduling.describe(0)
+            seen.done.broadcast()
+            seen.done.unlock()
+        }
+        thread.start()
+        seen.done.lock()
+        while seen.starter == nil { seen.done.wait() }
+        seen.done.unlock()
+        // SCHED_RR takes CAP_SYS_NICE or an RLIMIT_RTPRIO: without either there is nothing to leave.
+        try #require(seen.permitted, "this user may not use SCHED_RR")
+        #expect(seen.starter == "rr:1")
+        #expect(seen.job == "other")
+    }
+
     @Test("a checkpoint that cannot be written leaves the previous one")
     func failedWriteKeepsPrevious() throws {
         let dir = try TemporaryDirectory()
@@ -157,3 +197,11 @@ struct CheckpointTests {
         #expect(syncer.takeFailure() == nil)
     }
 }
+
+/// Whether this user may put a thread under SCHED_RR (root, or an RLIMIT_RTPRIO above 0).
+let mayUseRealtime: Bool = {
+    // RLIMIT_RTPRIO is 14 in the kernel's ABI (include/uapi/asm-generic/resource.h); Swift's Glibc does not declare it.
+    let rlimitRealtimePriority = __rlimit_resource_t(14)
+    var limit = rlimit()
+    return geteuid() == 0 || (getrlimit(rlimitRealtimePriority, &limit) == 0 && limit.rlim_cur > 0)
+}()
