@@ -100,6 +100,7 @@ public final class Forwarder {
         let back = poller.addReadable(backend)
         let monitors = connectionMonitors.map { poller.addReadable($0) }
         var nextHeartbeat = monotonicSeconds()
+        var heapTrim = HeapTrimSchedule()
         logger.info(
             "bus forwarding",
             metadata: [
@@ -128,6 +129,8 @@ public final class Forwarder {
                 }
                 if monotonicSeconds() >= nextHeartbeat {
                     ThreadPriority.keep()
+                    // A consumer's queue, drained, is given back (HeapTrimSchedule).
+                    heapTrim.run(now: monotonicSeconds())
                     try sendHeartbeat()
                     nextHeartbeat = monotonicSeconds() + configuration.heartbeatIntervalS
                 }

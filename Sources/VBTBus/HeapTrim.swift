@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,7 +9,8 @@ import Glibc
 /// glibc's allocator keeps freed blocks for reuse: after a backlog of thousands
 /// of messages is written and freed, a daemon's resident memory stays at the
 /// backlog's peak (the session-recorder grew by tens of MB at each stall of the
-/// disk in issue 17's 10-minute load test, and never shrank). `malloc_trim(3)`
+/// disk in issue 17's 10-minute load test, and never shrank; the bus kept its queue for a
+/// consumer that fell behind, `HeapTrimSchedule`). `malloc_trim(3)`
 /// returns every whole free page. Swift's Glibc module does not declare it, so it
 /// is looked up by name (dlsym(3)); elsewhere, or without it, nothing is done.
 public enum HeapTrim {
@@ -30,5 +33,58 @@ public enum HeapTrim {
     public static func giveBackFreed() -> Bool {
         guard let trim else { return false }
         return trim(0) == 1
+    }
+}
+
+extension HeapTrim {
+    /// This process's resident memory, bytes (`/proc/self/statm`'s second field, in pages); nil where there is none.
+    public static var residentBytes: Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
+
+/// When a program whose memory rises and falls with its queues gives the
+/// freed part back (`HeapTrim`): the bus, whose queue for a consumer that fell
+/// behind held 80 MB of messages, and kept them resident after the consumer
+/// had caught up (issue 17: 29 -> 108 MB for the rest of a 10-minute run).
+///
+/// Due when the resident memory is `growthBytes` above the lowest seen after
+/// a trim (the program's own size), at most every `minIntervalS`: while a
+/// queue is still full a trim finds little to give back, and the next one,
+/// after it has drained, finds the rest.
+public struct HeapTrimSchedule: Sendable {
+    public var minIntervalS = 10.0
+    public var growthBytes = 16 << 20
+    private var floor: Int?
+    private var next = 0.0
+
+    public init() {}
+
+    /// Whether to trim now. The first call only notes the program's size.
+    public mutating func due(residentBytes: Int, now: Double) -> Bool {
+        guard let floor else {
+            self.floor = residentBytes
+            return false
+        }
+        if residentBytes < floor { self.floor = residentBytes }
+        return now >= next && residentBytes > floor + growthBytes
+    }
+
+    /// Notes a trim: what was resident after it, and when.
+    public mutating func trimmed(residentBytes: Int, now: Double) {
+        floor = min(floor ?? residentBytes, residentBytes)
+        next = now + minIntervalS
+    }
+
+    /// Trims when due (reading this process's resident memory); true when it did.
+    @discardableResult
+    public mutating func run(now: Double) -> Bool {
+        guard let resident = HeapTrim.residentBytes, due(residentBytes: resident, now: now) else { return false }
+        HeapTrim.giveBackFreed()
+        trimmed(residentBytes: HeapTrim.residentBytes ?? resident, now: now)
+        return true
     }
 }

@@ -24,7 +24,7 @@ struct SystemLibraryTests {
     }
 }
 
-@Suite("Heap pages given back")
+@Suite("Heap pages given back", .serialized)
 struct HeapTrimTests {
     /// Resident pages of this process (statm's second field), in pages.
     static func residentPages() -> Int {
@@ -48,5 +48,46 @@ struct HeapTrimTests {
         #expect(HeapTrim.giveBackFreed(), "whole free pages were returned")
         let after = Self.residentPages()
         #expect(held - after > 12_800, "at least 50 MB of the 100 MB left (pages: \(held) held, \(after) after)")
+    }
+
+    @Test(
+        "a trim is due when the program is well above its own size, at most every interval, and again after a queue that was still full has drained"
+    )
+    func schedule() {
+        let mb = 1 << 20
+        var schedule = HeapTrimSchedule()
+        func due(_ residentMB: Int, at now: Double) -> Bool { schedule.due(residentBytes: residentMB * mb, now: now) }
+        #expect(!due(30, at: 0), "the first look only notes the program's size")
+        #expect(!due(40, at: 1), "10 MB above: not worth it")
+        #expect(due(90, at: 2), "a queue's worth above")
+        // The queue was still full: the trim gave little back.
+        schedule.trimmed(residentBytes: 85 * mb, now: 2)
+        #expect(!due(85, at: 5), "not again within the interval")
+        #expect(due(85, at: 12), "after it: the queue may have drained since")
+        schedule.trimmed(residentBytes: 31 * mb, now: 12)
+        #expect(!due(32, at: 30), "back to its own size")
+        #expect(!due(25, at: 40))
+        #expect(due(42, at: 50), "the size it came down to is the one grown from")
+    }
+
+    @Test("a schedule's run reads this process's resident memory and gives back a freed queue's pages")
+    func scheduleRuns() throws {
+        var schedule = HeapTrimSchedule()
+        let first = schedule.run(now: 0)
+        #expect(!first, "the first look notes the size")
+        // 64 MB of 512-byte blocks, as a queue of messages holds them, touched, then freed.
+        let blocks = (0..<131_072).map { _ in
+            let block = malloc(512)!
+            memset(block, 1, 512)
+            return block
+        }
+        let held = try #require(HeapTrim.residentBytes)
+        for block in blocks { free(block) }
+        let ran = schedule.run(now: 1)
+        #expect(ran, "64 MB above its size: due")
+        let after = try #require(HeapTrim.residentBytes)
+        #expect(held - after > 32 << 20, "at least half given back (\(held >> 20) MB held, \(after >> 20) MB after)")
+        let again = schedule.run(now: 2)
+        #expect(!again, "not again within the interval")
     }
 }
