@@ -79,12 +79,15 @@ public struct HeapTrimSchedule: Sendable {
         next = now + minIntervalS
     }
 
-    /// Trims when due (reading this process's resident memory); true when it did.
+    /// Trims when due, reading the resident memory before and after; true when it did.
+    /// (`resident` and `trim` are this process's by default; a test gives its own.)
     @discardableResult
-    public mutating func run(now: Double) -> Bool {
-        guard let resident = HeapTrim.residentBytes, due(residentBytes: resident, now: now) else { return false }
-        HeapTrim.giveBackFreed()
-        trimmed(residentBytes: HeapTrim.residentBytes ?? resident, now: now)
+    public mutating func run(
+        now: Double, resident: () -> Int? = { HeapTrim.residentBytes }, trim: () -> Void = { HeapTrim.giveBackFreed() }
+    ) -> Bool {
+        guard let before = resident(), due(residentBytes: before, now: now) else { return false }
+        trim()
+        trimmed(residentBytes: resident() ?? before, now: now)
         return true
     }
 }

@@ -70,24 +70,28 @@ struct HeapTrimTests {
         #expect(due(42, at: 50), "the size it came down to is the one grown from")
     }
 
-    @Test("a schedule's run reads this process's resident memory and gives back a freed queue's pages")
-    func scheduleRuns() throws {
-        var schedule = HeapTrimSchedule()
-        let first = schedule.run(now: 0)
-        #expect(!first, "the first look notes the size")
-        // 64 MB of 512-byte blocks, as a queue of messages holds them, touched, then freed.
-        let blocks = (0..<131_072).map { _ in
-            let block = malloc(512)!
-            memset(block, 1, 512)
-            return block
+    @Test("a schedule's run trims when due and takes what is resident after the trim as the program's size")
+    func scheduleRuns() {
+        let mb = 1 << 20
+        final class Heap {
+            var resident = 30 << 20
+            var trims = 0
         }
-        let held = try #require(HeapTrim.residentBytes)
-        for block in blocks { free(block) }
-        let ran = schedule.run(now: 1)
-        #expect(ran, "64 MB above its size: due")
-        let after = try #require(HeapTrim.residentBytes)
-        #expect(held - after > 32 << 20, "at least half given back (\(held >> 20) MB held, \(after >> 20) MB after)")
-        let again = schedule.run(now: 2)
-        #expect(!again, "not again within the interval")
+        let heap = Heap()
+        var schedule = HeapTrimSchedule()
+        func run(at now: Double) -> Bool {
+            schedule.run(
+                now: now, resident: { heap.resident },
+                trim: {
+                    heap.trims += 1; heap.resident = 28 << 20
+                })
+        }
+        #expect(!run(at: 0), "the first look notes the size")
+        heap.resident = 100 * mb  // a consumer's queue, drained but resident
+        #expect(run(at: 1) && heap.trims == 1)
+        heap.resident = 40 * mb
+        #expect(!run(at: 20), "12 MB above the 28 MB it came down to: not due")
+        heap.resident = 45 * mb
+        #expect(run(at: 21) && heap.trims == 2)
     }
 }
