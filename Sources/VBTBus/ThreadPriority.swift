@@ -110,7 +110,8 @@ public enum RealtimeScheduling {
     /// if it was real-time: for a thread that writes files, not the rep path.
     /// Lowering needs no privilege.
     public static func leave() {
-        guard sched_getscheduler(0) == SCHED_RR || sched_getscheduler(0) == SCHED_FIFO else { return }
+        let policy = sched_getscheduler(0)
+        guard policy == SCHED_RR || policy == SCHED_FIFO else { return }
         var parameters = sched_param()
         _ = sched_setscheduler(0, SCHED_OTHER, &parameters)
     }
