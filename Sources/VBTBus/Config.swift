@@ -10,14 +10,14 @@ public struct BusConfig: Sendable, Equatable {
     public var pubEndpoint = "tcp://127.0.0.1:7701"
     /// Subscribers connect here (the bus's XPUB side). Env `VBT_SUB_ENDPOINT`.
     public var subEndpoint = "tcp://127.0.0.1:7702"
-    /// Messages queued per peer before libzmq drops (PUB/XPUB never block),
-    /// sized to a memory budget (`highWaterMark(forMemoryMB:)`): by default
-    /// 512 MiB over 8 queues of 1 KiB messages, 65,536 messages a queue, about
-    /// 6 s of a 1,000-station gym (10,000 messages a second). A consumer that
-    /// falls further behind loses messages at the bus, never memory beyond
-    /// the budget: it counts them as gaps and fetches them from the producers'
-    /// journals (proto/replay.md) once it catches up.
-    public var highWaterMark: Int32 = BusConfig.highWaterMark(forMemoryMB: BusConfig.defaultQueueMemoryMB)
+    /// Messages queued per peer before libzmq drops (PUB/XPUB never block):
+    /// 65,536, about 2.5 s of a 1,000-station gym (26,000 messages a second of
+    /// about 1 KiB; a full queue held 62-66 MB of the bus's memory in issue 17's
+    /// load test). A consumer that falls further behind loses messages at the
+    /// bus: it counts them as gaps and fetches them from the producers'
+    /// journals (proto/replay.md) once it catches up. The bus's memory as a
+    /// whole is held to its budget (`BusMemoryBudget`), however many queues fill.
+    public var highWaterMark: Int32 = BusConfig.defaultHighWaterMark
     /// Messages a subscriber's own socket queues (its receive side; 0 is unbounded). The
     /// bus's queue for it (`highWaterMark`) is where a consumer that falls
     /// behind is waited for, within the bus's budget; the consumer's own
@@ -45,17 +45,13 @@ public struct BusConfig: Sendable, Equatable {
     /// runs plaintext, which the programs allow on loopback only (`--insecure`).
     public var security: BusSecurity?
 
-    /// The default memory budget for one process's bus queues, MiB.
-    public static let defaultQueueMemoryMB = 512
-    /// The message size the budget is reckoned in (a 16-reading IMU batch is about 2 KiB, a rep under 1 KiB).
-    public static let budgetMessageBytes = 1_024
-    /// The queues a budget is shared by (a bus's slow subscribers, at once).
-    public static let budgetQueues = 8
-
-    /// The high-water mark that keeps `budgetQueues` full queues within `memoryMB`.
-    public static func highWaterMark(forMemoryMB memoryMB: Int) -> Int32 {
-        Int32(clamping: max(1, memoryMB) * (1 << 20) / budgetMessageBytes / budgetQueues)
-    }
+    /// The default high-water mark (`highWaterMark`).
+    public static let defaultHighWaterMark: Int32 = 65_536
+    /// The memory budget the bus's systemd unit gives it, MiB of resident memory
+    /// (`BusMemoryBudget`, `vbt-bus --memory-budget-mb`): under issue 17's 100 MB a
+    /// daemon, with room for a check's overshoot. The program's own default is
+    /// none (0): a flood in a test is then held by the high-water mark alone.
+    public static let unitMemoryBudgetMB = 90
     /// The session-recorder's request/reply endpoint (it binds, clients connect). Env `VBT_QUERY_ENDPOINT`.
     public var queryEndpoint = "tcp://127.0.0.1:7703"
 

@@ -20,6 +20,8 @@ public final class Forwarder {
         public var bus = BusConfig()
         /// Seconds between heartbeats; also sent at once after a new subscription.
         public var heartbeatIntervalS = 1.0
+        /// The resident memory the bus keeps to, MiB (`BusMemoryBudget`); nil: no budget but the high-water marks.
+        public var memoryBudgetMB: Int?
         /// Creates the defaults.
         public init() {}
     }
@@ -41,8 +43,16 @@ public final class Forwarder {
     private var refusedBy: [String: Int] = [:]
     /// The senders `heartbeat.bus` names in `refused_by`; the rest are summed as `others`.
     static let refusedSendersShown = 64
-    /// Both sides' connections, as monitor events.
+    /// Both sides' connections, as monitor events (the subscribers' side last).
     private let connectionMonitors: [ZMQSocket]
+    /// A subscriber's connection: its descriptor (libzmq's), what identifies it (a descriptor is reused once closed) and its peer.
+    private struct SubscriberLink {
+        var descriptor: Int32
+        var identity: KernelSocket.Identity
+        var peer: String
+    }
+    /// The subscribers connected now, by descriptor (the monitor's accepted and disconnected events).
+    private var subscriberLinks: [Int32: SubscriberLink] = [:]
 
     /// This run's instance name (the part of `src` before the slash).
     public var instance: String { stamper.instance }
@@ -89,6 +99,7 @@ public final class Forwarder {
         connectionMonitors = monitors
         counters.connections = 0
         counters.disconnections = 0
+        if configuration.memoryBudgetMB != nil { counters.shedSubscribers = 0 }
         try frontend.bind(configuration.bus.pubEndpoint)
         try backend.bind(configuration.bus.subEndpoint)
     }
@@ -101,6 +112,7 @@ public final class Forwarder {
         let monitors = connectionMonitors.map { poller.addReadable($0) }
         var nextHeartbeat = monotonicSeconds()
         var heapTrim = HeapTrimSchedule()
+        var budget = configuration.memoryBudgetMB.map(BusMemoryBudget.init(megabytes:))
         logger.info(
             "bus forwarding",
             metadata: [
@@ -111,7 +123,9 @@ public final class Forwarder {
             ])
         do {
             while true {
-                let waitMs = max(0, Int((nextHeartbeat - monotonicSeconds()) * 1000))
+                var wait = nextHeartbeat - monotonicSeconds()
+                if let budget { wait = min(wait, budget.untilNextCheck(now: monotonicSeconds())) }
+                let waitMs = max(0, Int(wait * 1000))
                 if try poller.poll(timeoutMs: waitMs) > 0 {
                     if poller.isReadable(front) {
                         let moved = try forward(from: frontend, to: backend, limit: 4096)
@@ -124,8 +138,14 @@ public final class Forwarder {
                         nextHeartbeat = 0
                     }
                     for (index, monitor) in zip(monitors, connectionMonitors) where poller.isReadable(index) {
-                        try countConnections(monitor)
+                        try countConnections(monitor, subscribers: monitor === connectionMonitors.last)
                     }
+                }
+                if budget?.isDue(now: monotonicSeconds()) == true {
+                    // Connections ended since the last poll are forgotten first: a descriptor is never taken for another's.
+                    if let monitor = connectionMonitors.last { try countConnections(monitor, subscribers: true) }
+                    let queued = subscriberLinks.compactMapValues { KernelSocket.queuedBytes($0.descriptor) }
+                    if let decision = budget?.check(now: monotonicSeconds(), queued: queued) { shed(decision, budget: budget!) }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
                     ThreadPriority.keep()
@@ -143,16 +163,44 @@ public final class Forwarder {
         }
     }
 
+    /// Disconnects the subscriber furthest behind (`BusMemoryBudget`), if its
+    /// descriptor is still the connection the monitor reported; or says that
+    /// none is behind.
+    private func shed(_ decision: BusMemoryBudget.Decision, budget: BusMemoryBudget) {
+        let metadata: Logger.Metadata = ["budget.mb": "\(budget.limitBytes >> 20)", "rss.mb": "\((HeapTrim.residentBytes ?? 0) >> 20)"]
+        switch decision {
+        case .noneBehind:
+            logger.warning("bus at its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
+        case .disconnect(let descriptor):
+            guard let link = subscriberLinks[descriptor], KernelSocket.identity(descriptor) == link.identity else { return }
+            subscriberLinks[descriptor] = nil
+            KernelSocket.shutDown(descriptor)
+            counters.shedSubscribers = (counters.shedSubscribers ?? 0) + 1
+            logger.warning(
+                "bus at its memory budget: disconnected the subscriber furthest behind; it connects again, counts what it missed as gaps and fetches it from the journals",
+                metadata: metadata.merging(["peer": "\(link.peer)", "shed": "\(counters.shedSubscribers ?? 0)"]) { $1 })
+        }
+    }
+
     /// Counts the connections a monitor reports made and ended, and the
     /// handshakes it reports failed (a peer with no key, a wrong mechanism, a
     /// key ZAP refused), logging the first 100 refusals.
-    private func countConnections(_ monitor: ZMQSocket) throws(ZMQError) {
+    /// On the subscribers' side, also keeps each connection's descriptor (`subscriberLinks`).
+    private func countConnections(_ monitor: ZMQSocket, subscribers: Bool) throws(ZMQError) {
         while let event = try monitor.receive(dontWait: true, maxFrames: 2) {
             guard let head = event.frames.first, head.count >= 6 else { continue }
             let code = Int32(head[0]) | Int32(head[1]) << 8
+            // The event's value: for an accepted or ended connection, its descriptor.
+            let value = Int32(bitPattern: UInt32(head[2]) | UInt32(head[3]) << 8 | UInt32(head[4]) << 16 | UInt32(head[5]) << 24)
             switch code {
+            case ZMQ_EVENT_ACCEPTED:
+                if subscribers, let identity = KernelSocket.identity(value) {
+                    subscriberLinks[value] = SubscriberLink(descriptor: value, identity: identity, peer: KernelSocket.peerName(value))
+                }
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: counters.connections = (counters.connections ?? 0) + 1
-            case ZMQ_EVENT_DISCONNECTED: counters.disconnections = (counters.disconnections ?? 0) + 1
+            case ZMQ_EVENT_DISCONNECTED:
+                counters.disconnections = (counters.disconnections ?? 0) + 1
+                if subscribers { subscriberLinks[value] = nil }
             default:
                 guard zap != nil else { continue }
                 counters.refusedConnections = (counters.refusedConnections ?? 0) + 1

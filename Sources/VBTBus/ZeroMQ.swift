@@ -197,11 +197,12 @@ public final class ZMQSocket {
     }
 
     /// Reports this socket's connections as events on a PAIR socket bound at
-    /// `endpoint` (`zmq_socket_monitor`): handshakes that succeeded, those that
-    /// failed (no key, a wrong mechanism, a key ZAP refused) and disconnections.
+    /// `endpoint` (`zmq_socket_monitor`): connections accepted (the event's value
+    /// is the descriptor), handshakes that succeeded, those that failed (no key,
+    /// a wrong mechanism, a key ZAP refused) and disconnections (the descriptor).
     public func monitorConnections(on endpoint: String) throws(ZMQError) {
         let events =
-            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
             | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
         if zmq_socket_monitor(handle, endpoint, Int32(events)) != 0 { throw ZMQError.last("zmq_socket_monitor(\(endpoint))") }
     }

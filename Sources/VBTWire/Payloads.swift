@@ -450,6 +450,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var connections: Int?
         /// Connections ended (a peer gone, a link down past the liveness timeout, a refused handshake).
         public var disconnections: Int?
+        /// Subscribers the bus disconnected at its memory budget, each the one furthest behind (`vbt-bus --memory-budget-mb`).
+        public var shedSubscribers: Int?
         /// Creates zeroed counters.
         public init() {}
     }
@@ -502,6 +504,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             if object["refused_by"] != nil { counters.refusedBy = try object.seqMap("refused_by") }
             counters.connections = try object.optionalInteger("connections")
             counters.disconnections = try object.optionalInteger("disconnections")
+            counters.shedSubscribers = try object.optionalInteger("shed_subscribers")
             bus = counters
         }
         if let object = try fields.optionalObject("inputs") {
@@ -547,6 +550,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             if let refused = bus.refusedConnections { writer.field("refused_connections", refused) }
             if let connections = bus.connections { writer.field("connections", connections) }
             if let disconnections = bus.disconnections { writer.field("disconnections", disconnections) }
+            if let shed = bus.shedSubscribers { writer.field("shed_subscribers", shed) }
             writer.endObject()
         }
         if let inputs {

@@ -26,26 +26,29 @@ struct VBTBusCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Memory for the queues of slow peers, MiB: sets the high-water mark (8 full queues of 1 KiB messages fit).",
-            discussion: "A peer further behind loses messages at the bus; it counts them as gaps and fetches them from the producers' journals."))
-    var memoryBudgetMb: Int = BusConfig.defaultQueueMemoryMB
+            "The bus's resident memory, MiB: at it, the subscriber furthest behind is disconnected; 0: no budget but the high-water mark (the systemd unit gives \(BusConfig.unitMemoryBudgetMB)).",
+            discussion:
+                "It connects again at once, counts what it missed as gaps and fetches it from the producers' journals. A subscriber that keeps up is never disconnected."
+        ))
+    var memoryBudgetMb: Int = 0
 
-    @Option(help: "Messages queued per peer before a slow peer loses messages (overrides --memory-budget-mb).")
-    var highWaterMark: Int32?
+    @Option(help: "Messages queued per peer before a slow peer loses messages; 0: unbounded (then the memory budget alone).")
+    var highWaterMark: Int32 = BusConfig.defaultHighWaterMark
 
     func validate() throws {
         guard heartbeatInterval > 0, heartbeatInterval <= 60 else {
             throw ValidationError("--heartbeat-interval must be between 0 and 60 seconds")
         }
-        guard highWaterMark ?? 0 >= 0 else { throw ValidationError("--high-water-mark must be 0 (unbounded) or more") }
-        guard memoryBudgetMb >= 1 else { throw ValidationError("--memory-budget-mb must be 1 or more") }
+        guard highWaterMark >= 0 else { throw ValidationError("--high-water-mark must be 0 (unbounded) or more") }
+        guard memoryBudgetMb >= 0 else { throw ValidationError("--memory-budget-mb must be 0 (no budget) or more") }
     }
 
     func run() async throws {
         let logger = bootstrapLogging(label: "vbt-bus", format: logging.format)
         var configuration = Forwarder.Configuration()
         configuration.bus = bus.config
-        configuration.bus.highWaterMark = highWaterMark ?? BusConfig.highWaterMark(forMemoryMB: memoryBudgetMb)
+        configuration.bus.highWaterMark = highWaterMark
+        configuration.memoryBudgetMB = memoryBudgetMb == 0 ? nil : memoryBudgetMb
         configuration.heartbeatIntervalS = heartbeatInterval
         let settings = configuration
         try await runProgram("vbt-bus", logger: logger, hint: "is another vbt-bus already running? Stop it or set VBT_PUB_ENDPOINT/VBT_SUB_ENDPOINT") {

@@ -1,0 +1,168 @@
+import CZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Holds the bus to a budget of resident memory however many of its
+/// subscribers fall behind (issue 17: "memory bounded by design at any N").
+///
+/// libzmq bounds each subscriber's queue in messages (the high-water mark),
+/// never the sum: with the bus's 65,536 a queue, one consumer that stopped took
+/// the bus from 26 to 92 MB in 2 s of issue 17's 1,000-station load, and two
+/// would take it past 150 MB. Lowering the mark of connected peers is no way
+/// out: libzmq 4.3's writer learns of a peer's reads only every "low-water
+/// mark" messages (the mark less 1,024, pipe.cpp `compute_lwm`), so a peer
+/// already past a lowered mark is taken for full until it reads up to a
+/// point it may never reach, and a subscriber that keeps up is cut off for good
+/// (tried here: a reader 500 messages behind stopped receiving at once).
+///
+/// So the bus reads its resident memory (`/proc/self/statm`) every
+/// `checkIntervalS` and, at the budget, disconnects the one subscriber that
+/// is furthest behind: the one whose connection's send queue in the kernel
+/// (`SIOCOUTQ`) has been non-empty the longest, at least `behindS` (a
+/// consumer that keeps up empties it many times a second; a stopped one never
+/// does). libzmq frees its queue with the connection; the subscriber connects
+/// again at once, counts what it missed as gaps and fetches it from the
+/// producers' journals (proto/replay.md). A subscriber that keeps up is never
+/// chosen: at the budget with none behind, the bus says so and waits.
+///
+/// The policy is here, as a value a test drives with its own numbers; the
+/// `Forwarder` reads the queues and closes the connection.
+public struct BusMemoryBudget: Sendable {
+    /// What to do at a check.
+    public enum Decision: Sendable, Equatable {
+        /// Disconnect this subscriber (its connection's descriptor): it is furthest behind.
+        case disconnect(Int32)
+        /// At the budget, and no subscriber behind (said once until back under it).
+        case noneBehind
+    }
+
+    /// The resident memory the bus keeps to, bytes.
+    public let limitBytes: Int
+    public var checkIntervalS = 0.05
+    /// How long a subscriber's send queue must have stayed non-empty for it to be disconnected.
+    public var behindS = 0.5
+    /// After a disconnection: how long libzmq gets to free the queue before the memory is read again.
+    public var settleS = 0.2
+    /// Subscribers disconnected at the budget.
+    public private(set) var disconnections = 0
+    /// The largest resident memory read, bytes.
+    public private(set) var peakBytes = 0
+    /// Per connection (descriptor): since when its send queue has not been empty.
+    private var backedUp: [Int32: Double] = [:]
+    private var nextCheck = 0.0
+    private var settled = 0.0
+    private var trimDue = false
+    private var saidNoneBehind = false
+
+    /// A budget of `megabytes` MiB.
+    public init(megabytes: Int) {
+        limitBytes = max(1, megabytes) << 20
+    }
+
+    /// Whether a check is due (`check` reads the queues only then).
+    public func isDue(now: Double) -> Bool { now >= nextCheck }
+
+    /// Seconds until the next check is due (for a poll's timeout).
+    public func untilNextCheck(now: Double) -> Double { max(0, nextCheck - now) }
+
+    /// One check: `queued` is each subscriber connection's bytes in its send queue now.
+    /// Past a disconnection, gives the freed heap back (`trim`) before reading the memory again.
+    /// (`resident` and `trim` are this process's by default; a test gives its own.)
+    public mutating func check(
+        now: Double, queued: [Int32: Int], resident: () -> Int? = { HeapTrim.residentBytes },
+        trim: () -> Void = { HeapTrim.giveBackFreed() }
+    ) -> Decision? {
+        guard isDue(now: now) else { return nil }
+        nextCheck = now + checkIntervalS
+        var since: [Int32: Double] = [:]
+        for (link, bytes) in queued where bytes > 0 { since[link] = backedUp[link] ?? now }
+        backedUp = since
+        guard now >= settled, var bytes = resident() else { return nil }
+        if trimDue {
+            trimDue = false
+            if bytes >= limitBytes {
+                trim()
+                bytes = resident() ?? bytes
+            }
+        }
+        peakBytes = max(peakBytes, bytes)
+        guard bytes >= limitBytes else {
+            saidNoneBehind = false
+            return nil
+        }
+        let furthest = backedUp.filter { now - $0.value >= behindS }.min { ($0.value, $0.key) < ($1.value, $1.key) }
+        guard let furthest else {
+            defer { saidNoneBehind = true }
+            return saidNoneBehind ? nil : .noneBehind
+        }
+        backedUp[furthest.key] = nil
+        disconnections += 1
+        settled = now + settleS
+        trimDue = true
+        return .disconnect(furthest.key)
+    }
+}
+
+/// What the bus asks the kernel about its subscribers' connections: libzmq
+/// gives no per-peer queue depth nor a way to close one peer of a bound socket,
+/// but its monitor reports each accepted connection's descriptor. These
+/// functions only read, or shut the connection down (shutdown(2)); the
+/// descriptor stays libzmq's, which sees the connection end as a peer's and
+/// closes it itself.
+enum KernelSocket {
+    /// What tells one connection from a later one given the same descriptor: the socket's inode.
+    struct Identity: Equatable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    static func identity(_ descriptor: Int32) -> Identity? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+    }
+
+    /// Bytes written to the connection that its peer has not taken yet; nil on error.
+    static func queuedBytes(_ descriptor: Int32) -> Int? {
+        let bytes = czmq_socket_unsent_bytes(descriptor)
+        return bytes < 0 ? nil : Int(bytes)
+    }
+
+    /// The peer's address ("127.0.0.1:50312", "[::1]:50312"), or "local" (a Unix socket's unnamed peer).
+    static func peerName(_ descriptor: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
+        }
+        guard named == 0 else { return "unknown" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                    var ip = address.pointee.sin_addr
+                    inet_ntop(AF_INET, &ip, &text, socklen_t(text.count))
+                    return "\(String(cString: text)):\(UInt16(bigEndian: address.pointee.sin_port))"
+                }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
+                    var ip = address.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &ip, &text, socklen_t(text.count))
+                    return "[\(String(cString: text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
+                }
+            }
+        default:
+            return "local"
+        }
+    }
+
+    /// Ends the connection both ways; libzmq's I/O thread sees it end and closes the descriptor.
+    static func shutDown(_ descriptor: Int32) {
+        _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+}

@@ -1,0 +1,95 @@
+import Testing
+
+@testable import VBTBus
+
+/// `BusMemoryBudget`'s policy, driven with given memory and queue readings (the
+/// bus's own, with real connections, is tests/python/test_bus_memory.py).
+@Suite("Bus memory budget")
+struct MemoryBudgetTests {
+    /// A budget of 100 MiB checked every 50 ms, a subscriber behind after 0.5 s.
+    private func budget() -> BusMemoryBudget { BusMemoryBudget(megabytes: 100) }
+    private let mib = 1 << 20
+
+    @Test("under the budget nothing is done, however far a subscriber is behind")
+    func underBudget() {
+        var budget = budget()
+        for step in 0..<100 {
+            let decision = budget.check(now: Double(step) * 0.05, queued: [7: 4_000_000, 8: 0], resident: { 99 * mib }, trim: {})
+            #expect(decision == nil)
+        }
+        #expect(budget.disconnections == 0)
+        #expect(budget.peakBytes == 99 * mib)
+    }
+
+    @Test("at the budget, the subscriber whose queue has stayed non-empty longest is disconnected, never one that empties it")
+    func furthestBehind() {
+        var budget = budget()
+        var resident = 60 * mib
+        var decisions: [BusMemoryBudget.Decision] = []
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            // 7 keeps up (its queue empties every other check), 8 stopped at 0.2 s, 9 at 0.6 s.
+            let queued: [Int32: Int] = [7: step % 2 == 0 ? 300_000 : 0, 8: now >= 0.2 ? 2_000_000 : 0, 9: now >= 0.6 ? 2_000_000 : 0]
+            if step == 30 { resident = 100 * mib }
+            if let decision = budget.check(now: now, queued: queued, resident: { resident }, trim: {}) { decisions.append(decision) }
+        }
+        #expect(decisions.first == .disconnect(8))
+        #expect(!decisions.contains(.disconnect(7)))
+        #expect(budget.disconnections == decisions.count { if case .disconnect = $0 { true } else { false } })
+    }
+
+    @Test("a subscriber behind for less than behindS is not disconnected: the budget says none is behind, once")
+    func noneBehindSaidOnce() {
+        var budget = budget()
+        var decisions: [BusMemoryBudget.Decision?] = []
+        for step in 0..<6 {
+            let now = Double(step) * 0.05
+            decisions.append(budget.check(now: now, queued: [7: 1_000], resident: { 120 << 20 }, trim: {}))
+        }
+        #expect(decisions.compactMap { $0 } == [.noneBehind])
+        // Back under the budget, then at it again: said again.
+        _ = budget.check(now: 0.30, queued: [:], resident: { 50 << 20 }, trim: {})
+        #expect(budget.check(now: 0.35, queued: [:], resident: { 120 << 20 }, trim: {}) == .noneBehind)
+    }
+
+    @Test("after a disconnection, the freed heap is given back before the memory is read again, and the next waits its settling time")
+    func settlesAndTrims() {
+        var budget = budget()
+        var resident = 110 * mib
+        var trims = 0
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        var connected: [Int32: Int] = [3: 1_000_000, 4: 1_000_000]
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            let trim = {
+                trims += 1
+                resident -= 5 * mib  // a little comes back each time: still over the budget
+            }
+            if let decision = budget.check(now: now, queued: connected, resident: { resident }, trim: trim) {
+                decisions.append((now, decision))
+                if case .disconnect(let link) = decision { connected[link] = nil }
+            }
+        }
+        // Both behind from 0 s (not yet for behindS, so none is said behind): at 0.5 s the first (3),
+        // the second (4) after 3's settling and a trim that left the bus over its budget.
+        #expect(decisions.map(\.1) == [.noneBehind, .disconnect(3), .disconnect(4)])
+        #expect(abs(decisions[1].0 - 0.5) < 1e-9)
+        #expect(decisions[2].0 >= decisions[1].0 + budget.settleS - 1e-9)
+        #expect(trims >= 1)
+        #expect(budget.disconnections == 2)
+    }
+
+    @Test("checks run every checkIntervalS, not at every poll")
+    func interval() {
+        var budget = budget()
+        var reads = 0
+        for step in 0..<1_000 {
+            _ = budget.check(
+                now: Double(step) * 0.001, queued: [:],
+                resident: {
+                    reads += 1; return 1
+                }, trim: {})
+        }
+        #expect(reads == 20)
+    }
+}
