@@ -194,7 +194,8 @@ public final class Forwarder {
             let value = Int32(bitPattern: UInt32(head[2]) | UInt32(head[3]) << 8 | UInt32(head[4]) << 16 | UInt32(head[5]) << 24)
             switch code {
             case ZMQ_EVENT_ACCEPTED:
-                if subscribers, let identity = KernelSocket.identity(value) {
+                // Kept only for a budget to choose from (two system calls a connection).
+                if subscribers, configuration.memoryBudgetMB != nil, let identity = KernelSocket.identity(value) {
                     subscriberLinks[value] = SubscriberLink(descriptor: value, identity: identity, peer: KernelSocket.peerName(value))
                 }
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: counters.connections = (counters.connections ?? 0) + 1
