@@ -179,6 +179,18 @@ public final class InOrderInput {
     /// Messages held behind holes, over every stream.
     public var held: Int { streams.all.values.reduce(0) { $0 + $1.held.count } }
 
+    /// Messages missed and still waited for over every stream: the seqs between each stream's next
+    /// and the last it knows of (held or said sent), less what is held. Looks at the streams that miss
+    /// something alone.
+    public var outstanding: Int {
+        streams.missing.reduce(0) { total, src in
+            guard let stream = streams[src] else { return total }
+            let top = max(stream.held.keys.max() ?? 0, stream.tail)
+            guard top >= stream.next else { return total }
+            return total + Int(top - stream.next + 1) - stream.held.count
+        }
+    }
+
     /// Whether any stream waits for a hole or a tail.
     public var isRecovering: Bool { streams.all.values.contains { $0.wanted != nil } }
 

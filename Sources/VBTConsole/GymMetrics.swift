@@ -120,6 +120,7 @@ public final class GymMetrics: Sendable {
         }
         meter("vbt_program_uptime_seconds", labels).set(heartbeat.uptimeS)
         meter("vbt_program_up", labels).set(1)
+        if let outstanding = heartbeat.inputs?.outstanding { meter("vbt_program_outstanding_messages", labels).set(outstanding) }
     }
 
     private func count(_ name: String, _ labels: [String: String]) { counter(name, labels).increment() }

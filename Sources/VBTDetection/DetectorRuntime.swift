@@ -298,6 +298,7 @@ public final class DetectorRuntime {
     var inputCounters: InputCounters {
         var counters = subscriber.stats.totals
         counters.lost = input.counters.lost
+        counters.outstanding = input.outstanding
         return counters
     }
 

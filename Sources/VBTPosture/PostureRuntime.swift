@@ -308,6 +308,7 @@ public final class PostureRuntime {
     private var inputCounters: InputCounters {
         var counters = subscriber.stats.totals
         counters.lost = input.counters.lost
+        counters.outstanding = input.outstanding
         return counters
     }
 

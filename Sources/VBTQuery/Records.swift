@@ -567,7 +567,8 @@ public struct RecorderStatus: Codable, Sendable, Equatable {
     public var database: String
     public var schema: [String]
     public var counters: IngestCounters
-    /// What the recorder's bus subscriber counted (duplicates by `src`+`seq` are dropped there already).
+    /// What the recorder's bus subscriber counted (duplicates by `src`+`seq` are dropped there already),
+    /// with what was lost for good and what its holes still lack (`outstanding`), as its heartbeat says.
     public var inputs: InputCounters
     public var pending: Int
     /// The last write error, while it lasts.

@@ -343,6 +343,15 @@ public final class Ingestor {
         return holes
     }
 
+    /// Messages of kept streams missed and still waited for: the seqs in their holes, as committed.
+    /// A hole whose stream no producer offers to fetch stays open (one may yet), so it stays here.
+    public var outstanding: Int {
+        guard (try? loadHoles()) != nil else { return 0 }
+        var total = 0
+        for (src, list) in holes where keeps(src: src) { for hole in list { total += hole.count } }
+        return total
+    }
+
     /// The last `seq` stored for `src` (nil: a stream never stored).
     public func storedLastSeq(_ src: String) throws(StoreError) -> UInt64? {
         if let seq = lastSeq[src] { return seq }

@@ -90,7 +90,7 @@ public final class RecorderRuntime {
         service.status = { [unowned self] in
             RecorderStatus(
                 database: path, schema: (try? store.appliedMigrations()) ?? [], counters: ingestor.counters,
-                inputs: self.subscriber.stats.totals, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
+                inputs: self.inputs, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
         }
     }
 
@@ -182,6 +182,7 @@ public final class RecorderRuntime {
     private var inputs: InputCounters {
         var counters = subscriber.stats.totals
         counters.lost = ingestor.counters.lost
+        counters.outstanding = ingestor.outstanding
         return counters
     }
 

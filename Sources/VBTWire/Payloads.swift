@@ -408,6 +408,9 @@ public struct InputCounters: Sendable, Equatable, Codable {
     public var malformed = 0
     /// Messages this consumer lacked that no producer's journal held any more: lost for good (the session-recorder says).
     public var lost: Int?
+    /// Messages this consumer lacked and still waits for: neither fetched again nor given up (its
+    /// open holes and silent tails). A count that stays above 0 after a run is what may yet be lost.
+    public var outstanding: Int?
     /// Creates zeroed counters.
     public init() {}
 }
@@ -515,6 +518,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.duplicates = try object.integer("duplicates")
             counters.malformed = try object.integer("malformed")
             counters.lost = try object.optionalInteger("lost")
+            counters.outstanding = try object.optionalInteger("outstanding")
             inputs = counters
         }
         if let object = try fields.optionalObject("webhook") {
@@ -562,6 +566,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("duplicates", inputs.duplicates)
             writer.field("malformed", inputs.malformed)
             if let lost = inputs.lost { writer.field("lost", lost) }
+            if let outstanding = inputs.outstanding { writer.field("outstanding", outstanding) }
             writer.endObject()
         }
         if let webhook {

@@ -254,6 +254,9 @@ struct LoadReport: Encodable, Sendable {
         var gaps: Int
         var missing: Int
         var lost: Int
+        /// Missed and still waited for when the run ended (its last heartbeat's `inputs.outstanding`, less
+        /// what was outstanding before the run): not lost yet, not recovered either.
+        var outstanding: Int
     }
     struct ProcessUse: Encodable, Sendable {
         var name: String
@@ -350,15 +353,19 @@ struct LoadReport: Encodable, Sendable {
         case storeGrowth = "store_growth"
     }
 
-    /// Nothing lost, at least 98 % of the expected reps, p99 within the goal.
+    /// What the consumers missed and had neither fetched again nor given up when the run ended.
+    var outstanding: Int { consumers.values.reduce(0) { $0 + $1.outstanding } }
+
+    /// Nothing lost and nothing still missing, at least 98 % of the expected reps, p99 within the goal.
     func held(p99GoalMs: Double) -> Bool {
-        lost.values.allSatisfy { $0 == 0 } && Double(repsReceived) >= 0.98 * Double(repsExpected) && latencyMs.p99 <= p99GoalMs
+        lost.values.allSatisfy { $0 == 0 } && outstanding == 0 && Double(repsReceived) >= 0.98 * Double(repsExpected)
+            && latencyMs.p99 <= p99GoalMs
     }
 
     var summaryLine: String {
         String(
-            format: "loadtest: %d stations, %.0f readings/s, reps %d of %d, latency p50 %.1f ms p99 %.1f ms max %.1f ms, lost %d",
-            stations, readingsPerS, repsReceived, repsExpected, latencyMs.p50, latencyMs.p99, latencyMs.max, lost.values.reduce(0, +))
+            format: "loadtest: %d stations, %.0f readings/s, reps %d of %d, latency p50 %.1f ms p99 %.1f ms max %.1f ms, lost %d, still missing %d",
+            stations, readingsPerS, repsReceived, repsExpected, latencyMs.p50, latencyMs.p99, latencyMs.max, lost.values.reduce(0, +), outstanding)
     }
 
     var table: String {
@@ -371,10 +378,12 @@ struct LoadReport: Encodable, Sendable {
                 machineStalls.over2Ms, machineStalls.over5Ms, machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50,
                 latencyMsOutsideStalls.p99, latencyMsOutsideStalls.max)
         text += "scheduling: listener \(scheduling.listener), replay \(scheduling.replay)\n"
-        text += "consumer            received     gaps  missing     lost\n"
+        text += "consumer            received     gaps  missing     lost  still missing\n"
         for name in consumers.keys.sorted() {
             let c = consumers[name]!
-            text += name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %9d %8d %8d %8d\n", c.received, c.gaps, c.missing, c.lost)
+            text +=
+                name.padding(toLength: 18, withPad: " ", startingAt: 0)
+                + String(format: " %9d %8d %8d %8d %14d\n", c.received, c.gaps, c.missing, c.lost, c.outstanding)
         }
         text +=
             "vbt loadtest".padding(toLength: 18, withPad: " ", startingAt: 0)
@@ -630,7 +639,7 @@ struct LoadRun {
             let first = firstInputs[name] ?? InputCounters()
             consumers[name] = .init(
                 received: last.received - first.received, gaps: last.gaps - first.gaps, missing: last.missing - first.missing,
-                lost: max(0, (last.lost ?? 0) - (first.lost ?? 0)))
+                lost: max(0, (last.lost ?? 0) - (first.lost ?? 0)), outstanding: max(0, (last.outstanding ?? 0) - (first.outstanding ?? 0)))
         }
         // The reps the readings replayed hold, as the detector finds them offline, at every copy.
         // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped,

@@ -39,6 +39,10 @@ struct EnvelopeTests {
         bus.msgsIn = 10; bus.bytesOut = 2000; bus.subscribeEvents = 3
         let heartbeat = HeartbeatMessage(role: "vbt-bus", uptimeS: 12.5, intervalS: 1, bus: bus, inputs: InputCounters())
         #expect(try roundTrip(heartbeat, station: "bus").1 == heartbeat)
+        var inputs = InputCounters()
+        (inputs.received, inputs.gaps, inputs.missing, inputs.lost, inputs.outstanding) = (1_000, 2, 30, 5, 25)
+        let consumer = HeartbeatMessage(role: "session-recorder", uptimeS: 3, intervalS: 1, inputs: inputs)
+        #expect(try roundTrip(consumer, station: "session-recorder").1 == consumer)
         let command = CommandMessage(
             id: "c-1", command: "set.end", target: "rep-detector",
             args: JSONObject([("reason", .string("coach"))]))

@@ -71,6 +71,27 @@ struct InOrderTests {
         #expect(rig.input.counters.requests > 1, "the question was asked again while its answer was late")
     }
 
+    @Test("what a hole still lacks is counted outstanding while it waits, and nothing once it is fetched")
+    func outstandingWhileWaiting() throws {
+        let rig = try Rig()
+        var number = 0
+        rig.bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return (30...49).contains(number)
+        }
+        try rig.beat()
+        try rig.samples(100)
+        #expect(rig.input.outstanding == 0, "nothing received yet")
+        for _ in 0..<10 { try rig.pass(serve: false) }
+        #expect(rig.bus.dropped == 20)
+        #expect(rig.delivered == Array(1...29))
+        #expect(rig.input.outstanding == 20, "30-49 lack; 50-100 are held, not outstanding")
+        for _ in 0..<40 { try rig.pass(serve: true) }
+        #expect(rig.delivered == Array(1...100))
+        #expect(rig.input.outstanding == 0 && rig.input.counters.lost == 0)
+    }
+
     @Test("a late answer holding only the end of a hole, then the answer asked for: each message once, in order, nothing left held")
     func lateAnswerThenCurrent() throws {
         let rig = try Rig()

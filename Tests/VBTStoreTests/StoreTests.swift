@@ -562,10 +562,13 @@ struct HoleTests {
         let src = messages[0].envelope.src
         try fixture.ingestor.ingest(Array(messages[0..<3]) + Array(messages[6..<10]))
         #expect(try fixture.ingestor.streamHoles()[src] == [4...6])
+        #expect(fixture.ingestor.outstanding == 3)
         try fixture.ingestor.ingest([messages[4]])
         #expect(try fixture.ingestor.streamHoles()[src] == [4...4, 6...6])
+        #expect(fixture.ingestor.outstanding == 2)
         try fixture.ingestor.ingest([messages[3], messages[5], messages[4]])
         #expect(try fixture.ingestor.streamHoles()[src] == nil)
+        #expect(fixture.ingestor.outstanding == 0)
         #expect(fixture.ingestor.counters.recovered == 3 && fixture.ingestor.counters.duplicates == 1)
         // A stream first seen late lacks its beginning.
         let late = try Self.stream(5, program: "notifier")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from bus_tap import BusTap
 from test_wire import (Bus, binary, bus, free_port, validate_message,  # noqa: F401 (fixture)
                        wait_until)
 
@@ -303,6 +304,36 @@ def test_replayed_messages_leave_the_database_unchanged(bus: Bus, tmp_path: Path
         assert recorder.result("status")["pending"] == 0
         assert snapshot() == first
     finally:
+        publisher.close()
+        recorder.close()
+
+
+def test_a_hole_is_outstanding_until_filled(bus: Bus, tmp_path: Path):
+    """Messages a stream skipped that no producer offers to fetch stay outstanding (in the status and the
+    heartbeat), neither forgotten nor counted lost: one may yet offer them (filling a hole brings the count
+    back down: `HoleTests` and `InOrderTests` in the Swift suites)."""
+    recorder = Recorder(bus, tmp_path / "vbt.sqlite")
+    publisher = RawPublisher(bus, "rep.rack-06")
+    tap = None
+    try:
+        beats: list[dict] = []
+        tap = BusTap(bus.sub_endpoint, beats.append, b"heartbeat.session-recorder")
+        reps = [publisher.message("rep", "rack-06", rep_fields("s6", i, 1_700_000_300 + i)) for i in range(1, 9)]
+        for msg in reps[:2] + reps[5:]:  # 3, 4 and 5 never sent
+            publisher.send(msg)
+        wait_until(lambda: recorder.rows("reps") == 5, "5 reps stored", detail=bus.describe)
+        wait_until(lambda: recorder.result("status")["inputs"].get("outstanding") == 3, "3 outstanding in the status",
+                   detail=lambda: f"{recorder.result('status')}\n{bus.describe()}")
+        wait_until(lambda: beats and beats[-1]["inputs"].get("outstanding") == 3, "3 outstanding in the heartbeat",
+                   detail=lambda: f"{beats[-1:]}")
+        # Kept open, not given up: the heartbeats after go on saying so, and nothing is counted lost.
+        seen = len(beats)
+        wait_until(lambda: len(beats) >= seen + 2, "two more heartbeats")
+        assert all(beat["inputs"].get("outstanding") == 3 and beat["inputs"].get("lost", 0) == 0 for beat in beats[seen:]), beats[seen:]
+        assert recorder.result("status")["inputs"].get("lost", 0) == 0
+    finally:
+        if tap:
+            tap.close()
         publisher.close()
         recorder.close()
 
