@@ -1,4 +1,6 @@
 import ArgumentParser
+import Dispatch
+import Glibc
 import Logging
 import VBTBus
 import VBTCommandLine
@@ -22,6 +24,9 @@ struct SensorBridge: AsyncParsableCommand {
             message: at most --batch-size readings, none waiting longer than --batch-delay; with
             --batch-delay 0 each leaves at once when the bridge is idle, and what arrives while it is
             busy leaves together.
+            SIGUSR1 ends a replay or a simulation (a --loop one too) as if it had run out: with
+            --journal and --linger the bridge then answers replay requests that long before it exits
+            (vbt loadtest --journal stops its replay so).
             """,
         version: versionText("sensor-bridge"))
 
@@ -236,7 +241,7 @@ struct SensorBridge: AsyncParsableCommand {
             let source = ReplaySource(path: replay, recording: recording, speed: speed, loop: loop, stations: stations, startT: t0, stagger: stagger)
             firstTopic = recording.messages.first.map { "\($0.type).\(source.copies(of: $0.station)[0])" }
             sources.append(source)
-            finite = loop ? 0 : 1
+            finite = 1  // a --loop replay ends on SIGUSR1
         } else if simulate, let station {
             var sim = SimulationConfig()
             sim.station = station
@@ -264,7 +269,7 @@ struct SensorBridge: AsyncParsableCommand {
                 }
             }
             sources.append(SimulatorSource(config: sim, truth: truthFile))
-            finite = loop ? 0 : 1
+            finite = 1  // a --loop simulation ends on SIGUSR1
         } else if let station {
             if let serial, let serialProtocol, let proto = SerialProtocol(rawValue: serialProtocol) {
                 sources.append(SerialSource(path: serial, proto: proto, baud: baud, station: station))
@@ -278,6 +283,11 @@ struct SensorBridge: AsyncParsableCommand {
 
         let queue = EventQueue()
         let stop = StopFlag()
+        // The sources stop on this one: set with `stop`, or alone by SIGUSR1 (a replay or a simulation
+        // ends as if it had run out, and the bridge lingers, answering replay requests, if asked to).
+        let endSources = StopFlag()
+        let endOnSignal = finite > 0 ? Self.endSources(on: SIGUSR1, endSources, logger: logger) : nil
+        defer { endOnSignal?.cancel() }
         let wait = waitSubscribers
         let publisherTopic = firstTopic ?? station.map { SampleMessage.topic(station: $0) }
         let sourceList = sources
@@ -288,7 +298,13 @@ struct SensorBridge: AsyncParsableCommand {
         // (its heartbeat then says where to ask for what was missed).
         let journalPlan = journalOptions.plan
         let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : (journalPlan == nil ? nil : "bridge-replay")
-        try await runProgram("sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running", onShutdown: { stop.set() }) {
+        try await runProgram(
+            "sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running",
+            onShutdown: {
+                stop.set()
+                endSources.set()
+            }
+        ) {
             context in
             let bridge = try BridgePublisher(context: context, config: busConfig, queue: queue, policy: batchPolicy, logger: logger)
             if let name = heartbeatName { bridge.heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: name) }
@@ -299,15 +315,29 @@ struct SensorBridge: AsyncParsableCommand {
             if let topic = publisherTopic, wait > 0, try !bridge.waitForSubscriber(topic: topic, timeoutS: wait) {
                 logger.warning("no subscriber yet; publishing anyway", metadata: ["zmq.topic": "\(topic)"])
             }
-            let threads = sourceList.map { $0.start(into: queue, stop: stop, logger: logger) }
+            let threads = sourceList.map { $0.start(into: queue, stop: endSources, logger: logger) }
             // Every source is stopped and waited for (each reads with a timeout, so it ends within it).
             defer {
                 stop.set()
+                endSources.set()
                 for thread in threads where !thread.join(timeoutS: 5) {
                     logger.warning("sensor source still running at exit", metadata: ["source": "\(thread.name)"])
                 }
             }
             try bridge.run(stop: stop, finiteSources: finiteSources, lingerS: lingerS)
         }
+    }
+
+    /// Sets `flag` when `signal` comes (its default action, ending the process, is turned off): kept
+    /// alive by the caller while the sources run.
+    static func endSources(on signal: Int32, _ flag: StopFlag, logger: Logger) -> any DispatchSourceSignal {
+        Glibc.signal(signal, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signal, queue: .global())
+        source.setEventHandler {
+            logger.info("asked to end the replay or simulation (SIGUSR1)")
+            flag.set()
+        }
+        source.resume()
+        return source
     }
 }

@@ -41,8 +41,13 @@ struct LoadTest: AsyncParsableCommand {
             the latency is the rep path's, not this command's own wait for a core. Where this user may not (root, \
             or an RLIMIT_RTPRIO), they run as other programs do; the report's `scheduling` says which.
 
-            --ramp runs doubling station counts up to N and reports the largest that held (nothing lost, reps as \
-            expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \
+            A consumer's `still missing` is what it lacked and had neither fetched again nor given up when the run \
+            ended: the replay keeps no journal unless --journal, so what a consumer that fell behind missed stays \
+            missing, and the report says so. With --journal the replay journals as station bridges do and is waited \
+            for (--settle) while a consumer still fetches.
+
+            --ramp runs doubling station counts up to N and reports the largest that held (nothing lost or still \
+            missing, reps as expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \
             time. In a secured installation the bridge needs a key a replay may use (a service key with program \
             sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
             """)
@@ -70,6 +75,18 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "Seconds to wait after the replay stops for the last reps.")
     var grace: Double = 3
 
+    @Option(
+        help: """
+            Journal the replay into this folder, as station bridges journal (sensor-bridge --journal): a consumer \
+            that falls behind (a stall, the bus's memory budget) then fetches what it missed, as in a gym. At the end \
+            the replay stops publishing and keeps answering while a consumer still misses something, up to --settle \
+            seconds. The journal's writes are load on this computer that station computers carry in a gym.
+            """)
+    var journal: String?
+
+    @Option(help: "With --journal: the most seconds to wait after --grace for consumers to fetch what they still miss.")
+    var settle: Double = 60
+
     @Option(help: "The latency a station count must keep to hold (--ramp), ms at p99.")
     var p99GoalMs: Double = 5
 
@@ -94,8 +111,8 @@ struct LoadTest: AsyncParsableCommand {
         guard (1...5_000).contains(stations) else { throw ValidationError("--stations must be 1 to 5000") }
         guard duration >= 2, duration <= 86_400 else { throw ValidationError("--duration must be 2 s to a day") }
         guard stagger.isFinite, stagger >= 0, stagger < duration else { throw ValidationError("--stagger must be 0 or more, and less than --duration") }
-        guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0 else {
-            throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --p99-goal-ms more than 0")
+        guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0, settle >= 0, settle <= 600 else {
+            throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --settle 0 to 600 s, --p99-goal-ms more than 0")
         }
         guard (0...StallProbe.priority - 1).contains(realtimePriority) else {
             throw ValidationError("--realtime-priority must be 0 (the normal scheduler) to \(StallProbe.priority - 1)")
@@ -127,7 +144,7 @@ struct LoadTest: AsyncParsableCommand {
         let config = bus.config
         let settings = LoadSettings(
             recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure,
-            keepTimings: timings != nil, realtimePriority: realtimePriority)
+            keepTimings: timings != nil, realtimePriority: realtimePriority, journal: journal, settle: settle)
         let reports = LockedReports()
         try await runLoop("vbt.loadtest", logger: logger) { context in
             for count in counts {
@@ -432,6 +449,10 @@ struct LoadSettings: Sendable {
     var keepTimings = false
     /// SCHED_RR priority of the listener and the replay while they run (0: the normal scheduler).
     var realtimePriority: Int32 = 0
+    /// The folder the replay journals into (`--journal`), a subfolder a station count.
+    var journal: String?
+    /// With a journal: the most seconds to wait after the grace while a consumer still misses something.
+    var settle: Double = 60
 }
 
 /// One run at one station count.
@@ -528,6 +549,7 @@ struct LoadRun {
         var nextWindow = runStart + 5
         var stopAt = runStart + settings.duration
         var stopped = false
+        var settleUntil = 0.0
         var stoppedWall = 0.0
         var replayUse: LoadReport.ProcessUse?
         while true {
@@ -543,8 +565,10 @@ struct LoadRun {
                 stopped = true
                 stoppedWall = wallClockSeconds()
                 stopAt = now + settings.grace
+                settleUntil = stopAt + (settings.journal == nil ? 0 : settings.settle)
             } else if stopped && now >= stopAt {
-                break
+                // A journalled replay answers on: waited for while a consumer still misses something.
+                guard now < settleUntil, outstanding(lastInputs, since: firstInputs) > 0 else { break }
             }
             if now >= nextWindow {
                 windows.append(
@@ -684,6 +708,7 @@ struct LoadRun {
         process.arguments =
             ["--replay", settings.recording, "--stations", "\(copies)", "--speed", "1", "--loop"]
             + (stagger > 0 ? ["--stagger", "\(stagger)"] : []) + (settings.insecure ? ["--insecure"] : [])
+            + (settings.journal.map { ["--journal", "\($0)/\(stations)", "--linger", "\(settings.grace + settings.settle + 30)"] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         if let replayKey = environment["VBT_REPLAY_CERT"] { environment["VBT_CERT"] = replayKey }
         environment["VBT_PUB_ENDPOINT"] = config.pubEndpoint
@@ -711,8 +736,18 @@ struct LoadRun {
             reportProblem("vbt: the replaying sensor-bridge stopped by itself (exit \(process.terminationStatus)): \(last)")
             throw ProgramExit()
         }
-        process.terminate()
-        process.waitUntilExit()
+        guard settings.journal != nil else {
+            process.terminate()
+            process.waitUntilExit()
+            return
+        }
+        // Journalled: it stops publishing and answers replay requests until it is terminated after the run.
+        kill(process.processIdentifier, SIGUSR1)
+    }
+
+    /// What the consumers still miss, summed, from their heartbeats since the run began.
+    private func outstanding(_ last: [String: InputCounters], since first: [String: InputCounters]) -> Int {
+        last.reduce(0) { total, entry in total + max(0, (entry.value.outstanding ?? 0) - (first[entry.key]?.outstanding ?? 0)) }
     }
 
     /// Every vbt program on this computer: its name, CPU seconds so far and memory now (proc(5)).

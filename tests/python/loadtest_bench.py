@@ -89,7 +89,8 @@ def recording(folder: Path) -> Path:
     return path
 
 
-def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2, probes: int = 100) -> dict:
+def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2, probes: int = 100,
+             journal: bool = False) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "vbt.sqlite"
     query = f"tcp://127.0.0.1:{fault_run.free_port()}"
@@ -112,7 +113,8 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
                                  "--duration", str(duration), "--stagger", str(stagger), "--probes", str(probes), "--json", "--svg", str(folder / "loadtest.svg"),
-                                 "--timings", str(folder / "timings.csv")],
+                                 "--timings", str(folder / "timings.csv"),
+                                 *(["--journal", str(folder / "replay-journal")] if journal else [])],
                                 env=node.env, capture_output=True, text=True, timeout=duration + 300)
         if result.returncode != 0:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
@@ -164,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", type=Path, help="keep the recording and the runs here")
     parser.add_argument("--probes", type=int, default=100,
                         help="stations whose reps are timed (1 to 100, default 100): a 40 s run times 5 reps each")
+    parser.add_argument("--journal", action="store_true",
+                        help="journal the replay as station bridges do (vbt loadtest --journal): what a consumer misses is fetched")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         failures = 0
         for stations, stagger in ((n, s) for n in args.stations for s in args.stagger):
             report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger,
-                              args.probes)
+                              args.probes, args.journal)
             print(show(report), flush=True)
             slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
                              for rep in report.get("slowest", [])[:3])

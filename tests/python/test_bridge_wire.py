@@ -3,6 +3,7 @@ both sensors, their status messages, and a replay of that recording fanned out
 to several stations."""
 
 import re
+import signal
 from pathlib import Path
 
 from test_wire import (Bus, bus, read_recording, read_stats, received_by_topic,  # noqa: F401 (fixture)
@@ -96,3 +97,16 @@ def test_detector_messages_validate(bus: Bus, tmp_path: Path):
         check_src(record["msg"], record["topic"])
     ends = [r["msg"] for r in records if r["msg"]["type"] == "set" and r["msg"]["event"] == "end"]
     assert ends and ends[0]["reps"] == 3 and ends[0]["reason"] == "idle"
+
+
+def test_sigusr1_ends_a_looping_simulation_which_then_lingers(bus: Bus, tmp_path: Path):
+    """SIGUSR1 ends a --loop simulation as if it had run out (how `vbt loadtest --journal` stops its replay): the
+    bridge stops publishing, answers replay requests for --linger seconds, then exits 0."""
+    bridge = bus.spawn("sensor-bridge", ["sensor-bridge", "--station", "rack-usr1", "--simulate", "--loop", "--journal",
+                                         str(tmp_path / "journal"), "--linger", "1", "--wait-subscribers", "0"])
+    bridge.wait_for_log("simulated session")
+    bridge.proc.send_signal(signal.SIGUSR1)
+    bridge.wait_for_log("sources finished; answering replay requests a while longer")
+    bridge.wait_for_log("bridge stopped")
+    assert bridge.proc.wait(timeout=30) == 0, bridge.stderr()
+    assert "asked to end the replay or simulation (SIGUSR1)" in bridge.stderr()
