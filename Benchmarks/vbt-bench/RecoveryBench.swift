@@ -56,3 +56,39 @@ func recoveryRates(messages: Int, runs: Int) throws -> [Double] {
     }
     return rates
 }
+
+/// Reading a range of one stream from a journal of `streams` interleaved (a rep-detector's outputs for a
+/// thousand stations, `vbt loadtest --journal`'s replay): each stream's `perStream` records of about 1 KB,
+/// then `hole` of each read back. Returns the medians, ms a read, with the exact index and without it
+/// (the nearest of every 32nd record, then past every other stream's records: the code before), over
+/// `reads` streams each.
+func journalRangeReads(streams: Int, perStream: UInt64, hole: UInt64, reads: Int) throws -> (exact: Double, strided: Double) {
+    let dir = try TemporaryDirectory()
+    let body = Array(String(repeating: "x", count: 1_000).utf8)
+    var settings = JournalSettings(directory: dir.path("journal"))
+    settings.maxBytes = 4 << 30
+    var journal: Journal? = try Journal(settings: settings, instance: "bench-1")
+    let names = (1...streams).map { "bench-1/sample.rack-\($0)" }
+    let start = wallClockSeconds()  // records older than the journal keeps would be pruned
+    for seq in 1...perStream {
+        for src in names { try journal!.append(src: src, seq: seq, ts: start + Double(seq) * 0.04, topic: Array("sample".utf8), body: body) }
+    }
+    try journal!.sync()
+    func time(_ reader: Journal) throws -> Double {
+        var times: [Double] = []
+        for src in names.prefix(reads) {
+            let started = monotonicSeconds()
+            let records = try reader.read(src: src, from: perStream - hole + 1, to: perStream)
+            times.append((monotonicSeconds() - started) * 1_000)
+            precondition(records.count == Int(hole), "read \(records.count) of \(hole)")
+        }
+        return times.sorted()[times.count / 2]
+    }
+    let exact = try time(journal!)
+    journal = nil  // lets go of the folder
+    // The same files opened again without the exact index.
+    var strided = settings
+    strided.exactIndex = false
+    let other = try Journal(settings: strided, instance: "bench-2")
+    return (exact, try time(other))
+}

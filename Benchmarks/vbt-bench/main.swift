@@ -667,4 +667,10 @@ if wants("recovery") {
     print("")
     print("recorder recovery: 20,000 missed sample messages fetched from the producer's journal and stored (in-process, the work alone)")
     print("  \(format(median(recovery)))   runs: \(recovery.map(format).joined(separator: ", "))")
+    let reads = try journalRangeReads(streams: 1_000, perStream: 100, hole: 80, reads: 100)
+    print("journal range read, 80 records of one stream among 1,000 interleaved (100 MB; median of 100 reads)")
+    print(
+        String(
+            format: "  exact index %.3f ms a read; nearest 32nd record, then past the other streams' (the baseline) %.2f ms; %.0fx", reads.exact, reads.strided,
+            reads.strided / max(reads.exact, 1e-6)))
 }

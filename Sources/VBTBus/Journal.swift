@@ -28,6 +28,15 @@ import Glibc
 //
 // A record that is cut short or fails its CRC ends its file: a torn tail from
 // a crash is cut off when the journal opens, and nothing after it is trusted.
+//
+// A journal may hold many streams interleaved (a rep-detector's outputs for a
+// thousand stations; `vbt loadtest --journal`'s replay of as many). A range of
+// one stream is then read record by record from an index of where each of its
+// records begins, not by walking past every other stream's records between:
+// the file being written keeps that index as it grows, a closed file's is
+// built on the first read that needs it (a pass over its record headers) and
+// the last few are kept (issue 17: a recorder fetching a thousand streams'
+// holes after a stall made its producer walk the same files once per stream).
 
 /// How a journal is kept.
 public struct JournalSettings: Sendable, Equatable {
@@ -41,6 +50,9 @@ public struct JournalSettings: Sendable, Equatable {
     public var segmentBytes = 64 << 20
     /// Appended records reach the disk (write and fdatasync) at least this often, s.
     public var syncIntervalS = 0.05
+    /// Read a range of a stream by an index of where each of its records begins (in files holding
+    /// many streams); off, from the nearest of every `indexStride`-th (the benchmark's baseline).
+    public var exactIndex = true
 
     /// Settings for `directory`, with the defaults: at most 30 minutes or 1 GiB, whichever is smaller.
     public init(directory: String) { self.directory = directory }
@@ -81,14 +93,31 @@ public final class Journal {
         var index: [String: [(seq: UInt64, offset: Int)]] = [:]
         /// Per stream: records since its last index entry.
         var sinceIndexed: [String: Int] = [:]
+        /// Whether `index` holds every record (the file being written), not every `indexStride`-th.
+        var exact = false
 
         mutating func note(src: String, seq: UInt64, offset: Int) {
+            if exact {
+                index[src, default: []].append((seq, offset))
+                return
+            }
             let count = sinceIndexed[src, default: Journal.indexStride]
             if count >= Journal.indexStride {
                 index[src, default: []].append((seq, offset))
                 sinceIndexed[src] = 1
             } else {
                 sinceIndexed[src] = count + 1
+            }
+        }
+
+        /// Keeps every `indexStride`-th entry: a closed file's exact index would hold memory for every
+        /// record (the exact one goes to the journal's cache of recent files instead).
+        mutating func thin() {
+            guard exact else { return }
+            exact = false
+            for (src, entries) in index {
+                index[src] = Swift.stride(from: 0, to: entries.count, by: Journal.indexStride).map { entries[$0] }
+                sinceIndexed[src] = (entries.count - 1) % Journal.indexStride + 1
             }
         }
 
@@ -111,6 +140,10 @@ public final class Journal {
 
     /// Records of a stream between two index entries.
     static let indexStride = 32
+    /// Streams a closed file must hold for its exact index to be built when read.
+    static let exactIndexStreams = 8
+    /// Closed files whose exact index is kept (a 64 MiB file of 1 KB records: about 1 MB each).
+    static let exactIndexCache = 4
 
     public let settings: JournalSettings
     private let clock: any BusClock
@@ -118,6 +151,8 @@ public final class Journal {
     private var segments: [Segment] = []
     private var fd: Int32 = -1
     private var lockFd: Int32 = -1
+    /// The exact indexes of closed files recently read or closed, by path, the most recent last.
+    private var exactIndexes: [(path: String, index: [String: [(seq: UInt64, offset: Int)]])] = []
     private var index = 0
     private var buffer: [UInt8] = []
     /// Written to the kernel since the last `fdatasync`.
@@ -318,14 +353,31 @@ public final class Journal {
         try writeOut()  // the kernel has it: readable, on the disk or not yet
         var found: [JournalRecord] = []
         let wanted = Array(src.utf8)
-        for segment in segments {
-            guard let range = segment.streams[src], range.overlaps(from...max(from, to)) else { continue }
-            // A stream's records are in seq order within a file: read from the index entry at or
-            // before `from`, and stop past `to`; other streams' records are skipped unparsed.
-            try Self.records(in: segment.path, from: segment.start(of: src, from: from), src: wanted) { record, _ in
-                if record.seq > to { return false }
-                if record.seq >= from { found.append(record) }
-                return found.count < limit
+        for position in segments.indices {
+            guard let range = segments[position].streams[src], range.overlaps(from...max(from, to)) else { continue }
+            let segment = segments[position]
+            // A stream's records are in seq order within a file.
+            if let entries = try exactIndex(position)?[src] {
+                // Where each record of the range begins: read those alone.
+                var low = 0, high = entries.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if entries[middle].seq < from { low = middle + 1 } else { high = middle }
+                }
+                var offsets: [Int] = []
+                while low < entries.count, entries[low].seq <= to, found.count + offsets.count < limit {
+                    offsets.append(entries[low].offset)
+                    low += 1
+                }
+                try Self.records(in: segment.path, at: offsets) { found.append($0) }
+            } else {
+                // Read from the index entry at or before `from`, and stop past `to`; other streams'
+                // records are skipped unparsed.
+                try Self.records(in: segment.path, from: segment.start(of: src, from: from), src: wanted) { record, _ in
+                    if record.seq > to { return false }
+                    if record.seq >= from { found.append(record) }
+                    return found.count < limit
+                }
             }
             if found.count >= limit { break }
         }
@@ -333,10 +385,40 @@ public final class Journal {
         return Array(found.prefix(limit))
     }
 
+    /// Every record's offset per stream in the file at `position`, when it is known or worth building:
+    /// the file being written keeps it; a closed file's is built from its record headers if the file
+    /// holds many streams (with a few, reading from the nearest index entry skips little).
+    private func exactIndex(_ position: Int) throws(JournalError) -> [String: [(seq: UInt64, offset: Int)]]? {
+        let segment = segments[position]
+        guard settings.exactIndex else { return nil }
+        if segment.exact { return segment.index }
+        if let cached = exactIndexes.firstIndex(where: { $0.path == segment.path }) {
+            let entry = exactIndexes.remove(at: cached)
+            exactIndexes.append(entry)
+            return entry.index
+        }
+        guard segment.streams.count >= Self.exactIndexStreams else { return nil }
+        var built: [String: [(seq: UInt64, offset: Int)]] = [:]
+        try Self.headers(in: segment.path, upTo: segment.bytes) { src, seq, offset in built[src, default: []].append((seq, offset)) }
+        keepExactIndex(path: segment.path, built)
+        return built
+    }
+
+    private func keepExactIndex(path: String, _ index: [String: [(seq: UInt64, offset: Int)]]) {
+        exactIndexes.append((path, index))
+        if exactIndexes.count > Self.exactIndexCache { exactIndexes.removeFirst() }
+    }
+
     // MARK: Files
 
     private func openNext() throws(JournalError) {
         if fd >= 0 { close(fd) }
+        if let last = segments.indices.last, segments[last].exact {
+            // Closed: its exact index moves to the cache of recent files (a consumer that fell behind
+            // asks for what is in them first), and the file keeps a thinned one.
+            keepExactIndex(path: segments[last].path, segments[last].index)
+            segments[last].thin()
+        }
         var path: String
         repeat {
             index += 1
@@ -346,7 +428,7 @@ public final class Journal {
         guard fd >= 0 else {
             throw JournalError("cannot create the journal file \(path): \(String(cString: strerror(errno))); check the folder is writable")
         }
-        segments.append(Segment(path: path, bytes: 0, firstTs: 0, lastTs: 0, streams: [:]))
+        segments.append(Segment(path: path, bytes: 0, firstTs: 0, lastTs: 0, streams: [:], exact: settings.exactIndex))
     }
 
     /// Deletes the oldest files while the folder is over its size, or their newest record is over its age.
@@ -359,6 +441,7 @@ public final class Journal {
             guard overSize || overAge else { return }
             unlink(oldest.path)
             segments.removeFirst()
+            exactIndexes.removeAll { $0.path == oldest.path }
             pruned += 1
         }
     }
@@ -419,19 +502,7 @@ public final class Journal {
                         continue
                     }
                 }
-                let crc = Self.get(UInt32.self, bytes, offset + 4)
-                guard CRC32.checksum(UnsafeBufferPointer(rebasing: bytes[(offset + 8)..<end])) == crc else { break }
-                let seq = Self.get(UInt64.self, bytes, offset + 8)
-                let ts = Double(bitPattern: Self.get(UInt64.self, bytes, offset + 16))
-                let srcCount = Int(Self.get(UInt16.self, bytes, offset + 24))
-                let topicCount = Int(Self.get(UInt16.self, bytes, offset + 26))
-                let bodyCount = Int(Self.get(UInt32.self, bytes, offset + 28))
-                let fields = offset + 32
-                guard fields + srcCount + topicCount + bodyCount == end else { break }
-                let record = JournalRecord(
-                    src: String(decoding: bytes[fields..<(fields + srcCount)], as: UTF8.self), seq: seq, ts: ts,
-                    topic: Array(bytes[(fields + srcCount)..<(fields + srcCount + topicCount)]),
-                    body: Array(bytes[(fields + srcCount + topicCount)..<end]))
+                guard let (record, _) = Self.record(at: offset, in: bytes) else { break }
                 let begin = offset
                 offset = end
                 guard body(record, begin) else { break }
@@ -439,6 +510,68 @@ public final class Journal {
         }
         validBytes(offset)
         return data.count
+    }
+
+    /// The checked records beginning at `offsets` of the file (each where an exact index says one
+    /// begins), in that order; a record that is not whole or fails its checksum ends the reading.
+    static func records(in path: String, at offsets: [Int], _ body: (JournalRecord) -> Void) throws(JournalError) {
+        guard !offsets.isEmpty else { return }
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) } catch {
+            throw JournalError("cannot read the journal file \(path): \(error)")
+        }
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            for offset in offsets {
+                guard let (record, _) = Self.record(at: offset, in: bytes) else { return }
+                body(record)
+            }
+        }
+    }
+
+    /// Each record's stream, seq and offset in the first `upTo` bytes of the file, from the record
+    /// headers alone (the file was checked when the journal opened, or written by this process).
+    static func headers(in path: String, upTo limit: Int, _ body: (String, UInt64, Int) -> Void) throws(JournalError) {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) } catch {
+            throw JournalError("cannot read the journal file \(path): \(error)")
+        }
+        data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            let count = min(limit, bytes.count)
+            var offset = 0
+            while offset + 32 <= count {
+                let end = offset + 4 + Int(Self.get(UInt32.self, bytes, offset))
+                let srcCount = Int(Self.get(UInt16.self, bytes, offset + 24))
+                guard end <= count, offset + 32 + srcCount <= end else { return }
+                body(
+                    String(decoding: UnsafeBufferPointer(rebasing: bytes[(offset + 32)..<(offset + 32 + srcCount)]), as: UTF8.self),
+                    Self.get(UInt64.self, bytes, offset + 8), offset)
+                offset = end
+            }
+        }
+    }
+
+    /// The whole, checked record beginning at `offset`, and where it ends; nil when it is cut short or fails its checksum.
+    private static func record(at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> (JournalRecord, Int)? {
+        guard offset >= 0, offset + 8 <= bytes.count else { return nil }
+        let length = Int(Self.get(UInt32.self, bytes, offset))
+        let end = offset + 4 + length
+        guard length >= 28, end <= bytes.count else { return nil }
+        let crc = Self.get(UInt32.self, bytes, offset + 4)
+        guard CRC32.checksum(UnsafeBufferPointer(rebasing: bytes[(offset + 8)..<end])) == crc else { return nil }
+        let seq = Self.get(UInt64.self, bytes, offset + 8)
+        let ts = Double(bitPattern: Self.get(UInt64.self, bytes, offset + 16))
+        let srcCount = Int(Self.get(UInt16.self, bytes, offset + 24))
+        let topicCount = Int(Self.get(UInt16.self, bytes, offset + 26))
+        let bodyCount = Int(Self.get(UInt32.self, bytes, offset + 28))
+        let fields = offset + 32
+        guard fields + srcCount + topicCount + bodyCount == end else { return nil }
+        let record = JournalRecord(
+            src: String(decoding: bytes[fields..<(fields + srcCount)], as: UTF8.self), seq: seq, ts: ts,
+            topic: Array(bytes[(fields + srcCount)..<(fields + srcCount + topicCount)]),
+            body: Array(bytes[(fields + srcCount + topicCount)..<end]))
+        return (record, end)
     }
 
     private static func put<T: FixedWidthInteger>(_ value: T, into buffer: inout [UInt8]) {

@@ -46,6 +46,35 @@ struct JournalTests {
         #expect(again.repairedBytes == 0)
     }
 
+    @Test("many streams interleaved over several files: every range reads back exactly, from the file being written, closed files and a restarted producer's")
+    func manyStreams() throws {
+        let dir = try TemporaryDirectory()
+        let clock = ManualClock()
+        let streams = (1...40).map { "bridge-replay/sample.rack-\($0)" }
+        var settings = JournalSettings(directory: dir.path("j"))
+        settings.segmentBytes = 64 << 10  // about 25 files for what follows
+        func check(_ journal: Journal, _ label: String) throws {
+            for (number, src) in streams.enumerated() {
+                let from = UInt64(1 + number * 7), to = UInt64(1 + number * 7 + 90)
+                let range = try journal.read(src: src, from: from, to: to)
+                #expect(range.map(\.seq) == Array(from...to), "\(label): \(src)")
+                #expect(range.allSatisfy { $0.src == src && $0.body == Self.body(src, $0.seq) }, "\(label): \(src)")
+            }
+            #expect(try journal.read(src: streams[3], from: 1, to: 400, limit: 50).map(\.seq) == Array(1...50), "\(label)")
+            #expect(try journal.read(src: streams[5], from: 395, to: 500).map(\.seq) == Array(395...400), "\(label): past the end")
+        }
+        do {
+            let journal = try Journal(settings: settings, instance: "bridge-1", clock: clock)
+            try Self.fill(journal, streams: streams, count: 400, clock: clock)
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.path("j")).filter { $0.hasSuffix(".journal") }).count > 10)
+            try check(journal, "written by this process")
+            try check(journal, "read again (the closed files' indexes kept or built again)")
+        }
+        let again = try Journal(settings: settings, instance: "bridge-2", clock: clock)
+        try check(again, "a restarted producer")
+        #expect(again.repairedBytes == 0)
+    }
+
     @Test("an appended message is in the file at once, before any sync: a producer killed right after sending it leaves it journalled")
     func writeThrough() throws {
         let dir = try TemporaryDirectory()

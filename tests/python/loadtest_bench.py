@@ -90,7 +90,7 @@ def recording(folder: Path) -> Path:
 
 
 def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2, probes: int = 100,
-             journal: bool = False) -> dict:
+             replay_journal: bool = False) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "vbt.sqlite"
     query = f"tcp://127.0.0.1:{fault_run.free_port()}"
@@ -114,7 +114,7 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
                                  "--duration", str(duration), "--stagger", str(stagger), "--probes", str(probes), "--json", "--svg", str(folder / "loadtest.svg"),
                                  "--timings", str(folder / "timings.csv"),
-                                 *(["--journal", str(folder / "replay-journal")] if journal else [])],
+                                 *(["--journal", str(folder / "replay-journal")] if replay_journal else [])],
                                 env=node.env, capture_output=True, text=True, timeout=duration + 300)
         if result.returncode != 0:
             raise RuntimeError(f"vbt loadtest exited {result.returncode}: {result.stderr[-2000:]}")
