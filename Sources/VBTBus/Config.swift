@@ -35,10 +35,12 @@ public struct BusConfig: Sendable, Equatable {
     /// The largest request frame the query and replay endpoints read (a request
     /// is a small JSON object; a pattern put is the largest, far under this).
     public static let maxRequestBytes = 1 << 20
-    /// ZMTP heartbeats on every bus socket (`ZMQSocket.setLiveness`): a ping
-    /// every second, and a peer silent for 5 s is disconnected (and a
-    /// connecting side connects again), so a dropped Wi-Fi link is noticed in
-    /// seconds; the lost messages are then counted as gaps.
+    /// Liveness on every bus socket (`ZMQSocket.setLiveness`): a ZMTP ping
+    /// every second where the socket only sends (publishers, the bus towards
+    /// subscribers), TCP keepalive where it receives the data (subscribers,
+    /// the bus from publishers); a peer silent for about 5 s is disconnected
+    /// (and a connecting side connects again), so a dropped Wi-Fi link is
+    /// noticed in seconds; the lost messages are then counted as gaps.
     public static let livenessIntervalMs: Int32 = 1_000
     public static let livenessTimeoutMs: Int32 = 5_000
     /// The keys this program runs with (`BusSecurity.fromEnvironment()`); nil

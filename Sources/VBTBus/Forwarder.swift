@@ -89,7 +89,9 @@ public final class Forwarder {
         }
         var monitors: [ZMQSocket] = []
         for (side, socket) in [("pub", frontend), ("sub", backend)] {
-            try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs)
+            // The side subscribers connect to pings them; the side publishers connect to, which may stop reading
+            // while the forwarding catches up, leaves dead links to TCP keepalive (`ZMQSocket.setLiveness`).
+            try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs, pings: side == "sub")
             let endpoint = "inproc://vbt-bus-connections-\(side)"
             try socket.monitorConnections(on: endpoint)
             let monitor = try ZMQSocket(context, .pair, lingerMs: 0)

@@ -89,7 +89,7 @@ public final class ZMQTransport: BusTransport {
         try socket.setOption(ZMQ_RCVHWM, config.subscriberHighWaterMark)
         try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
         for prefix in prefixes { try socket.subscribe(prefix) }
-        try secureClient(socket, config.subEndpoint)
+        try secureClient(socket, config.subEndpoint, pings: false)
         try socket.connect(config.subEndpoint)
         return SocketLink(socket)
     }
@@ -148,8 +148,10 @@ public final class ZMQTransport: BusTransport {
 
     /// Makes `socket` a CURVE client of the bus's server key, when this
     /// installation has keys; without keys, only a loopback `endpoint` is allowed.
-    private func secureClient(_ socket: ZMQSocket, _ endpoint: String) throws(ZMQError) {
-        try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs)
+    /// `pings` false for the subscriber, which may stop reading while its consumer catches up: the bus pings
+    /// it, and its own side of a dead link is ended by TCP keepalive (`ZMQSocket.setLiveness`).
+    private func secureClient(_ socket: ZMQSocket, _ endpoint: String, pings: Bool = true) throws(ZMQError) {
+        try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs, pings: pings)
         guard let security = config.security else { return try requireLoopback(endpoint) }
         let keys = try security.clientKeys()
         try socket.secureAsClient(keys.certificate, serverKey: keys.serverKey)
