@@ -46,12 +46,7 @@ struct InOrderTests {
     @Test("a producer that answers every question after it has timed out still fills the hole: nothing lost, each message once, in order")
     func lateAnswers() throws {
         let rig = try Rig()
-        var number = 0
-        rig.bus.drop = { frames in
-            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
-            number += 1
-            return (30...49).contains(number)
-        }
+        rig.dropSamples(30...49)
         try rig.samples(100)
         // One question answered every 7 s of the clock, the oldest first: each answer comes after its
         // question has waited its answerTimeoutS (3 s) and been asked again; the hole is given up at 15 s.
@@ -74,12 +69,7 @@ struct InOrderTests {
     @Test("what a hole still lacks is counted outstanding while it waits, and nothing once it is fetched")
     func outstandingWhileWaiting() throws {
         let rig = try Rig()
-        var number = 0
-        rig.bus.drop = { frames in
-            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
-            number += 1
-            return (30...49).contains(number)
-        }
+        rig.dropSamples(30...49)
         try rig.beat()
         try rig.samples(100)
         #expect(rig.input.outstanding == 0, "nothing received yet")
@@ -104,12 +94,7 @@ struct InOrderTests {
             message.replay = rig.producer.replayOffer(endpoint: endpoint)
             try rig.producer.publish(message, station: "bridge-rack-01")
         }
-        var number = 0
-        rig.bus.drop = { frames in
-            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
-            number += 1
-            return (30...49).contains(number)
-        }
+        rig.dropSamples(30...49)
         try beatHere()
         try rig.samples(100)
         let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
@@ -253,6 +238,16 @@ extension InOrderTests {
 
         /// The producer's heartbeat, when due.
         func beat() throws { try heartbeat.tick(producer, inputs: nil, replay: server) }
+
+        /// The bus loses the sample messages numbered `numbers` (from 1, in the order sent).
+        func dropSamples(_ numbers: ClosedRange<Int>) {
+            var number = 0
+            bus.drop = { frames in
+                guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+                number += 1
+                return numbers.contains(number)
+            }
+        }
 
         /// One pass: what arrived goes to the input, the input polls, the producer
         /// answers (with `serve`), 50 ms of the clock pass and a heartbeat when due.
