@@ -44,12 +44,26 @@ struct MemoryBudgetTests {
         var decisions: [BusMemoryBudget.Decision?] = []
         for step in 0..<6 {
             let now = Double(step) * 0.05
-            decisions.append(budget.check(now: now, queued: [7: 1_000], resident: { 120 << 20 }, trim: {}))
+            decisions.append(budget.check(now: now, queued: [7: 1_000], resident: { 110 << 20 }, trim: {}))
         }
         #expect(decisions.compactMap { $0 } == [.noneBehind])
         // Back under the budget, then at it again: said again.
         _ = budget.check(now: 0.30, queued: [:], resident: { 50 << 20 }, trim: {})
-        #expect(budget.check(now: 0.35, queued: [:], resident: { 120 << 20 }, trim: {}) == .noneBehind)
+        #expect(budget.check(now: 0.35, queued: [:], resident: { 110 << 20 }, trim: {}) == .noneBehind)
+    }
+
+    @Test("past the budget by an eighth, the subscriber behind longest goes even before behindS; one whose queue is empty never")
+    func pastTheBudget() {
+        var budget = budget()
+        // 7 empty, 8 behind since 0.1 s, 9 since 0.2 s: at 0.3 s none has been behind behindS (0.5 s).
+        var decisions: [BusMemoryBudget.Decision] = []
+        for step in 0...6 {
+            let now = Double(step) * 0.05
+            let queued: [Int32: Int] = [7: 0, 8: now >= 0.1 ? 2_000_000 : 0, 9: now >= 0.2 ? 2_000_000 : 0]
+            let resident = step < 6 ? 110 * mib : 113 * mib
+            if let decision = budget.check(now: now, queued: queued, resident: { resident }, trim: {}) { decisions.append(decision) }
+        }
+        #expect(decisions == [.noneBehind, .disconnect(8)], "at 110 MiB it waits; at 113 (an eighth past 100) 8 goes")
     }
 
     @Test("after a disconnection, the freed heap is given back before the memory is read again, and the next waits its settling time")
