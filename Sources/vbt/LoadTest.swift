@@ -274,6 +274,15 @@ struct LoadReport: Encodable, Sendable {
         /// Missed and still waited for when the run ended (its last heartbeat's `inputs.outstanding`, less
         /// what was outstanding before the run): not lost yet, not recovered either.
         var outstanding: Int
+
+        /// What a consumer's heartbeats say happened between `first` and `last`.
+        init(last: InputCounters, since first: InputCounters) {
+            received = last.received - first.received
+            gaps = last.gaps - first.gaps
+            missing = last.missing - first.missing
+            lost = max(0, (last.lost ?? 0) - (first.lost ?? 0))
+            outstanding = max(0, (last.outstanding ?? 0) - (first.outstanding ?? 0))
+        }
     }
     struct ProcessUse: Encodable, Sendable {
         var name: String
@@ -568,7 +577,7 @@ struct LoadRun {
                 settleUntil = stopAt + (settings.journal == nil ? 0 : settings.settle)
             } else if stopped && now >= stopAt {
                 // A journalled replay answers on: waited for while a consumer still misses something.
-                guard now < settleUntil, outstanding(lastInputs, since: firstInputs) > 0 else { break }
+                guard now < settleUntil, consumerCounts(lastInputs, since: firstInputs).values.contains(where: { $0.outstanding > 0 }) else { break }
             }
             if now >= nextWindow {
                 windows.append(
@@ -658,13 +667,7 @@ struct LoadRun {
             processes.append(.init(name: after.name, pid: pid, cpuPct: 100 * (after.cpuS - before.cpuS) / elapsed, rssMb: after.rssMb))
         }
         if let replayUse { processes.append(replayUse) }
-        var consumers: [String: LoadReport.Consumer] = [:]
-        for (name, last) in lastInputs {
-            let first = firstInputs[name] ?? InputCounters()
-            consumers[name] = .init(
-                received: last.received - first.received, gaps: last.gaps - first.gaps, missing: last.missing - first.missing,
-                lost: max(0, (last.lost ?? 0) - (first.lost ?? 0)), outstanding: max(0, (last.outstanding ?? 0) - (first.outstanding ?? 0)))
-        }
+        let consumers = consumerCounts(lastInputs, since: firstInputs)
         // The reps the readings replayed hold, as the detector finds them offline, at every copy.
         // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped,
         // each copy from its own delay on.
@@ -745,9 +748,9 @@ struct LoadRun {
         kill(process.processIdentifier, SIGUSR1)
     }
 
-    /// What the consumers still miss, summed, from their heartbeats since the run began.
-    private func outstanding(_ last: [String: InputCounters], since first: [String: InputCounters]) -> Int {
-        last.reduce(0) { total, entry in total + max(0, (entry.value.outstanding ?? 0) - (first[entry.key]?.outstanding ?? 0)) }
+    /// Each consumer's counts over the run, from its first and last heartbeats.
+    private func consumerCounts(_ last: [String: InputCounters], since first: [String: InputCounters]) -> [String: LoadReport.Consumer] {
+        last.reduce(into: [:]) { counts, entry in counts[entry.key] = .init(last: entry.value, since: first[entry.key] ?? InputCounters()) }
     }
 
     /// Every vbt program on this computer: its name, CPU seconds so far and memory now (proc(5)).
