@@ -50,8 +50,8 @@ public struct BusConfig: Sendable, Equatable {
     /// The default high-water mark (`highWaterMark`).
     public static let defaultHighWaterMark: Int32 = 65_536
     /// The memory budget the bus's systemd unit gives it, MiB of resident memory
-    /// (`BusMemoryBudget`, `vbt-bus --memory-budget-mb`): under issue 17's 100 MB a
-    /// daemon, with room for a check's overshoot. The program's own default is
+    /// (`BusMemoryBudget`, `vbt-bus --memory-budget-mb`), a ceiling under issue 17's
+    /// 100 MB a daemon (90 MiB is 94.4 MB). The program's own default is
     /// none (0): a flood in a test is then held by the high-water mark alone.
     public static let unitMemoryBudgetMB = 90
     /// The session-recorder's request/reply endpoint (it binds, clients connect). Env `VBT_QUERY_ENDPOINT`.

@@ -18,17 +18,22 @@ import Glibc
 /// (tried here: a reader 500 messages behind stopped receiving at once).
 ///
 /// So the bus reads its resident memory (`/proc/self/statm`) every
-/// `checkIntervalS` and, at the budget, disconnects the one subscriber that
-/// is furthest behind: the one whose connection's send queue in the kernel
-/// (`SIOCOUTQ`) has been non-empty the longest, at least `behindS` (a
-/// consumer that keeps up empties it many times a second; a stopped one never
-/// does). libzmq frees its queue with the connection; the subscriber connects
-/// again at once, counts what it missed as gaps and fetches it from the
-/// producers' journals (proto/replay.md). A subscriber that keeps up is not
-/// chosen: at the budget with none behind, the bus says so and waits. Past the
-/// budget by an eighth (a flood fills the queues faster than `behindS` passes:
-/// 117 MB against a 90 MiB budget at 2,000 stations), the subscriber whose
-/// queue has been non-empty longest goes, however short that is.
+/// `checkIntervalS` and, from seven eighths of the budget (`actBytes`),
+/// disconnects the one subscriber that is furthest behind: the one whose
+/// connection's send queue in the kernel (`SIOCOUTQ`) has been non-empty the
+/// longest, at least `behindS` (a consumer that keeps up empties it many times
+/// a second; a stopped one never does). libzmq frees its queue with the
+/// connection; the subscriber connects again at once, counts what it missed as
+/// gaps and fetches it from the producers' journals (proto/replay.md). A
+/// subscriber that keeps up is not chosen: with none behind, the bus says so
+/// and waits. From fifteen sixteenths (`hardBytes`: a flood fills the queues
+/// faster than `behindS` passes), the subscriber whose queue has been non-empty
+/// longest goes, however short that is. The budget itself is the ceiling: the
+/// bus acts below it because a queue is freed, and its heap given back, some
+/// milliseconds after the disconnection while the other queues go on growing
+/// (acting at the budget itself, the bus reached 94 MiB of a 90 MiB budget at
+/// 2,000 stations). While a disconnection settles (`settleS`) the bus waits,
+/// unless it reaches the budget.
 ///
 /// The policy is here, as a value a test drives with its own numbers; the
 /// `Forwarder` reads the queues and closes the connection.
@@ -41,9 +46,13 @@ public struct BusMemoryBudget: Sendable {
         case noneBehind
     }
 
-    /// The resident memory the bus keeps to, bytes.
+    /// The resident memory the bus keeps to, bytes: its ceiling.
     public let limitBytes: Int
-    public var checkIntervalS = 0.05
+    /// From here, a subscriber behind for `behindS` is disconnected (seven eighths of the budget).
+    public var actBytes: Int { limitBytes - limitBytes / 8 }
+    /// From here, the subscriber behind longest, however short (fifteen sixteenths of the budget).
+    public var hardBytes: Int { limitBytes - limitBytes / 16 }
+    public var checkIntervalS = 0.025
     /// How long a subscriber's send queue must have stayed non-empty for it to be disconnected.
     public var behindS = 0.5
     /// After a disconnection: how long libzmq gets to free the queue before the memory is read again.
@@ -82,20 +91,22 @@ public struct BusMemoryBudget: Sendable {
         var since: [Int32: Double] = [:]
         for (link, bytes) in queued where bytes > 0 { since[link] = backedUp[link] ?? now }
         backedUp = since
-        guard now >= settled, var bytes = resident() else { return nil }
-        if trimDue {
+        guard var bytes = resident() else { return nil }
+        if trimDue, now >= settled {
             trimDue = false
-            if bytes >= limitBytes {
+            if bytes >= actBytes {
                 trim()
                 bytes = resident() ?? bytes
             }
         }
         peakBytes = max(peakBytes, bytes)
-        guard bytes >= limitBytes else {
+        guard bytes >= actBytes else {
             saidNoneBehind = false
             return nil
         }
-        let hard = bytes >= limitBytes + limitBytes / 8
+        // While the last disconnection's queue is being freed, only the budget itself is reason to go on.
+        guard now >= settled || bytes >= limitBytes else { return nil }
+        let hard = bytes >= hardBytes
         let furthest = backedUp.filter { hard || now - $0.value >= behindS }.min { ($0.value, $0.key) < ($1.value, $1.key) }
         guard let furthest else {
             defer { saidNoneBehind = true }

@@ -26,7 +26,7 @@ struct VBTBusCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The bus's resident memory, MiB: at it, the subscriber furthest behind is disconnected; 0: no budget but the high-water mark (the systemd unit gives \(BusConfig.unitMemoryBudgetMB)).",
+            "The bus's resident memory, MiB, a ceiling: from 7/8 of it, the subscriber furthest behind is disconnected; 0: no budget but the high-water mark (the systemd unit gives \(BusConfig.unitMemoryBudgetMB)).",
             discussion:
                 "It connects again at once, counts what it missed as gaps and fetches it from the producers' journals. A subscriber that keeps up is never disconnected."
         ))
