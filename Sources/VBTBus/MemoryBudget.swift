@@ -33,7 +33,7 @@ import Glibc
 /// milliseconds after the disconnection while the other queues go on growing
 /// (acting at the budget itself, the bus reached 94 MiB of a 90 MiB budget at
 /// 2,000 stations). While a disconnection settles (`settleS`) the bus waits,
-/// unless it reaches the budget.
+/// unless it comes within a thirty-second of the budget (`urgentBytes`).
 ///
 /// The policy is here, as a value a test drives with its own numbers; the
 /// `Forwarder` reads the queues and closes the connection.
@@ -52,6 +52,8 @@ public struct BusMemoryBudget: Sendable {
     public var actBytes: Int { limitBytes - limitBytes / 8 }
     /// From here, the subscriber behind longest, however short (fifteen sixteenths of the budget).
     public var hardBytes: Int { limitBytes - limitBytes / 16 }
+    /// From here, even while the last disconnection settles (thirty-one thirty-seconds of the budget).
+    public var urgentBytes: Int { limitBytes - limitBytes / 32 }
     public var checkIntervalS = 0.025
     /// How long a subscriber's send queue must have stayed non-empty for it to be disconnected.
     public var behindS = 0.5
@@ -104,8 +106,8 @@ public struct BusMemoryBudget: Sendable {
             saidNoneBehind = false
             return nil
         }
-        // While the last disconnection's queue is being freed, only the budget itself is reason to go on.
-        guard now >= settled || bytes >= limitBytes else { return nil }
+        // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
+        guard now >= settled || bytes >= urgentBytes else { return nil }
         let hard = bytes >= hardBytes
         let furthest = backedUp.filter { hard || now - $0.value >= behindS }.min { ($0.value, $0.key) < ($1.value, $1.key) }
         guard let furthest else {
