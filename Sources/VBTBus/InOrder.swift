@@ -31,6 +31,13 @@ public final class InOrderInput {
         public var maxRange: UInt64 = 1_000
         /// Most messages held behind one stream's hole (beyond: the hole is given up).
         public var maxHeld = 100_000
+        /// Least time between two recovery passes over the streams that miss
+        /// something (asking, asking again, giving up), s. Each pass looks at every
+        /// such stream: run for every message, it took a consumer the bus had
+        /// disconnected (every stream missing what the bus dropped) past its core,
+        /// at 1,000 stations (issue 17). The first pass after none missed anything
+        /// runs at once; what waits here is a fraction of `answerTimeoutS`.
+        public var passIntervalS = 0.01
         /// Most messages held over every stream: the memory budget of a consumer
         /// that fell behind (some 1.5 KB a message, so about 30 MB). Beyond it the
         /// stream holding most gives up its hole, counted lost and logged.
@@ -132,6 +139,8 @@ public final class InOrderInput {
     private let wants: (String) -> Bool
     private let fromStart: Bool
     private var streams = StreamTable()
+    /// Not before this (monotonic s): the next recovery pass (`Settings.passIntervalS`).
+    private var nextPass = 0.0
     /// Per stream: its producer (the heartbeat's station); per producer: where it answers.
     public private(set) var producers: [String: String]
     public private(set) var endpoints: [String: String]
@@ -271,11 +280,16 @@ public final class InOrderInput {
         for (endpoint, client) in clients {
             while let reply = try? client.nextReply() { take(reply, from: endpoint) }
         }
-        // Only the streams that miss something are looked at (this runs for every message received).
+        // Only the streams that miss something are looked at, at most every `passIntervalS` (this runs for every message received).
         let missing = !streams.missing.isEmpty
         catchUp.update(missing: missing, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
-        guard missing else { return take() }
+        guard missing else {
+            nextPass = 0
+            return take()
+        }
         let now = clock.monotonicSeconds()
+        guard now >= nextPass else { return take() }
+        nextPass = now + settings.passIntervalS
         for src in streams.missing.sorted() {
             guard var stream = streams[src], let since = stream.missingSince else { continue }
             // Before `wanted`, which looks through what is held: a question in flight is waited for.

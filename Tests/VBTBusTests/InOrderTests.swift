@@ -82,6 +82,44 @@ struct InOrderTests {
         #expect(rig.input.outstanding == 0 && rig.input.counters.lost == 0)
     }
 
+    @Test("the recovery pass runs at most every passIntervalS: a second stream's hole is asked for at the next pass, not at the next message")
+    func passInterval() throws {
+        let rig = try Rig()
+        // The bus loses rack-01's 5th sample and rack-02's 3rd.
+        var number = 0
+        rig.bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return number == 5 || number == 13
+        }
+        func offer() throws {
+            var message = HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1, inputs: nil)
+            message.replay = rig.producer.replayOffer(endpoint: rig.server.endpoint)
+            try rig.producer.publish(message, station: "bridge-rack-01")
+        }
+        func receiveAndPoll() throws {
+            while let message = try rig.subscriber.next(timeoutMs: 0) {
+                if message.envelope.type == HeartbeatMessage.type { rig.input.note(heartbeat: message) } else { _ = rig.input.accept(message) }
+            }
+            _ = rig.input.poll()
+        }
+        try rig.samples(10)
+        try offer()
+        try receiveAndPoll()
+        #expect(rig.input.counters.requests == 1, "the first hole is asked for at once")
+        let t = rig.bus.clock.wallSeconds()
+        for k in 1...10 {
+            try rig.producer.publish(
+                SampleMessage(.distance([SampleMessage.DistanceReading(t: t + Double(k) * 0.02, distanceMm: 500)])), station: "rack-02", ts: t)
+        }
+        try offer()
+        for _ in 0..<5 { try receiveAndPoll() }
+        #expect(rig.input.counters.requests == 1, "within passIntervalS of the last pass, no pass: rack-02's hole waits")
+        rig.bus.manualClock.advance(rig.input.settings.passIntervalS)
+        try receiveAndPoll()
+        #expect(rig.input.counters.requests == 2, "the next pass asks for it")
+    }
+
     @Test("a late answer holding only the end of a hole, then the answer asked for: each message once, in order, nothing left held")
     func lateAnswerThenCurrent() throws {
         let rig = try Rig()
