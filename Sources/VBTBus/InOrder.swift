@@ -119,6 +119,15 @@ public final class InOrderInput {
             return true
         }
 
+        /// Changes `src`'s stream in place, if there is one.
+        mutating func update(_ src: String, _ change: (inout Stream) -> Void) {
+            guard let index = all.index(forKey: src) else { return }
+            let held = all.values[index].held.count
+            change(&all.values[index])
+            heldTotal += all.values[index].held.count - held
+            if all.values[index].missingSince != nil { missing.insert(src) } else { missing.remove(src) }
+        }
+
         /// Takes `src`'s stream out, so what it holds is changed in place, not copied; put it back with the subscript.
         mutating func take(_ src: String) -> Stream? {
             missing.remove(src)
@@ -206,7 +215,8 @@ public final class InOrderInput {
     /// Whether a stream of `topic` waits for a hole or a tail (its consumer
     /// should not judge it silent meanwhile).
     public func isRecovering(topic: String) -> Bool {
-        streams.all.contains { $0.value.wanted != nil && $0.key.hasSuffix(topic) && $0.key.dropLast(topic.utf8.count).hasSuffix("/") }
+        // A stream that wants something is among those missing something (`drain`, `note(heartbeat:)`).
+        streams.missing.contains { $0.hasSuffix(topic) && $0.dropLast(topic.utf8.count).hasSuffix("/") && streams[$0]?.wanted != nil }
     }
 
     /// Forgets a stream (its producer is long gone).
@@ -290,29 +300,34 @@ public final class InOrderInput {
         let now = clock.monotonicSeconds()
         guard now >= nextPass else { return take() }
         nextPass = now + settings.passIntervalS
-        for src in streams.missing.sorted() {
-            guard var stream = streams[src], let since = stream.missingSince else { continue }
-            // Before `wanted`, which looks through what is held: a question in flight is waited for.
-            if let asked = stream.asked, now < asked.deadline { continue }
-            guard let last = stream.wanted else {
-                stream.missingSince = nil
-                streams[src] = stream
-                continue
+        // Changed in place, never copied out: a copy alive while `giveUp` drains the stream made
+        // every held message's dictionary be copied (issue 17, a consumer the bus had disconnected).
+        for src in Array(streams.missing) {
+            var due: (since: Double, next: UInt64, last: UInt64)?
+            streams.update(src) { stream in
+                guard let since = stream.missingSince else { return }
+                // Before `wanted`, which looks through what is held: a question in flight is waited for.
+                if let asked = stream.asked, now < asked.deadline { return }
+                guard let last = stream.wanted else {
+                    stream.missingSince = nil
+                    return
+                }
+                stream.asked = nil
+                due = (since, stream.next, last)
             }
-            stream.asked = nil
-            streams[src] = stream
+            guard let due else { continue }
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
-            if now - since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS) {
+            if now - due.since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS) {
                 giveUp(src)
                 continue
             }
             guard let producer = producers[src], let endpoint = endpoints[producer], !unusable.contains(endpoint) else { continue }
-            let range = stream.next...min(last, stream.next + settings.maxRange - 1)
+            let range = due.next...min(due.last, due.next + settings.maxRange - 1)
             do {
                 let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
                 clients[endpoint] = client
                 guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
-                streams[src]?.asked = (id, range, now + settings.answerTimeoutS, endpoint)
+                streams.update(src) { $0.asked = (id, range, now + settings.answerTimeoutS, endpoint) }
                 counters.requests += 1
             } catch {
                 if unusable.insert(endpoint).inserted {
@@ -442,14 +457,18 @@ public final class InOrderInput {
 
     /// Skips what `src` waited for too long: counted lost, and what was held after it delivered.
     private func giveUp(_ src: String) {
-        guard var stream = streams[src], let last = stream.wanted else { return }
-        let range = stream.next...last
+        // In place: a copy alive while `drain` takes what is held would copy all of it.
+        var range: ClosedRange<UInt64>?
+        streams.update(src) { stream in
+            guard let last = stream.wanted else { return }
+            range = stream.next...last
+            stream.next = last + 1
+            stream.asked = nil
+            stream.missingSince = nil
+        }
+        guard let range else { return }
         counters.lost += range.count
         logLoss(src, range, reason: producers[src].map { "\($0) did not answer within \(settings.giveUpS) s" } ?? "no producer offers its journal")
-        stream.next = last + 1
-        stream.asked = nil
-        stream.missingSince = nil
-        streams[src] = stream
         drain(src)
     }
 
