@@ -37,8 +37,10 @@ import fault_run  # noqa: E402
 from test_wire import binary  # noqa: E402
 
 # `make run`'s stations (scripts/run.sh), with the sensor-bridge's default rates, recorded
-# with readings batched up to 20 ms as issue 17 measured them (about 70 messages a second a
-# station; a bridge now publishes each reading at once when idle, up to 170 a second).
+# in real time with readings batched up to 20 ms as issue 17 measured them (about 70 messages
+# a second a station; a bridge now publishes each reading at once when idle, up to 170 a
+# second). Until 2026-11-28 the recording was simulated at 4 times real time, so a 20 ms batch
+# held 80 ms of readings: about 25 messages a second a station, as many readings.
 BATCHED = ("--batch-delay", "0.02")
 MAKE_RUN_STATIONS = [
     fault_run.SimStation("rack", "squat", 100, 140, 1, "ana", ("--posture-rate", "20", *BATCHED)),
@@ -83,9 +85,9 @@ def unit_option(name: str, option: str) -> list[str]:
 def recording(folder: Path) -> Path:
     path = folder / "recording.jsonl"
     if not path.exists():
-        fault_run.log("recording make run's three stations (2 sets of 5, 20 s rests)")
+        fault_run.log("recording make run's three stations in real time (2 sets of 5, 20 s rests: about 70 s)")
         fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=3),
-                                 sims=MAKE_RUN_STATIONS)
+                                 sim_speed=1, sims=MAKE_RUN_STATIONS)
     return path
 
 
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
-        rec = recording(folder / "rec")
+        rec = recording(folder / "rec-realtime")
         print("stations | stagger | readings/s | reps received / expected | lost or still missing | p50 ms | p99 ms | max ms | CPU and RSS per daemon",
               flush=True)
         failures = 0
