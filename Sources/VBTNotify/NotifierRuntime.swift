@@ -70,6 +70,8 @@ public final class NotifierRuntime {
             transport: transport,
             prefixes: MessageTypes.prefixes(
                 CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
+        // Its timers count in seconds: woken a few hundred times a second, not for every message (`Subscriber.gatherS`).
+        subscriber.gatherS = 0.003
         publisher = try Publisher(transport: transport, program: "notifier")
         self.statePath = statePath
         self.sink = sink

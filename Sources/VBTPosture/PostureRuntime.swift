@@ -232,6 +232,8 @@ public final class PostureRuntime {
         // Fifteen samples in sixteen are other sensors': their readings are only located, and a posture
         // sample's are checked when built.
         subscriber.samples = .located
+        // Off the rep's path: woken a few hundred times a second, not for every sample (`Subscriber.gatherS`).
+        subscriber.gatherS = 0.003
         heartbeat.subscribes = subscriber.subscribedPrefixes
         input = InOrderInput(transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) })
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
