@@ -172,14 +172,14 @@ public final class Forwarder {
         let metadata: Logger.Metadata = ["budget.mb": "\(budget.limitBytes >> 20)", "rss.mb": "\((HeapTrim.residentBytes ?? 0) >> 20)"]
         switch decision {
         case .noneBehind:
-            logger.warning("bus at its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
+            logger.warning("bus near its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
         case .disconnect(let descriptor):
             guard let link = subscriberLinks[descriptor], KernelSocket.identity(descriptor) == link.identity else { return }
             subscriberLinks[descriptor] = nil
             KernelSocket.shutDown(descriptor)
             counters.shedSubscribers = (counters.shedSubscribers ?? 0) + 1
             logger.warning(
-                "bus at its memory budget: disconnected the subscriber furthest behind; it connects again, counts what it missed as gaps and fetches it from the journals",
+                "bus near its memory budget: disconnected the subscriber furthest behind; it connects again, counts what it missed as gaps and fetches it from the journals",
                 metadata: metadata.merging(["peer": "\(link.peer)", "shed": "\(counters.shedSubscribers ?? 0)"]) { $1 })
         }
     }

@@ -52,7 +52,7 @@ struct Status: AsyncParsableCommand {
             if let bus = beat.bus {
                 counters = "forwarded \(bus.msgsOut), connections \(bus.connections ?? 0), disconnections \(bus.disconnections ?? 0)"
                 if let refused = bus.refused { counters += ", refused \(refused) messages, \(bus.refusedConnections ?? 0) connections" }
-                if let shed = bus.shedSubscribers, shed > 0 { counters += ", disconnected \(shed) subscribers at its memory budget" }
+                if let shed = bus.shedSubscribers, shed > 0 { counters += ", disconnected \(shed) subscribers near its memory budget" }
             } else if let inputs = beat.inputs {
                 counters = "received \(inputs.received), gaps \(inputs.gaps), lost \(inputs.lost ?? 0), malformed \(inputs.malformed)"
                 if let outstanding = inputs.outstanding, outstanding > 0 { counters += ", still missing \(outstanding)" }
