@@ -157,19 +157,17 @@ public final class Subscriber {
         let deadline = timeoutMs < 0 ? Double.infinity : clock.monotonicSeconds() + Double(timeoutMs) / 1000
         var gathered = gatherS <= 0 || timeoutMs == 0 || !link.waits
         while true {
-            if !gathered {
-                if let received = try link.receive(timeoutMs: 0, maxFrames: 3) {
-                    if let message = accept(received) { return message }
-                    continue
-                }
-                gathered = true
-                let pause = min(gatherS, deadline - clock.monotonicSeconds())
-                if pause > 0 { usleep(UInt32(pause * 1_000_000)) }
-            }
             let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - clock.monotonicSeconds()) * 1000))
             // A message not for the caller (malformed, a duplicate) does not end
             // the wait: reading goes on until the deadline or an empty queue.
-            guard let received = try link.receive(timeoutMs: remaining, maxFrames: 3) else { return nil }
+            // Before gathering, what is queued is read without waiting.
+            guard let received = try link.receive(timeoutMs: gathered ? remaining : 0, maxFrames: 3) else {
+                guard !gathered else { return nil }
+                gathered = true
+                let pause = min(gatherS, deadline - clock.monotonicSeconds())
+                if pause > 0 { usleep(UInt32(pause * 1_000_000)) }
+                continue
+            }
             if let message = accept(received) { return message }
         }
     }
