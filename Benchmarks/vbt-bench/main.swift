@@ -490,9 +490,9 @@ func detectorRuntimeRate(
     var stepping = 0.0
     var readings = 0, repCount = 0
     for message in messages {
-        guard case .distance(let list) = message.readings, let last = list.last else { continue }
-        for station in 0..<stations { try player.publish(message, station: "rack-\(station)", ts: last.t) }
-        readings += list.count * stations
+        guard let last = message.readings.times.last else { continue }
+        for station in 0..<stations { try player.publish(message, station: "rack-\(station)", ts: last) }
+        readings += message.readings.times.count * stations
         let started = DispatchTime.now().uptimeNanoseconds
         while bus.queued > 0 {
             try runtime.step(timeoutMs: 0)
@@ -503,6 +503,28 @@ func detectorRuntimeRate(
     }
     let checkpointBytes = (try? FileManager.default.attributesOfItem(atPath: folder + "/checkpoint.json")[.size] as? Int) ?? 0
     return (Double(readings) / stepping, repCount, runtime.checkpoints, checkpointBytes)
+}
+
+/// `make run`'s squat rack's sample messages, interleaved in time as its bridge sends them:
+/// every 40 ms the laser's 2 readings and the bar IMU's 4, every 200 ms the posture wearable's 4.
+func rackMessages() -> [SampleMessage] {
+    var config = SimulationConfig()
+    config.sets = 2
+    config.repsPerSet = 5
+    config.restS = 8
+    var sensors = SimulatedSensors(config)
+    let origin = Date().timeIntervalSince1970
+    var messages: [SampleMessage] = []
+    var t = 0.0
+    var tick = 0
+    while t <= sensors.timeline.duration {
+        messages.append(SampleMessage(.distance([0, 0.02].map { sensors.distance(at: t + $0, wallOrigin: origin) })))
+        messages.append(SampleMessage(.imu([0, 0.01, 0.02, 0.03].map { sensors.imu(at: t + $0, wallOrigin: origin) })))
+        if tick % 5 == 4 { messages.append(SampleMessage(.posture([0, 0.05, 0.1, 0.15].map { sensors.posture(at: t - 0.16 + $0, wallOrigin: origin) }))) }
+        tick += 1
+        t += 0.04
+    }
+    return messages
 }
 
 func detectorRuntimeReport() throws {
@@ -531,6 +553,31 @@ func detectorRuntimeReport() throws {
         print(
             "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
                 + String(format: "%.2f of one station's rate; %d reps (%d a station)", median(rates) / median(baseline), reps, reps / stations))
+    }
+    // make run's squat rack as a bridge sends it (issue 17's load): the laser at 50 Hz with its
+    // accelerometer, 2 readings a message; the bar IMU at 100 Hz, 4 a message; the posture
+    // wearable at 20 Hz, 4 a message. 55 messages and 170 readings a second a station: most
+    // of the bytes are the IMU's, unused while the laser speaks, and the posture's are not the
+    // detector's at all.
+    let rack = rackMessages()
+    var rackBaseline: [Double] = []
+    for _ in 0..<runs { rackBaseline.append(try detectorRuntimeRate(stations: 1, messages: rack).readingsPerS) }
+    print("  make run's rack (laser 2, IMU 4, posture 4 readings a message; 55 messages a second):")
+    print("  1 station     \(format(median(rackBaseline))) readings")
+    for stations in [500] {
+        var rates: [Double] = []
+        var reps = 0
+        for _ in 0..<runs {
+            let run = try detectorRuntimeRate(stations: stations, messages: rack)
+            rates.append(run.readingsPerS)
+            reps = run.reps
+        }
+        let messagesPerS = median(rates) / (170.0 / 55)
+        print(
+            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
+                + String(
+                    format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", median(rates) / median(rackBaseline), reps,
+                    reps / stations, 1e6 / messagesPerS))
     }
     for stations in [20, 100] {
         var rates: [Double] = []

@@ -202,8 +202,17 @@ public final class Subscriber {
         }
     }
 
+    /// Whether one of the prefixes asked for begins `topic`. Compared as bytes in place: the
+    /// generic `starts(with:)` over the topic's UTF-8 view was a thirteenth of the time of a
+    /// subscriber with a hundred prefixes (`vbt loadtest`'s probe stations, issue 17).
     private func wanted(_ topic: String) -> Bool {
-        prefixes.contains { topic.utf8.starts(with: $0) }
+        var topic = topic
+        return topic.withUTF8 { bytes in
+            prefixes.contains { prefix in
+                prefix.isEmpty
+                    || (prefix.count <= bytes.count && prefix.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, prefix.count) == 0 })
+            }
+        }
     }
 
     private func noteBusHeartbeat(_ message: BusMessage) {

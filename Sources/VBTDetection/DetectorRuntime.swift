@@ -134,10 +134,12 @@ public final class DetectorRuntime {
             transport: transport,
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             logger: logger)
-        // Readings are checked as they are received and built only when used: the bar IMU's
-        // are not while the laser speaks (most of the bytes of a station with both: issue 17),
-        // nor are posture readings.
-        subscriber.samples = .checked
+        // Readings are only located as they are received, and checked as they are built, when
+        // used: the bar IMU's are not while the laser speaks (most of the bytes of a station with
+        // both: issue 17), nor are posture readings. Checking them on receipt as well was a
+        // second pass over every sample (a tenth of the detector's time at 1,000 stations); what
+        // it builds and finds malformed is counted as the subscriber counts it (`process`).
+        subscriber.samples = .located
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -398,8 +400,15 @@ public final class DetectorRuntime {
         lastArrival[station] = clock.monotonicSeconds()
         // Taken out of the dictionary while it is fed, so its buffers have one owner and are
         // changed in place (a copy left in the dictionary would make every append copy them).
-        let kept = detectors.removeValue(forKey: station)
-        var detector = kept ?? newDetector(station)
+        // Nothing else may hold it meanwhile (a second reference to the taken value would make
+        // the first append copy its buffers after all).
+        var detector: StationDetector
+        let known: Bool
+        if let taken = detectors.removeValue(forKey: station) {
+            (detector, known) = (consume taken, true)
+        } else {
+            (detector, known) = (newDetector(station), false)
+        }
         if detector.patternsVersion != patternsVersion {
             detector.patterns = sharedPatterns
             detector.patternsVersion = patternsVersion
@@ -413,7 +422,7 @@ public final class DetectorRuntime {
         let sensor = message.field("sensor")
         if message.envelope.type == CommandMessage.type {
             guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else {
-                detectors[station] = kept
+                if known { detectors[station] = detector }
                 return
             }
             (outputs, ack) = apply(command, to: &detector)
@@ -467,14 +476,18 @@ public final class DetectorRuntime {
         if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
     }
 
-    /// The times of a sample message's readings, read from the checked frame without building
-    /// the readings; nil when one has no numeric `t` (the message then goes the long way, and
-    /// is refused there).
+    /// The times of a sample message's readings, read from the frame without building the
+    /// readings; nil when one has no numeric `t` or the array is not one (the message then
+    /// goes the long way, and is refused there).
     static func readingTimes(_ message: BusMessage) -> [Double]? {
-        guard let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements else { return nil }
+        guard let deferred = message.deferred, deferred.key == "samples",
+            let elements = deferred.elements ?? (try? JSONParser.elements(ofArrayAt: deferred.range, in: message.body))
+        else { return nil }
         var times: [Double] = []
         times.reserveCapacity(elements.count)
         for element in elements {
+            // Only up to the time: the rest of a reading not used is neither built nor checked
+            // (one the detector does use is checked whole as it is built: `process`).
             guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: message.body, checked: true) else { return nil }
             times.append(t)
         }

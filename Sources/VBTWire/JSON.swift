@@ -121,6 +121,37 @@ public struct JSONParser {
         }
     }
 
+    /// Where each element of the array at `range` of `bytes` lies (a deferred
+    /// member's found but not checked, `DeferredMember.checked` false), each
+    /// only located as `parse(_:deferring:checking:)` locates an unchecked
+    /// member; an element is checked when it is built or read.
+    public static func elements(ofArrayAt range: Range<Int>, in bytes: [UInt8]) throws(JSONParseError) -> [Range<Int>] {
+        guard range.lowerBound >= 0, range.upperBound <= bytes.count else { throw JSONParseError(reason: "range outside the bytes", offset: 0) }
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> [Range<Int>] in
+            var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
+            parser.skipWhitespace()
+            guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "[") else { throw parser.error("expected an array") }
+            parser.index += 1
+            var elements: [Range<Int>] = []
+            parser.skipWhitespace()
+            if parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "]") { return elements }
+            while true {
+                parser.skipWhitespace()
+                let start = parser.index
+                try parser.findEnd()
+                elements.append(range.lowerBound + start..<range.lowerBound + parser.index)
+                parser.skipWhitespace()
+                guard parser.index < parser.bytes.count else { throw parser.error("unexpected end of input") }
+                if parser.bytes[parser.index] == UInt8(ascii: ",") {
+                    parser.index += 1
+                    continue
+                }
+                if parser.bytes[parser.index] == UInt8(ascii: "]") { return elements }
+                throw parser.error("expected ',' or ']'")
+            }
+        }
+    }
+
     /// The value of member `key` of the object at `range` of `bytes` (a
     /// deferred array's element, say), building none of the other members;
     /// nil when the object has no such member. When the object was `checked`

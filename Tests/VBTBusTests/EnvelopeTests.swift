@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import VBTTesting
 
@@ -210,5 +211,30 @@ struct HandoverPayloadTests {
             + "}}"
         let message = try decodeMessage(topic: Array("handoff.detector".utf8), body: Array(body.utf8))
         #expect(throws: MalformedMessage.self) { try message.payload(as: HandoffMessage.self) }
+    }
+}
+
+@Suite("Subscriber prefixes")
+struct PrefixTests {
+    @Test("a subscriber delivers the topics its prefixes begin, as ZeroMQ subscribes, and the bus's heartbeat only when asked for")
+    func prefixes() throws {
+        let bus = MemoryBus()
+        let logger = Logger(label: "prefix-test")
+        let probes = try Subscriber(transport: bus, prefixes: ["rep.", "sample.rack-1"] + (1...100).map { "sample.bench-\($0)" }, logger: logger)
+        let everything = try Subscriber(transport: bus, prefixes: [""], logger: logger)
+        let publisher = try Publisher(transport: bus, program: "sensor-bridge")
+        try bus.heartbeat()
+        let stations = ["rack-1", "rack-10", "rack-2", "bench-100", "bench-1000", "bench-101", "platform-1", "r"]
+        for station in stations {
+            try publisher.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)])), station: station, ts: 1_763_812_345)
+        }
+        func drain(_ subscriber: Subscriber) throws -> [String] {
+            var topics: [String] = []
+            while let message = try subscriber.next(timeoutMs: 0) { topics.append(message.topic) }
+            return topics
+        }
+        #expect(try drain(probes) == ["sample.rack-1", "sample.rack-10", "sample.bench-100", "sample.bench-1000", "sample.bench-101"])
+        #expect(probes.stats.busHeartbeats == 1, "followed, not delivered")
+        #expect(try drain(everything) == [Subscriber.busHeartbeatTopic] + stations.map { "sample.\($0)" })
     }
 }

@@ -141,6 +141,22 @@ struct JSONTests {
         #expect(try JSONParser.parse(Array(#"{"a":{"samples":[1]}}"#.utf8), deferring: "samples").deferred == nil)
     }
 
+    @Test("a located array's elements are found where a checked parse finds them; an array that is not one is refused")
+    func locatedElements() throws {
+        let text = #"{"sensor":"imu","samples": [ {"t":1.5,"s":"a]}\"{"} ,{"t":1.52,"acc":[1,[2]]},7 ,"x"],"n":3}"#
+        let bytes = Array(text.utf8)
+        let checked = try #require(try JSONParser.parse(bytes, deferring: "samples").deferred)
+        let located = try #require(try JSONParser.parse(bytes, deferring: "samples", checking: false).deferred)
+        #expect(located.range == checked.range)
+        #expect(try JSONParser.elements(ofArrayAt: located.range, in: bytes) == checked.elements)
+        let empty = Array("[ ]".utf8)
+        #expect(try JSONParser.elements(ofArrayAt: 0..<empty.count, in: empty) == [])
+        for bad in [#"{"t":1}"#, "[1 2]", "[1,", "[{]"] {
+            let badBytes = Array(bad.utf8)
+            #expect(throws: JSONParseError.self, "\(bad)") { try JSONParser.elements(ofArrayAt: 0..<badBytes.count, in: badBytes) }
+        }
+    }
+
     @Test("rejects invalid UTF-8 inside strings")
     func rejectsInvalidUTF8() {
         #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
