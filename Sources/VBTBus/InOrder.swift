@@ -42,6 +42,11 @@ public final class InOrderInput {
         /// that fell behind (some 1.5 KB a message, so about 30 MB). Beyond it the
         /// stream holding most gives up its hole, counted lost and logged.
         public var maxHeldTotal = 20_000
+        /// Most questions in flight at once, over every stream. Each answer holds up to
+        /// `maxRange` messages: a consumer the bus had disconnected at 500 stations asked for
+        /// every stream's hole at once and held 337 MB of answers (issue 17). A stream
+        /// waiting for its turn while its producer answers others is not given up.
+        public var maxQuestions = 16
         /// Creates the defaults.
         public init() {}
     }
@@ -74,6 +79,8 @@ public final class InOrderInput {
         var asked: (id: String, range: ClosedRange<UInt64>, deadline: Double, endpoint: String)?
         /// Since when `next` has been missing (monotonic), while it is.
         var missingSince: Double?
+        /// Whether its last question went unanswered past its deadline (until an answer comes).
+        var unanswered = false
         /// Taken from its start by a resumed consumer that had never seen it:
         /// a start the journal no longer holds may predate the checkpoint, so
         /// it is skipped, not counted lost (the session-recorder counts what
@@ -160,6 +167,10 @@ public final class InOrderInput {
     private var catchUp = CatchUpReport()
     /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
     private var instances: [String: String] = [:]
+    /// Per endpoint, when it last answered a question (monotonic).
+    private var lastAnswer: [String: Double] = [:]
+    /// Questions asked and not yet answered nor timed out (`Settings.maxQuestions`).
+    public private(set) var questionsInFlight = 0
 
     /// Follows the streams whose topic `wants` accepts. `positions` are the
     /// last seqs already delivered per stream (a checkpoint's); with them,
@@ -302,8 +313,13 @@ public final class InOrderInput {
         nextPass = now + settings.passIntervalS
         // Changed in place, never copied out: a copy alive while `giveUp` drains the stream made
         // every held message's dictionary be copied (issue 17, a consumer the bus had disconnected).
-        for src in Array(streams.missing) {
-            var due: (since: Double, next: UInt64, last: UInt64)?
+        let waiting = Array(streams.missing)
+        questionsInFlight = waiting.reduce(0) { count, src in
+            guard let asked = streams[src]?.asked, now < asked.deadline else { return count }
+            return count + 1
+        }
+        for src in waiting {
+            var due: (since: Double, next: UInt64, last: UInt64, unanswered: Bool)?
             streams.update(src) { stream in
                 guard let since = stream.missingSince else { return }
                 // Before `wanted`, which looks through what is held: a question in flight is waited for.
@@ -312,16 +328,21 @@ public final class InOrderInput {
                     stream.missingSince = nil
                     return
                 }
+                if stream.asked != nil { stream.unanswered = true }
                 stream.asked = nil
-                due = (since, stream.next, last)
+                due = (since, stream.next, last, stream.unanswered)
             }
             guard let due else { continue }
+            let endpoint = producers[src].flatMap { endpoints[$0] }
+            // Waiting for its turn to ask (`maxQuestions`) while its producer answers the others,
+            // and never left unanswered itself: it waits on.
+            let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
-            if now - due.since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS) {
+            if now - due.since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS), !inLine {
                 giveUp(src)
                 continue
             }
-            guard let producer = producers[src], let endpoint = endpoints[producer], !unusable.contains(endpoint) else { continue }
+            guard questionsInFlight < settings.maxQuestions, let endpoint, !unusable.contains(endpoint) else { continue }
             let range = due.next...min(due.last, due.next + settings.maxRange - 1)
             do {
                 let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
@@ -329,6 +350,7 @@ public final class InOrderInput {
                 guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
                 streams.update(src) { $0.asked = (id, range, now + settings.answerTimeoutS, endpoint) }
                 counters.requests += 1
+                questionsInFlight += 1
             } catch {
                 if unusable.insert(endpoint).inserted {
                     logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
@@ -362,11 +384,13 @@ public final class InOrderInput {
     /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
     private func take(_ reply: ReplayReply, from endpoint: String) {
         let src = reply.header.src
+        lastAnswer[endpoint] = clock.monotonicSeconds()
         guard let asked = streams[src]?.asked, asked.id == reply.header.id, asked.endpoint == endpoint else {
             return takeLate(reply, from: endpoint)
         }
         guard var stream = streams.take(src) else { return }
         stream.asked = nil
+        stream.unanswered = false
         var returned: [UInt64: BusMessage] = [:]
         for (topic, body) in reply.messages {
             guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }

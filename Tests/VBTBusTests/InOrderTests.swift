@@ -241,6 +241,37 @@ struct InOrderTests {
 }
 
 extension InOrderTests {
+    @Test("at most maxQuestions questions in flight; a stream waiting its turn while the producer answers the others is not given up")
+    func questionsBounded() throws {
+        var settings = InOrderInput.Settings()
+        settings.maxQuestions = 2
+        settings.giveUpS = 0.1
+        let rig = try Rig(settings: settings)
+        // Six stations of five messages each (station after station); each station's second lost on the way.
+        var number = 0
+        rig.bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return number % 5 == 2
+        }
+        for station in 1...6 { try rig.samples(5, station: "rack-0\(station)") }
+        rig.bus.drop = nil
+        var passes = 0
+        var mostInFlight = 0
+        // The producer answers one question a pass (50 ms): six holes take longer than giveUpS.
+        while rig.input.counters.recovered < 6, passes < 200 {
+            try rig.pass(serve: true, serveLimit: 1)
+            mostInFlight = max(mostInFlight, rig.input.questionsInFlight)
+            passes += 1
+        }
+        #expect(mostInFlight == 2, "at most maxQuestions asked at once, and that many while six wait")
+        #expect(Double(passes) * 0.05 > settings.giveUpS, "recovery outlasted giveUpS (\(passes) passes)")
+        #expect(rig.input.counters.recovered == 6 && rig.input.counters.lost == 0)
+        #expect(rig.delivered.count == 30 && rig.input.held == 0 && rig.input.outstanding == 0)
+    }
+}
+
+extension InOrderTests {
     /// A journalling producer of one station's samples, its replay endpoint and
     /// heartbeat, and an `InOrderInput` fed by a subscriber, over the in-memory bus.
     final class Rig {
@@ -255,22 +286,22 @@ extension InOrderTests {
         var delivered: [UInt64] = []
         private var t: Double
 
-        init() throws {
+        init(settings: InOrderInput.Settings = InOrderInput.Settings()) throws {
             dir = try TemporaryDirectory()
             producer = try Publisher(transport: bus, program: "sensor-bridge")
             producer.journal = try Journal(
                 settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
             server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
             subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: InOrderTests.logger)
-            input = InOrderInput(transport: bus, logger: InOrderTests.logger, wants: { $0.hasPrefix("sample.") })
+            input = InOrderInput(transport: bus, logger: InOrderTests.logger, settings: settings, wants: { $0.hasPrefix("sample.") })
             t = bus.clock.wallSeconds()
         }
 
-        /// Publishes `count` one-reading samples, 20 ms apart.
-        func samples(_ count: Int) throws {
+        /// Publishes `count` one-reading samples of `station`, 20 ms apart.
+        func samples(_ count: Int, station: String = "rack-01") throws {
             for _ in 0..<count {
                 t += 0.02
-                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: "rack-01", ts: t)
+                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: station, ts: t)
             }
         }
 
@@ -289,7 +320,7 @@ extension InOrderTests {
 
         /// One pass: what arrived goes to the input, the input polls, the producer
         /// answers (with `serve`), 50 ms of the clock pass and a heartbeat when due.
-        func pass(serve: Bool) throws {
+        func pass(serve: Bool, serveLimit: Int = 10) throws {
             while let message = try subscriber.next(timeoutMs: 0) {
                 if message.envelope.type == HeartbeatMessage.type {
                     input.note(heartbeat: message)
@@ -298,7 +329,7 @@ extension InOrderTests {
                 }
             }
             delivered += input.poll().map(\.envelope.seq)
-            if serve { _ = try server.serve() }
+            if serve { _ = try server.serve(limit: serveLimit) }
             bus.manualClock.advance(0.05)
             try beat()
         }
