@@ -25,6 +25,13 @@ public final class InOrderInput {
         public var giveUpS = 15.0
         /// How long a hole waits when no heartbeat has said who can answer for its stream.
         public var unknownProducerS = 3.0
+        /// ...and until the bus has beaten this many times since (its heartbeat goes every second,
+        /// through the same queue as the producers' own): a consumer working through a backlog
+        /// would otherwise give up a stream whose producer's offer is queued behind the hole, its
+        /// own clock running on meanwhile (issue 17: a posture-evaluator the bus had disconnected
+        /// at 500 stations lost 950,000 messages its producer could have given it). Past
+        /// `giveUpS` the hole is given up all the same.
+        public var unknownProducerBeats = 3
         /// How long one question may go unanswered before it is asked again.
         public var answerTimeoutS = 3.0
         /// Most seqs asked for in one question.
@@ -81,6 +88,8 @@ public final class InOrderInput {
         var missingSince: Double?
         /// Whether its last question went unanswered past its deadline (until an answer comes).
         var unanswered = false
+        /// The bus's heartbeats noted when it began to miss something (`InOrderInput.busBeats`).
+        var missingBeat = 0
         /// Taken from its start by a resumed consumer that had never seen it:
         /// a start the journal no longer holds may predate the checkpoint, so
         /// it is skipped, not counted lost (the session-recorder counts what
@@ -167,6 +176,8 @@ public final class InOrderInput {
     private var catchUp = CatchUpReport()
     /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
     private var instances: [String: String] = [:]
+    /// The bus's own heartbeats noted so far (`Settings.unknownProducerBeats`).
+    private var busBeats = 0
     /// Per endpoint, when it last answered a question (monotonic).
     private var lastAnswer: [String: Double] = [:]
     /// Questions asked and not yet answered nor timed out (`Settings.maxQuestions`).
@@ -247,7 +258,10 @@ public final class InOrderInput {
             return []
         }
         if seq > stream.next {
-            if stream.missingSince == nil { stream.missingSince = clock.monotonicSeconds() }
+            if stream.missingSince == nil {
+                stream.missingSince = clock.monotonicSeconds()
+                stream.missingBeat = busBeats
+            }
             stream.held[seq] = message
             streams[src] = stream
             if stream.held.count > settings.maxHeld { giveUp(src) }
@@ -276,6 +290,7 @@ public final class InOrderInput {
 
     /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
     public func note(heartbeat message: BusMessage) {
+        if message.topic == Subscriber.busHeartbeatTopic { busBeats += 1 }
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
@@ -319,7 +334,7 @@ public final class InOrderInput {
             return count + 1
         }
         for src in waiting {
-            var due: (since: Double, next: UInt64, last: UInt64, unanswered: Bool)?
+            var due: (since: Double, next: UInt64, last: UInt64, unanswered: Bool, beat: Int)?
             streams.update(src) { stream in
                 guard let since = stream.missingSince else { return }
                 // Before `wanted`, which looks through what is held: a question in flight is waited for.
@@ -330,7 +345,7 @@ public final class InOrderInput {
                 }
                 if stream.asked != nil { stream.unanswered = true }
                 stream.asked = nil
-                due = (since, stream.next, last, stream.unanswered)
+                due = (since, stream.next, last, stream.unanswered, stream.missingBeat)
             }
             guard let due else { continue }
             let endpoint = producers[src].flatMap { endpoints[$0] }
@@ -338,7 +353,9 @@ public final class InOrderInput {
             // and never left unanswered itself: it waits on.
             let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
-            if now - due.since > (producers[src] == nil ? settings.unknownProducerS : settings.giveUpS), !inLine {
+            let waited = now - due.since
+            let unknownTooLong = waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
+            if producers[src] == nil ? unknownTooLong || waited > settings.giveUpS : waited > settings.giveUpS && !inLine {
                 giveUp(src)
                 continue
             }
@@ -377,6 +394,7 @@ public final class InOrderInput {
             stream.asked = nil
         } else if stream.missingSince == nil {
             stream.missingSince = clock.monotonicSeconds()
+            stream.missingBeat = busBeats
         }
         streams[src] = stream
     }

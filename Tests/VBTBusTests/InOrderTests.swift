@@ -272,6 +272,36 @@ extension InOrderTests {
 }
 
 extension InOrderTests {
+    @Test(
+        "a hole no offer has named a producer for waits for the bus to beat unknownProducerBeats times, not on the consumer's clock alone; then the offer fills it"
+    )
+    func unknownProducerWaitsForBeats() throws {
+        let rig = try Rig()
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        // Five seconds of the consumer's clock (a backlog worked through), no heartbeat among what it read.
+        try rig.work(passes: 100)
+        #expect(rig.input.counters.lost == 0 && rig.delivered == [1, 2], "\(rig.input.counters)")
+        // The producer's offer comes: the hole is fetched.
+        for _ in 0..<20 { try rig.pass(serve: true) }
+        #expect(rig.delivered == Array(1...10) && rig.input.counters.recovered == 1 && rig.input.counters.lost == 0)
+    }
+
+    @Test("a hole no offer names is given up once unknownProducerS has passed and the bus has beaten unknownProducerBeats times")
+    func unknownProducerGivenUp() throws {
+        let rig = try Rig()
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        // Four seconds of the consumer's clock, the bus beating twice: still waited for.
+        try rig.work(passes: 80, busBeatEvery: 40)
+        #expect(rig.input.counters.lost == 0, "two beats: still waited for")
+        // The third beat: the hole is counted lost and the rest delivered.
+        try rig.work(passes: 40, busBeatEvery: 40)
+        #expect(rig.input.counters.lost == 1 && rig.delivered == [1, 2] + Array(4...10), "\(rig.input.counters)")
+    }
+}
+
+extension InOrderTests {
     /// A journalling producer of one station's samples, its replay endpoint and
     /// heartbeat, and an `InOrderInput` fed by a subscriber, over the in-memory bus.
     final class Rig {
@@ -302,6 +332,23 @@ extension InOrderTests {
             for _ in 0..<count {
                 t += 0.02
                 try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: station, ts: t)
+            }
+        }
+
+        /// What arrived goes to the input and the input polls, `passes` times, 50 ms of the
+        /// clock apart: the producer neither beats nor answers; the bus beats every `busBeatEvery`th.
+        func work(passes: Int, busBeatEvery: Int? = nil) throws {
+            for number in 1...passes {
+                if let every = busBeatEvery, number % every == 0 { try bus.heartbeat() }
+                while let message = try subscriber.next(timeoutMs: 0) {
+                    if message.envelope.type == HeartbeatMessage.type {
+                        input.note(heartbeat: message)
+                    } else {
+                        delivered += input.accept(message).map(\.envelope.seq)
+                    }
+                }
+                delivered += input.poll().map(\.envelope.seq)
+                bus.manualClock.advance(0.05)
             }
         }
 
