@@ -196,7 +196,7 @@ public final class Publisher {
             guard remaining > 0, let socket = link.socket else { return false }
             var poller = ZMQPoller()
             poller.addReadable(socket)
-            _ = try poller.poll(timeoutMs: Int(min(remaining, 0.1) * 1000))
+            _ = try poller.poll(timeoutMs: Int((min(remaining, 0.1) * 1000).rounded(.up)))
         }
     }
 }

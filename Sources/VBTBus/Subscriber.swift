@@ -157,7 +157,7 @@ public final class Subscriber {
         let deadline = timeoutMs < 0 ? Double.infinity : clock.monotonicSeconds() + Double(timeoutMs) / 1000
         var gathered = gatherS <= 0 || timeoutMs == 0 || !link.waits
         while true {
-            let remaining = deadline == .infinity ? -1 : Int32(max(0, (deadline - clock.monotonicSeconds()) * 1000))
+            let remaining = deadline == .infinity ? -1 : Int32(max(0, ((deadline - clock.monotonicSeconds()) * 1000).rounded(.up)))
             // A message not for the caller (malformed, a duplicate) does not end
             // the wait: reading goes on until the deadline or an empty queue.
             // Before gathering, what is queued is read without waiting.

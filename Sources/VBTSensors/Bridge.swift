@@ -230,7 +230,14 @@ public final class BridgePublisher {
             let now = clock.monotonicSeconds()
             let oldest = pending.values.map(\.since).min()
             let waitS = oldest.map { max(0, $0 + policy.maxDelayS - now) } ?? 0.05
-            _ = poll(&pollItems, 1, Int32(min(waitS, 0.05) * 1000))
+            // poll counts whole milliseconds: the last one of a batch's wait is slept through
+            // (truncated to 0, the loop spun through it, polling).
+            let waitMs = Int32(min(waitS, 0.05) * 1000)
+            if waitMs == 0, waitS > 0 {
+                usleep(UInt32(waitS * 1e6))
+            } else {
+                _ = poll(&pollItems, 1, waitMs)
+            }
             for event in queue.drain() {
                 switch event {
                 case .readings(let station, let device, let readings):

@@ -130,7 +130,7 @@ public final class RecorderRuntime {
         var busReady = true, queryReady = true
         if var polling = poller {
             let now = clock.monotonicSeconds()
-            let waitMs = ingestor.pendingCount > 0 ? max(0, min(maxWaitMs, Int((nextFlush - now) * 1000))) : maxWaitMs
+            let waitMs = ingestor.pendingCount > 0 ? max(0, min(maxWaitMs, Int(((nextFlush - now) * 1000).rounded(.up)))) : maxWaitMs
             _ = try polling.poller.poll(timeoutMs: waitMs)
             (busReady, queryReady) = (polling.poller.isReadable(polling.bus), polling.poller.isReadable(polling.query))
             poller = polling

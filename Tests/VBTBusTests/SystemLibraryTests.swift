@@ -50,6 +50,17 @@ struct HeapTrimTests {
         #expect(held - after > 12_800, "at least 50 MB of the 100 MB left (pages: \(held) held, \(after) after)")
     }
 
+    @Test("residentBytes reads what statm says, in bytes")
+    func resident() throws {
+        let pageBytes = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let before = Self.residentPages() * pageBytes
+        let read = try #require(HeapTrim.residentBytes)
+        let after = Self.residentPages() * pageBytes
+        // Within what this process's memory did between the two other readings (a few pages either way).
+        #expect(read >= min(before, after) - 64 * pageBytes && read <= max(before, after) + 64 * pageBytes, "\(before) \(read) \(after)")
+        #expect(read > 1 << 20)
+    }
+
     @Test(
         "a trim is due when the program is well above its own size, at most every interval, and again after a queue that was still full has drained"
     )
