@@ -79,7 +79,7 @@ public final class InOrderInput {
         /// The next seq to deliver.
         var next: UInt64
         /// Messages received ahead of `next`, by seq.
-        var held: [UInt64: BusMessage] = [:]
+        var held = HeldMessages()
         /// The last seq the producer says it sent (its heartbeat), when above what was received.
         var tail: UInt64 = 0
         /// The question in flight: its id, range and deadline.
@@ -98,8 +98,43 @@ public final class InOrderInput {
 
         /// The last seq this consumer knows exists beyond `next - 1`, if any.
         var wanted: UInt64? {
-            if let heldFirst = held.keys.min() { return heldFirst > next ? heldFirst - 1 : nil }
+            if let heldFirst = held.first { return heldFirst > next ? heldFirst - 1 : nil }
             return tail >= next ? tail : nil
+        }
+    }
+
+    /// Messages held behind a stream's hole, by seq, and the lowest seq held (`Stream.wanted`,
+    /// asked for every stream missing something at every recovery pass). Found by a scan
+    /// of every key, the lowest took the most of a posture-evaluator's time once the bus had
+    /// disconnected it at 500 stations (issue 17); kept here, it is looked for again only
+    /// when it is taken out, a few seqs on first (what is delivered is taken in order).
+    struct HeldMessages {
+        private var bySeq: [UInt64: BusMessage] = [:]
+        /// The lowest seq held.
+        private(set) var first: UInt64?
+
+        var count: Int { bySeq.count }
+        var isEmpty: Bool { bySeq.isEmpty }
+        var keys: Dictionary<UInt64, BusMessage>.Keys { bySeq.keys }
+        subscript(seq: UInt64) -> BusMessage? { bySeq[seq] }
+
+        mutating func insert(_ message: BusMessage, at seq: UInt64) {
+            bySeq[seq] = message
+            if first.map({ seq < $0 }) ?? true { first = seq }
+        }
+
+        @discardableResult
+        mutating func remove(_ seq: UInt64) -> BusMessage? {
+            guard let message = bySeq.removeValue(forKey: seq) else { return nil }
+            if seq == first { first = lowest(above: seq) }
+            return message
+        }
+
+        /// The lowest seq held, every one of which is above `seq`.
+        private func lowest(above seq: UInt64) -> UInt64? {
+            guard !bySeq.isEmpty else { return nil }
+            for probe in seq + 1...seq + 8 where bySeq[probe] != nil { return probe }
+            return bySeq.keys.min()
         }
     }
 
@@ -152,8 +187,14 @@ public final class InOrderInput {
             return stream
         }
 
-        /// The stream holding the most messages.
-        var fullest: String? { all.max { $0.value.held.count < $1.value.held.count }?.key }
+        /// The stream holding the most messages: one that holds anything misses what comes
+        /// before it, so those that miss something are looked through first (not every stream
+        /// of a thousand stations, for every message held past the budget: issue 17).
+        var fullest: String? {
+            let holding = missing.max { (all[$0]?.held.count ?? 0) < (all[$1]?.held.count ?? 0) }
+            if let holding, all[holding]?.held.isEmpty == false { return holding }
+            return all.max { $0.value.held.count < $1.value.held.count }?.key
+        }
     }
 
     public let settings: Settings
@@ -262,7 +303,7 @@ public final class InOrderInput {
                 stream.missingSince = clock.monotonicSeconds()
                 stream.missingBeat = busBeats
             }
-            stream.held[seq] = message
+            stream.held.insert(message, at: seq)
             streams[src] = stream
             if stream.held.count > settings.maxHeld { giveUp(src) }
             keepWithinBudget()
@@ -385,7 +426,7 @@ public final class InOrderInput {
     /// Delivers what is held from `next` on, in order.
     private func drain(_ src: String) {
         guard var stream = streams.take(src) else { return }
-        while let message = stream.held.removeValue(forKey: stream.next) {
+        while let message = stream.held.remove(stream.next) {
             ready.append(message)
             stream.next += 1
         }
@@ -429,7 +470,7 @@ public final class InOrderInput {
             let published = UInt64(keptTo)
             let implausible = stream.held.keys.filter { $0 > published + settings.maxRange }
             if !implausible.isEmpty {
-                for seq in implausible { stream.held[seq] = nil }
+                for seq in implausible { stream.held.remove(seq) }
                 counters.ahead += implausible.count
                 logger.warning(
                     "messages far past what their producer has published dropped (forged or corrupt seq)",
@@ -439,7 +480,7 @@ public final class InOrderInput {
         var lostFrom: UInt64?
         while stream.next <= asked.range.upperBound {
             // What is held first (a late answer may have brought it): taken out, so nothing stays held below `next`.
-            var message = stream.held.removeValue(forKey: stream.next)
+            var message = stream.held.remove(stream.next)
             if message == nil, let fetched = returned[stream.next] {
                 message = fetched
                 counters.recovered += 1
@@ -483,7 +524,7 @@ public final class InOrderInput {
             guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
             let seq = message.envelope.seq
             guard seq >= stream.next, seq <= known, stream.held[seq] == nil else { continue }
-            stream.held[seq] = message
+            stream.held.insert(message, at: seq)
             counters.recovered += 1
         }
         streams[src] = stream

@@ -241,6 +241,33 @@ struct InOrderTests {
 }
 
 extension InOrderTests {
+    @Test("what is held knows its lowest seq through inserts, removals in order, out of order and of the last one")
+    func heldLowest() throws {
+        var held = InOrderInput.HeldMessages()
+        var reference: Set<UInt64> = []
+        var stamper = EnvelopeStamper(program: "sensor-bridge")
+        let frames = try stamper.encode(
+            SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)])), station: "rack-01", athlete: nil, ts: 1)
+        let message = try decodeMessage(topic: frames.topic, body: frames.body)
+        var random = SeededGenerator(seed: 17)
+        for step in 0..<5_000 {
+            let seq = UInt64.random(in: 1...400, using: &random)
+            switch step % 5 {
+            case 0, 1:
+                held.insert(message, at: seq)
+                reference.insert(seq)
+            case 2:  // the lowest, as a stream is drained
+                if let lowest = reference.min() {
+                    #expect(held.remove(lowest) != nil)
+                    reference.remove(lowest)
+                }
+            default:
+                #expect((held.remove(seq) != nil) == (reference.remove(seq) != nil))
+            }
+            #expect(held.first == reference.min() && held.count == reference.count, "step \(step)")
+        }
+    }
+
     @Test("at most maxQuestions questions in flight; a stream waiting its turn while the producer answers the others is not given up")
     func questionsBounded() throws {
         var settings = InOrderInput.Settings()
