@@ -47,7 +47,8 @@ public final class InOrderInput {
         public var passIntervalS = 0.01
         /// Most messages held over every stream: the memory budget of a consumer
         /// that fell behind (some 1.5 KB a message, so about 30 MB). Beyond it the
-        /// stream holding most gives up its hole, counted lost and logged.
+        /// streams holding most give up their holes, counted lost and logged, until an
+        /// eighth of it is free again.
         public var maxHeldTotal = 20_000
         /// Most questions in flight at once, over every stream. Each answer holds up to
         /// `maxRange` messages: a consumer the bus had disconnected at 500 stations asked for
@@ -191,9 +192,27 @@ public final class InOrderInput {
         /// before it, so those that miss something are looked through first (not every stream
         /// of a thousand stations, for every message held past the budget: issue 17).
         var fullest: String? {
-            let holding = missing.max { (all[$0]?.held.count ?? 0) < (all[$1]?.held.count ?? 0) }
-            if let holding, all[holding]?.held.isEmpty == false { return holding }
+            let holding = missing.max { heldCount($0) < heldCount($1) }
+            if let holding, heldCount(holding) > 0 { return holding }
             return all.max { $0.value.held.count < $1.value.held.count }?.key
+        }
+
+        // Read in place: the subscript's getter copies the whole stream out (its held messages
+        // retained and released), for each of a thousand streams at every recovery pass.
+
+        /// How many messages `src` holds.
+        func heldCount(_ src: String) -> Int {
+            guard let index = all.index(forKey: src) else { return 0 }
+            return all.values[index].held.count
+        }
+
+        /// Whether `src` holds anything.
+        func holdsAny(_ src: String) -> Bool { heldCount(src) > 0 }
+
+        /// Whether `src` has a question in flight at `now`.
+        func isAsking(_ src: String, now: Double) -> Bool {
+            guard let index = all.index(forKey: src), let asked = all.values[index].asked else { return false }
+            return now < asked.deadline
         }
     }
 
@@ -318,7 +337,12 @@ public final class InOrderInput {
 
     /// Gives up the fullest stream's hole while more than `maxHeldTotal` messages are held.
     private func keepWithinBudget() {
-        while streams.heldTotal > settings.maxHeldTotal, let fullest = streams.fullest, streams[fullest]?.held.isEmpty == false {
+        guard streams.heldTotal > settings.maxHeldTotal else { return }
+        // Down to seven eighths of the budget at once: finding the fullest stream looks through
+        // every stream that misses something, and done again for each message held past the
+        // budget it took a tenth of a consumer's time the bus had disconnected (issue 17).
+        let target = settings.maxHeldTotal - settings.maxHeldTotal / 8
+        while streams.heldTotal > target, let fullest = streams.fullest, streams.holdsAny(fullest) {
             counters.overBudget += 1
             if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
                 logger.warning(
@@ -370,10 +394,7 @@ public final class InOrderInput {
         // Changed in place, never copied out: a copy alive while `giveUp` drains the stream made
         // every held message's dictionary be copied (issue 17, a consumer the bus had disconnected).
         let waiting = Array(streams.missing)
-        questionsInFlight = waiting.reduce(0) { count, src in
-            guard let asked = streams[src]?.asked, now < asked.deadline else { return count }
-            return count + 1
-        }
+        questionsInFlight = waiting.reduce(0) { $0 + (streams.isAsking($1, now: now) ? 1 : 0) }
         for src in waiting {
             var due: (since: Double, next: UInt64, last: UInt64, unanswered: Bool, beat: Int)?
             streams.update(src) { stream in

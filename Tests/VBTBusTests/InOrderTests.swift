@@ -329,6 +329,26 @@ extension InOrderTests {
 }
 
 extension InOrderTests {
+    @Test("past the budget, holes are given up until an eighth of it is free: one look through the streams for many messages")
+    func budgetFreesAnEighth() throws {
+        var settings = InOrderInput.Settings()
+        settings.maxHeldTotal = 16
+        let input = InOrderInput(transport: MemoryBus(), logger: Self.logger, settings: settings, wants: { $0.hasPrefix("sample.") })
+        var stamper = EnvelopeStamper(program: "sensor-bridge")
+        // Seventeen streams, each a first message, one lost, and one held behind it.
+        for station in 1...17 {
+            for keep in [true, false, true] {
+                let sample = SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)]))
+                let frames = try stamper.encode(sample, station: "rack-\(station)", athlete: nil, ts: 1_763_812_345)
+                if keep { _ = input.accept(try decodeMessage(topic: frames.topic, body: frames.body)) }
+            }
+        }
+        // The seventeenth held message passed the budget of 16: three holes given up, 14 held (16 - 16 / 8).
+        #expect(input.held == 14 && input.counters.overBudget == 3 && input.counters.lost == 3, "\(input.counters), \(input.held) held")
+    }
+}
+
+extension InOrderTests {
     /// A journalling producer of one station's samples, its replay endpoint and
     /// heartbeat, and an `InOrderInput` fed by a subscriber, over the in-memory bus.
     final class Rig {
