@@ -188,13 +188,13 @@ public final class InOrderInput {
             return stream
         }
 
-        /// The stream holding the most messages: one that holds anything misses what comes
-        /// before it, so those that miss something are looked through first (not every stream
-        /// of a thousand stations, for every message held past the budget: issue 17).
-        var fullest: String? {
-            let holding = missing.max { heldCount($0) < heldCount($1) }
-            if let holding, heldCount(holding) > 0 { return holding }
-            return all.max { $0.value.held.count < $1.value.held.count }?.key
+        /// The streams holding anything, those holding most first (ties by name). One that holds
+        /// anything misses what comes before it: those that miss something are looked through,
+        /// not every stream of a thousand stations.
+        var holdingMostFirst: [String] {
+            var holding = missing.map { ($0, heldCount($0)) }.filter { $0.1 > 0 }
+            if holding.isEmpty { holding = all.filter { !$0.value.held.isEmpty }.map { ($0.key, $0.value.held.count) } }
+            return holding.sorted { ($0.1, $1.0) > ($1.1, $0.0) }.map(\.0)
         }
 
         // Read in place: the subscript's getter copies the whole stream out (its held messages
@@ -205,9 +205,6 @@ public final class InOrderInput {
             guard let index = all.index(forKey: src) else { return 0 }
             return all.values[index].held.count
         }
-
-        /// Whether `src` holds anything.
-        func holdsAny(_ src: String) -> Bool { heldCount(src) > 0 }
 
         /// Whether `src` has a question in flight at `now`.
         func isAsking(_ src: String, now: Double) -> Bool {
@@ -335,21 +332,26 @@ public final class InOrderInput {
         return take()
     }
 
-    /// Gives up the fullest stream's hole while more than `maxHeldTotal` messages are held.
+    /// Past `maxHeldTotal` messages held, gives up holes, the fullest streams' first, until an eighth of it is free.
     private func keepWithinBudget() {
         guard streams.heldTotal > settings.maxHeldTotal else { return }
-        // Down to seven eighths of the budget at once: finding the fullest stream looks through
-        // every stream that misses something, and done again for each message held past the
-        // budget it took a tenth of a consumer's time the bus had disconnected (issue 17).
+        // Down to seven eighths of the budget at once, the streams holding most first, ordered
+        // once: finding the fullest looks through every stream that misses something, and done
+        // for each message held past the budget it took a tenth of a consumer's time the bus
+        // had disconnected (issue 17).
         let target = settings.maxHeldTotal - settings.maxHeldTotal / 8
-        while streams.heldTotal > target, let fullest = streams.fullest, streams.holdsAny(fullest) {
-            counters.overBudget += 1
-            if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
-                logger.warning(
-                    "input held past its memory budget; the fullest stream's hole given up",
-                    metadata: ["src": "\(fullest)", "held_total": "\(streams.heldTotal)", "times": "\(counters.overBudget)"])
+        while streams.heldTotal > target {
+            let fullestFirst = streams.holdingMostFirst
+            guard !fullestFirst.isEmpty else { return }
+            for src in fullestFirst where streams.heldTotal > target {
+                counters.overBudget += 1
+                if counters.overBudget == 1 || counters.overBudget % 1_000 == 0 {
+                    logger.warning(
+                        "input held past its memory budget; the fullest stream's hole given up",
+                        metadata: ["src": "\(src)", "held_total": "\(streams.heldTotal)", "times": "\(counters.overBudget)"])
+                }
+                giveUp(src)
             }
-            giveUp(fullest)
         }
     }
 
