@@ -542,7 +542,8 @@ func detectorRuntimeReport() throws {
     var baseline: [Double] = []
     for _ in 0..<runs { baseline.append(try detectorRuntimeRate(stations: 1, messages: messages).readingsPerS) }
     print("  1 station     \(format(median(baseline))) readings")
-    for stations in [100, 500] {
+    /// Median readings a second over `runs` runs at `stations`, and the reps of the last.
+    func rate(stations: Int, _ messages: [SampleMessage]) throws -> (readingsPerS: Double, reps: Int) {
         var rates: [Double] = []
         var reps = 0
         for _ in 0..<runs {
@@ -550,9 +551,13 @@ func detectorRuntimeReport() throws {
             rates.append(run.readingsPerS)
             reps = run.reps
         }
+        return (median(rates), reps)
+    }
+    for stations in [100, 500] {
+        let (rate, reps) = try rate(stations: stations, messages)
         print(
-            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
-                + String(format: "%.2f of one station's rate; %d reps (%d a station)", median(rates) / median(baseline), reps, reps / stations))
+            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(rate)) readings   "
+                + String(format: "%.2f of one station's rate; %d reps (%d a station)", rate / median(baseline), reps, reps / stations))
     }
     // make run's squat rack as a bridge sends it (issue 17's load): the laser at 50 Hz with its
     // accelerometer, 2 readings a message; the bar IMU at 100 Hz, 4 a message; the posture
@@ -564,21 +569,12 @@ func detectorRuntimeReport() throws {
     for _ in 0..<runs { rackBaseline.append(try detectorRuntimeRate(stations: 1, messages: rack).readingsPerS) }
     print("  make run's rack (laser 2, IMU 4, posture 4 readings a message; 55 messages a second):")
     print("  1 station     \(format(median(rackBaseline))) readings")
-    for stations in [500] {
-        var rates: [Double] = []
-        var reps = 0
-        for _ in 0..<runs {
-            let run = try detectorRuntimeRate(stations: stations, messages: rack)
-            rates.append(run.readingsPerS)
-            reps = run.reps
-        }
-        let messagesPerS = median(rates) / (170.0 / 55)
-        print(
-            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(median(rates))) readings   "
-                + String(
-                    format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", median(rates) / median(rackBaseline), reps,
-                    reps / stations, 1e6 / messagesPerS))
-    }
+    let (rackRate, rackReps) = try rate(stations: 500, rack)
+    print(
+        "  500  stations  \(format(rackRate)) readings   "
+            + String(
+                format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", rackRate / median(rackBaseline), rackReps,
+                rackReps / 500, 1e6 / (rackRate / (170.0 / 55))))
     for stations in [20, 100] {
         var rates: [Double] = []
         var last = (readingsPerS: 0.0, reps: 0, checkpoints: 0, checkpointBytes: 0)

@@ -387,16 +387,21 @@ extension InOrderTests {
         func work(passes: Int, busBeatEvery: Int? = nil) throws {
             for number in 1...passes {
                 if let every = busBeatEvery, number % every == 0 { try bus.heartbeat() }
-                while let message = try subscriber.next(timeoutMs: 0) {
-                    if message.envelope.type == HeartbeatMessage.type {
-                        input.note(heartbeat: message)
-                    } else {
-                        delivered += input.accept(message).map(\.envelope.seq)
-                    }
-                }
-                delivered += input.poll().map(\.envelope.seq)
+                try takeArrived()
                 bus.manualClock.advance(0.05)
             }
+        }
+
+        /// What arrived goes to the input (heartbeats noted), then the input polls.
+        private func takeArrived() throws {
+            while let message = try subscriber.next(timeoutMs: 0) {
+                if message.envelope.type == HeartbeatMessage.type {
+                    input.note(heartbeat: message)
+                } else {
+                    delivered += input.accept(message).map(\.envelope.seq)
+                }
+            }
+            delivered += input.poll().map(\.envelope.seq)
         }
 
         /// The producer's heartbeat, when due.
@@ -415,14 +420,7 @@ extension InOrderTests {
         /// One pass: what arrived goes to the input, the input polls, the producer
         /// answers (with `serve`), 50 ms of the clock pass and a heartbeat when due.
         func pass(serve: Bool, serveLimit: Int = 10) throws {
-            while let message = try subscriber.next(timeoutMs: 0) {
-                if message.envelope.type == HeartbeatMessage.type {
-                    input.note(heartbeat: message)
-                } else {
-                    delivered += input.accept(message).map(\.envelope.seq)
-                }
-            }
-            delivered += input.poll().map(\.envelope.seq)
+            try takeArrived()
             if serve { _ = try server.serve(limit: serveLimit) }
             bus.manualClock.advance(0.05)
             try beat()
