@@ -231,7 +231,8 @@ public final class BridgePublisher {
             let oldest = pending.values.map(\.since).min()
             let waitS = oldest.map { max(0, $0 + policy.maxDelayS - now) } ?? 0.05
             // poll counts whole milliseconds: the last one of a batch's wait is slept through
-            // (truncated to 0, the loop spun through it, polling).
+            // (truncated to 0, the loop spun through it, polling); what the sources report
+            // meanwhile waits at most that millisecond.
             let waitMs = Int32(min(waitS, 0.05) * 1000)
             if waitMs == 0, waitS > 0 {
                 usleep(UInt32(waitS * 1e6))
