@@ -40,8 +40,9 @@ if arguments.contains("--help") {
 
         --detector-only: only rep detection and posture evaluation.
         --only SECTION: only the named sections (repeatable): codec, bus, detector
-          (rep detection and posture), store, recovery (the recorder fetching
-          what it missed from a journal). Default: all of them.
+          (rep detection and posture), runtime (of those, only the rep-detector
+          runtime at make run's rack, issue 17's load), store, recovery (the
+          recorder fetching what it missed from a journal). Default: all of them.
         --store-readings N: raw readings per store run and sensor (default 200000).
         --store-sensors LIST: imu, distance or imu,distance (default imu: the largest rows).
         --query-runs Q: timed calls per store query (default 50).
@@ -60,7 +61,7 @@ if arguments.contains("--help") {
 let busMessages = option("--messages", 300_000)
 let runs = option("--runs", 5)
 let codecIterations = 200_000
-let sectionNames: Set<String> = ["codec", "bus", "detector", "store", "recovery"]
+let sectionNames: Set<String> = ["codec", "bus", "detector", "runtime", "store", "recovery"]
 var chosenSections: Set<String> = []
 for (index, argument) in arguments.enumerated() where argument == "--only" {
     guard index + 1 < arguments.count, sectionNames.contains(arguments[index + 1]) else {
@@ -542,39 +543,13 @@ func detectorRuntimeReport() throws {
     var baseline: [Double] = []
     for _ in 0..<runs { baseline.append(try detectorRuntimeRate(stations: 1, messages: messages).readingsPerS) }
     print("  1 station     \(format(median(baseline))) readings")
-    /// Median readings a second over `runs` runs at `stations`, and the reps of the last.
-    func rate(stations: Int, _ messages: [SampleMessage]) throws -> (readingsPerS: Double, reps: Int) {
-        var rates: [Double] = []
-        var reps = 0
-        for _ in 0..<runs {
-            let run = try detectorRuntimeRate(stations: stations, messages: messages)
-            rates.append(run.readingsPerS)
-            reps = run.reps
-        }
-        return (median(rates), reps)
-    }
     for stations in [100, 500] {
-        let (rate, reps) = try rate(stations: stations, messages)
+        let (rate, reps) = try medianRate(stations: stations, messages)
         print(
             "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(rate)) readings   "
                 + String(format: "%.2f of one station's rate; %d reps (%d a station)", rate / median(baseline), reps, reps / stations))
     }
-    // make run's squat rack as a bridge sends it (issue 17's load): the laser at 50 Hz with its
-    // accelerometer, 2 readings a message; the bar IMU at 100 Hz, 4 a message; the posture
-    // wearable at 20 Hz, 4 a message. 55 messages and 170 readings a second a station: most
-    // of the bytes are the IMU's, unused while the laser speaks, and the posture's are not the
-    // detector's at all.
-    let rack = rackMessages()
-    var rackBaseline: [Double] = []
-    for _ in 0..<runs { rackBaseline.append(try detectorRuntimeRate(stations: 1, messages: rack).readingsPerS) }
-    print("  make run's rack (laser 2, IMU 4, posture 4 readings a message; 55 messages a second):")
-    print("  1 station     \(format(median(rackBaseline))) readings")
-    let (rackRate, rackReps) = try rate(stations: 500, rack)
-    print(
-        "  500  stations  \(format(rackRate)) readings   "
-            + String(
-                format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", rackRate / median(rackBaseline), rackReps,
-                rackReps / 500, 1e6 / (rackRate / (170.0 / 55))))
+    try rackRuntimeReport()
     for stations in [20, 100] {
         var rates: [Double] = []
         var last = (readingsPerS: 0.0, reps: 0, checkpoints: 0, checkpointBytes: 0)
@@ -588,6 +563,37 @@ func detectorRuntimeReport() throws {
                     format: "%.2f of one station's rate; %d checkpoints in %.0f s of readings, the last %.1f MB", median(rates) / median(baseline),
                     last.checkpoints, Double(messages.count) * 0.1, Double(last.checkpointBytes) / 1e6))
     }
+}
+
+/// make run's squat rack as a bridge sends it (issue 17's load): the laser at 50 Hz with its
+/// accelerometer, 2 readings a message; the bar IMU at 100 Hz, 4 a message; the posture
+/// wearable at 20 Hz, 4 a message. 55 messages and 170 readings a second a station: most
+/// of the bytes are the IMU's, unused while the laser speaks, and the posture's are not the
+/// detector's at all.
+func rackRuntimeReport() throws {
+    let rack = rackMessages()
+    var rackBaseline: [Double] = []
+    for _ in 0..<runs { rackBaseline.append(try detectorRuntimeRate(stations: 1, messages: rack).readingsPerS) }
+    print("  make run's rack (laser 2, IMU 4, posture 4 readings a message; 55 messages a second):")
+    print("  1 station     \(format(median(rackBaseline))) readings")
+    let (rackRate, rackReps) = try medianRate(stations: 500, rack)
+    print(
+        "  500  stations  \(format(rackRate)) readings   "
+            + String(
+                format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", rackRate / median(rackBaseline), rackReps,
+                rackReps / 500, 1e6 / (rackRate / (170.0 / 55))))
+}
+
+/// Median readings a second over `runs` runs of the rep-detector runtime at `stations`, and the reps of the last.
+func medianRate(stations: Int, _ messages: [SampleMessage]) throws -> (readingsPerS: Double, reps: Int) {
+    var rates: [Double] = []
+    var reps = 0
+    for _ in 0..<runs {
+        let run = try detectorRuntimeRate(stations: stations, messages: messages)
+        rates.append(run.readingsPerS)
+        reps = run.reps
+    }
+    return (median(rates), reps)
 }
 
 // MARK: Posture
@@ -688,6 +694,10 @@ if wants("detector") {
     detectorMemoryReport()
     try detectorRuntimeReport()
     postureReport()
+} else if wants("runtime") {
+    print("")
+    print("rep-detector runtime over the in-memory bus (one core)")
+    try rackRuntimeReport()
 }
 
 if wants("store") {
