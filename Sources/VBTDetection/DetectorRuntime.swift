@@ -259,16 +259,29 @@ public final class DetectorRuntime {
     private var nextHousekeeping: Double?
     private var journalTried = false
 
-    /// One pass of the loop: at most one input message (waiting up to
-    /// `timeoutMs` for it on sockets), the recorder's replies, the hand-over,
-    /// the heartbeat, and once a second the silent stations.
+    /// Messages taken in one step at most: some 64 × 12 µs at 1,000 stations (issue 17), so
+    /// the heartbeat and recovery are never held up by more than a millisecond or so.
+    static let batch = 64
+
+    /// One pass of the loop: the input messages queued (waiting up to `timeoutMs`
+    /// on sockets for the first; at most `batch`), the recorder's replies, the
+    /// hand-over, the heartbeat, and once a second the silent stations.
     public func step(timeoutMs: Int32 = 100) throws {
         guard !isFinished else { return }
         if case .active = mode, options.journal != nil, replay == nil, !journalTried {
             journalTried = true
             try startJournal(lockWaitS: 0)
         }
-        if let message = try subscriber.next(timeoutMs: timeoutMs) { try handle(message) }
+        if let message = try subscriber.next(timeoutMs: timeoutMs) {
+            try handle(message)
+            // What is queued behind it is taken too, up to a batch, before the rest of the step
+            // (recovery, replies, heartbeat, checkpoints), whose look is per step, not per message.
+            var taken = 1
+            while taken < Self.batch, let queued = try subscriber.next(timeoutMs: 0) {
+                try handle(queued)
+                taken += 1
+            }
+        }
         if isActive || isHandingOver {
             for message in input.poll() { try processAndHandOver(message) }
         }
@@ -393,38 +406,61 @@ public final class DetectorRuntime {
     private func process(_ message: BusMessage) throws {
         let station = message.envelope.station
         let seq = Int(message.envelope.seq)
-        // A stream position already processed (restored from a hand-over) is skipped.
-        if let done = positions[message.envelope.src], seq <= done { return }
-        positions[message.envelope.src] = seq
-        positionHeard[message.envelope.src] = clock.monotonicSeconds()
-        lastArrival[station] = clock.monotonicSeconds()
-        // Taken out of the dictionary while it is fed, so its buffers have one owner and are
-        // changed in place (a copy left in the dictionary would make every append copy them).
-        // Nothing else may hold it meanwhile (a second reference to the taken value would make
-        // the first append copy its buffers after all).
-        var detector: StationDetector
-        let known: Bool
-        if let taken = detectors.removeValue(forKey: station) {
-            (detector, known) = (consume taken, true)
-        } else {
-            (detector, known) = (newDetector(station), false)
+        // A stream position already processed (restored from a hand-over) is skipped (one
+        // look-up: the position is read and moved on in place).
+        guard Self.moveOn(&positions[message.envelope.src, default: 0], to: seq) else { return }
+        let now = clock.monotonicSeconds()
+        positionHeard[message.envelope.src] = now
+        lastArrival[station] = now
+        var command: CommandMessage?
+        if message.envelope.type == CommandMessage.type {
+            guard let decoded = try? message.payload(as: CommandMessage.self), decoded.target == "*" || decoded.target == "rep-detector" else { return }
+            command = decoded
         }
+        // Fed in place in the dictionary (its buffers have one owner and are changed where
+        // they lie): nothing else may hold the station's detector meanwhile (a second
+        // reference would make the first append copy its buffers).
+        let (outputs, inputT, ack, athleteBefore, athleteAfter) = feed(message, command: command, into: &detectors[station, default: newDetector(station)])
+        changed = true
+        // A command is kept by no journal: checkpointed at once. What readings made (reps, set
+        // boundaries) is made again from the bridges' journals after a crash, and what was
+        // already published is not sent twice (Publisher.resume): the regular checkpoint is
+        // enough (one at every set boundary was a whole checkpoint of every station, many a
+        // second in a busy gym: issue 17).
+        if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
+        for output in outputs {
+            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
+        }
+        // The answer after what the command made (a set's end before "done").
+        if let ack { try send(ack, station: station, athlete: athleteAfter) }
+    }
+
+    /// Moves a stream's position on to `seq`; false when `seq` was processed already.
+    private static func moveOn(_ position: inout Int, to seq: Int) -> Bool {
+        guard seq > position else { return false }
+        position = seq
+        return true
+    }
+
+    /// What one message (a sample, or a command for this detector) makes of a station's
+    /// detector: the outputs, the newest reading time fed, the command's answer, and the
+    /// athlete at the station before and after (a set ended by athlete.unassign is still the
+    /// athlete's before).
+    private func feed(
+        _ message: BusMessage, command: CommandMessage?, into detector: inout StationDetector
+    ) -> (
+        outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?
+    ) {
         if detector.patternsVersion != patternsVersion {
             detector.patterns = sharedPatterns
             detector.patternsVersion = patternsVersion
         }
-        // Whose the outputs are: the athlete at the station before a command changed it (a set
-        // ended by athlete.unassign is still theirs).
         let athleteBefore = detector.assignment.athlete
         var outputs: [DetectorOutput] = []
         var inputT: Double?
         var ack: AckMessage?
         let sensor = message.field("sensor")
-        if message.envelope.type == CommandMessage.type {
-            guard let command = try? message.payload(as: CommandMessage.self), command.target == "*" || command.target == "rep-detector" else {
-                if known { detectors[station] = detector }
-                return
-            }
+        if let command {
             (outputs, ack) = apply(command, to: &detector)
         } else if sensor == .string(SampleMessage.postureSensor) {
             // Not the detector's (StationDetector.feed): not decoded into readings.
@@ -432,6 +468,7 @@ public final class DetectorRuntime {
             // A reading time far from when it was sent (a broken clock, a bad
             // replay) would stall the station or worse: such readings are skipped.
             let ts = message.envelope.ts
+            let station = message.envelope.station
             func sane(_ t: Double) -> Bool {
                 guard abs(t - ts) <= Self.maxReadingSkewS else {
                     badTimes += 1
@@ -461,19 +498,7 @@ public final class DetectorRuntime {
                 }
             }
         }
-        detectors[station] = detector
-        changed = true
-        // A command is kept by no journal: checkpointed at once. What readings made (reps, set
-        // boundaries) is made again from the bridges' journals after a crash, and what was
-        // already published is not sent twice (Publisher.resume): the regular checkpoint is
-        // enough (one at every set boundary was a whole checkpoint of every station, many a
-        // second in a busy gym: issue 17).
-        if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
-        for output in outputs {
-            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
-        }
-        // The answer after what the command made (a set's end before "done").
-        if let ack { try send(ack, station: station, athlete: detector.assignment.athlete) }
+        return (outputs, inputT, ack, athleteBefore, detector.assignment.athlete)
     }
 
     /// The times of a sample message's readings, read from the frame without building the
