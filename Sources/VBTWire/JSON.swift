@@ -708,6 +708,12 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
+            // Most strings (ids, names, topics) need no escape: copied at once, not a byte at a
+            // time (appending a byte at a time was a tenth of a replaying sensor-bridge, issue 17).
+            if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                bytes.append(contentsOf: utf8)
+                return
+            }
             for byte in utf8 {
                 switch byte {
                 case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(0x22)

@@ -184,6 +184,22 @@ struct JSONTests {
         #expect(try JSONParser.parse(writer.bytes) == value)
     }
 
+    @Test("a string is written as is unless it holds a quote, a backslash or a control character")
+    func stringEscapes() throws {
+        func written(_ text: String) -> String {
+            var writer = JSONWriter()
+            writer.string(text)
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+        #expect(written("sensor-bridge-64342d2b/sample.rack-1 é ✓") == "\"sensor-bridge-64342d2b/sample.rack-1 é ✓\"")
+        #expect(written("") == "\"\"")
+        #expect(written("a\"b") == "\"a\\\"b\"")
+        #expect(written("a\\b") == "\"a\\\\b\"")
+        #expect(written("line\nnext\ttab\r") == "\"line\\nnext\\ttab\\r\"")
+        #expect(written("\u{1F}\u{00}x") == "\"\\u001f\\u0000x\"")
+        #expect(written("\u{7F}") == "\"\u{7F}\"")
+    }
+
     @Test("fixed-point numbers keep microseconds")
     func fixedPoint() throws {
         var writer = JSONWriter()
