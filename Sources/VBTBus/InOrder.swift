@@ -165,20 +165,39 @@ public final class InOrderInput {
         /// every consumer (issue 17).
         mutating func advanceInOrder(_ src: String, seq: UInt64) -> Bool {
             guard let index = all.index(forKey: src) else { return false }
-            guard all.values[index].next == seq, all.values[index].held.isEmpty, all.values[index].missingSince == nil, all.values[index].tail <= seq
-            else { return false }
-            all.values[index].next = seq + 1
-            all.values[index].asked = nil
+            return Self.advance(&all.values[index], seq: seq)
+        }
+
+        private static func advance(_ stream: inout Stream, seq: UInt64) -> Bool {
+            guard stream.next == seq, stream.held.isEmpty, stream.missingSince == nil, stream.tail <= seq else { return false }
+            stream.next = seq + 1
+            stream.asked = nil
             return true
         }
 
-        /// Changes `src`'s stream in place, if there is one.
-        mutating func update(_ src: String, _ change: (inout Stream) -> Void) {
-            guard let index = all.index(forKey: src) else { return }
-            let held = all.values[index].held.count
-            change(&all.values[index])
-            heldTotal += all.values[index].held.count - held
-            if all.values[index].missingSince != nil { missing.insert(src) } else { missing.remove(src) }
+        // A stream is only ever reached through `all.values[index]` passed inout (the
+        // dictionary's modify accessor: in place). Read alone, `all.values[index].next` goes
+        // through the getter, which copies the whole stream out (its held messages retained
+        // and released): four such reads a message were a fifth of a posture-evaluator behind
+        // its input at 500 stations (issue 17).
+
+        /// Changes `src`'s stream in place, if there is one; what `change` returns.
+        @discardableResult
+        mutating func update<R>(_ src: String, _ change: (inout Stream) -> R) -> R? {
+            guard let index = all.index(forKey: src) else { return nil }
+            let (result, heldChange, wasMissing, isMissing) = Self.changing(&all.values[index], change)
+            heldTotal += heldChange
+            if isMissing != wasMissing {
+                if isMissing { missing.insert(src) } else { missing.remove(src) }
+            }
+            return result
+        }
+
+        private static func changing<R>(_ stream: inout Stream, _ change: (inout Stream) -> R) -> (R, heldChange: Int, wasMissing: Bool, isMissing: Bool) {
+            let held = stream.held.count
+            let wasMissing = stream.missingSince != nil
+            let result = change(&stream)
+            return (result, stream.held.count - held, wasMissing, stream.missingSince != nil)
         }
 
         /// Takes `src`'s stream out, so what it holds is changed in place, not copied; put it back with the subscript.
@@ -192,26 +211,30 @@ public final class InOrderInput {
         /// The streams holding anything, those holding most first (ties by name). One that holds
         /// anything misses what comes before it: those that miss something are looked through,
         /// not every stream of a thousand stations.
-        var holdingMostFirst: [String] {
+        mutating func holdingMostFirst() -> [String] {
             var holding = missing.map { ($0, heldCount($0)) }.filter { $0.1 > 0 }
-            if holding.isEmpty { holding = all.filter { !$0.value.held.isEmpty }.map { ($0.key, $0.value.held.count) } }
+            if holding.isEmpty {
+                for index in all.indices where Self.read(&all.values[index], { $0.held.count }) > 0 {
+                    holding.append((all.keys[index], Self.read(&all.values[index], { $0.held.count })))
+                }
+            }
             return holding.sorted { ($0.1, $1.0) > ($1.1, $0.0) }.map(\.0)
         }
 
-        // Read in place: the subscript's getter copies the whole stream out (its held messages
-        // retained and released), for each of a thousand streams at every recovery pass.
-
         /// How many messages `src` holds.
-        func heldCount(_ src: String) -> Int {
+        mutating func heldCount(_ src: String) -> Int {
             guard let index = all.index(forKey: src) else { return 0 }
-            return all.values[index].held.count
+            return Self.read(&all.values[index], { $0.held.count })
         }
 
         /// Whether `src` has a question in flight at `now`.
-        func isAsking(_ src: String, now: Double) -> Bool {
-            guard let index = all.index(forKey: src), let asked = all.values[index].asked else { return false }
+        mutating func isAsking(_ src: String, now: Double) -> Bool {
+            guard let index = all.index(forKey: src), let asked = Self.read(&all.values[index], { $0.asked }) else { return false }
             return now < asked.deadline
         }
+
+        /// Reads one property of a stream reached in place (see above).
+        static func read<T>(_ stream: inout Stream, _ property: (Stream) -> T) -> T { property(stream) }
     }
 
     public let settings: Settings
@@ -281,12 +304,15 @@ public final class InOrderInput {
     /// and the last it knows of (held or said sent), less what is held. Looks at the streams that miss
     /// something alone.
     public var outstanding: Int {
-        streams.missing.reduce(0) { total, src in
-            guard let stream = streams[src] else { return total }
-            let top = max(stream.held.keys.max() ?? 0, stream.tail)
-            guard top >= stream.next else { return total }
-            return total + Int(top - stream.next + 1) - stream.held.count
+        var total = 0
+        for src in streams.missing {
+            total +=
+                streams.update(src) { stream in
+                    let top = max(stream.held.keys.max() ?? 0, stream.tail)
+                    return top >= stream.next ? Int(top - stream.next + 1) - stream.held.count : 0
+                } ?? 0
         }
+        return total
     }
 
     /// Whether any stream waits for a hole or a tail.
@@ -296,7 +322,9 @@ public final class InOrderInput {
     /// should not judge it silent meanwhile).
     public func isRecovering(topic: String) -> Bool {
         // A stream that wants something is among those missing something (`drain`, `note(heartbeat:)`).
-        streams.missing.contains { $0.hasSuffix(topic) && $0.dropLast(topic.utf8.count).hasSuffix("/") && streams[$0]?.wanted != nil }
+        streams.missing.contains { src in
+            src.hasSuffix(topic) && src.dropLast(topic.utf8.count).hasSuffix("/") && streams.update(src, { $0.wanted != nil }) == true
+        }
     }
 
     /// Forgets a stream (its producer is long gone).
@@ -342,7 +370,7 @@ public final class InOrderInput {
         // had disconnected (issue 17).
         let target = settings.maxHeldTotal - settings.maxHeldTotal / 8
         while streams.heldTotal > target {
-            let fullestFirst = streams.holdingMostFirst
+            let fullestFirst = streams.holdingMostFirst()
             guard !fullestFirst.isEmpty else { return }
             for src in fullestFirst where streams.heldTotal > target {
                 counters.overBudget += 1
@@ -367,13 +395,21 @@ public final class InOrderInput {
             let topic = src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? src
             guard wants(topic) else { continue }
             producers[src] = producer
-            if streams[src] == nil {
-                guard fromStart else { continue }  // a fresh consumer starts each stream at what it receives
-                streams[src] = Stream(next: 1, unseen: true)
+            let now = clock.monotonicSeconds()
+            let known = streams.update(src) { stream in
+                if UInt64(last) >= stream.next, UInt64(last) > stream.tail {
+                    stream.tail = UInt64(last)
+                    if stream.missingSince == nil { stream.missingSince = now }
+                }
             }
-            if UInt64(last) >= streams[src]!.next, UInt64(last) > streams[src]!.tail {
-                streams[src]!.tail = UInt64(last)
-                if streams[src]!.missingSince == nil { streams[src]!.missingSince = clock.monotonicSeconds() }
+            if known == nil, fromStart {
+                // A fresh consumer starts each stream at what it receives; a resumed one, at 1.
+                var stream = Stream(next: 1, unseen: true)
+                if UInt64(last) >= 1 {
+                    stream.tail = UInt64(last)
+                    stream.missingSince = now
+                }
+                streams[src] = stream
             }
         }
     }

@@ -320,8 +320,13 @@ public final class PostureRuntime {
         while !stop.isSet { try step() }
     }
 
-    /// One pass of the loop: the heartbeat, the recorder's replies, and at
-    /// most one input message (waiting up to `timeoutMs` for it on sockets).
+    /// Messages taken in one step at most: the heartbeat, recovery and replies are looked at
+    /// once a step, not once a message (most messages are other sensors' and cost a few µs).
+    static let batch = 64
+
+    /// One pass of the loop: the heartbeat, the recorder's replies, and the
+    /// input messages queued (waiting up to `timeoutMs` on sockets for the
+    /// first; at most `batch`).
     public func step(timeoutMs: Int32 = 200) throws {
         try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
         try replay?.serve()
@@ -329,7 +334,17 @@ public final class PostureRuntime {
         for message in input.poll() { try handle(message) }
         let now = clock.monotonicSeconds()
         if changed, now >= checkpointDue { saveCheckpoint(now: now) }
-        guard let message = try subscriber.next(timeoutMs: timeoutMs) else { return }
+        guard let first = try subscriber.next(timeoutMs: timeoutMs) else { return }
+        try take(first)
+        var taken = 1
+        while taken < Self.batch, let queued = try subscriber.next(timeoutMs: 0) {
+            try take(queued)
+            taken += 1
+        }
+    }
+
+    /// One message received: a sample through the in-order input, a heartbeat noted.
+    private func take(_ message: BusMessage) throws {
         switch message.envelope.type {
         case SampleMessage.type:
             for ready in input.accept(message) { try handle(ready) }
