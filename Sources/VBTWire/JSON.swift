@@ -65,7 +65,8 @@ public struct DeferredMember: Sendable, Equatable {
     public var key: String
     /// The value's bytes.
     public var range: Range<Int>
-    /// For an array, each element's bytes; nil for any other value, and when not checked.
+    /// For an array, each element's bytes (when not checked, only located: an
+    /// element is checked when it is built or read); nil for any other value.
     public var elements: [Range<Int>]?
     /// Whether its bytes were checked as strictly as a built value's; when
     /// not, only where it ends was found, and it is checked when built
@@ -271,8 +272,8 @@ public struct JSONParser {
                 fields.append((key, .null))
             } else if depth == 1, let deferKey, key == deferKey {
                 let start = index
-                try findEnd()
-                deferred = DeferredMember(key: key, range: start..<index, elements: nil, checked: false)
+                let elements = try locateElements()
+                deferred = DeferredMember(key: key, range: start..<index, elements: elements, checked: false)
                 fields.append((key, .null))
             } else {
                 fields.append((key, try parseValue(depth: depth)))
@@ -350,6 +351,70 @@ public struct JSONParser {
         }
         index = bytes.count
         throw error("unexpected end of input")
+    }
+
+    /// Finds where the value at `index` ends as `findEnd` does and, for an array, where each
+    /// of its elements lies (whitespace around them left out; an element missing between two
+    /// commas is an empty range, refused when it is read). Nothing is checked: each element
+    /// is when it is built or read. One pass: the rep-detector located the readings of each
+    /// IMU message, then went over them again for their elements (issue 17).
+    private mutating func locateElements() throws(JSONParseError) -> [Range<Int>]? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else {
+            try findEnd()
+            return nil
+        }
+        var elements: [Range<Int>] = []
+        var open = 0
+        var start = index + 1
+        func trimmed(_ lower: Int, _ upper: Int) -> Range<Int> {
+            var (lower, upper) = (lower, upper)
+            while lower < upper, Self.isWhitespace(bytes[lower]) { lower += 1 }
+            while upper > lower, Self.isWhitespace(bytes[upper - 1]) { upper -= 1 }
+            return lower..<upper
+        }
+        // Whether an element of the array has ended (a string, object or array closed) and
+        // only a comma or the array's end may come: what was two elements without one between
+        // would read as one, its first reading alone (`JSONParser.member(_:ofObjectAt:in:checked:)`
+        // stops at the key).
+        var ended = false
+        while index < bytes.count {
+            let byte = bytes[index]
+            if open == 1, ended, byte != UInt8(ascii: ","), byte != UInt8(ascii: "]"), !Self.isWhitespace(byte) {
+                throw error("expected ',' or ']'")
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                    index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                ended = open == 1
+            case UInt8(ascii: "["), UInt8(ascii: "{"): open += 1
+            case UInt8(ascii: ","):
+                if open == 1 {
+                    elements.append(trimmed(start, index))
+                    start = index + 1
+                    ended = false
+                }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                open -= 1
+                if open == 0 {
+                    let last = trimmed(start, index)
+                    if !last.isEmpty || !elements.isEmpty { elements.append(last) }
+                    index += 1
+                    return elements
+                }
+                ended = open == 1
+            default: break
+            }
+            index += 1
+        }
+        index = bytes.count
+        throw error("unexpected end of input")
+    }
+
+    @inline(__always) private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }
 
     private mutating func skipObject(depth: Int) throws(JSONParseError) {

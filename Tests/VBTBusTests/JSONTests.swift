@@ -104,8 +104,13 @@ struct JSONTests {
         let bytes = Array(text.utf8)
         let (value, deferred) = try JSONParser.parse(bytes, deferring: "samples", checking: false)
         guard case .object(let object) = value, let deferred else { Issue.record("not an object, or nothing deferred"); return }
-        #expect(object["n"] == .number(3) && !deferred.checked && deferred.elements == nil)
+        #expect(object["n"] == .number(3) && !deferred.checked)
         #expect(String(decoding: bytes[deferred.range], as: UTF8.self) == member)
+        // An array's elements are located too: where a checked parse finds them, when it accepts it.
+        #expect((deferred.elements == nil) == !member.hasPrefix("["))
+        if let checked = try? JSONParser.parse(bytes, deferring: "samples").deferred {
+            #expect(deferred.elements == checked.elements)
+        }
         // Built, it is checked as strictly as ever: the same verdict as a whole parse.
         let whole = try? parse(text)
         let built = try? JSONParser.parse(bytes, range: deferred.range, depth: 1)
@@ -149,6 +154,16 @@ struct JSONTests {
         let located = try #require(try JSONParser.parse(bytes, deferring: "samples", checking: false).deferred)
         #expect(located.range == checked.range)
         #expect(try JSONParser.elements(ofArrayAt: located.range, in: bytes) == checked.elements)
+        #expect(located.elements == checked.elements, "located in the same pass that finds the array's end")
+        // Two elements without a comma between are refused on receipt: read as one, the
+        // object's first member alone would be found (`member(_:ofObjectAt:in:checked:)`).
+        for bad in [#"[{"t":1} {"t":2}]"#, #"[{"t":1}{"t":2}]"#, #"["a" "b"]"#, #"[[1] 2]"#] {
+            let badText = Array((#"{"samples":"# + bad + "}").utf8)
+            #expect(throws: JSONParseError.self, "\(bad)") { try JSONParser.parse(badText, deferring: "samples", checking: false) }
+        }
+        let spaced = Array(#"{"samples":[ {"t":1} , {"t":2} ]}"#.utf8)
+        let spacedElements = try #require(try JSONParser.parse(spaced, deferring: "samples", checking: false).deferred?.elements)
+        #expect(spacedElements.map { String(decoding: spaced[$0], as: UTF8.self) } == [#"{"t":1}"#, #"{"t":2}"#])
         let empty = Array("[ ]".utf8)
         #expect(try JSONParser.elements(ofArrayAt: 0..<empty.count, in: empty) == [])
         for bad in [#"{"t":1}"#, "[1 2]", "[1,", "[{]"] {
