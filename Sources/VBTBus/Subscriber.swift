@@ -109,8 +109,11 @@ public final class Subscriber {
     private let clock: any BusClock
     private let prefixes: [[UInt8]]
     private let logger: Logger
-    /// When each source was last heard (monotonic), to forget finished streams.
-    private var lastHeard: [String: Double] = [:]
+    /// Per source, its count received at the last look for silent sources and since when
+    /// (monotonic) that count has stood still, to forget finished streams. Kept at each look
+    /// (once a minute), not per message: a time written for each message was one more hash
+    /// of its source a message, in every consumer (issue 17).
+    private var stillSince: [String: (received: Int, since: Double)] = [:]
     private var nextEviction: Double
     /// Streams silent this long are forgotten (every process start and every
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
@@ -187,20 +190,33 @@ public final class Subscriber {
         }
         guard stats.account(message.envelope, topic: message.topic) else { return nil }
         let now = clock.monotonicSeconds()
-        lastHeard[message.envelope.src] = now
         if now >= nextEviction { forgetSilentSources(now: now) }
         let forCaller = wanted(message.topic)
         if message.topic == Self.busHeartbeatTopic { noteBusHeartbeat(message) }
         return forCaller ? message : nil
     }
 
+    /// Forgets the sources that received nothing for `forgetAfterS` (to within the minute between looks).
     private func forgetSilentSources(now: Double) {
-        nextEviction = now + 60
-        for (src, heard) in lastHeard where now - heard > forgetAfterS {
-            lastHeard[src] = nil
-            stats.sources[src] = nil
+        nextEviction = now + Self.evictionIntervalS
+        var looked: [String: (received: Int, since: Double)] = [:]
+        looked.reserveCapacity(stats.sources.count)
+        for (src, source) in stats.sources {
+            guard let seen = stillSince[src], seen.received == source.received else {
+                looked[src] = (source.received, now)
+                continue
+            }
+            if now - seen.since > forgetAfterS {
+                stats.sources[src] = nil
+            } else {
+                looked[src] = seen
+            }
         }
+        stillSince = looked
     }
+
+    /// How often the sources are looked at for silence, s.
+    static let evictionIntervalS = 60.0
 
     /// Whether one of the prefixes asked for begins `topic`. Compared as bytes in place: the
     /// generic `starts(with:)` over the topic's UTF-8 view was a thirteenth of the time of a

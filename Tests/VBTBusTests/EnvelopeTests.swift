@@ -238,3 +238,39 @@ struct PrefixTests {
         #expect(try drain(everything) == [Subscriber.busHeartbeatTopic] + stations.map { "sample.\($0)" })
     }
 }
+
+@Suite("Subscriber forgetting finished streams")
+struct ForgetTests {
+    @Test("a source that sends nothing for forgetAfterS is forgotten within the minute between looks; one that goes on is kept")
+    func forgetsSilentSources() throws {
+        let bus = MemoryBus()
+        let subscriber = try Subscriber(transport: bus, prefixes: ["sample."], logger: Logger(label: "forget-test"))
+        subscriber.forgetAfterS = 600
+        let finished = try Publisher(transport: bus, program: "sensor-bridge")
+        let going = try Publisher(transport: bus, program: "sensor-bridge")
+        let sample = SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)]))
+        func minute() throws {
+            bus.manualClock.advance(60)
+            try going.publish(sample, station: "rack-2", ts: 1_763_812_345)
+            while try subscriber.next(timeoutMs: 0) != nil {}
+        }
+        // Heard half a minute in, between two looks.
+        bus.manualClock.advance(30)
+        try finished.publish(sample, station: "rack-1", ts: 1_763_812_345)
+        while try subscriber.next(timeoutMs: 0) != nil {}
+        let finishedSrc = try #require(subscriber.stats.sources.keys.first { $0.hasSuffix("/sample.rack-1") })
+        // Silent for forgetAfterS (10 minutes): still known.
+        for _ in 0..<10 { try minute() }
+        #expect(subscriber.stats.sources[finishedSrc] != nil)
+        let goingSrc = try #require(subscriber.stats.sources.keys.first { $0.hasSuffix("/sample.rack-2") })
+        // Within two more looks it is forgotten; the source that goes on never is.
+        try minute()
+        try minute()
+        #expect(subscriber.stats.sources[finishedSrc] == nil)
+        #expect(subscriber.stats.sources[goingSrc]?.received == 12)
+        // Heard again, it is a source again, counted from there.
+        try finished.publish(sample, station: "rack-1", ts: 1_763_812_345)
+        while try subscriber.next(timeoutMs: 0) != nil {}
+        #expect(subscriber.stats.sources[finishedSrc]?.received == 1)
+    }
+}
