@@ -46,6 +46,13 @@ public final class NotifierRuntime {
     /// so saving at most this often loses nothing, and a gym's hundreds of set ends a second do
     /// not each rewrite the whole file (issue 17).
     public var stateSaveIntervalS = 0.5
+    /// At most this share of the loop's time goes to saving the state: a big state (a thousand
+    /// stations' timers, the positions of every input stream) is saved less often than
+    /// `stateSaveIntervalS`, in proportion to how long its last save took (Foundation's encoder
+    /// over the whole state was half of a notifier's time at 500 stations, issue 17).
+    static let saveShare = 0.01
+    /// How long the last save took, s.
+    private var lastSaveDurationS = 0.0
     /// When the state was last written (monotonic), and how many times it has been.
     private var lastSave = -Double.infinity
     public private(set) var stateWrites = 0
@@ -124,7 +131,8 @@ public final class NotifierRuntime {
         for ready in input.poll() { try emit(notifier.handle(ready, now: clock.wallSeconds())) }
         try emit(notifier.tick(now: clock.wallSeconds()))
         let now = clock.monotonicSeconds()
-        if (notifier.needsSave && now - lastSave >= stateSaveIntervalS) || (now >= nextPositionsSave && input.positions != savedPositions) { save() }
+        let spacing = max(stateSaveIntervalS, lastSaveDurationS / Self.saveShare)
+        if (notifier.needsSave && now - lastSave >= spacing) || (now >= nextPositionsSave && input.positions != savedPositions) { save() }
     }
 
     /// The input positions the state file holds.
@@ -188,8 +196,12 @@ public final class NotifierRuntime {
 
     private func save() {
         guard let statePath else { notifier.markSaved(); return }
-        nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
         lastSave = clock.monotonicSeconds()
+        defer {
+            // On the runtime's clock (a test's manual clock: no time passes).
+            lastSaveDurationS = clock.monotonicSeconds() - lastSave
+            nextPositionsSave = lastSave + max(positionsSaveIntervalS, lastSaveDurationS / Self.saveShare)
+        }
         do {
             var state = notifier.state
             state.input = input.snapshot
