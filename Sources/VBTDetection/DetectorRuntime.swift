@@ -481,7 +481,7 @@ public final class DetectorRuntime {
                 }
                 return true
             }
-            if sensor == .string(SampleMessage.imuSensor), let times = Self.readingTimes(message),
+            if sensor == .string(SampleMessage.imuSensor), let times = message.readingTimes(),
                 !times.contains(where: detector.usesIMU(at:))
             {
                 // The laser speaks at this station: of the IMU's readings only their times count.
@@ -499,24 +499,6 @@ public final class DetectorRuntime {
             }
         }
         return (outputs, inputT, ack, athleteBefore, detector.assignment.athlete)
-    }
-
-    /// The times of a sample message's readings, read from the frame without building the
-    /// readings; nil when one has no numeric `t` or the array is not one (the message then
-    /// goes the long way, and is refused there).
-    static func readingTimes(_ message: BusMessage) -> [Double]? {
-        guard let deferred = message.deferred, deferred.key == "samples",
-            let elements = deferred.elements ?? (try? JSONParser.elements(ofArrayAt: deferred.range, in: message.body))
-        else { return nil }
-        var times: [Double] = []
-        times.reserveCapacity(elements.count)
-        for element in elements {
-            // Only up to the time: the rest of a reading not used is neither built nor checked
-            // (one the detector does use is checked whole as it is built: `process`).
-            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: message.body, checked: true) else { return nil }
-            times.append(t)
-        }
-        return times
     }
 
     private func newDetector(_ station: String) -> StationDetector {

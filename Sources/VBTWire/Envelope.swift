@@ -104,6 +104,24 @@ public struct BusMessage: Sendable {
         }
     }
 
+    /// The times of a sample's readings, read from the frame without building the readings
+    /// (its `samples` deferred on receipt); nil when one has no numeric `t`, the readings are
+    /// not an array, or they were built on receipt (the caller then goes the long way,
+    /// `payload(as:)`, which refuses what is malformed). Only each reading's time is read:
+    /// the rest of a reading is checked when it is built.
+    public func readingTimes() -> [Double]? {
+        guard let deferred, deferred.key == "samples",
+            let elements = deferred.elements ?? (try? JSONParser.elements(ofArrayAt: deferred.range, in: body))
+        else { return nil }
+        var times: [Double] = []
+        times.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: body, checked: true) else { return nil }
+            times.append(t)
+        }
+        return times
+    }
+
     /// One member of the object; builds nothing else.
     public func field(_ key: String) -> JSONValue? {
         if let deferred, deferred.key == key { return deferredValue(deferred) }

@@ -601,8 +601,10 @@ struct LoadRun {
             switch message.envelope.type {
             case SampleMessage.type:
                 // A prefix subscription to sample.rack-1 also brings rack-10, rack-11...: only the probes count.
-                guard !stopped, let probe = probes[station], let sample = decoded(message, as: SampleMessage.self) else { continue }
-                let times = sample.readings.times
+                // Only the readings' times: a reading is not built (`BusMessage.readingTimes`).
+                guard !stopped, let probe = probes[station],
+                    let times = message.readingTimes() ?? decoded(message, as: SampleMessage.self)?.readings.times
+                else { continue }
                 guard let last = times.max(), let first = times.min() else { continue }
                 probeReadings += times.count
                 if passStart == .infinity {

@@ -50,6 +50,26 @@ struct EnvelopeTests {
         #expect(try roundTrip(command).1 == command)
     }
 
+    @Test("a sample's reading times are read from the frame as the built readings hold them; nil when one has none")
+    func readingTimes() throws {
+        func body(_ samples: String) -> [UInt8] {
+            Array(
+                (#"{"v":1,"type":"sample","station":"rack-1","src":"t/sample.rack-1","seq":1,"ts":5,"sensor":"imu","samples":"# + samples + "}")
+                    .utf8)
+        }
+        let imu = body(#"[{"t":1.5,"acc_g":[0,0,1],"gyro_dps":[0,0,0]}, {"acc_g":[0,0,1],"t":1.51,"gyro_dps":[0,0,0]}]"#)
+        for readings in [SampleReadings.located, .checked] {
+            let message = try decodeMessage(topic: Array("sample.rack-1".utf8), body: imu, samples: readings)
+            #expect(message.readingTimes() == [1.5, 1.51])
+            #expect(try message.payload(as: SampleMessage.self).readings.times == [1.5, 1.51])
+        }
+        #expect(try decodeMessage(topic: Array("sample.rack-1".utf8), body: imu, samples: .built).readingTimes() == nil, "built: nothing deferred")
+        let untimed = body(#"[{"t":1.5,"acc_g":[0,0,1]}, {"acc_g":[0,0,1]}]"#)
+        #expect(try decodeMessage(topic: Array("sample.rack-1".utf8), body: untimed, samples: .located).readingTimes() == nil)
+        let notArray = body(#"{"t":1.5}"#)
+        #expect(try decodeMessage(topic: Array("sample.rack-1".utf8), body: notArray, samples: .located).readingTimes() == nil)
+    }
+
     @Test("a sample's readings are built only when asked for, and then equal what was sent")
     func samplesDeferred() throws {
         let distance = SampleMessage(
