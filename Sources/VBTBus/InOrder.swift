@@ -322,7 +322,7 @@ public final class InOrderInput {
     /// should not judge it silent meanwhile).
     public func isRecovering(topic: String) -> Bool {
         // A stream that wants something is among those missing something (`drain`, `note(heartbeat:)`).
-        streams.missing.contains { src in
+        return streams.missing.contains { src in
             src.hasSuffix(topic) && src.dropLast(topic.utf8.count).hasSuffix("/") && streams.update(src, { $0.wanted != nil }) == true
         }
     }

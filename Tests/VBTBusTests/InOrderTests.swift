@@ -77,9 +77,12 @@ struct InOrderTests {
         #expect(rig.bus.dropped == 20)
         #expect(rig.delivered == Array(1...29))
         #expect(rig.input.outstanding == 20, "30-49 lack; 50-100 are held, not outstanding")
+        #expect(rig.input.isRecovering(topic: "sample.rack-01") && !rig.input.isRecovering(topic: "sample.rack-02"))
+        #expect(!rig.input.isRecovering(topic: "ack-01"), "a topic is matched whole, after the stream's '/'")
         for _ in 0..<40 { try rig.pass(serve: true) }
         #expect(rig.delivered == Array(1...100))
         #expect(rig.input.outstanding == 0 && rig.input.counters.lost == 0)
+        #expect(!rig.input.isRecovering(topic: "sample.rack-01"))
     }
 
     @Test("the recovery pass runs at most every passIntervalS: a second stream's hole is asked for at the next pass, not at the next message")
