@@ -69,8 +69,16 @@ public final class DetectorRuntime {
     private var replay: ReplayServer?
     private var detectors: [String: StationDetector] = [:]
     private var positions: [String: Int] = [:]
-    /// When each input stream was last heard: streams silent for an hour are forgotten.
-    private var positionHeard: [String: Double] = [:]
+    /// Per input stream, its position at the last look for finished streams and since when
+    /// (monotonic) it has stood there: a stream that has not moved for an hour is forgotten.
+    /// Looked at once a minute, not written for each message (one hash of the stream's name
+    /// less a message, issue 17).
+    private var positionsStill: [String: (seq: Int, since: Double)] = [:]
+    private var nextStreamLook = 0.0
+    /// Streams whose position stood still this long are forgotten, s.
+    static let forgetStreamAfterS = 3_600.0
+    /// The input streams whose positions are kept (for tests).
+    var streamsKept: Set<String> { Set(positions.keys) }
     private var lastArrival: [String: Double] = [:]
     private var mode: Mode
     private let encoder = JSONEncoder()
@@ -173,7 +181,6 @@ public final class DetectorRuntime {
                 detectors[detector.station] = restoredDetector
                 lastArrival[detector.station] = now
             }
-            for src in positions.keys { positionHeard[src] = now }
         }
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
         encoder.outputFormatting = [.sortedKeys]
@@ -409,9 +416,7 @@ public final class DetectorRuntime {
         // A stream position already processed (restored from a hand-over) is skipped (one
         // look-up: the position is read and moved on in place).
         guard Self.moveOn(&positions[message.envelope.src, default: 0], to: seq) else { return }
-        let now = clock.monotonicSeconds()
-        positionHeard[message.envelope.src] = now
-        lastArrival[station] = now
+        lastArrival[station] = clock.monotonicSeconds()
         var command: CommandMessage?
         if message.envelope.type == CommandMessage.type {
             guard let decoded = try? message.payload(as: CommandMessage.self), decoded.target == "*" || decoded.target == "rep-detector" else { return }
@@ -685,10 +690,22 @@ public final class DetectorRuntime {
     private func closeSilentStations() throws {
         guard case .active = mode else { return }
         let now = clock.monotonicSeconds()
-        for (src, heard) in positionHeard where now - heard > 3_600 {
-            positionHeard[src] = nil
-            positions[src] = nil
-            input.forget(src)
+        if now >= nextStreamLook {
+            nextStreamLook = now + 60
+            var looked: [String: (seq: Int, since: Double)] = [:]
+            for (src, seq) in positions {
+                guard let seen = positionsStill[src], seen.seq == seq else {
+                    looked[src] = (seq, now)
+                    continue
+                }
+                if now - seen.since > Self.forgetStreamAfterS {
+                    positions[src] = nil
+                    input.forget(src)
+                } else {
+                    looked[src] = seen
+                }
+            }
+            positionsStill = looked
         }
         for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
             // A station whose readings are being fetched is not silent.

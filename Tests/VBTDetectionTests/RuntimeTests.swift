@@ -101,6 +101,32 @@ struct DetectorRuntimeTests {
         #expect(answers.last?.state == .refused && answers.last?.reason?.hasPrefix("set.load: ") == true)
     }
 
+    @Test("an input stream that has not moved for an hour is forgotten within two minutes more; one that goes on is kept")
+    func finishedStreamsForgotten() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let finished = try Publisher(transport: bus, program: "sensor-bridge")
+        let going = try Publisher(transport: bus, program: "sensor-bridge")
+        try bus.heartbeat()
+        let sample = SampleMessage(.distance([SampleMessage.DistanceReading(t: bus.clock.wallSeconds(), distanceMm: 900)]))
+        func run() throws { for _ in 0..<100 where bus.queued > 0 { try runtime.step(timeoutMs: 0) } }
+        try finished.publish(sample, station: "rack-01", ts: bus.clock.wallSeconds())
+        try run()
+        let finishedSrc = try #require(runtime.streamsKept.first { $0.hasSuffix("/sample.rack-01") })
+        func minute() throws {
+            bus.manualClock.advance(60)
+            try going.publish(sample, station: "rack-02", ts: bus.clock.wallSeconds())
+            try run()
+        }
+        for _ in 0..<60 { try minute() }
+        #expect(runtime.streamsKept.contains(finishedSrc), "an hour still: kept")
+        try minute()
+        try minute()
+        #expect(!runtime.streamsKept.contains(finishedSrc))
+        #expect(runtime.streamsKept.contains { $0.hasSuffix("/sample.rack-02") })
+    }
+
     @Test("athlete.unassign ends the set in progress as the athlete's, and what follows belongs to nobody")
     func unassign() throws {
         let dir = try TemporaryDirectory()
