@@ -526,6 +526,29 @@ public struct JSONParser {
         return UnsafeBufferPointer(rebasing: bytes[span.range]).elementsEqual(wanted.utf8)
     }
 
+    /// The keys and words every bus message repeats (proto/), by length: a string read from
+    /// the bytes is one of these constants when its bytes are, and is not made again (making
+    /// each, its bytes checked a second time, was a fifth of reading an envelope, issue 17).
+    private static let knownWords: [[(bytes: [UInt8], text: String)]] = {
+        let words = [
+            "v", "type", "station", "src", "seq", "ts", "athlete", "sensor", "device", "samples", "t", "distance_mm", "state", "acc_g",
+            "gyro_dps", "angle_deg", "acc", "mag", "sample", "imu", "distance", "posture", "sim", "IDLE", "ECCENTRIC", "CONCENTRIC", "status",
+            "heartbeat", "rep", "set", "cmd", "ack",
+        ]
+        var table: [[(bytes: [UInt8], text: String)]] = Array(repeating: [], count: 12)
+        for word in words { table[word.utf8.count].append((Array(word.utf8), word)) }
+        return table
+    }()
+
+    /// The constant whose bytes `slice` holds, if it is one of `knownWords`.
+    @inline(__always) private static func known(_ slice: UnsafeBufferPointer<UInt8>) -> String? {
+        guard slice.count < knownWords.count else { return nil }
+        for word in knownWords[slice.count] where word.bytes.elementsEqual(slice) {
+            return word.text
+        }
+        return nil
+    }
+
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
@@ -536,7 +559,10 @@ public struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                if ascii { return String(decoding: slice, as: UTF8.self) }
+                if ascii {
+                    if let known = Self.known(slice) { return known }
+                    return String(decoding: slice, as: UTF8.self)
+                }
                 guard let text = String(validating: slice, as: UTF8.self) else {
                     throw JSONParseError(reason: "string is not valid UTF-8", offset: start)
                 }

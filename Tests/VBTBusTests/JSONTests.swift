@@ -199,6 +199,22 @@ struct JSONTests {
         #expect(try JSONParser.parse(writer.bytes) == value)
     }
 
+    @Test("a string reads as its own text, whether or not it is one of the words every message repeats")
+    func knownWords() throws {
+        let words = [
+            "v", "type", "station", "src", "seq", "ts", "athlete", "sensor", "device", "samples", "t", "distance_mm", "state", "acc_g", "gyro_dps",
+            "angle_deg", "acc", "mag", "sample", "imu", "distance", "posture", "sim", "IDLE", "ECCENTRIC", "CONCENTRIC", "status", "heartbeat",
+            "rep", "set", "cmd", "ack",
+        ]
+        let nearMisses = ["", "w", "typ", "types", "Type", "sampl", "samplez", "stat", "imv", "distance_m", "ECCENTRIc", "eccentric", "a", "seqs"]
+        for word in words + nearMisses {
+            #expect(try JSONParser.parse(Array("\"\(word)\"".utf8)) == .string(word), "\(word)")
+            let object = try JSONParser.parse(Array("{\"\(word)\":1}".utf8))
+            guard case .object(let fields) = object else { Issue.record("not an object"); continue }
+            #expect(fields.fields.map(\.key) == [word])
+        }
+    }
+
     @Test("a string is written as is unless it holds a quote, a backslash or a control character")
     func stringEscapes() throws {
         func written(_ text: String) -> String {
