@@ -175,7 +175,7 @@ public final class InOrderInput {
             return true
         }
 
-        // A stream is only ever reached through `all.values[index]` passed inout (the
+        // Below, a stream is reached through `all.values[index]` passed inout (the
         // dictionary's modify accessor: in place). Read alone, `all.values[index].next` goes
         // through the getter, which copies the whole stream out (its held messages retained
         // and released): four such reads a message were a fifth of a posture-evaluator behind
