@@ -109,11 +109,10 @@ public final class Subscriber {
     private let clock: any BusClock
     private let prefixes: [[UInt8]]
     private let logger: Logger
-    /// Per source, its count received at the last look for silent sources and since when
-    /// (monotonic) that count has stood still, to forget finished streams. Kept at each look
-    /// (once a minute), not per message: a time written for each message was one more hash
-    /// of its source a message, in every consumer (issue 17).
-    private var stillSince: [String: (received: Int, since: Double)] = [:]
+    /// Each source's count received, looked at once a minute to forget finished streams (not
+    /// a time written for each message: one more hash of its source a message, in every
+    /// consumer, issue 17).
+    private var stillSources = StillCounts()
     private var nextEviction: Double
     /// Streams silent this long are forgotten (every process start and every
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
@@ -152,6 +151,19 @@ public final class Subscriber {
         nextEviction = clock.monotonicSeconds() + 60
         self.prefixes = prefixes.map { Array($0.utf8) }
         self.logger = logger
+    }
+
+    /// Hands `body` the next good message (waiting up to `timeoutMs` for it, as `next` does)
+    /// and then those already queued behind it, at most `limit` in all: for a loop whose other
+    /// work (heartbeat, recovery, replies) is looked at once a batch, not once a message.
+    public func forEachQueued(waitingMs timeoutMs: Int32, upTo limit: Int, _ body: (BusMessage) throws -> Void) throws {
+        guard let first = try next(timeoutMs: timeoutMs) else { return }
+        try body(first)
+        var taken = 1
+        while taken < limit, let queued = try next(timeoutMs: 0) {
+            try body(queued)
+            taken += 1
+        }
     }
 
     /// The next good message, or nil when `timeoutMs` passes first (-1 waits forever).
@@ -199,20 +211,7 @@ public final class Subscriber {
     /// Forgets the sources that received nothing for `forgetAfterS` (to within the minute between looks).
     private func forgetSilentSources(now: Double) {
         nextEviction = now + Self.evictionIntervalS
-        var looked: [String: (received: Int, since: Double)] = [:]
-        looked.reserveCapacity(stats.sources.count)
-        for (src, source) in stats.sources {
-            guard let seen = stillSince[src], seen.received == source.received else {
-                looked[src] = (source.received, now)
-                continue
-            }
-            if now - seen.since > forgetAfterS {
-                stats.sources[src] = nil
-            } else {
-                looked[src] = seen
-            }
-        }
-        stillSince = looked
+        for src in stillSources.stale(stats.sources.mapValues(\.received), now: now, afterS: forgetAfterS) { stats.sources[src] = nil }
     }
 
     /// How often the sources are looked at for silence, s.
@@ -265,5 +264,32 @@ public final class Subscriber {
                     "count": "\(count)",
                 ])
         }
+    }
+}
+
+/// Which of a set of counts (a source's messages received, a stream's position) have stood
+/// still for a while, found by looking now and then rather than by a time written at every
+/// change: the keys that move on cost nothing between looks.
+public struct StillCounts: Sendable {
+    /// Per key, its count at the last look and since when (monotonic s) it has stood there.
+    private var seen: [String: (count: Int, since: Double)] = [:]
+
+    public init() {}
+
+    /// Looks at `counts` at `now`; returns the keys whose count has not moved for more than
+    /// `afterS` (to within the time between looks), which are no longer followed.
+    public mutating func stale(_ counts: [String: Int], now: Double, afterS: Double) -> [String] {
+        var looked: [String: (count: Int, since: Double)] = [:]
+        looked.reserveCapacity(counts.count)
+        var stale: [String] = []
+        for (key, count) in counts {
+            guard let last = seen[key], last.count == count else {
+                looked[key] = (count, now)
+                continue
+            }
+            if now - last.since > afterS { stale.append(key) } else { looked[key] = last }
+        }
+        seen = looked
+        return stale
     }
 }

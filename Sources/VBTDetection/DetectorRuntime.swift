@@ -69,11 +69,10 @@ public final class DetectorRuntime {
     private var replay: ReplayServer?
     private var detectors: [String: StationDetector] = [:]
     private var positions: [String: Int] = [:]
-    /// Per input stream, its position at the last look for finished streams and since when
-    /// (monotonic) it has stood there: a stream that has not moved for an hour is forgotten.
-    /// Looked at once a minute, not written for each message (one hash of the stream's name
-    /// less a message, issue 17).
-    private var positionsStill: [String: (seq: Int, since: Double)] = [:]
+    /// Each input stream's position, looked at once a minute: a stream that has not moved for
+    /// an hour is forgotten (not a time written for each message: one hash of the stream's
+    /// name less a message, issue 17).
+    private var stillStreams = StillCounts()
     private var nextStreamLook = 0.0
     /// Streams whose position stood still this long are forgotten, s.
     static let forgetStreamAfterS = 3_600.0
@@ -279,16 +278,9 @@ public final class DetectorRuntime {
             journalTried = true
             try startJournal(lockWaitS: 0)
         }
-        if let message = try subscriber.next(timeoutMs: timeoutMs) {
-            try handle(message)
-            // What is queued behind it is taken too, up to a batch, before the rest of the step
-            // (recovery, replies, heartbeat, checkpoints), whose look is per step, not per message.
-            var taken = 1
-            while taken < Self.batch, let queued = try subscriber.next(timeoutMs: 0) {
-                try handle(queued)
-                taken += 1
-            }
-        }
+        // What is queued is taken, up to a batch, before the rest of the step (recovery,
+        // replies, heartbeat, checkpoints), whose look is per step, not per message.
+        try subscriber.forEachQueued(waitingMs: timeoutMs, upTo: Self.batch) { try handle($0) }
         if isActive || isHandingOver {
             for message in input.poll() { try processAndHandOver(message) }
         }
@@ -692,20 +684,10 @@ public final class DetectorRuntime {
         let now = clock.monotonicSeconds()
         if now >= nextStreamLook {
             nextStreamLook = now + 60
-            var looked: [String: (seq: Int, since: Double)] = [:]
-            for (src, seq) in positions {
-                guard let seen = positionsStill[src], seen.seq == seq else {
-                    looked[src] = (seq, now)
-                    continue
-                }
-                if now - seen.since > Self.forgetStreamAfterS {
-                    positions[src] = nil
-                    input.forget(src)
-                } else {
-                    looked[src] = seen
-                }
+            for src in stillStreams.stale(positions, now: now, afterS: Self.forgetStreamAfterS) {
+                positions[src] = nil
+                input.forget(src)
             }
-            positionsStill = looked
         }
         for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
             // A station whose readings are being fetched is not silent.

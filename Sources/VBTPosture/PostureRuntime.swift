@@ -334,13 +334,7 @@ public final class PostureRuntime {
         for message in input.poll() { try handle(message) }
         let now = clock.monotonicSeconds()
         if changed, now >= checkpointDue { saveCheckpoint(now: now) }
-        guard let first = try subscriber.next(timeoutMs: timeoutMs) else { return }
-        try take(first)
-        var taken = 1
-        while taken < Self.batch, let queued = try subscriber.next(timeoutMs: 0) {
-            try take(queued)
-            taken += 1
-        }
+        try subscriber.forEachQueued(waitingMs: timeoutMs, upTo: Self.batch) { try take($0) }
     }
 
     /// One message received: a sample through the in-order input, a heartbeat noted.

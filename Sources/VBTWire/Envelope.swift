@@ -110,9 +110,8 @@ public struct BusMessage: Sendable {
     /// `payload(as:)`, which refuses what is malformed). Only each reading's time is read:
     /// the rest of a reading is checked when it is built.
     public func readingTimes() -> [Double]? {
-        guard let deferred, deferred.key == "samples",
-            let elements = deferred.elements ?? (try? JSONParser.elements(ofArrayAt: deferred.range, in: body))
-        else { return nil }
+        // Located or checked, an array's elements were found on receipt (nil: not an array).
+        guard let deferred, deferred.key == "samples", let elements = deferred.elements else { return nil }
         var times: [Double] = []
         times.reserveCapacity(elements.count)
         for element in elements {
