@@ -557,8 +557,8 @@ struct DistanceTracker: Sendable, Codable {
     /// A reading: time, height in metres, the accelerometer when sent. The
     /// height and the accelerometer are kept in single precision (its 24-bit
     /// significand steps 0.24 µm at 2 m, against a laser's 0.1 mm, and holds a
-    /// MEMS accelerometer's 16 bits): 24 bytes a reading, not 48, for every
-    /// station's window (Window.swift).
+    /// MEMS accelerometer's 16 bits): 24 bytes a reading, not 48, and 20 in
+    /// a station's window, whose times are 32 bits (Window.swift).
     struct Point: Sendable, TimedHeight {
         var t: Double
         private var height: Float
@@ -628,6 +628,23 @@ struct DistanceTracker: Sendable, Codable {
         guard window.allSatisfy({ $0.acc != nil }), let gravity = BoardGravity(points.compactMap(\.acc)) else { return nil }
         let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, vertical: gravity.vertical($0.acc!)) }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
+    }
+}
+
+/// In a window, a laser reading's time is 32 bits (Window.swift): 20 bytes, not 24.
+extension DistanceTracker.Point: WindowElement {
+    struct Stored: Sendable {
+        var offset: Int32
+        var height: Float, x: Float, y: Float, z: Float
+    }
+
+    var microseconds: Int64 { WindowTime.microseconds(t) }
+    func stored(offset: Int32) -> Stored { Stored(offset: offset, height: height, x: x, y: y, z: z) }
+    static func offset(of stored: Stored) -> Int32 { stored.offset }
+
+    init(stored: Stored, microseconds: Int64) {
+        t = WindowTime.seconds(microseconds)
+        (height, x, y, z) = (stored.height, stored.x, stored.y, stored.z)
     }
 }
 

@@ -13,16 +13,64 @@
 // standard library and swift-collections have no such chunked sequence
 // (swift-collections' Deque is one contiguous ring, copied whole), so it is
 // written here.
+//
+// A window also keeps its readings smaller than they are in use
+// (`WindowElement`): a reading's time as 32-bit microseconds from the
+// window's base, not a 64-bit Unix time, which halves a height (16 bytes to
+// 8) and takes a third off a bar IMU's reading (24 to 16). At 1,000
+// stations of issue 17's load test the rep-detector held 101 MB, and 2,000
+// took it to 192 MB, most of it these windows.
+
+/// What a `ChunkedWindow` keeps of an element: a smaller form (`Stored`)
+/// whose time is 32-bit microseconds from the window's base. Storing an
+/// element read back gives it again, so a window, its checkpoint and a
+/// hand-over of it hold the same times.
+protocol WindowElement {
+    associatedtype Stored: Sendable
+    /// The element's time, whole microseconds (a reading's: `WindowTime.microseconds`).
+    var microseconds: Int64 { get }
+    /// The element as a window keeps it, its time `offset` microseconds after the window's base.
+    func stored(offset: Int32) -> Stored
+    /// A stored element's time: microseconds after the window's base.
+    static func offset(of stored: Stored) -> Int32
+    /// The element a window keeps as `stored`, whose time is `microseconds`.
+    init(stored: Stored, microseconds: Int64)
+}
+
+/// A reading's time as a window keeps it: whole microseconds. A reading's
+/// time comes to the microsecond on the wire (proto/sample.schema.json `t`),
+/// and a Double near today's Unix time is itself good to 0.24 µs only; a
+/// time read back (`seconds`) gives the same microseconds again.
+enum WindowTime {
+    /// `t` (seconds) in whole microseconds; 0 for what no reading's time is (not finite, or past year 100,000: two such times' difference fits an Int64).
+    static func microseconds(_ t: Double) -> Int64 {
+        guard t.isFinite, abs(t) < 4e12 else { return 0 }
+        return Int64((t * 1e6).rounded())
+    }
+
+    /// Whole microseconds as seconds: the Double nearest to them.
+    static func seconds(_ microseconds: Int64) -> Double { Double(microseconds) / 1e6 }
+}
 
 /// The latest readings of a stream, appended at the end and dropped from the
 /// front, stored in chunks of `chunkSize`: a copy (a checkpoint's snapshot)
 /// shares every chunk, and an append then copies only the last.
-struct ChunkedWindow<Element>: RandomAccessCollection {
+///
+/// Times are kept as 32-bit offsets from a base, so a window spans at most
+/// `spanMicroseconds` (35 minutes; a station's windows hold seconds): an
+/// element appended further from the base moves the base up to it, and drops
+/// the oldest elements that are then too far behind.
+struct ChunkedWindow<Element: WindowElement>: RandomAccessCollection {
     /// Elements a chunk holds (a power of two).
     static var chunkSize: Int { 128 }
     private static var shift: Int { 7 }
 
-    private var chunks: [[Element]] = []
+    /// How far (µs) an element may be from the window's base either way.
+    static var spanMicroseconds: Int64 { Int64(Int32.max) }
+
+    private var chunks: [[Element.Stored]] = []
+    /// The time (µs) element times are kept from.
+    private var base: Int64 = 0
     /// Elements of the first chunk already dropped.
     private var dropped = 0
     private(set) var count = 0
@@ -39,20 +87,44 @@ struct ChunkedWindow<Element>: RandomAccessCollection {
     subscript(position: Int) -> Element {
         precondition(position >= 0 && position < count, "ChunkedWindow index out of range")
         let at = dropped + position
-        return chunks[at >> Self.shift][at & (Self.chunkSize - 1)]
+        let stored = chunks[at >> Self.shift][at & (Self.chunkSize - 1)]
+        return Element(stored: stored, microseconds: base + Int64(Element.offset(of: stored)))
     }
 
     mutating func append(_ element: Element) {
+        let microseconds = element.microseconds
+        if count == 0 {
+            base = microseconds
+        } else if abs(microseconds - base) > Self.spanMicroseconds {
+            rebase(towards: microseconds)
+        }
+        keep(element, at: microseconds)
+    }
+
+    /// Appends `element`, whose time (`microseconds`) is within a span of the base.
+    private mutating func keep(_ element: Element, at microseconds: Int64) {
+        let stored = element.stored(offset: Int32(microseconds - base))
         // (No binding of the last chunk here: a second reference would make the append copy it.)
         if let filled = chunks.last?.count, filled < Self.chunkSize {
-            chunks[chunks.count - 1].append(element)
+            chunks[chunks.count - 1].append(stored)
         } else {
-            var chunk: [Element] = []
+            var chunk: [Element.Stored] = []
             chunk.reserveCapacity(Self.chunkSize)
-            chunk.append(element)
+            chunk.append(stored)
             chunks.append(chunk)
         }
         count += 1
+    }
+
+    /// Moves the base to half a span short of `microseconds` (a time too far from it to
+    /// keep), keeping the elements still within a span of it, the newest ones.
+    private mutating func rebase(towards microseconds: Int64) {
+        let elements = Array(self)
+        let newBase = microseconds > base ? microseconds - Self.spanMicroseconds / 2 : microseconds + Self.spanMicroseconds / 2
+        let keptFrom = elements.lastIndex { abs($0.microseconds - newBase) > Self.spanMicroseconds }.map { $0 + 1 } ?? 0
+        removeAll()
+        base = newBase
+        for element in elements[keptFrom...] { keep(element, at: element.microseconds) }
     }
 
     mutating func append<Elements: Sequence>(contentsOf elements: Elements) where Elements.Element == Element {

@@ -4,6 +4,14 @@ import VBTSensors
 
 @testable import VBTDetection
 
+/// Plain numbers, for the window's own tests: each is its own time, in microseconds.
+extension Int: WindowElement {
+    public var microseconds: Int64 { Int64(self) }
+    public func stored(offset: Int32) -> Int32 { offset }
+    public static func offset(of stored: Int32) -> Int32 { stored }
+    public init(stored: Int32, microseconds: Int64) { self = Int(microseconds) }
+}
+
 @Suite("A station's reading window in chunks")
 struct WindowTests {
     /// Random appends and front drops, checked against an array doing the same.
@@ -58,6 +66,59 @@ struct WindowTests {
         let encoded = try JSONEncoder().encode(window)
         #expect(encoded == (try JSONEncoder().encode(Array(130..<500))))
         #expect(Array(try JSONDecoder().decode(ChunkedWindow<Int>.self, from: encoded)) == Array(130..<500))
+    }
+}
+
+@Suite("A window's readings kept small")
+struct WindowStorageTests {
+    /// Times near today's, 100 Hz with jitter: each is kept to the microsecond, and a window
+    /// made again from what one holds (a checkpoint read back, a hand-over) holds the same bits.
+    @Test("times are kept to the microsecond, and the same again after a checkpoint or a hand-over")
+    func timesToTheMicrosecond() throws {
+        var random = SeededGenerator(seed: 41)
+        var heights = ChunkedWindow<IMUTracker.Height>()
+        var points = ChunkedWindow<DistanceTracker.Point>()
+        var sent: [(t: Double, m: Double)] = []
+        var t = 1_795_865_317.123456
+        for index in 0..<1_000 {
+            t += 0.01 + Double.random(in: -0.002...0.002, using: &random)
+            let m = Double.random(in: -0.5...2.5, using: &random)
+            sent.append((t, m))
+            heights.append(IMUTracker.Height(t: t, m: m))
+            let acc = index % 3 == 0 ? nil : BoardAcceleration(x: 0.01, y: -0.02, z: Double.random(in: 0.9...1.1, using: &random))
+            points.append(DistanceTracker.Point(t: t, m: m, acc: acc))
+        }
+        for (index, (t, m)) in sent.enumerated() {
+            let height = heights[index], point = points[index]
+            #expect(height.t == WindowTime.seconds(WindowTime.microseconds(t)))
+            #expect(abs(height.t - t) <= 0.75e-6)
+            #expect(height.m == Double(Float(m)))
+            #expect(point.t == height.t && point.m == height.m)
+            #expect((point.acc == nil) == (index % 3 == 0))
+        }
+        let again = try JSONDecoder().decode(ChunkedWindow<IMUTracker.Height>.self, from: JSONEncoder().encode(heights))
+        #expect(again.map(\.t.bitPattern) == heights.map(\.t.bitPattern))
+        #expect(again.map(\.m.bitPattern) == heights.map(\.m.bitPattern))
+        let copied = ChunkedWindow(Array(points.dropFirst(300)))
+        #expect(copied.map(\.t.bitPattern) == points.dropFirst(300).map(\.t.bitPattern))
+        #expect(copied.map { $0.acc?.z } == points.dropFirst(300).map { $0.acc?.z })
+    }
+
+    /// Times are offsets from a base in 32 bits: an element further than that from it
+    /// moves the base, and only the elements then too far behind are dropped.
+    @Test("an element further from the base than 32 bits of microseconds moves it, dropping only what is then out of reach")
+    func aFarElementMovesTheBase() {
+        var window = ChunkedWindow([0, 1, 2])
+        window.append(3_000_000_000)  // 50 minutes on: 0 to 2 are still in reach of the new base
+        #expect(Array(window) == [0, 1, 2, 3_000_000_000])
+        window.append(5_000_000_000)
+        #expect(Array(window) == [3_000_000_000, 5_000_000_000])
+        window.append(5_000_000_001)
+        window.removeFirst(1)
+        #expect(Array(window) == [5_000_000_000, 5_000_000_001])
+        window.removeFirst(2)
+        window.append(-7)  // an empty window takes any base
+        #expect(Array(window) == [-7])
     }
 }
 
