@@ -128,6 +128,7 @@ struct IMUTracker: Sendable, Codable {
     private var lastLearnedT = -Double.infinity
     /// Readings learned from at rest.
     private var restReadings = 0
+    /// The readings since the bar began to move; empty at rest.
     private var moving = ChunkedWindow<Raw>()
     private var isStill = true
     /// Velocity integrated since the last rest: a bar gliding at constant speed
@@ -218,6 +219,7 @@ struct IMUTracker: Sendable, Codable {
         // Still again: the movement between two rests is complete.
         isStill = true
         let restStart = recent.first?.t ?? t
+        defer { moving.removeAll() }  // not read at rest, and made again when the bar moves: its memory is given back
         return segment(upTo: restStart, completedT: t)
     }
 
@@ -343,7 +345,8 @@ struct IMUTracker: Sendable, Codable {
         }
         heightM = position
         heights.append(contentsOf: samples.map { Height(t: $0.t, m: $0.positionM) })
-        if let newest = heights.last, let oldest = heights.first, newest.t - oldest.t > 25 {
+        // The last 20 s (a window drops its oldest without moving the rest: Window.swift).
+        if let newest = heights.last, let oldest = heights.first, newest.t - oldest.t > 20 {
             heights.removeFirst(heights.firstIndex { newest.t - $0.t <= 20 } ?? 0)
         }
         var turning = TurningPoints(hysteresisM: settings.hysteresisM, settleS: settings.settleS)

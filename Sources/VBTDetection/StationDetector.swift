@@ -597,8 +597,8 @@ struct DistanceTracker: Sendable, Codable {
         let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
         points.append(Point(t: t, m: m, acc: reading.acc))
-        // Keep what a rep can span: 20 s of readings.
-        if let first = points.first, t - first.t > 25 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
+        // Keep what a rep can span: 20 s of readings (a window drops its oldest without moving the rest: Window.swift).
+        if let first = points.first, t - first.t > 20 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }

@@ -1,4 +1,4 @@
-// A station's latest readings (its last 20-25 s, for every station of a gym
+// A station's latest readings (its last 20 s, for every station of a gym
 // at once) are most of the rep-detector's memory: 1,000 stations' windows
 // (issue 17). Kept in one array each, they cost twice over:
 // - an array appended to doubles its storage when full, and trimming its

@@ -304,9 +304,11 @@ struct HandoverStateTests {
         var whole = StationDetector(station: "rack-02")
         let expected = feed(&whole, readings[...])
         #expect(reps(expected).count == 4)
-        // Cut in the middle of the set: the tracker is moving, its window full.
-        let firstRep = try #require(reps(expected).first)
-        let cut = try #require(readings.firstIndex { $0.t > firstRep.tEnd + 0.3 })
+        // Cut in the middle of the set, halfway up the second rep: the tracker is moving, its window full
+        // (at rest it holds none).
+        let secondRep = try #require(reps(expected).dropFirst().first)
+        let halfway = (secondRep.measurement.concentricStartT + secondRep.measurement.concentricEndT) / 2
+        let cut = try #require(readings.firstIndex { $0.t > halfway })
         var first = StationDetector(station: "rack-02")
         var outputs = feed(&first, readings[..<cut])
         let encoder = JSONEncoder()
@@ -320,6 +322,9 @@ struct HandoverStateTests {
         var second = try decoder.decode(StationDetector.self, from: encoded)
         outputs += feed(&second, readings[cut...])
         #expect(outputs == expected)
+        // At rest after the set, no movement's readings are kept.
+        let atRest = try #require(try JSONSerialization.jsonObject(with: encoder.encode(whole)) as? [String: Any])
+        #expect(((atRest["imu"] as? [String: Any])?["moving"] as? [Any])?.isEmpty == true)
 
         let older = #"{"t":1763812345.123456,"aG":0.123456789012345,"along":1.000012345678,"v":-0.0312345678912}"#
         let raw = try JSONDecoder().decode(IMUTracker.Raw.self, from: Data(older.utf8))
