@@ -107,7 +107,7 @@ public final class Subscriber {
     public private(set) var stats = SubscriberStats()
     private let link: any FrameLink
     private let clock: any BusClock
-    private let prefixes: [[UInt8]]
+    private var prefixes: [[UInt8]]
     private let logger: Logger
     /// Each source's count received, looked at once a minute to forget finished streams (not
     /// a time written for each message: one more hash of its source a message, in every
@@ -151,6 +151,14 @@ public final class Subscriber {
         nextEviction = clock.monotonicSeconds() + 60
         self.prefixes = prefixes.map { Array($0.utf8) }
         self.logger = logger
+    }
+
+    /// From now on, also the messages whose topic starts with `prefix` (one already
+    /// covered by a prefix asked for changes nothing).
+    public func subscribe(_ prefix: String) throws(ZMQError) {
+        guard !wanted(prefix) else { return }
+        try link.subscribe(prefix)
+        prefixes.append(Array(prefix.utf8))
     }
 
     /// Hands `body` the next good message (waiting up to `timeoutMs` for it, as `next` does)

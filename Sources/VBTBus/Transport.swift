@@ -41,6 +41,9 @@ public protocol FrameLink: AnyObject {
     var waits: Bool { get }
     /// The socket under the link, for a poll over several links; nil when there is none.
     var socket: ZMQSocket? { get }
+    /// On the subscriber side of the bus: from now on, also the messages whose
+    /// topic starts with `prefix`. Other links refuse (EINVAL).
+    func subscribe(_ prefix: String) throws(ZMQError)
 }
 
 /// Opens the links a runtime needs, and says what time it is.
@@ -194,6 +197,8 @@ public final class SocketLink: FrameLink {
         }
         return true
     }
+
+    public func subscribe(_ prefix: String) throws(ZMQError) { try zmq.subscribe(prefix) }
 
     public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
         try zmq.send(topic, more: true)

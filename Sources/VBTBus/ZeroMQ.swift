@@ -25,6 +25,9 @@ public struct ZMQError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The libzmq call that failed, e.g. `zmq_bind(tcp://127.0.0.1:7701)`.
     public let operation: String
 
+    /// The error `code` (an errno value) from `operation`.
+    public init(code: Int32, operation: String) { (self.code, self.operation) = (code, operation) }
+
     /// The context was shut down: the owner should close the socket and stop.
     public var isTerminated: Bool { code == ETERM }
     /// A non-blocking call had nothing to do, or a timeout expired.

@@ -167,6 +167,23 @@ public struct PostureReport: Sendable, Equatable {
     public var t: Double
 }
 
+/// The stations a posture-evaluator receives samples from, shared with its
+/// in-order input (which fetches only their streams' holes).
+final class FollowedStations {
+    var names: Set<String> = []
+
+    /// Whether a stream of `topic` is one to follow.
+    func wants(_ topic: String) -> Bool {
+        topic.hasPrefix(SampleMessage.topicPrefix) && names.contains(String(topic.dropFirst(SampleMessage.topicPrefix.count)))
+    }
+
+    /// The station of a sample stream's source (`<instance>/sample.<station>`), or nil for another stream.
+    static func station(ofStream src: String) -> String? {
+        guard let topic = src.split(separator: "/", maxSplits: 1).last, topic.hasPrefix(SampleMessage.topicPrefix) else { return nil }
+        return String(topic.dropFirst(SampleMessage.topicPrefix.count))
+    }
+}
+
 /// Calibrations by athlete, kept in a JSON file so they survive restarts.
 public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
     public var byAthlete: [String: PostureCalibration] = [:]
@@ -203,8 +220,10 @@ public final class PostureRuntime {
     private var calibrationRequests: [String: (station: String, athlete: String, deadline: Double)] = [:]
     /// How long an unanswered question is remembered.
     static let recorderTimeoutS = 10.0
-    /// Every sample stream in order, holes fetched from the bridges' journals.
+    /// Every followed station's sample stream in order, holes fetched from the bridges' journals.
     private var input: InOrderInput
+    /// The stations whose samples come here: those with a posture wearable.
+    private let followed = FollowedStations()
     private var checkpoint: CheckpointFile?
     private var checkpointDue = 0.0
     private var changed = false
@@ -217,6 +236,14 @@ public final class PostureRuntime {
     public var recovery: InOrderInput.Counters { input.counters }
     /// Whether some input stream waits for messages being fetched.
     public var isCatchingUp: Bool { input.isRecovering }
+    /// The stations whose samples are evaluated (`follow`).
+    var followedStations: Set<String> { followed.names }
+    /// Messages received per topic (every source's summed).
+    var receivedByTopic: [String: Int] {
+        subscriber.stats.sources.reduce(into: [:]) { counts, source in
+            counts[String(source.key.split(separator: "/", maxSplits: 1).last ?? ""), default: 0] += source.value.received
+        }
+    }
 
     /// Connects to the bus and loads the stored calibrations.
     public convenience init(context: ZMQContext, config: BusConfig, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
@@ -227,15 +254,18 @@ public final class PostureRuntime {
 
     /// Connects on `transport` (its clock is the evaluator's); the recorder is asked at `queryEndpoint`.
     public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
+        // Samples come only from the stations that have a posture wearable (`follow`), learned from their
+        // status: at 1,000 stations of issue 17's load fifteen samples in sixteen were other sensors', and
+        // receiving and dropping them was most of the evaluator's time.
         subscriber = try Subscriber(
-            transport: transport, prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
-        // Fifteen samples in sixteen are other sensors': their readings are only located, and a posture
-        // sample's are checked when built.
+            transport: transport, prefixes: MessageTypes.prefixes(StatusMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
+        // A followed station's other sensors' samples still come: their readings are only located, and a
+        // posture sample's are checked when built.
         subscriber.samples = .located
         // Off the rep's path: woken a few hundred times a second, not for every sample (`Subscriber.gatherS`).
         subscriber.gatherS = 0.003
         heartbeat.subscribes = subscriber.subscribedPrefixes
-        input = InOrderInput(transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) })
+        input = InOrderInput(transport: transport, logger: logger, wants: followed.wants)
         publisher = try Publisher(transport: transport, program: "posture-evaluator")
         clock = transport.clock
         self.transport = transport
@@ -268,8 +298,10 @@ public final class PostureRuntime {
                 trackers[tracker.station] = tracker
             }
             input = InOrderInput(
-                transport: transport, logger: logger, wants: { $0.hasPrefix(SampleMessage.topicPrefix) }, positions: saved.inputs,
+                transport: transport, logger: logger, wants: followed.wants, positions: saved.inputs,
                 producers: saved.producers, endpoints: saved.endpoints)
+            // The stations followed before: their trackers', and those of the sample streams it had reached.
+            for station in saved.state.map(\.station) + saved.inputs.keys.compactMap(FollowedStations.station(ofStream:)) { follow(station) }
             restored = true
         }
         replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
@@ -341,11 +373,31 @@ public final class PostureRuntime {
     private func take(_ message: BusMessage) throws {
         switch message.envelope.type {
         case SampleMessage.type:
+            // A station's prefix also matches longer names (`sample.rack-1`, `sample.rack-10`): only followed ones go on.
+            guard followed.names.contains(message.envelope.station) else { return }
             for ready in input.accept(message) { try handle(ready) }
+        case StatusMessage.type:
+            if message.field("sensor") == .string(SampleMessage.postureSensor) { follow(message.envelope.station) }
         case HeartbeatMessage.type:
             input.note(heartbeat: message)
         default:
             try handle(message)
+        }
+    }
+
+    /// Receives `station`'s samples from now on: a bridge said it has a posture
+    /// wearable there (its `status`, sent as the link comes up, before any
+    /// reading, and every few seconds while it streams), or a calibration was
+    /// asked for there. A station once followed stays followed.
+    private func follow(_ station: String) {
+        guard followed.names.insert(station).inserted else { return }
+        do {
+            try subscriber.subscribe(SampleMessage.topic(station: station))
+            heartbeat.subscribes = subscriber.subscribedPrefixes
+            logger.info("following a posture wearable's station", metadata: ["station": "\(station)"])
+        } catch {
+            followed.names.remove(station)
+            logger.error("could not subscribe to a posture wearable's station", metadata: ["station": "\(station)", "error": "\(error)"])
         }
     }
 
@@ -415,6 +467,7 @@ public final class PostureRuntime {
             var state = tracker(station)
             switch command.command {
             case CommandName.postureCalibrate:
+                follow(station)
                 let calibrate = (try? PostureCalibrate(args: command.args)) ?? PostureCalibrate(athlete: nil, seconds: nil)
                 let athlete = calibrate.athlete ?? state.athlete ?? station
                 let seconds = calibrate.seconds ?? 10

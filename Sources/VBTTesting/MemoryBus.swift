@@ -2,6 +2,10 @@ import Synchronization
 import VBTBus
 import VBTWire
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // A test double, labelled as such: the bus and the query endpoint as queues in
 // memory, and a clock a test moves by hand. It stands in for libzmq only where
 // a test wants a runtime's whole behaviour in milliseconds; every behaviour
@@ -60,10 +64,18 @@ public final class MemoryBus: BusTransport {
     public func subscriberLink(prefixes: [String]) -> any FrameLink {
         let queue = Queue(prefixes: prefixes.map { Array($0.utf8) })
         subscribers.append(Weak(queue))
-        for publisher in publishers.compactMap(\.value) {
-            for prefix in queue.prefixes { publisher.messages.append([[1] + prefix]) }
+        for prefix in queue.prefixes { announce(prefix) }
+        let link = Link(queue) { [unowned self] frames in self.deliver(frames) }
+        link.subscriber = { [unowned self] prefix in
+            queue.prefixes.append(prefix)
+            self.announce(prefix)
         }
-        return Link(queue) { [unowned self] frames in self.deliver(frames) }
+        return link
+    }
+
+    /// Tells every publisher of a subscription, as the bus forwards it.
+    private func announce(_ prefix: [UInt8]) {
+        for publisher in publishers.compactMap(\.value) { publisher.messages.append([[1] + prefix]) }
     }
 
     public func publisherLink(lingerMs: Int32) -> any FrameLink {
@@ -128,7 +140,7 @@ public final class MemoryBus: BusTransport {
     }
 
     final class Queue {
-        let prefixes: [[UInt8]]
+        var prefixes: [[UInt8]]
         var messages: [[[UInt8]]] = []
         var head = 0
         init(prefixes: [[UInt8]]) { self.prefixes = prefixes }
@@ -154,10 +166,17 @@ public final class MemoryBus: BusTransport {
     final class Link: FrameLink {
         let queue: Queue
         let sender: ([[UInt8]]) -> Void
+        /// A subscriber link's: takes a prefix more.
+        var subscriber: (([UInt8]) -> Void)?
         init(_ queue: Queue, sender: @escaping ([[UInt8]]) -> Void) { (self.queue, self.sender) = (queue, sender) }
 
         var waits: Bool { false }
         var socket: ZMQSocket? { nil }
+
+        func subscribe(_ prefix: String) throws(ZMQError) {
+            guard let subscriber else { throw ZMQError(code: EINVAL, operation: "zmq_setsockopt(ZMQ_SUBSCRIBE) on a link that does not subscribe") }
+            subscriber(Array(prefix.utf8))
+        }
 
         func send(_ frames: [[UInt8]], dontWait: Bool) -> Bool {
             sender(frames)

@@ -12,7 +12,8 @@ struct PostureEvaluator: AsyncParsableCommand {
         commandName: "posture-evaluator",
         abstract: "Turns the posture wearable's sample messages into posture and calibration messages.",
         discussion: """
-            Subscribes to sample.* (sensor posture) and cmd.*; publishes posture.<station> (at most
+            Subscribes to status.* and cmd.*, and to sample.<station> of each station whose bridge says \
+            (its status) it has a posture wearable, or where a calibration is asked for; publishes posture.<station> (at most
             --max-rate per second, and at once on every change of state) and calibration.<station>.
             Commands (target posture-evaluator or *): posture.calibrate {athlete, seconds} collects
             that many seconds of readings and fits the calibration (`vbt posture calibrate` sends it);

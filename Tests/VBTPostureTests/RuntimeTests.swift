@@ -88,6 +88,7 @@ struct PostureRuntimeTests {
             try drain()
             return inputs
         }
+        try wearable.publish(StatusMessage(state: .streaming, sensor: SampleMessage.postureSensor, device: "sim"), station: "desk-1")
         #expect(try heartbeatInputs()?.malformed == 0)
         // The envelope and the readings' extent are sound (the subscriber only locates them); the readings are not.
         let bad = JSONValue.array([.object(JSONObject([("t", .string("noon")), ("acc", .array([]))]))])
@@ -101,5 +102,55 @@ struct PostureRuntimeTests {
         let inputs = try #require(try heartbeatInputs())
         #expect(inputs.malformed == 3)
         #expect(inputs.received >= 4, "the good sample after them is received too")
+    }
+
+    @Test("samples come only from the stations whose bridge says they have a posture wearable, from its status on")
+    func onlyPostureStationsAreFollowed() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let runtime = try PostureRuntime(
+            transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
+            storePath: dir.path("calibrations.json"), logger: Self.logger)
+        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(HeartbeatMessage.self), logger: Self.logger)
+        let bridge = try Publisher(transport: bus, program: "sensor-bridge")
+        func reading() -> SampleMessage {
+            SampleMessage(.posture([SampleMessage.PostureReading(t: bus.manualClock.wallSeconds(), acc: Vector3(0, 0, 1), mag: Vector3(0.3, 0, 0.4))]))
+        }
+        /// Takes every message waiting, then reads what the heartbeat that comes due after them subscribes to.
+        func subscribes() throws -> [String] {
+            var last: HeartbeatMessage?
+            func drain() throws {
+                while let message = try listener.next(timeoutMs: 0) {
+                    if message.topic == "heartbeat.posture-evaluator" { last = try message.payload(as: HeartbeatMessage.self) }
+                }
+            }
+            repeat {
+                try runtime.step(timeoutMs: 0)
+                try drain()
+            } while bus.queued > 0
+            last = nil
+            bus.manualClock.advance(30)
+            try runtime.step(timeoutMs: 0)
+            try drain()
+            return try #require(last?.subscribes)
+        }
+        // A rack whose bridge has a laser only: its samples never reach the evaluator.
+        try bridge.publish(StatusMessage(state: .streaming, sensor: "distance", device: "sim"), station: "rack-1")
+        for _ in 0..<5 { try bridge.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 900)])), station: "rack-1") }
+        let before = try subscribes()
+        #expect(!before.contains { $0.hasPrefix(SampleMessage.topicPrefix) }, "no samples asked for yet: \(before)")
+        // A wearable comes up at desk-1: its status, then its readings, come in.
+        try bridge.publish(StatusMessage(state: .connected, sensor: SampleMessage.postureSensor, device: "sim"), station: "desk-1")
+        _ = try subscribes()
+        for _ in 0..<4 { try bridge.publish(reading(), station: "desk-1") }
+        // desk-10 begins with desk-1's topic: its readings reach the socket, but are not evaluated.
+        for _ in 0..<3 { try bridge.publish(reading(), station: "desk-10") }
+        try bridge.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 900)])), station: "rack-1")
+        let after = try subscribes()
+        #expect(after.contains("sample.desk-1") && !after.contains("sample.rack-1"))
+        let received = runtime.receivedByTopic
+        #expect(received["sample.rack-1"] == nil && received["status.rack-1"] == 1)
+        #expect(received["sample.desk-1"] == 4 && received["sample.desk-10"] == 3)
+        #expect(runtime.followedStations == ["desk-1"], "desk-10's readings are dropped unread")
     }
 }

@@ -1,5 +1,5 @@
 """posture-evaluator end to end over real processes: a simulated wearable (this
-test, on pyzmq) is calibrated with `vbt posture calibrate`, then slouches and
+test, on pyzmq), announced by a status as a bridge announces one, is calibrated with `vbt posture calibrate`, then slouches and
 sits straight; the published state follows. The calibration survives a restart
 of the evaluator, and every message validates against proto/."""
 
@@ -24,17 +24,31 @@ class Wearable:
         self.pub = self.ctx.socket(zmq.XPUB)
         self.pub.setsockopt(zmq.LINGER, 2000)
         self.pub.connect(bus.pub_endpoint)
-        self.src = f"py-wearable-{secrets.token_hex(4)}/sample.{STATION}"
+        instance = f"py-wearable-{secrets.token_hex(4)}"
+        self.src = f"{instance}/sample.{STATION}"
+        self.status_src = f"{instance}/status.{STATION}"
         self.seq = 0
+        self.status_seq = 0
         self.t = 1_763_812_345.0
         self.rng = np.random.default_rng(7)
+        self.bus = bus
+        self.announce()
+
+    def announce(self) -> None:
+        """Says, as a bridge does, that the station has a posture wearable (a `status`), until an
+        evaluator asks for the station's samples: it subscribes to those of stations that have one."""
         topics: list[bytes] = []
 
         def subscribed() -> bool:
             if self.pub.poll(100, zmq.POLLIN):
                 topics.append(self.pub.recv())
-            return any(f"sample.{STATION}".encode().startswith(t[1:]) for t in topics if t[:1] == b"\x01")
-        wait_until(subscribed, "the evaluator's subscription to reach the wearable", detail=bus.describe)
+            else:
+                self.status_seq += 1
+                msg = {"v": 1, "type": "status", "station": STATION, "src": self.status_src, "seq": self.status_seq,
+                       "ts": self.t, "state": "streaming", "sensor": "posture", "device": "py"}
+                self.pub.send_multipart([f"status.{STATION}".encode(), json.dumps(msg).encode()])
+            return f"\x01sample.{STATION}".encode() in topics
+        wait_until(subscribed, "the evaluator's subscription to the wearable's samples", detail=self.bus.describe)
 
     def hold(self, tilt_deg: float, seconds: float) -> None:
         tilt = np.radians(tilt_deg)
@@ -95,6 +109,7 @@ def test_calibrate_slouch_sit_straight(bus: Bus, tmp_path: Path):
         assert json.loads(store.read_text())["byAthlete"]["ana"]["acc"]["fromData"] is True
         again = bus.spawn("posture-evaluator-2", ["posture-evaluator", "--calibrations", str(store)])
         again.wait_for_log("bus connected")
+        wearable.announce()
         before = len(messages(rec, "posture"))
         bus.run(["vbt", "pub", f"cmd.{STATION}", json.dumps({"id": "a1", "command": "athlete.assign", "target": "*",
                                                             "args": {"athlete": "ana"}}), "--rate", "0"])
