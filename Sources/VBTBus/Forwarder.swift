@@ -64,6 +64,10 @@ public final class Forwarder {
         frontend = try ZMQSocket(context, .xsub, lingerMs: 0)
         backend = try ZMQSocket(context, .xpub, lingerMs: 1_000)
         try frontend.setHighWaterMark(configuration.bus.highWaterMark)
+        if let budget = configuration.memoryBudgetMB {
+            // What a publisher has sent and the forwarding not yet taken is held too: under a budget, at most an eighth of it a publisher.
+            try frontend.setOption(ZMQ_RCVHWM, BusMemoryBudget.inboundMark(megabytes: budget))
+        }
         try backend.setHighWaterMark(configuration.bus.highWaterMark)
         try frontend.setMaxFrameBytes(BusConfig.maxFrameBytes)
         try backend.setMaxFrameBytes(BusConfig.maxFrameBytes)

@@ -70,6 +70,17 @@ public struct BusMemoryBudget: Sendable {
     private var trimDue = false
     private var saidNoneBehind = false
 
+    /// Messages queued from one publisher that the forwarding has not taken yet, under a budget
+    /// of `megabytes` MiB: an eighth of it in messages of 1 KiB (11,520 for 90 MiB; a station's
+    /// bridge sends some 70 a second). Past it libzmq stops reading that publisher, whose own
+    /// queue then fills and drops what the consumers count as gaps and fetch from its journal.
+    /// With the high-water mark's 65,536, a replay of 2,000 stations over one connection took the
+    /// bus to 126 MiB of a 90 MiB budget with no subscriber behind (issue 17).
+    public static func inboundMark(megabytes: Int) -> Int32 {
+        let (messages, overflow) = max(1, megabytes).multipliedReportingOverflow(by: 128)
+        return overflow ? Int32.max : Int32(clamping: max(1_024, messages))
+    }
+
     /// A budget of `megabytes` MiB.
     public init(megabytes: Int) {
         limitBytes = max(1, megabytes) << 20

@@ -11,6 +11,14 @@ struct MemoryBudgetTests {
     private func budget() -> BusMemoryBudget { BusMemoryBudget(megabytes: 100) }
     private let mib = 1 << 20
 
+    @Test("a publisher's messages not yet forwarded are held to an eighth of the budget in 1 KiB messages, never under 1,024")
+    func inboundMark() {
+        #expect(BusMemoryBudget.inboundMark(megabytes: 90) == 11_520)
+        #expect(Int(BusMemoryBudget.inboundMark(megabytes: 512)) * 1_024 == 512 * mib / 8)
+        #expect(BusMemoryBudget.inboundMark(megabytes: 1) == 1_024 && BusMemoryBudget.inboundMark(megabytes: 0) == 1_024)
+        #expect(BusMemoryBudget.inboundMark(megabytes: Int.max) == Int32.max)
+    }
+
     @Test("under seven eighths of the budget nothing is done, however far a subscriber is behind")
     func underBudget() {
         var budget = budget()
