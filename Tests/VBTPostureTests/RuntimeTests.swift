@@ -63,31 +63,10 @@ struct PostureRuntimeTests {
     }
     @Test("a posture sample whose readings are not readings is counted as malformed and shown in the heartbeat; the evaluator goes on")
     func malformedPostureSample() throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let runtime = try PostureRuntime(
-            transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
-            storePath: dir.path("calibrations.json"), logger: Self.logger)
-        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(HeartbeatMessage.self), logger: Self.logger)
+        let rig = try Rig()
+        let bus = rig.bus
         let wearable = try Publisher(transport: bus, program: "sensor-bridge")
-        /// Takes every message waiting, then reads the heartbeat that comes due after them.
-        func heartbeatInputs() throws -> InputCounters? {
-            var inputs: InputCounters?
-            func drain() throws {
-                while let message = try listener.next(timeoutMs: 0) {
-                    if message.topic == "heartbeat.posture-evaluator" { inputs = try message.payload(as: HeartbeatMessage.self).inputs }
-                }
-            }
-            repeat {
-                try runtime.step(timeoutMs: 0)
-                try drain()
-            } while bus.queued > 0
-            inputs = nil
-            bus.manualClock.advance(30)
-            try runtime.step(timeoutMs: 0)
-            try drain()
-            return inputs
-        }
+        func heartbeatInputs() throws -> InputCounters? { try rig.heartbeat()?.inputs }
         try wearable.publish(StatusMessage(state: .streaming, sensor: SampleMessage.postureSensor, device: "sim"), station: "desk-1")
         #expect(try heartbeatInputs()?.malformed == 0)
         // The envelope and the readings' extent are sound (the subscriber only locates them); the readings are not.
@@ -106,34 +85,13 @@ struct PostureRuntimeTests {
 
     @Test("samples come only from the stations whose bridge says they have a posture wearable, from its status on")
     func onlyPostureStationsAreFollowed() throws {
-        let dir = try TemporaryDirectory()
-        let bus = MemoryBus()
-        let runtime = try PostureRuntime(
-            transport: bus, queryEndpoint: "memory", settings: PostureSettings(),
-            storePath: dir.path("calibrations.json"), logger: Self.logger)
-        let listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(HeartbeatMessage.self), logger: Self.logger)
+        let rig = try Rig()
+        let (bus, runtime) = (rig.bus, rig.runtime)
         let bridge = try Publisher(transport: bus, program: "sensor-bridge")
         func reading() -> SampleMessage {
             SampleMessage(.posture([SampleMessage.PostureReading(t: bus.manualClock.wallSeconds(), acc: Vector3(0, 0, 1), mag: Vector3(0.3, 0, 0.4))]))
         }
-        /// Takes every message waiting, then reads what the heartbeat that comes due after them subscribes to.
-        func subscribes() throws -> [String] {
-            var last: HeartbeatMessage?
-            func drain() throws {
-                while let message = try listener.next(timeoutMs: 0) {
-                    if message.topic == "heartbeat.posture-evaluator" { last = try message.payload(as: HeartbeatMessage.self) }
-                }
-            }
-            repeat {
-                try runtime.step(timeoutMs: 0)
-                try drain()
-            } while bus.queued > 0
-            last = nil
-            bus.manualClock.advance(30)
-            try runtime.step(timeoutMs: 0)
-            try drain()
-            return try #require(last?.subscribes)
-        }
+        func subscribes() throws -> [String] { try #require(try rig.heartbeat()?.subscribes) }
         // A rack whose bridge has a laser only: its samples never reach the evaluator.
         try bridge.publish(StatusMessage(state: .streaming, sensor: "distance", device: "sim"), station: "rack-1")
         for _ in 0..<5 { try bridge.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 900)])), station: "rack-1") }
@@ -152,5 +110,40 @@ struct PostureRuntimeTests {
         #expect(received["sample.rack-1"] == nil && received["status.rack-1"] == 1)
         #expect(received["sample.desk-1"] == 4 && received["sample.desk-10"] == 3)
         #expect(runtime.followedStations == ["desk-1"], "desk-10's readings are dropped unread")
+    }
+}
+
+/// An evaluator on the in-memory bus, and a listener for its heartbeat.
+private struct Rig {
+    let dir: TemporaryDirectory
+    let bus = MemoryBus()
+    let runtime: PostureRuntime
+    let listener: Subscriber
+
+    init() throws {
+        dir = try TemporaryDirectory()
+        runtime = try PostureRuntime(
+            transport: bus, queryEndpoint: "memory", settings: PostureSettings(), storePath: dir.path("calibrations.json"),
+            logger: PostureRuntimeTests.logger)
+        listener = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(HeartbeatMessage.self), logger: PostureRuntimeTests.logger)
+    }
+
+    /// Takes every message waiting, then returns the evaluator's heartbeat that comes due after them.
+    func heartbeat() throws -> HeartbeatMessage? {
+        var last: HeartbeatMessage?
+        func drain() throws {
+            while let message = try listener.next(timeoutMs: 0) {
+                if message.topic == "heartbeat.posture-evaluator" { last = try message.payload(as: HeartbeatMessage.self) }
+            }
+        }
+        repeat {
+            try runtime.step(timeoutMs: 0)
+            try drain()
+        } while bus.queued > 0
+        last = nil
+        bus.manualClock.advance(30)
+        try runtime.step(timeoutMs: 0)
+        try drain()
+        return last
     }
 }
