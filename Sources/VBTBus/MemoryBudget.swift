@@ -74,8 +74,9 @@ public struct BusMemoryBudget: Sendable {
     /// of `megabytes` MiB: an eighth of it in messages of 1 KiB (11,520 for 90 MiB; a station's
     /// bridge sends some 70 a second). Past it libzmq stops reading that publisher, whose own
     /// queue then fills and drops what the consumers count as gaps and fetch from its journal.
-    /// With the high-water mark's 65,536, a replay of 2,000 stations over one connection took the
-    /// bus to 126 MiB of a 90 MiB budget with no subscriber behind (issue 17).
+    /// With the high-water mark's 65,536 this queue was the budget's blind spot: a replay of 2,000
+    /// stations sends over one connection, and the bus once reached 126 MiB of a 90 MiB budget
+    /// with no subscriber behind (issue 17; 88-89 MiB at most in the runs since).
     public static func inboundMark(megabytes: Int) -> Int32 {
         let (messages, overflow) = max(1, megabytes).multipliedReportingOverflow(by: 128)
         return overflow ? Int32.max : Int32(clamping: max(1_024, messages))

@@ -19,7 +19,8 @@
 // window's base, not a 64-bit Unix time, which halves a height (16 bytes to
 // 8) and takes a third off a bar IMU's reading (24 to 16). At 1,000
 // stations of issue 17's load test the rep-detector held 101 MB, and 2,000
-// took it to 192 MB, most of it these windows.
+// took it to 192 MB, much of it these windows (86-88 MB and 152-168 MB
+// after this and emptying a bar's movement window at rest).
 
 /// What a `ChunkedWindow` keeps of an element: a smaller form (`Stored`)
 /// whose time is 32-bit microseconds from the window's base. Storing an
@@ -38,9 +39,10 @@ protocol WindowElement {
 }
 
 /// A reading's time as a window keeps it: whole microseconds. A reading's
-/// time comes to the microsecond on the wire (proto/sample.schema.json `t`),
-/// and a Double near today's Unix time is itself good to 0.24 µs only; a
-/// time read back (`seconds`) gives the same microseconds again.
+/// time is Unix seconds with a fraction (proto/sample.schema.json `t`); a
+/// Double near today's Unix time is itself good to 0.24 µs only, and
+/// sensors at up to a few hundred hertz need nothing finer than a
+/// microsecond. A time read back (`seconds`) gives the same microseconds again.
 enum WindowTime {
     /// `t` (seconds) in whole microseconds; 0 for what no reading's time is (not finite, or past year 100,000: two such times' difference fits an Int64).
     static func microseconds(_ t: Double) -> Int64 {
