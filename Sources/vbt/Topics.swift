@@ -55,11 +55,18 @@ struct Topics: AsyncParsableCommand {
                         row.stations.isEmpty ? "-" : row.stations.count <= 3 ? row.stations.joined(separator: " ") : "\(row.stations.count)",
                         row.listeners.isEmpty
                             ? "(nobody)"
-                            : row.listeners.map { listener in listener.scope.map { "\(listener.program) (\($0))" } ?? listener.program }.joined(
-                                separator: ", "),
+                            : row.listeners.map { listener in listener.scope.map { "\(listener.program) (\(Self.shortened($0)))" } ?? listener.program }
+                                .joined(separator: ", "),
                     ]
                 }),
             terminator: "")
+    }
+
+    /// A scope of many prefixes (a posture-evaluator follows every station with a wearable) as its
+    /// first three and how many there are; `--json` keeps them all.
+    static func shortened(_ scope: String) -> String {
+        let prefixes = scope.split(separator: " ")
+        return prefixes.count <= 3 ? scope : prefixes.prefix(3).joined(separator: " ") + " and \(prefixes.count - 3) more"
     }
 }
 
