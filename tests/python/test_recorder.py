@@ -528,6 +528,7 @@ def test_posture_calibration_travels_through_the_recorder(bus: Bus, tmp_path: Pa
 
         second = bus.spawn("posture-evaluator-2", ["posture-evaluator", "--calibrations", str(tmp_path / "two.json")])
         second.wait_for_log("bus connected")
+        wearable.announce()  # its status, as a bridge sends one every 5 s: the new evaluator follows the station
         before = len(messages(rec, "posture"))
         bus.run(["vbt", "pub", f"cmd.{STATION}", json.dumps({"id": "a2", "command": "athlete.assign", "target": "*",
                                                             "args": {"athlete": "ana"}}), "--rate", "0"])
