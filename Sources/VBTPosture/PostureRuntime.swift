@@ -55,6 +55,9 @@ public struct PostureTracker: Sendable, Codable {
         case calibrated(PostureCalibration)
     }
 
+    /// Whether a calibration is collecting readings.
+    var isCalibrating: Bool { collecting != nil }
+
     /// Starts collecting `seconds` of readings for `athlete`'s calibration.
     public mutating func startCalibration(athlete: String, seconds: Double) {
         collecting = Collection(athlete: athlete, seconds: seconds)
@@ -300,8 +303,10 @@ public final class PostureRuntime {
             input = InOrderInput(
                 transport: transport, logger: logger, wants: followed.wants, positions: saved.inputs,
                 producers: saved.producers, endpoints: saved.endpoints)
-            // The stations followed before: their trackers', and those of the sample streams it had reached.
-            for station in saved.state.map(\.station) + saved.inputs.keys.compactMap(FollowedStations.station(ofStream:)) { follow(station) }
+            // The stations followed before: those of the sample streams it had reached, and those calibrating (asked
+            // before their first reading came). Not every tracker's: a command makes one at any station.
+            let calibrating = saved.state.filter(\.isCalibrating).map(\.station)
+            for station in saved.inputs.keys.compactMap(FollowedStations.station(ofStream:)) + calibrating { follow(station) }
             restored = true
         }
         replay = try ProducerJournal(settings: settings, endpoint: endpoint, publisher: publisher, transport: transport).replay
