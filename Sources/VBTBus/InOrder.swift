@@ -392,7 +392,7 @@ public final class InOrderInput {
         endpoints[producer] = offer.endpoint
         instances[producer] = String(streamInstance(message.envelope.src))
         for (src, last) in offer.lastSeq where last > 0 {
-            let topic = src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? src
+            let topic = String(streamTopic(src))
             guard wants(topic) else { continue }
             producers[src] = producer
             let now = clock.monotonicSeconds()

@@ -182,7 +182,8 @@ final class FollowedStations {
 
     /// The station of a sample stream's source (`<instance>/sample.<station>`), or nil for another stream.
     static func station(ofStream src: String) -> String? {
-        guard let topic = src.split(separator: "/", maxSplits: 1).last, topic.hasPrefix(SampleMessage.topicPrefix) else { return nil }
+        let topic = streamTopic(src)
+        guard topic.hasPrefix(SampleMessage.topicPrefix) else { return nil }
         return String(topic.dropFirst(SampleMessage.topicPrefix.count))
     }
 }
@@ -244,7 +245,7 @@ public final class PostureRuntime {
     /// Messages received per topic (every source's summed).
     var receivedByTopic: [String: Int] {
         subscriber.stats.sources.reduce(into: [:]) { counts, source in
-            counts[String(source.key.split(separator: "/", maxSplits: 1).last ?? ""), default: 0] += source.value.received
+            counts[String(streamTopic(source.key)), default: 0] += source.value.received
         }
     }
 

@@ -101,7 +101,7 @@ final class RecorderRecovery {
     private func recordTails(flush: () -> Bool) {
         guard !tails.isEmpty, flush() else { return }
         for tail in tails {
-            let topic = tail.src.split(separator: "/", maxSplits: 1).last.map(String.init) ?? tail.src
+            let topic = String(streamTopic(tail.src))
             do {
                 try ingestor.addTail(src: tail.src, topic: topic, after: tail.after, through: tail.through, ts: tail.ts)
                 ingestor.tailRecorded(tail.src)

@@ -255,6 +255,9 @@ private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(Malform
 /// The instance part of a stream's `src` (`<instance>/<topic>`): which process start published it.
 public func streamInstance(_ src: String) -> Substring { src.prefix { $0 != "/" } }
 
+/// The topic part of a stream's `src` (`<instance>/<topic>`); the whole `src` when it has no slash.
+public func streamTopic(_ src: String) -> Substring { src.split(separator: "/", maxSplits: 1).last ?? src[...] }
+
 /// A message's members other than the envelope's, written once: a replay
 /// publishes each recorded message at every copy of its station, and writing
 /// its readings again for each copy was most of the replaying bridge's work
