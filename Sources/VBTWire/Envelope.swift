@@ -127,6 +127,21 @@ public struct BusMessage: Sendable {
         return parsed[key]
     }
 
+    /// A sample read without building its readings' tree (`SampleMessage.readings`); nil when
+    /// they are not deferred or not as a bridge writes them: `payload(as:)` then goes the
+    /// generic way, which accepts or refuses them with its reason.
+    private func readSample() -> SampleMessage? {
+        guard let deferred, deferred.key == "samples", case .string(let sensor)? = parsed["sensor"] else { return nil }
+        let device: String?
+        switch parsed["device"] {
+        case nil, .null?: device = nil
+        case .string(let name)?: device = name
+        default: return nil
+        }
+        guard let readings = SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
+        return SampleMessage(readings, device: device)
+    }
+
     /// A deferred member's value; null when its bytes are not JSON (possible
     /// only when they were not checked on receipt: `payload(as:)` says why).
     private func deferredValue(_ member: DeferredMember) -> JSONValue {
@@ -138,6 +153,8 @@ public struct BusMessage: Sendable {
         guard envelope.type == P.type else {
             throw MalformedMessage(.badPayload, "expected type \(P.type), got \(envelope.type)")
         }
+        // A sample's readings as a bridge writes them are read where they lie; anything else the generic way.
+        if P.self == SampleMessage.self, let sample = readSample() { return sample as! P }
         var all = parsed
         if let deferred {
             do {

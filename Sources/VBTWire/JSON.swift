@@ -749,6 +749,135 @@ public struct JSONParser {
     @inline(__always) private func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
 }
 
+/// A member's value read in place by `JSONParser.readFlatObjects`.
+public enum FlatValue: Sendable, Equatable {
+    case number(Double)
+    /// An array of exactly three numbers (`[x,y,z]`).
+    case triple(Double, Double, Double)
+    /// A string of printable ASCII without escapes.
+    case word(String)
+}
+
+extension JSONParser {
+    /// Reads the array at `range` of `bytes` (a deferred member's: nested one level, as
+    /// `parse(_:range:depth:)` with depth 1 reads it) when it is a non-empty array of objects
+    /// whose members are all flat: numbers, arrays of three numbers, strings of printable ASCII
+    /// without escapes, under one of `keys` (each at most once an object). For each object it
+    /// calls `begin`, then `member` with the key's index in `keys` and the value, then `end`.
+    ///
+    /// Returns false at anything else, or when a callback does: the caller then builds the
+    /// value the generic way (`parse(_:range:depth:)`), which accepts it or says why not. So it
+    /// accepts nothing `parse` would refuse, and a value it reads is the one `parse` builds
+    /// (the same number reading), without a tree of `JSONValue`s: a bus message's readings are
+    /// read where they lie (issue 17: building their trees was a tenth of the rep-detector).
+    public static func readFlatObjects(
+        _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]],
+        begin: () -> Void, member: (Int, FlatValue) -> Bool, end: () -> Bool
+    ) -> Bool {
+        guard range.lowerBound >= 0, range.upperBound <= bytes.count, keys.count <= 64 else { return false }
+        return bytes.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
+            return (try? parser.readFlatObjects(keys: keys, begin: begin, member: member, end: end)) ?? false
+        }
+    }
+
+    private mutating func readFlatObjects(
+        keys: [[UInt8]], begin: () -> Void, member: (Int, FlatValue) -> Bool, end: () -> Bool
+    ) throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return false }
+        index += 1
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }  // empty, or not objects
+        while true {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
+            index += 1
+            begin()
+            var seen: UInt64 = 0
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] != UInt8(ascii: "}") else { return false }  // an empty object: the generic way
+            while true {
+                guard let key = plainWord(), let which = keys.firstIndex(where: { $0.elementsEqual(key) }) else { return false }
+                guard seen & (1 << which) == 0 else { return false }
+                seen |= 1 << which
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                index += 1
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                let value: FlatValue
+                switch bytes[index] {
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    value = .number(try parseNumber())
+                case UInt8(ascii: "\""):
+                    guard let word = plainWord() else { return false }
+                    value = .word(String(decoding: word, as: UTF8.self))
+                case UInt8(ascii: "["):
+                    index += 1
+                    var three = (0.0, 0.0, 0.0)
+                    for position in 0..<3 {
+                        skipWhitespace()
+                        guard index < bytes.count, bytes[index] == UInt8(ascii: "-") || isDigit(bytes[index]) else { return false }
+                        let number = try parseNumber()
+                        switch position {
+                        case 0: three.0 = number
+                        case 1: three.1 = number
+                        default: three.2 = number
+                        }
+                        skipWhitespace()
+                        guard index < bytes.count, bytes[index] == UInt8(ascii: position < 2 ? "," : "]") else { return false }
+                        index += 1
+                    }
+                    value = .triple(three.0, three.1, three.2)
+                default:
+                    return false
+                }
+                guard member(which, value) else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    skipWhitespace()
+                    continue
+                }
+                guard bytes[index] == UInt8(ascii: "}") else { return false }
+                index += 1
+                break
+            }
+            guard end() else { return false }
+            skipWhitespace()
+            guard index < bytes.count else { return false }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                skipWhitespace()
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "]") else { return false }
+            index += 1
+            skipWhitespace()
+            return index == bytes.count
+        }
+    }
+
+    /// The bytes of the string at `index` when they are printable ASCII without escapes
+    /// (what `parseString` reads as they are), past its closing quote; nil for any other.
+    private mutating func plainWord() -> UnsafeBufferPointer<UInt8>? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        var end = start
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                index = end + 1
+                return UnsafeBufferPointer(rebasing: bytes[start..<end])
+            }
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        return nil
+    }
+}
+
 /// Writes compact JSON into a byte buffer, one value after another.
 public struct JSONWriter {
     /// The bytes written so far.

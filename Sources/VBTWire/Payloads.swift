@@ -351,6 +351,89 @@ public struct SampleMessage: BusPayload, Equatable {
     }
 }
 
+extension SampleMessage {
+    /// The keys a reading may have, in `readings(sensor:body:range:)`'s numbering.
+    private static let readingKeys: [[UInt8]] = ["t", "acc_g", "gyro_dps", "angle_deg", "distance_mm", "state", "acc", "mag"].map {
+        Array($0.utf8)
+    }
+
+    /// The readings of a `sensor` read where they lie, at `range` of `body` (a received sample's
+    /// `samples`, `BusMessage.deferred`), without a tree of `JSONValue`s
+    /// (`JSONParser.readFlatObjects`); nil for anything but readings as a bridge writes them (a
+    /// key it does not write, a null, an unknown sensor, a malformed byte), which the caller
+    /// then reads the generic way, `init(fields:)`, which accepts or refuses them with its
+    /// reason. What it reads is what `init(fields:)` reads.
+    static func readings(sensor: String, body: [UInt8], range: Range<Int>) -> Readings? {
+        var t: Double?
+        var first: Vector3?
+        var second: Vector3?
+        var third: Vector3?
+        var distance: Double?
+        var state: DistanceReading.State?
+        func clear() { (t, first, second, third, distance, state) = (nil, nil, nil, nil, nil, nil) }
+        // Each sensor's vectors in the order first, second, third: imu acc_g, gyro_dps, angle_deg;
+        // distance acc_g; posture acc, mag.
+        let vectorKeys: [Int]
+        switch sensor {
+        case "imu": vectorKeys = [1, 2, 3]
+        case "distance": vectorKeys = [1]
+        case "posture": vectorKeys = [6, 7]
+        default: return nil
+        }
+        func member(_ key: Int, _ value: FlatValue) -> Bool {
+            switch (key, value) {
+            case (0, .number(let number)): t = number
+            case (4, .number(let number)) where sensor == "distance": distance = number
+            case (5, .word(let word)) where sensor == "distance":
+                guard let known = DistanceReading.State(rawValue: word) else { return false }
+                state = known
+            case (_, .triple(let x, let y, let z)):
+                guard let slot = vectorKeys.firstIndex(of: key) else { return false }
+                let vector = Vector3(x, y, z)
+                switch slot {
+                case 0: first = vector
+                case 1: second = vector
+                default: third = vector
+                }
+            default: return false
+            }
+            return true
+        }
+        switch sensor {
+        case "imu":
+            var list: [IMUReading] = []
+            let read = JSONParser.readFlatObjects(
+                body, range: range, keys: readingKeys, begin: clear, member: member,
+                end: {
+                    guard let t, let first, let second else { return false }
+                    list.append(IMUReading(t: t, accG: first, gyroDps: second, angleDeg: third))
+                    return true
+                })
+            return read ? .imu(list) : nil
+        case "distance":
+            var list: [DistanceReading] = []
+            let read = JSONParser.readFlatObjects(
+                body, range: range, keys: readingKeys, begin: clear, member: member,
+                end: {
+                    guard let t, let distance else { return false }
+                    list.append(DistanceReading(t: t, distanceMm: distance, state: state, accG: first))
+                    return true
+                })
+            return read ? .distance(list) : nil
+        default:
+            var list: [PostureReading] = []
+            let read = JSONParser.readFlatObjects(
+                body, range: range, keys: readingKeys, begin: clear, member: member,
+                end: {
+                    guard let t, let first, let second else { return false }
+                    list.append(PostureReading(t: t, acc: first, mag: second))
+                    return true
+                })
+            return read ? .posture(list) : nil
+        }
+    }
+}
+
 // MARK: status
 
 /// `status`: a sensor link's state, for operators and the coach console.

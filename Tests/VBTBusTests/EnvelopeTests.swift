@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import VBTSensors
 import VBTTesting
 
 @testable import VBTBus
@@ -130,6 +131,76 @@ struct EnvelopeTests {
         #expect(unchecked.envelope.station == "rack-01")
         let error = #expect(throws: MalformedMessage.self) { try unchecked.payload(as: SampleMessage.self) }
         #expect(error?.kind == .notJSON)
+    }
+
+    @Test("a sample's readings read where they lie equal the generic reading's, and whatever they are not, the generic reading decides")
+    func readingsReadInPlace() throws {
+        var stamper = EnvelopeStamper(program: "test")
+        let t0 = 1_763_812_345.25
+        let samples: [SampleMessage] = [
+            SampleMessage(
+                .imu([
+                    .init(t: t0, accG: Vector3(0.015625, -0.04, 0.98876953125), gyroDps: Vector3(0.97, 0.42, -0.18), angleDeg: Vector3(2.01, -0.62, 29.99)),
+                    .init(t: t0 + 0.01, accG: Vector3(0, 1e-3, 1), gyroDps: Vector3(-0, 5, 1e2)),
+                ]), device: "WT901"),
+            SampleMessage(
+                .distance([
+                    .init(t: t0, distanceMm: 587.2, state: .idle, accG: Vector3(0.105, 0.201, 1.021)), .init(t: t0 + 0.02, distanceMm: 592),
+                    .init(t: t0 + 0.04, distanceMm: 590.5, state: .concentric),
+                ])),
+            SampleMessage(.posture([.init(t: t0, acc: Vector3(12, -3, 998), mag: Vector3(-120.5, 33, 410))]), device: "sim"),
+        ]
+        // The generic reading: the readings' tree built, then the payload read from it.
+        func generic(_ message: BusMessage) -> SampleMessage? { try? SampleMessage(fields: message.fields) }
+        var bodies: [(topic: [UInt8], body: [UInt8])] = []
+        for sample in samples {
+            let frames = try stamper.encode(sample, station: "rack-01", ts: t0 + 0.05)
+            bodies.append((frames.topic, frames.body))
+            let message = try decodeMessage(topic: frames.topic, body: frames.body, samples: .located)
+            let deferred = try #require(message.deferred)
+            // Read in place, not the generic way: equal to what was sent and to the generic reading.
+            #expect(SampleMessage.readings(sensor: sample.readings.sensor, body: frames.body, range: deferred.range) == sample.readings)
+            #expect(try message.payload(as: SampleMessage.self) == sample)
+            #expect(generic(message) == sample)
+        }
+        // Whitespace anywhere JSON allows it is read in place too.
+        let spaced = Array(#"[ {"t" : 1.5 ,"distance_mm":-0.5e1, "acc_g" :[ 1 , 2,3 ] } ,{"distance_mm":1,"t":2} ]"#.utf8)
+        #expect(
+            SampleMessage.readings(sensor: "distance", body: spaced, range: 0..<spaced.count)
+                == .distance([.init(t: 1.5, distanceMm: -5, accG: Vector3(1, 2, 3)), .init(t: 2, distanceMm: 1)]))
+        // What a bridge does not write is left to the generic reading.
+        for other in [
+            #"[]"#, #"[{}]"#, #"[{"t":1,"distance_mm":2,"t":3}]"#, #"[{"\u0074":1,"distance_mm":2}]"#, #"[{"t":1,"distance_mm":2,"acc_g":null}]"#,
+            #"[{"t":1,"distance_mm":2,"acc_g":[1,2]}]"#, #"[{"t":1,"distance_mm":2,"state":"idle"}]"#, #"[{"t":1,"distance_mm":2,"note":1}]"#,
+            #"[{"t":1}]"#, #"[{"t":1,"distance_mm":2}],"#, #"[{"t":1,"distance_mm":2},]"#, #"[{"t":01,"distance_mm":2}]"#, #"[{"t":1e999,"distance_mm":2}]"#,
+        ] {
+            let bytes = Array(other.utf8)
+            #expect(SampleMessage.readings(sensor: "distance", body: bytes, range: 0..<bytes.count) == nil, "\(other)")
+        }
+        // Mutated readings (a byte changed to one JSON gives meaning to, dropped, or doubled): the
+        // payload is the generic reading's whenever the envelope is still whole, and refused when it refuses.
+        let marks = Array(#"{}[],:"\ 0-.eEn9tu"#.utf8)
+        var random = SeededGenerator(seed: 17)
+        var compared = 0
+        for _ in 0..<6_000 {
+            let (topic, original) = bodies[Int(random.next() % UInt64(bodies.count))]
+            var body = original
+            let start = try #require(String(decoding: original, as: UTF8.self).range(of: "\"samples\":")).upperBound.utf16Offset(
+                in: String(decoding: original, as: UTF8.self))
+            for _ in 0...(random.next() % 3) {
+                let at = start + Int(random.next() % UInt64(body.count - 1 - start))
+                switch random.next() % 3 {
+                case 0: body[at] = marks[Int(random.next() % UInt64(marks.count))]
+                case 1: body.remove(at: at)
+                default: body.insert(body[at], at: at)
+                }
+            }
+            guard let message = try? decodeMessage(topic: topic, body: body, samples: .located) else { continue }
+            compared += 1
+            #expect((try? message.payload(as: SampleMessage.self)) == generic(message), "\(String(decoding: body, as: UTF8.self))")
+        }
+        // The comparison is not empty: most mutations leave the envelope whole.
+        #expect(compared > 3_000)
     }
 
     @Test("members written once go under each copy's own envelope; the recorded envelope's are dropped, a non-finite number refused")
