@@ -218,8 +218,8 @@ public final class Ingestor {
     }
 
     private func apply(_ batch: [BusMessage], db: Database, into result: inout BatchResult) throws {
-        // The number of the last raw reading stored, read when the batch's first sample message is written.
-        var readingsEnd: Int64?
+        // The batch's readings, a row per station's sensor, written after its other messages.
+        var samples = SampleRows()
         for message in batch {
             let envelope = message.envelope
             let known = try result.progress[envelope.src]?.lastSeq ?? lastStoredSeq(envelope.src, db: db)
@@ -242,10 +242,7 @@ public final class Ingestor {
                 stored = false
                 result.ignored += 1
             } else if envelope.type == SampleMessage.type {
-                if readingsEnd == nil {
-                    readingsEnd = try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM sample_batches") ?? 0
-                }
-                if let rows = try insertSamples(message, db: db, readingsEnd: &readingsEnd!) {
+                if let rows = samples.add(message) {
                     result.sampleRows += rows
                 } else {
                     result.refused += 1
@@ -296,6 +293,7 @@ public final class Ingestor {
             progress.stored += stored ? 1 : 0
             result.progress[envelope.src] = progress
         }
+        try samples.write(db: db)
         // Prepared once (a batch of a busy gym touches thousands of streams: preparing the
         // statement for each was a twentieth of the recorder's time, issue 17).
         let upsert = try db.cachedStatement(
@@ -427,84 +425,134 @@ public final class Ingestor {
         return UInt64(seq)
     }
 
-    /// One row per sample message (`sample_batches`, schema `v8-sample-batches`): its readings'
-    /// JSON exactly as the bridge sent it, so nothing of it is lost. The hot path of the
-    /// recorder: the array is sliced out of the received frame and bound straight to the
-    /// prepared statement (no copy, no number formatting), and only each reading's `t` is
-    /// read. A reading without a usable `t` is left out (the rest are written as their own
-    /// array). `readingsEnd` is the number of the last reading stored, advanced by the
-    /// readings written. Returns the readings written, or nil when the message has no usable
-    /// readings array (refused).
-    private func insertSamples(_ message: BusMessage, db: Database, readingsEnd: inout Int64) throws -> Int? {
-        // The readings' places come from the parse that checked the frame (BusMessage.deferred): no tree
-        // of them is built.
-        guard case .string(let sensor)? = message.field("sensor") else { return nil }
-        let slices: [Range<Int>]
-        var whole: Range<Int>?
-        if let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements {
-            (slices, whole) = (elements, deferred.range)
-        } else if case .array? = message.fields["samples"], let elements = RawJSON.arrayElements(message.body, key: "samples") {
-            slices = elements
-        } else {
-            return nil
-        }
-        var latest = -Double.infinity
-        // The readings kept, once one is left out (else all of them, and no array is made).
-        var some: [Range<Int>]?
-        for (index, slice) in slices.enumerated() {
-            // The frame was checked whole when it was received: the search stops at `t`.
-            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
-                if some == nil { some = Array(slices[..<index]) }
-                continue
-            }
-            latest = max(latest, t)
-            some?.append(slice)
-        }
-        if some != nil { whole = nil }
-        let kept = some ?? slices
-        guard !kept.isEmpty else { return 0 }
-        let statement = try db.cachedStatement(sql: "INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES (?, ?, ?, ?, ?, ?)")
-        let handle = statement.sqliteStatement
-        sqlite3_reset(handle)
-        sqlite3_bind_int64(handle, 1, readingsEnd + Int64(kept.count))
-        bindText(handle, 2, message.envelope.station)
-        bindText(handle, 3, sensor)
-        sqlite3_bind_double(handle, 4, latest)
-        sqlite3_bind_int64(handle, 5, Int64(kept.count))
-        let code: Int32
-        if let whole {
-            code = message.body.withUnsafeBufferPointer { body in
-                sqlite3_bind_text(
-                    handle, 6, UnsafeRawPointer(body.baseAddress! + whole.lowerBound).assumingMemoryBound(to: CChar.self),
-                    Int32(whole.count), nil)  // SQLITE_STATIC: the frame outlives the step
-                return sqlite3_step(handle)
-            }
-        } else {
-            // Some readings left out: the rest as an array of their own.
-            var text: [UInt8] = [UInt8(ascii: "[")]
-            for (index, slice) in kept.enumerated() {
-                if index > 0 { text.append(UInt8(ascii: ",")) }
-                text.append(contentsOf: message.body[slice])
-            }
-            text.append(UInt8(ascii: "]"))
-            code = text.withUnsafeBufferPointer { bytes in
-                sqlite3_bind_text(
-                    handle, 6, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
-                return sqlite3_step(handle)
-            }
-        }
-        sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-        }
-        readingsEnd += Int64(kept.count)
-        return kept.count
-    }
+    /// The readings of one batch of messages (a transaction), one row of `sample_batches` per
+    /// station's sensor (schema `v8-sample-batches`): each reading's JSON exactly as the bridge
+    /// sent it, so nothing of it is lost. The hot path of the recorder: a reading is sliced out
+    /// of the received frame, never built or formatted, and only its `t` is read. A station's
+    /// sensor sends some 25 messages a second, so a batch's row holds the readings of a few
+    /// (issue 17: a row and an index entry per message was most of the recorder's SQLite time
+    /// at 1,000 stations). A row's readings are in time order and within `rowSpanS` of each
+    /// other: a message older than the row's latest reading (fetched again from a journal, say)
+    /// or past that span starts a row of its own, so a row's `t` (retention deletes by it) is
+    /// never far from any of its readings'. A lone message's array, with all its readings kept,
+    /// is bound straight from the frame (no copy).
+    struct SampleRows {
+        /// A row to write: its readings, the frames they lie in, in the order received.
+        /// The most seconds between the earliest and the latest reading of a row.
+        static let rowSpanS = 1.0
 
-    private func bindText(_ handle: SQLiteStatement, _ index: Int32, _ text: String) {
-        // SQLITE_TRANSIENT: SQLite copies the text, which lives only for this call.
-        sqlite3_bind_text(handle, index, text, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+        private struct Row {
+            var station: String
+            var sensor: String
+            var parts: [(body: [UInt8], slices: [Range<Int>], whole: Range<Int>?)] = []
+            var count = 0
+            var earliest: Double
+            var latest: Double
+        }
+        private struct Key: Hashable {
+            var station: String
+            var sensor: String
+        }
+        private var rows: [Row] = []
+        private var index: [Key: Int] = [:]
+
+        /// Takes a sample message's readings; returns how many are kept (a reading without a
+        /// usable `t` is left out), or nil when it has no usable readings array (refused).
+        mutating func add(_ message: BusMessage) -> Int? {
+            // The readings' places come from the parse that checked the frame (BusMessage.deferred): no tree
+            // of them is built.
+            guard case .string(let sensor)? = message.field("sensor") else { return nil }
+            let slices: [Range<Int>]
+            var whole: Range<Int>?
+            if let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements {
+                (slices, whole) = (elements, deferred.range)
+            } else if case .array? = message.fields["samples"], let elements = RawJSON.arrayElements(message.body, key: "samples") {
+                slices = elements
+            } else {
+                return nil
+            }
+            var (earliest, latest) = (Double.infinity, -Double.infinity)
+            // The readings kept, once one is left out (else all of them, and no array is made).
+            var some: [Range<Int>]?
+            for (index, slice) in slices.enumerated() {
+                // The frame was checked whole when it was received: the search stops at `t`.
+                guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
+                    if some == nil { some = Array(slices[..<index]) }
+                    continue
+                }
+                (earliest, latest) = (min(earliest, t), max(latest, t))
+                some?.append(slice)
+            }
+            if some != nil { whole = nil }
+            let kept = some ?? slices
+            guard !kept.isEmpty else { return 0 }
+            let key = Key(station: message.envelope.station, sensor: sensor)
+            let at: Int
+            if let known = index[key], earliest >= rows[known].latest, latest - rows[known].earliest <= Self.rowSpanS {
+                at = known
+            } else {
+                at = rows.count
+                index[key] = at
+                rows.append(Row(station: key.station, sensor: sensor, earliest: earliest, latest: latest))
+            }
+            rows[at].parts.append((message.body, kept, whole))
+            rows[at].count += kept.count
+            rows[at].latest = max(rows[at].latest, latest)
+            return kept.count
+        }
+
+        /// Writes the rows, numbered on from the table's last reading.
+        func write(db: Database) throws {
+            guard !rows.isEmpty else { return }
+            var readingsEnd = try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM sample_batches") ?? 0
+            let statement = try db.cachedStatement(sql: "INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES (?, ?, ?, ?, ?, ?)")
+            let handle = statement.sqliteStatement
+            var text: [UInt8] = []
+            for row in rows {
+                sqlite3_reset(handle)
+                sqlite3_bind_int64(handle, 1, readingsEnd + Int64(row.count))
+                Self.bindText(handle, 2, row.station)
+                Self.bindText(handle, 3, row.sensor)
+                sqlite3_bind_double(handle, 4, row.latest)
+                sqlite3_bind_int64(handle, 5, Int64(row.count))
+                let code: Int32
+                if row.parts.count == 1, let whole = row.parts[0].whole {
+                    code = row.parts[0].body.withUnsafeBufferPointer { body in
+                        sqlite3_bind_text(
+                            handle, 6, UnsafeRawPointer(body.baseAddress! + whole.lowerBound).assumingMemoryBound(to: CChar.self),
+                            Int32(whole.count), nil)  // SQLITE_STATIC: the frame outlives the step
+                        return sqlite3_step(handle)
+                    }
+                } else {
+                    // The readings of several messages, or some left out: an array of their own.
+                    text.removeAll(keepingCapacity: true)
+                    text.append(UInt8(ascii: "["))
+                    for part in row.parts {
+                        for slice in part.slices {
+                            if text.count > 1 { text.append(UInt8(ascii: ",")) }
+                            text.append(contentsOf: part.body[slice])
+                        }
+                    }
+                    text.append(UInt8(ascii: "]"))
+                    code = text.withUnsafeBufferPointer { bytes in
+                        sqlite3_bind_text(
+                            handle, 6, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+                        return sqlite3_step(handle)
+                    }
+                }
+                sqlite3_reset(handle)
+                sqlite3_clear_bindings(handle)
+                guard code == SQLITE_DONE else {
+                    throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+                }
+                readingsEnd += Int64(row.count)
+            }
+        }
+
+        private static func bindText(_ handle: SQLiteStatement, _ index: Int32, _ text: String) {
+            // SQLITE_TRANSIENT: SQLite copies the text, which lives only for this call.
+            sqlite3_bind_text(handle, index, text, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+        }
     }
 
     /// Writes one non-sample message; returns false when it added nothing (a repeated rep).

@@ -187,7 +187,7 @@ struct IngestTests {
         let first = try dump(store)
         #expect(first["reps"]?.count == 9)
         #expect(first["sets"]?.count == 2)
-        #expect(first["sample_batches"]?.count == 2, "a row per sample message")
+        #expect(first["sample_batches"]?.count == 1, "a row per station's sensor a batch")
         #expect(try store.rowCounts()["samples"] == 32)
         #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(DISTINCT id) FROM samples") } == 32, "a number per reading")
         #expect(first["sessions"]?.count == 1, "two sets 1000 s apart are one session")
@@ -520,6 +520,41 @@ struct RawReadingTests {
             guard case .object(let reading) = value else { Issue.record("a reading that is no object"); continue }
             #expect(reading["t"] == .number(row["t"]))
         }
+    }
+
+    @Test("a batch's readings are a row per station's sensor, each reading as sent, in the order received and numbered without gaps")
+    func rowPerStationSensor() throws {
+        let fixture = try StoreFixture()
+        let (store, ingestor) = (fixture.store, fixture.ingestor)
+        var rack = Producer("sensor-bridge")
+        var bench = Producer("sensor-bridge")
+        func distance(_ t: Double, _ mm: Double) -> SampleMessage.DistanceReading { .init(t: t, distanceMm: mm) }
+        let messages = [
+            try rack.message(SampleMessage(.distance([distance(10, 500), distance(10.02, 501)])), station: "rack-1", ts: 10.03),
+            try bench.message(SampleMessage(.distance([distance(10.01, 300)])), station: "bench-1", ts: 10.03),
+            try rack.message(
+                SampleMessage(.imu([.init(t: 10.005, accG: Vector3(0, 0, 1), gyroDps: Vector3(1, 2, 3))])), station: "rack-1", ts: 10.04),
+            try rack.message(SampleMessage(.distance([distance(10.04, 502)])), station: "rack-1", ts: 10.05),
+            // Older than the row's latest reading (fetched again from a journal), then over a second past its first: rows of their own.
+            try rack.message(SampleMessage(.distance([distance(9, 499)])), station: "rack-1", ts: 10.06),
+            try rack.message(SampleMessage(.distance([distance(10.5, 503), distance(11.01, 504)])), station: "rack-1", ts: 11.02),
+        ]
+        for message in messages { ingestor.enqueue(message) }
+        #expect(try ingestor.flush() == 6)
+        let rows = try store.read { db in try Row.fetchAll(db, sql: "SELECT id, station, sensor, t, n, data FROM sample_batches ORDER BY id") }
+        let text = { (message: BusMessage, index: Int) in String(decoding: message.body[message.deferred!.elements![index]], as: UTF8.self) }
+        #expect(rows.map { $0["station"] as String } == ["rack-1", "bench-1", "rack-1", "rack-1", "rack-1"])
+        #expect(rows.map { $0["sensor"] as String } == ["distance", "distance", "imu", "distance", "distance"])
+        #expect(rows.map { $0["n"] as Int } == [3, 1, 1, 1, 2])
+        #expect(rows.map { $0["id"] as Int64 } == [3, 4, 5, 6, 8], "the number of each row's last reading")
+        #expect(rows.map { $0["t"] as Double } == [10.04, 10.01, 10.005, 9, 11.01], "each row's latest reading")
+        #expect((rows[0]["data"] as String) == "[\(text(messages[0], 0)),\(text(messages[0], 1)),\(text(messages[3], 0))]")
+        // A lone message's array is stored as the frame held it.
+        #expect((rows[1]["data"] as String) == String(decoding: messages[1].body[messages[1].deferred!.range], as: UTF8.self))
+        #expect(ingestor.counters.sampleRows == 8 && ingestor.counters.stored["sample"] == 6)
+        let readings = try store.read { db in try Row.fetchAll(db, sql: "SELECT id, station, t FROM samples ORDER BY id") }
+        #expect(readings.map { $0["id"] as Int } == Array(1...8))
+        #expect(readings.map { $0["t"] as Double } == [10, 10.02, 10.04, 10.01, 10.005, 9, 10.5, 11.01])
     }
 
     @Test("a reading without a usable time is left out; the message's others are stored as an array of their own")
