@@ -1,11 +1,12 @@
 // The store section of `make bench` (vbt-bench --only store):
 // - raw readings persisted per second through the recorder's real path
 //   (bus bytes -> decodeMessage -> Ingestor.enqueue -> Ingestor.flush every
-//   5,000 messages into a TrainingStore on a fresh temp file), beside a raw
-//   SQLite C-API baseline inserting the same rows (a row per sample message:
-//   station, sensor, t, count, the readings' JSON array pre-built; schema
-//   v8-sample-batches) into the same table of an identically opened file,
-//   one transaction per 5,000 messages;
+//   5,000 messages into a TrainingStore on a fresh temp file; the recorder
+//   writes a row per station's sensor a transaction, its readings within a
+//   second: Ingestor.SampleRows), beside a raw SQLite C-API baseline inserting
+//   a row per sample message (station, sensor, t, count, the readings' JSON
+//   array pre-built; schema v8-sample-batches) into the same table of an
+//   identically opened file, one transaction per 5,000 messages;
 // - latency of the common queries through QueryService.handle(Data) (what the
 //   ROUTER endpoint runs: request JSON in, reply JSON out) on a database holding
 //   a year of a 40-athlete gym.
@@ -372,7 +373,7 @@ func storeReport(_ options: StoreBenchOptions) throws {
     print("store: SQLite \(String(cString: sqlite3_libversion())) via GRDB, WAL, synchronous=NORMAL, fresh temp file per run (\(folder.path))")
     print("  raw readings persisted, \(options.readings) readings/run in \(options.readingsPerMessage)-reading sample messages,")
     print(
-        "  a row per message, one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) readings); \(options.runs) runs, medians, flush/commit time only"
+        "  one transaction per \(options.batchMessages) messages (\(options.batchMessages * options.readingsPerMessage) readings): vbt a row per station's sensor within a second, raw a row per message; \(options.runs) runs, medians, flush/commit time only"
     )
     print("                                      vbt (Ingestor.flush)   raw SQLite C API   vbt / raw   aim")
     var rates: [String: Double] = [:]
