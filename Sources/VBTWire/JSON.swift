@@ -405,12 +405,25 @@ public struct JSONParser {
                     return elements
                 }
                 ended = open == 1
-            default: break
+            default:
+                // Digits, letters, points, signs, colons and spaces, most of the bytes of readings,
+                // are passed in a tight loop up to the next byte that matters here; not once an
+                // element has ended at the array's level, where only a comma or the end may come.
+                if open != 1 || !ended {
+                    while index + 1 < bytes.count, !Self.isMark(bytes[index + 1]) { index += 1 }
+                }
             }
             index += 1
         }
         index = bytes.count
         throw error("unexpected end of input")
+    }
+
+    /// A quote, comma, bracket or brace: what `locateElements` stops at.
+    @inline(__always) private static func isMark(_ byte: UInt8) -> Bool {
+        // [ and { differ in one bit (0x20), as do ] and }.
+        let folded = byte | 0x20
+        return folded == UInt8(ascii: "{") || folded == UInt8(ascii: "}") || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: ",")
     }
 
     @inline(__always) private static func isWhitespace(_ byte: UInt8) -> Bool {
@@ -788,8 +801,8 @@ extension JSONParser {
         guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return false }
         index += 1
         skipWhitespace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }  // empty, or not objects
         while true {
+            // Not an object (an empty array too): the generic way.
             guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
             index += 1
             begin()
@@ -832,31 +845,30 @@ extension JSONParser {
                 default:
                     return false
                 }
-                guard member(which, value) else { return false }
-                skipWhitespace()
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    skipWhitespace()
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "}") else { return false }
-                index += 1
-                break
+                guard member(which, value), let more = commaOrClose(UInt8(ascii: "}")) else { return false }
+                if !more { break }
             }
-            guard end() else { return false }
-            skipWhitespace()
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
+            guard end(), let more = commaOrClose(UInt8(ascii: "]")) else { return false }
+            if !more {
                 skipWhitespace()
-                continue
+                return index == bytes.count
             }
-            guard bytes[index] == UInt8(ascii: "]") else { return false }
+        }
+    }
+
+    /// After a member or an element: past a comma and the whitespace after it (true), or past
+    /// `close` (false); nil at anything else.
+    private mutating func commaOrClose(_ close: UInt8) -> Bool? {
+        skipWhitespace()
+        guard index < bytes.count else { return nil }
+        if bytes[index] == UInt8(ascii: ",") {
             index += 1
             skipWhitespace()
-            return index == bytes.count
+            return true
         }
+        guard bytes[index] == close else { return nil }
+        index += 1
+        return false
     }
 
     /// The bytes of the string at `index` when they are printable ASCII without escapes

@@ -197,7 +197,14 @@ struct EnvelopeTests {
             }
             guard let message = try? decodeMessage(topic: topic, body: body, samples: .located) else { continue }
             compared += 1
-            #expect((try? message.payload(as: SampleMessage.self)) == generic(message), "\(String(decoding: body, as: UTF8.self))")
+            let text = String(decoding: body, as: UTF8.self)
+            let built = generic(message)
+            #expect((try? message.payload(as: SampleMessage.self)) == built, "\(text)")
+            // The readings located on receipt are where a checking parse finds them, and their times the built ones'.
+            if let checked = try? decodeMessage(topic: topic, body: body, samples: .checked) {
+                #expect(checked.deferred?.elements == message.deferred?.elements, "\(text)")
+            }
+            if let built { #expect(message.readingTimes() == built.readings.times, "\(text)") }
         }
         // The comparison is not empty: most mutations leave the envelope whole.
         #expect(compared > 3_000)
