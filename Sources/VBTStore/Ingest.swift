@@ -437,10 +437,10 @@ public final class Ingestor {
     /// never far from any of its readings'. A lone message's array, with all its readings kept,
     /// is bound straight from the frame (no copy).
     struct SampleRows {
-        /// A row to write: its readings, the frames they lie in, in the order received.
         /// The most seconds between the earliest and the latest reading of a row.
         static let rowSpanS = 1.0
 
+        /// A row to write: its readings, the frames they lie in, in the order received.
         private struct Row {
             var station: String
             var sensor: String
