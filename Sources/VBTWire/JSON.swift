@@ -776,7 +776,7 @@ extension JSONParser {
     /// `parse(_:range:depth:)` with depth 1 reads it) when it is a non-empty array of objects
     /// whose members are all flat: numbers, arrays of three numbers, strings of printable ASCII
     /// without escapes, under one of `keys` (each at most once an object). For each object it
-    /// calls `begin`, then `member` with the key's index in `keys` and the value, then `end`.
+    /// calls `member` with the key's index in `keys` and the value, then `end`.
     ///
     /// Returns false at anything else, or when a callback does: the caller then builds the
     /// value the generic way (`parse(_:range:depth:)`), which accepts it or says why not. So it
@@ -784,18 +784,17 @@ extension JSONParser {
     /// (the same number reading), without a tree of `JSONValue`s: a bus message's readings are
     /// read where they lie (issue 17: building their trees was a tenth of the rep-detector).
     public static func readFlatObjects(
-        _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]],
-        begin: () -> Void, member: (Int, FlatValue) -> Bool, end: () -> Bool
+        _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]], member: (Int, FlatValue) -> Bool, end: () -> Bool
     ) -> Bool {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count, keys.count <= 64 else { return false }
         return bytes.withUnsafeBufferPointer { buffer in
             var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
-            return (try? parser.readFlatObjects(keys: keys, begin: begin, member: member, end: end)) ?? false
+            return (try? parser.readFlatObjects(keys: keys, member: member, end: end)) ?? false
         }
     }
 
     private mutating func readFlatObjects(
-        keys: [[UInt8]], begin: () -> Void, member: (Int, FlatValue) -> Bool, end: () -> Bool
+        keys: [[UInt8]], member: (Int, FlatValue) -> Bool, end: () -> Bool
     ) throws(JSONParseError) -> Bool {
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return false }
@@ -805,7 +804,6 @@ extension JSONParser {
             // Not an object (an empty array too): the generic way.
             guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
             index += 1
-            begin()
             var seen: UInt64 = 0
             skipWhitespace()
             guard index < bytes.count, bytes[index] != UInt8(ascii: "}") else { return false }  // an empty object: the generic way

@@ -364,15 +364,7 @@ extension SampleMessage {
     /// then reads the generic way, `init(fields:)`, which accepts or refuses them with its
     /// reason. What it reads is what `init(fields:)` reads.
     static func readings(sensor: String, body: [UInt8], range: Range<Int>) -> Readings? {
-        var t: Double?
-        var first: Vector3?
-        var second: Vector3?
-        var third: Vector3?
-        var distance: Double?
-        var state: DistanceReading.State?
-        func clear() { (t, first, second, third, distance, state) = (nil, nil, nil, nil, nil, nil) }
-        // Each sensor's vectors in the order first, second, third: imu acc_g, gyro_dps, angle_deg;
-        // distance acc_g; posture acc, mag.
+        // The sensor's vectors, in the order first, second, third (their keys' numbers in `readingKeys`).
         let vectorKeys: [Int]
         switch sensor {
         case "imu": vectorKeys = [1, 2, 3]
@@ -380,56 +372,49 @@ extension SampleMessage {
         case "posture": vectorKeys = [6, 7]
         default: return nil
         }
+        let isDistance = sensor == "distance"
+        // One reading's members, cleared once it is taken.
+        var t: Double?
+        var vectors: [Vector3?] = [nil, nil, nil]
+        var distance: Double?
+        var state: DistanceReading.State?
+        var (imu, distances, postures) = ([IMUReading](), [DistanceReading](), [PostureReading]())
         func member(_ key: Int, _ value: FlatValue) -> Bool {
             switch (key, value) {
             case (0, .number(let number)): t = number
-            case (4, .number(let number)) where sensor == "distance": distance = number
-            case (5, .word(let word)) where sensor == "distance":
+            case (4, .number(let number)) where isDistance: distance = number
+            case (5, .word(let word)) where isDistance:
                 guard let known = DistanceReading.State(rawValue: word) else { return false }
                 state = known
             case (_, .triple(let x, let y, let z)):
                 guard let slot = vectorKeys.firstIndex(of: key) else { return false }
-                let vector = Vector3(x, y, z)
-                switch slot {
-                case 0: first = vector
-                case 1: second = vector
-                default: third = vector
-                }
+                vectors[slot] = Vector3(x, y, z)
             default: return false
             }
             return true
         }
+        // A reading missing a member its sensor requires: the generic way, which says which.
+        func take() -> Bool {
+            defer { (t, vectors, distance, state) = (nil, [nil, nil, nil], nil, nil) }
+            guard let t else { return false }
+            switch sensor {
+            case "imu":
+                guard let acc = vectors[0], let gyro = vectors[1] else { return false }
+                imu.append(IMUReading(t: t, accG: acc, gyroDps: gyro, angleDeg: vectors[2]))
+            case "posture":
+                guard let acc = vectors[0], let mag = vectors[1] else { return false }
+                postures.append(PostureReading(t: t, acc: acc, mag: mag))
+            default:
+                guard let distance else { return false }
+                distances.append(DistanceReading(t: t, distanceMm: distance, state: state, accG: vectors[0]))
+            }
+            return true
+        }
+        guard JSONParser.readFlatObjects(body, range: range, keys: readingKeys, member: member, end: take) else { return nil }
         switch sensor {
-        case "imu":
-            var list: [IMUReading] = []
-            let read = JSONParser.readFlatObjects(
-                body, range: range, keys: readingKeys, begin: clear, member: member,
-                end: {
-                    guard let t, let first, let second else { return false }
-                    list.append(IMUReading(t: t, accG: first, gyroDps: second, angleDeg: third))
-                    return true
-                })
-            return read ? .imu(list) : nil
-        case "distance":
-            var list: [DistanceReading] = []
-            let read = JSONParser.readFlatObjects(
-                body, range: range, keys: readingKeys, begin: clear, member: member,
-                end: {
-                    guard let t, let distance else { return false }
-                    list.append(DistanceReading(t: t, distanceMm: distance, state: state, accG: first))
-                    return true
-                })
-            return read ? .distance(list) : nil
-        default:
-            var list: [PostureReading] = []
-            let read = JSONParser.readFlatObjects(
-                body, range: range, keys: readingKeys, begin: clear, member: member,
-                end: {
-                    guard let t, let first, let second else { return false }
-                    list.append(PostureReading(t: t, acc: first, mag: second))
-                    return true
-                })
-            return read ? .posture(list) : nil
+        case "imu": return .imu(imu)
+        case "posture": return .posture(postures)
+        default: return .distance(distances)
         }
     }
 }
