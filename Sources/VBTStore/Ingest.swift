@@ -420,7 +420,7 @@ public final class Ingestor {
 
     private func lastStoredSeq(_ src: String, db: Database) throws -> UInt64? {
         if let seq = lastSeq[src] { return seq }
-        guard let seq = try Int64.fetchOne(db, sql: "SELECT last_seq FROM sources WHERE src = ?", arguments: [src]) else { return nil }
+        guard let seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_seq FROM sources WHERE src = ?"), arguments: [src]) else { return nil }
         lastSeq[src] = UInt64(seq)
         return UInt64(seq)
     }
@@ -556,6 +556,8 @@ public final class Ingestor {
     }
 
     /// Writes one non-sample message; returns false when it added nothing (a repeated rep).
+    /// Its statements are prepared once (`cachedStatement`): compiled for every message, a rep's
+    /// five were a tenth of the recorder's time at 400 stations (issue 17, `perf record`).
     private func insert(_ message: BusMessage, db: Database) throws -> Bool {
         let envelope = message.envelope
         let station = envelope.station
@@ -563,14 +565,15 @@ public final class Ingestor {
         case RepMessage.type:
             let rep = try message.payload(as: RepMessage.self)
             try ensureSet(id: rep.setId, station: station, athlete: envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg, ts: envelope.ts, db: db)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
                         mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
                         sensor, t_end, detector, src, seq, ts)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO NOTHING
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     rep.repId, rep.setId, station, envelope.athlete, rep.exercise, rep.loadKg, rep.index, rep.meanVelocityMps,
                     rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.concentricS, rep.timeToPeakS,
@@ -578,17 +581,18 @@ public final class Ingestor {
                     Int64(envelope.seq), envelope.ts,
                 ])
             guard db.changesCount > 0 else { return false }
-            try db.execute(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?", arguments: [rep.index, rep.setId])
+            try db.cachedStatement(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?").execute(arguments: [rep.index, rep.setId])
         case SetMessage.type:
             let set = try message.payload(as: SetMessage.self)
             try ensureSet(id: set.setId, station: station, athlete: envelope.athlete, exercise: set.exercise, loadKg: set.loadKg, ts: envelope.ts, db: db)
             if set.event == .end {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         UPDATE sets SET ended_ts = ?, reps = coalesce(?, reps), reason = ?, best_mean_velocity_mps = ?,
                             velocity_loss_pct = ?, exercise = coalesce(exercise, ?), load_kg = coalesce(load_kg, ?)
                         WHERE id = ?
-                        """,
+                        """
+                ).execute(
                     arguments: [
                         envelope.ts, set.reps, set.reason?.rawValue, set.bestMeanVelocityMps, set.velocityLossPct,
                         set.exercise, set.loadKg, set.setId,
@@ -597,22 +601,24 @@ public final class Ingestor {
             }
         case RejectedMessage.type:
             let rejected = try message.payload(as: RejectedMessage.self)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO rejected (src, seq, station, athlete, reason, detail, rom_mm, concentric_s, mean_velocity_mps, t_end, detector)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     envelope.src, Int64(envelope.seq), station, envelope.athlete, rejected.reason, rejected.detail,
                     rejected.romMm, rejected.concentricS, rejected.meanVelocityMps, rejected.tEnd, rejected.detector,
                 ])
         case ProfileMessage.type:
             let profile = try message.payload(as: ProfileMessage.self)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO profiles (src, seq, station, athlete, exercise, ts, intercept_mps, slope_mps_per_kg, r2, mvt_mps, e1rm_kg)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     envelope.src, Int64(envelope.seq), station, envelope.athlete, profile.exercise, envelope.ts,
                     profile.interceptMps, profile.slopeMpsPerKg, profile.r2, profile.mvtMps, profile.e1rmKg,
@@ -626,8 +632,9 @@ public final class Ingestor {
                 (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
             case CommandName.athleteUnassign:
                 // Nobody at the station from now on: an assignment of no one.
-                try db.execute(
-                    sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, NULL, NULL, NULL, NULL, ?, ?)",
+                try db.cachedStatement(
+                    sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, NULL, NULL, NULL, NULL, ?, ?)"
+                ).execute(
                     arguments: [station, envelope.ts, command.id])
                 return true
             case CommandName.planAssign:
@@ -637,25 +644,29 @@ public final class Ingestor {
             default:
                 return false
             }
-            try db.execute(
-                sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            try db.cachedStatement(
+                sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ).execute(
                 arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
         case CalibrationMessage.type:
             guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
-            try db.execute(
-                sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            try db.cachedStatement(
+                sql: "INSERT INTO calibrations (athlete, ts, station, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+            ).execute(
                 arguments: [envelope.athlete ?? station, envelope.ts, station, json])
         case PostureMessage.type:
             guard case .bool(let correct)? = message.fields["correct"] else { throw PayloadError("posture without correct") }
-            try db.execute(
-                sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            try db.cachedStatement(
+                sql: "INSERT INTO posture_changes (src, seq, station, athlete, t, correct, bad_for_s) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+            ).execute(
                 arguments: [
                     envelope.src, Int64(envelope.seq), station, envelope.athlete, try message.fields.number("t"), correct,
                     try message.fields.optionalNumber("bad_for_s") ?? 0,
                 ])
         case AlertMessage.type:
-            try db.execute(
-                sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            try db.cachedStatement(
+                sql: "INSERT INTO alerts (src, seq, station, athlete, ts, json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+            ).execute(
                 arguments: [envelope.src, Int64(envelope.seq), station, envelope.athlete, envelope.ts, String(decoding: message.body, as: UTF8.self)])
         default:
             return false
@@ -665,30 +676,35 @@ public final class Ingestor {
 
     /// Creates the set (and finds or opens its session) the first time it is mentioned.
     private func ensureSet(id: String, station: String, athlete: String?, exercise: String?, loadKg: Double?, ts: Double, db: Database) throws {
-        if try Bool.fetchOne(db, sql: "SELECT 1 FROM sets WHERE id = ?", arguments: [id]) == true {
+        if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sets WHERE id = ?"), arguments: [id]) == true {
             try touchSession(ofSet: id, ts: ts, db: db)
             return
         }
         let session: Int64
         if let open = try Int64.fetchOne(
-            db,
-            sql: """
-                SELECT id FROM sessions WHERE station = ? AND athlete IS ? AND ended_ts >= ? ORDER BY ended_ts DESC LIMIT 1
-                """, arguments: [station, athlete, ts - store.settings.sessionGapS])
+            db.cachedStatement(
+                sql: """
+                    SELECT id FROM sessions WHERE station = ? AND athlete IS ? AND ended_ts >= ? ORDER BY ended_ts DESC LIMIT 1
+                    """), arguments: [station, athlete, ts - store.settings.sessionGapS])
         {
             session = open
-            try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = ?", arguments: [ts, open])
+            try db.cachedStatement(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = ?").execute(arguments: [ts, open])
         } else {
-            try db.execute(sql: "INSERT INTO sessions (station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?)", arguments: [station, athlete, ts, ts])
+            try db.cachedStatement(sql: "INSERT INTO sessions (station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?)").execute(arguments: [
+                station, athlete, ts, ts,
+            ])
             session = db.lastInsertedRowID
         }
-        try db.execute(
-            sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        try db.cachedStatement(
+            sql: "INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        ).execute(
             arguments: [id, session, station, athlete, exercise, loadKg, ts])
     }
 
     private func touchSession(ofSet id: String, ts: Double, db: Database) throws {
-        try db.execute(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = (SELECT session FROM sets WHERE id = ?)", arguments: [ts, id])
+        try db.cachedStatement(sql: "UPDATE sessions SET ended_ts = max(ended_ts, ?) WHERE id = (SELECT session FROM sets WHERE id = ?)").execute(arguments: [
+            ts, id,
+        ])
     }
 
     /// Forgets the progress of streams silent for `silentForS` (every process start, every `vbt`
