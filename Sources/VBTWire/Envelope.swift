@@ -217,24 +217,25 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], samples: Sam
     guard case .object(let fields) = value else {
         throw MalformedMessage(.notObject, "the JSON frame must be an object")
     }
-    let v = try envelopeInteger(fields, "v")
+    let members = EnvelopeMembers(fields)
+    let v = try envelopeInteger(members.v, "v")
     guard v == Double(BusLimits.version) else {
         throw MalformedMessage(.unknownVersion, "v=\(v); this build speaks v=\(BusLimits.version)")
     }
-    let type = try envelopeString(fields, "type")
-    let station = try envelopeString(fields, "station")
-    let src = try envelopeString(fields, "src")
-    let seq = try envelopeInteger(fields, "seq")
+    let type = try envelopeString(members.type, "type")
+    let station = try envelopeString(members.station, "station")
+    let src = try envelopeString(members.src, "src")
+    let seq = try envelopeInteger(members.seq, "seq")
     guard seq >= 1, seq <= 9_007_199_254_740_991 else {
         throw MalformedMessage(.badSeq, "seq=\(seq) must be 1 or more")
     }
-    guard case .number(let ts)? = fields["ts"] else {
-        if fields["ts"] == nil { throw MalformedMessage(.missingField, "ts") }
+    guard case .number(let ts)? = members.ts else {
+        if members.ts == nil { throw MalformedMessage(.missingField, "ts") }
         throw MalformedMessage(.wrongType, "ts must be a number")
     }
     guard ts > 0 else { throw MalformedMessage(.badTimestamp, "ts=\(ts) must be Unix seconds") }
     var athlete: String?
-    switch fields["athlete"] {
+    switch members.athlete {
     case nil: athlete = nil
     case .string(let name)?: athlete = name
     default: throw MalformedMessage(.wrongType, "athlete must be a string")
@@ -249,8 +250,44 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], samples: Sam
     return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: fields, body: body, deferred: deferred)
 }
 
-private func envelopeString(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> String {
-    switch fields[key] {
+/// The envelope's members of a message's object, found in one pass over it.
+private struct EnvelopeMembers {
+    var v, type, station, src, seq, ts, athlete: JSONValue?
+
+    init(_ fields: JSONObject) {
+        guard fields.asciiKeys else {
+            // A non-ASCII key may still equal one of these (Swift's ==): the generic lookup decides.
+            (v, type, station, src, seq, ts, athlete) = (
+                fields["v"], fields["type"], fields["station"], fields["src"], fields["seq"], fields["ts"], fields["athlete"]
+            )
+            return
+        }
+        // Every key ASCII: equal exactly when the bytes are, so only keys of the same length are compared.
+        for (key, value) in fields.fields {
+            switch key.utf8.count {
+            case 1: if key == "v" { v = value }
+            case 2: if key == "ts" { ts = value }
+            case 3:
+                if key == "src" {
+                    src = value
+                } else if key == "seq" {
+                    seq = value
+                }
+            case 4: if key == "type" { type = value }
+            case 7:
+                if key == "station" {
+                    station = value
+                } else if key == "athlete" {
+                    athlete = value
+                }
+            default: break
+            }
+        }
+    }
+}
+
+private func envelopeString(_ value: JSONValue?, _ key: String) throws(MalformedMessage) -> String {
+    switch value {
     case nil: throw MalformedMessage(.missingField, key)
     case .string(let text)?:
         guard !text.isEmpty else { throw MalformedMessage(.wrongType, "\(key) must be a non-empty string") }
@@ -259,8 +296,8 @@ private func envelopeString(_ fields: JSONObject, _ key: String) throws(Malforme
     }
 }
 
-private func envelopeInteger(_ fields: JSONObject, _ key: String) throws(MalformedMessage) -> Double {
-    switch fields[key] {
+private func envelopeInteger(_ value: JSONValue?, _ key: String) throws(MalformedMessage) -> Double {
+    switch value {
     case nil: throw MalformedMessage(.missingField, key)
     case .number(let number)?:
         guard number == number.rounded() else { throw MalformedMessage(.wrongType, "\(key) must be an integer") }

@@ -21,10 +21,23 @@ public enum JSONValue: Sendable, Equatable {
 /// A JSON object with its fields in document order (keys are unique).
 public struct JSONObject: Sendable, Equatable {
     /// The fields in the order they were read or added.
-    public var fields: [(key: String, value: JSONValue)]
+    public var fields: [(key: String, value: JSONValue)] {
+        didSet { asciiKeys = false }
+    }
+    /// Every key is ASCII (known only of an object `JSONParser` read, false once changed): two
+    /// keys are then equal exactly when their bytes are. Swift's `==` also finds some non-ASCII
+    /// strings equal to ASCII ones ("\u{212A}", KELVIN SIGN, and "K"), so without it a lookup
+    /// compares whole strings.
+    var asciiKeys = false
 
     /// Creates an object from key/value pairs.
     public init(_ fields: [(key: String, value: JSONValue)] = []) { self.fields = fields }
+
+    /// An object the parser read, every key ASCII or not.
+    init(_ fields: [(key: String, value: JSONValue)], asciiKeys: Bool) {
+        self.fields = fields
+        self.asciiKeys = asciiKeys
+    }
 
     /// The value of `key`, if present. Linear: bus objects have a dozen keys.
     public subscript(key: String) -> JSONValue? {
@@ -203,6 +216,8 @@ public struct JSONParser {
     private var deferKey: String?
     private var checkDeferred = true
     private var deferred: DeferredMember?
+    /// Whether the string `parseString` read last was all ASCII (its keys then compare by their bytes).
+    private var lastStringASCII = true
     /// Keys of the objects being skipped, innermost last (for the duplicate check without a set per object).
     private var skippedKeys: [StringSpan] = []
 
@@ -249,8 +264,9 @@ public struct JSONParser {
         var fields: [(key: String, value: JSONValue)] = []
         fields.reserveCapacity(depth == 1 ? 16 : 4)
         var keys: Set<String>?  // for large objects, so the duplicate check stays linear
+        var asciiKeys = true  // every key so far is ASCII
         skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields) }
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields, asciiKeys: true) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
@@ -259,8 +275,16 @@ public struct JSONParser {
                 if keys == nil { keys = Set(fields.map(\.key)) }
                 guard keys!.insert(key).inserted else { throw error("duplicate key \"\(key)\"") }
             } else {
-                for field in fields where field.key == key { throw error("duplicate key \"\(key)\"") }
+                if asciiKeys && lastStringASCII {
+                    // ASCII keys are equal exactly when their bytes are: lengths first, a load rather than a
+                    // call (Swift's == finds "\u{212A}" and "K" equal, so it alone decides otherwise).
+                    let length = key.utf8.count
+                    for field in fields where field.key.utf8.count == length && field.key == key { throw error("duplicate key \"\(key)\"") }
+                } else {
+                    for field in fields where field.key == key { throw error("duplicate key \"\(key)\"") }
+                }
             }
+            asciiKeys = asciiKeys && lastStringASCII
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
@@ -281,7 +305,7 @@ public struct JSONParser {
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields) }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; return JSONObject(fields, asciiKeys: asciiKeys) }
             throw error("expected ',' or '}'")
         }
     }
@@ -542,21 +566,37 @@ public struct JSONParser {
     /// The keys and words every bus message repeats (proto/), by length: a string read from
     /// the bytes is one of these constants when its bytes are, and is not made again (making
     /// each, its bytes checked a second time, was a fifth of reading an envelope, issue 17).
-    private static let knownWords: [[(bytes: [UInt8], text: String)]] = {
+    /// Each word's bytes are packed into two integers, so a match is two compares.
+    private static let knownWords: [[(low: UInt64, high: UInt64, text: String)]] = {
         let words = [
             "v", "type", "station", "src", "seq", "ts", "athlete", "sensor", "device", "samples", "t", "distance_mm", "state", "acc_g",
             "gyro_dps", "angle_deg", "acc", "mag", "sample", "imu", "distance", "posture", "sim", "IDLE", "ECCENTRIC", "CONCENTRIC", "status",
             "heartbeat", "rep", "set", "cmd", "ack",
         ]
-        var table: [[(bytes: [UInt8], text: String)]] = Array(repeating: [], count: 12)
-        for word in words { table[word.utf8.count].append((Array(word.utf8), word)) }
+        var table: [[(low: UInt64, high: UInt64, text: String)]] = Array(repeating: [], count: knownLengthLimit)
+        for word in words {
+            let (low, high) = Array(word.utf8).withUnsafeBufferPointer { packed($0) }
+            table[word.utf8.count].append((low, high, word))
+        }
         return table
     }()
+    /// Known words are shorter than this (and at most 16 bytes: two integers).
+    private static let knownLengthLimit = 12
+
+    /// The bytes of `slice` (at most 16) as two little-endian integers, zero-filled.
+    @inline(__always) private static func packed(_ slice: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64) {
+        var low: UInt64 = 0, high: UInt64 = 0
+        for (offset, byte) in slice.enumerated() {
+            if offset < 8 { low |= UInt64(byte) << (8 * offset) } else { high |= UInt64(byte) << (8 * (offset - 8)) }
+        }
+        return (low, high)
+    }
 
     /// The constant whose bytes `slice` holds, if it is one of `knownWords`.
     @inline(__always) private static func known(_ slice: UnsafeBufferPointer<UInt8>) -> String? {
-        guard slice.count < knownWords.count else { return nil }
-        for word in knownWords[slice.count] where word.bytes.elementsEqual(slice) {
+        guard slice.count > 0, slice.count < knownLengthLimit else { return nil }
+        let (low, high) = packed(slice)
+        for word in knownWords[slice.count] where word.low == low && word.high == high {
             return word.text
         }
         return nil
@@ -572,6 +612,7 @@ public struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                lastStringASCII = ascii
                 if ascii {
                     if let known = Self.known(slice) { return known }
                     return String(decoding: slice, as: UTF8.self)
@@ -596,6 +637,7 @@ public struct JSONParser {
                 guard let text = String(validating: scalars, as: UTF8.self) else {
                     throw JSONParseError(reason: "string is not valid UTF-8", offset: start)
                 }
+                lastStringASCII = scalars.allSatisfy { $0 < 0x80 }
                 return text
             case UInt8(ascii: "\\"):
                 index += 1

@@ -246,6 +246,30 @@ struct EnvelopeTests {
     }
 
     @Test(
+        "an envelope reads the same and is refused for the same reasons whether every key is ASCII (one pass) or not (looked up)",
+        arguments: ["", #","é":1"#, #","\#u{212A}":1"#, #","\u212A":1"#])
+    func envelopeEitherWay(extra: String) throws {
+        let members = #""v":1,"type":"rep","station":"rack-01","src":"d/rep.rack-01","seq":7,"ts":5.5,"athlete":"ana""#
+        let topic = Array("rep.rack-01".utf8)
+        let message = try decodeMessage(topic: topic, body: Array(("{" + members + extra + "}").utf8))
+        #expect(message.envelope == Envelope(v: 1, type: "rep", station: "rack-01", src: "d/rep.rack-01", seq: 7, ts: 5.5, athlete: "ana"))
+        for (without, kind) in [
+            (#""seq":7,"#, MalformedMessage.Kind.missingField), (#""ts":5.5,"#, .missingField), (#""v":1,"#, .missingField),
+        ] {
+            let body = "{" + members.replacingOccurrences(of: without, with: "") + extra + "}"
+            #expect(throws: MalformedMessage.self) { try decodeMessage(topic: topic, body: Array(body.utf8)) }
+            do { _ = try decodeMessage(topic: topic, body: Array(body.utf8)) } catch { #expect(error.kind == kind, "\(body)") }
+        }
+        let wrong = "{" + members.replacingOccurrences(of: #""station":"rack-01""#, with: #""station":1"#) + extra + "}"
+        do {
+            _ = try decodeMessage(topic: topic, body: Array(wrong.utf8))
+            Issue.record("accepted a numeric station")
+        } catch {
+            #expect(error.kind == .wrongType)
+        }
+    }
+
+    @Test(
         "typed payload errors name the field",
         arguments: [
             (#"{"sensor":"imu","samples":[{"t":1,"acc_g":[0,0],"gyro_dps":[0,0,0],"angle_deg":[0,0,0]}]}"#, "acc_g"),

@@ -59,6 +59,8 @@ struct JSONTests {
             "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "-", "1e", "NaN", "Infinity", "'a'",
             "{a:1}", "[1 2]", "\"\u{01}\"", "\"\\x\"", "\"\\ud800\"", "tru", "nul", "{\"a\":1}x", "1e999",
             "{\"a\":1,\"a\":2}", hugeExponent, "[" + hugeExponent + "]", "{\"\u{e9}\":1,\"e\u{301}\":2}",
+            // An ASCII key and the one non-ASCII key Swift's String equality finds equal to it (KELVIN SIGN and K).
+            "{\"K\":1,\"\u{212A}\":2}", "{\"\u{212A}\":1,\"K\":2}", "{\"K\":1,\"\\u212A\":2}",
         ])
     func rejects(text: String) {
         #expect(throws: JSONParseError.self) { try parse(text) }
@@ -71,6 +73,7 @@ struct JSONTests {
             "[{a:1}]", "[" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "]", "[1", "{\"a\":}",
             "[{\"t\":1,\"\\u0074\":2}]", "[-1e309]", "[1.8e308]", "[\"\\ud83d\"]",
             "[{" + manyKeys + ",\"k7\":2}]", "[" + hugeExponent + "]", "[" + cappedExponent + "]", "[{\"\u{e9}\":1,\"e\u{301}\":2}]",
+            "[{\"K\":1,\"\u{212A}\":2}]",
         ])
     func deferredRejects(member: String) {
         let text = #"{"type":"sample","samples":"# + member + "}"
