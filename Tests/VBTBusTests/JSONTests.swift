@@ -15,6 +15,38 @@ private let manyKeys = (0..<20).map { #""k\#($0)":1"# }.joined(separator: ",")
 struct JSONTests {
     private func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
 
+    @Test(
+        "a string reads the same wherever in it, at every length, a byte read eight at a time would stop (an escape, a control character, UTF-8, DEL, the end)")
+    func stringsAtEveryAlignment() throws {
+        // (as written between the quotes, as read; nil: refused)
+        let specials: [(written: [UInt8], read: String?)] = [
+            (Array(#"\n"#.utf8), "\n"), (Array(#"\""#.utf8), "\""), (Array(#"\\"#.utf8), "\\"), (Array("é".utf8), "é"),
+            ([0x7F], "\u{7F}"), ([0x01], nil), ([0x1F], nil), ([0xC3], nil),
+        ]
+        for length in 0..<24 {
+            let plain = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            #expect(try parse("\"" + String(decoding: plain, as: UTF8.self) + "\"") == .string(String(decoding: plain, as: UTF8.self)))
+            for at in 0...length {
+                for special in specials {
+                    let bytes = [UInt8(ascii: "\"")] + plain[..<at] + special.written + plain[at...] + [UInt8(ascii: "\"")]
+                    // Both as a value and as a key: keys are read by the same loop, and skipped ones by another.
+                    let member = [UInt8(ascii: "{")] + bytes + Array(":1}".utf8)
+                    let deferred = Array(#"{"samples":[{"#.utf8) + bytes + Array(":1}]}".utf8)
+                    guard let read = special.read else {
+                        #expect(throws: JSONParseError.self) { try JSONParser.parse(bytes) }
+                        #expect(throws: JSONParseError.self) { try JSONParser.parse(member) }
+                        #expect(throws: JSONParseError.self) { try JSONParser.parse(deferred, deferring: "samples") }
+                        continue
+                    }
+                    let text = String(decoding: plain[..<at], as: UTF8.self) + read + String(decoding: plain[at...], as: UTF8.self)
+                    #expect(try JSONParser.parse(bytes) == .string(text))
+                    #expect(try JSONParser.parse(member) == .object(JSONObject([(text, .number(1))])))
+                    #expect(try JSONParser.parse(deferred, deferring: "samples").deferred != nil)
+                }
+            }
+        }
+    }
+
     @Test("reads every kind of value")
     func readsValues() throws {
         let value = try parse(#" {"a": [1, -2.5, 3e2, true, false, null], "b": {"c": "d\n\u00e9\ud83d\ude00"}} "#)
