@@ -262,23 +262,26 @@ private struct EnvelopeMembers {
             )
             return
         }
-        // Every key ASCII: equal exactly when the bytes are, so only keys of the same length are compared.
-        for (key, value) in fields.fields {
+        // Every key ASCII: equal exactly when the bytes are, so only keys of the same length are
+        // compared, and only a member found is copied.
+        let all = fields.fields
+        for index in all.indices {
+            let key = all[index].key
             switch key.utf8.count {
-            case 1: if key == "v" { v = value }
-            case 2: if key == "ts" { ts = value }
+            case 1: if key == "v" { v = all[index].value }
+            case 2: if key == "ts" { ts = all[index].value }
             case 3:
                 if key == "src" {
-                    src = value
+                    src = all[index].value
                 } else if key == "seq" {
-                    seq = value
+                    seq = all[index].value
                 }
-            case 4: if key == "type" { type = value }
+            case 4: if key == "type" { type = all[index].value }
             case 7:
                 if key == "station" {
-                    station = value
+                    station = all[index].value
                 } else if key == "athlete" {
-                    athlete = value
+                    athlete = all[index].value
                 }
             default: break
             }
