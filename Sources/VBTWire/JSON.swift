@@ -33,7 +33,7 @@ public struct JSONObject: Sendable, Equatable {
     /// Creates an object from key/value pairs.
     public init(_ fields: [(key: String, value: JSONValue)] = []) { self.fields = fields }
 
-    /// An object the parser read, every key ASCII or not.
+    /// An object the parser read; `asciiKeys` says whether every key is ASCII.
     init(_ fields: [(key: String, value: JSONValue)], asciiKeys: Bool) {
         self.fields = fields
         self.asciiKeys = asciiKeys
@@ -561,7 +561,7 @@ public struct JSONParser {
     /// 0x7F. Exact when none is above 0x7F (the zero-byte test of Anderson's "Bit Twiddling
     /// Hacks", graphics.stanford.edu/~seander/bithacks.html#ZeroInWord, whose false bits lie
     /// only above a true one), and true whenever one is.
-    @inline(__always) static func mayHoldSpecial(_ word: UInt64) -> Bool {
+    @inline(__always) private static func mayHoldSpecial(_ word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         let below0x20 = (word &- ones &* 0x20) & ~word & highs
