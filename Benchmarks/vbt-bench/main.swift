@@ -114,9 +114,35 @@ struct FoundationSample: Codable {
 }
 let foundationSample = try JSONDecoder().decode(FoundationSample.self, from: Data(sampleFrames.body))
 
+/// Messages as the simulated bridges of `make run` send them under issue 17's load (two or three
+/// readings a message, full-precision IMU values): an IMU sample and a laser's, for the rep-detector's
+/// way with them (envelope checked, readings located, then built).
+let trafficFrames: [(topic: [UInt8], body: [UInt8])] = try {
+    var stamper = EnvelopeStamper(program: "vbt-bench")
+    let t0 = 1_795_910_515.744538
+    let imu = SampleMessage(
+        .imu(
+            (0..<3).map { i in
+                let k = Double(i)
+                return SampleMessage.IMUReading(
+                    t: t0 + 0.01 * k, accG: Vector3(0.01611328125 + k / 512, 0.06005859375, 1.00927734375 - k / 1024),
+                    gyroDps: Vector3(0.6103515625, 0.1220703125 * k, -0.1220703125), angleDeg: Vector3(2.9718017578125, -0.560302734375, 30.1959228515625))
+            }), device: "sim")
+    let distance = SampleMessage(
+        .distance(
+            (0..<2).map { i in
+                SampleMessage.DistanceReading(t: t0 + 0.02 * Double(i), distanceMm: 591.9 + Double(i) * 0.7, state: .idle, accG: Vector3(0.143, 0.261, 1.027))
+            }), device: "sim")
+    return [
+        try stamper.encode(imu, station: "bench-0417", ts: t0 + 0.03), try stamper.encode(distance, station: "rack-0417", ts: t0 + 0.04),
+    ]
+}()
+
 // MARK: Codec
 
-func codecRates() throws -> (encode: Double, decode: Double, deferred: Double, located: Double, foundationEncode: Double, foundationDecode: Double) {
+func codecRates() throws -> (
+    encode: Double, decode: Double, deferred: Double, located: Double, traffic: Double, foundationEncode: Double, foundationDecode: Double
+) {
     var stamper = EnvelopeStamper(program: "vbt-bench")
     var bytes = 0
     let encode = try rate(codecIterations) {
@@ -145,6 +171,16 @@ func codecRates() throws -> (encode: Double, decode: Double, deferred: Double, l
             if case .string(let sensor)? = message.field("sensor") { readings &+= sensor.utf8.count }
         }
     }
+    // The rep-detector's way with the traffic of issue 17's load: envelope checked, readings located, then built.
+    let trafficIterations = codecIterations / 2
+    let traffic = try rate(trafficIterations * trafficFrames.count) {
+        for _ in 0..<trafficIterations {
+            for frames in trafficFrames {
+                let message = try decodeMessage(topic: frames.topic, body: frames.body, samples: .located)
+                readings &+= try message.payload(as: SampleMessage.self).readings.count
+            }
+        }
+    }
     let encoder = JSONEncoder()
     let decoder = JSONDecoder()
     let foundationIterations = codecIterations / 4
@@ -156,7 +192,7 @@ func codecRates() throws -> (encode: Double, decode: Double, deferred: Double, l
         for _ in 0..<foundationIterations { readings &+= try decoder.decode(FoundationSample.self, from: data).samples.count }
     }
     precondition(bytes > 0 && readings > 0)
-    return (encode, decode, deferred, located, foundationEncode, foundationDecode)
+    return (encode, decode, deferred, located, traffic, foundationEncode, foundationDecode)
 }
 
 // MARK: Bus
@@ -637,11 +673,12 @@ if !arguments.contains("--detector-only") {
     print("vbt-bench: libzmq \(ZMQContext.version), message \(messageBytes) bytes (topic + JSON), \(runs) runs, medians")
 }
 if wants("codec") {
-    var encodes: [Double] = [], decodes: [Double] = [], deferreds: [Double] = [], locateds: [Double] = []
+    var encodes: [Double] = [], decodes: [Double] = [], deferreds: [Double] = [], locateds: [Double] = [], traffics: [Double] = []
     var foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
     for _ in 0..<runs {
         let rates = try codecRates()
         encodes.append(rates.encode); decodes.append(rates.decode); deferreds.append(rates.deferred); locateds.append(rates.located)
+        traffics.append(rates.traffic)
         foundationEncodes.append(rates.foundationEncode); foundationDecodes.append(rates.foundationDecode)
     }
     print("")
@@ -658,6 +695,9 @@ if wants("codec") {
     print(
         "  decode, readings only located      " + column(format(median(locateds))) + column(format(median(foundationDecodes)))
             + String(format: "%.1fx", median(locateds) / median(foundationDecodes)))
+    print(
+        "  decode as the rep-detector does, \(trafficFrames.map { $0.body.count }.map(String.init).joined(separator: " and ")) bytes (IMU, laser): "
+            + format(median(traffics)))
 }
 
 if wants("bus") {

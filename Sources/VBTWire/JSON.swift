@@ -434,13 +434,40 @@ public struct JSONParser {
                 // are passed in a tight loop up to the next byte that matters here; not once an
                 // element has ended at the array's level, where only a comma or the end may come.
                 if open != 1 || !ended {
-                    while index + 1 < bytes.count, !Self.isMark(bytes[index + 1]) { index += 1 }
+                    var next = pastUnmarkedWords(from: index + 1)
+                    while next < bytes.count, !Self.isMark(bytes[next]) { next += 1 }
+                    index = next - 1
                 }
             }
             index += 1
         }
         index = bytes.count
         throw error("unexpected end of input")
+    }
+
+    /// Past the eight-byte words from `start` on that hold no quote, comma, bracket or brace
+    /// (`isMark`): the first index whose word holds one, or fewer than eight bytes before the
+    /// end. `locateElements` then goes on a byte at a time from there (issue 17: a byte at a
+    /// time, locating a sample's readings was a tenth of the rep-detector at 1,000 stations).
+    @inline(__always) private func pastUnmarkedWords(from start: Int) -> Int {
+        guard let base = bytes.baseAddress else { return start }
+        var at = start
+        while at + 8 <= bytes.count, !Self.mayHoldMark(UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)) {
+            at += 8
+        }
+        return at
+    }
+
+    /// Whether one of the eight bytes of `word` is a quote, a comma, a bracket or a brace;
+    /// exact (the zero-byte test of `mayHoldSpecial`, whose answer for a whole word is exact).
+    @inline(__always) private static func mayHoldMark(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+        // As in `isMark`: [ and { differ in one bit (0x20), as do ] and }.
+        let folded = word | (ones &* 0x20)
+        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x2C))
+            || hasZeroByte(folded ^ (ones &* 0x7B)) || hasZeroByte(folded ^ (ones &* 0x7D))
     }
 
     /// A quote, comma, bracket or brace: what `locateElements` stops at.
@@ -728,10 +755,35 @@ public struct JSONParser {
         return value
     }
 
-    private static let exactPowersOfTen: [Double] = (0...22).map { exponent in
-        var value = 1.0
-        for _ in 0..<exponent { value *= 10 }
-        return value
+    /// Ten to `exponent`, 0...22: each exactly a double (below 2^53 times a power of two). A
+    /// switch of literals, not a static table: reading a static went through its lazy
+    /// initializer's check (`swift_once`) for every number (perf, issue 17).
+    @inline(__always) private static func exactPowerOfTen(_ exponent: Int) -> Double {
+        switch exponent {
+        case 0: 1e0
+        case 1: 1e1
+        case 2: 1e2
+        case 3: 1e3
+        case 4: 1e4
+        case 5: 1e5
+        case 6: 1e6
+        case 7: 1e7
+        case 8: 1e8
+        case 9: 1e9
+        case 10: 1e10
+        case 11: 1e11
+        case 12: 1e12
+        case 13: 1e13
+        case 14: 1e14
+        case 15: 1e15
+        case 16: 1e16
+        case 17: 1e17
+        case 18: 1e18
+        case 19: 1e19
+        case 20: 1e20
+        case 21: 1e21
+        default: 1e22
+        }
     }
 
     /// A number's parts as read: `mantissa` (its first 19 significant digits,
@@ -809,7 +861,7 @@ public struct JSONParser {
         let scan = try scanNumber()
         if scan.mantissa <= 1 << 53 && abs(scan.exponent) <= 22 && !scan.exponentCapped {
             var value = Double(scan.mantissa)
-            value = scan.exponent >= 0 ? value * Self.exactPowersOfTen[scan.exponent] : value / Self.exactPowersOfTen[-scan.exponent]
+            value = scan.exponent >= 0 ? value * Self.exactPowerOfTen(scan.exponent) : value / Self.exactPowerOfTen(-scan.exponent)
             return scan.negative ? -value : value
         }
         return try convert(scan)
@@ -836,6 +888,15 @@ public struct JSONParser {
     @inline(__always) private func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
 }
 
+/// What `JSONParser.readFlatObjects` hands each object's members to, in place.
+public protocol FlatObjectReader {
+    /// One member: its key's index in the keys, and its value; false: the array is not read
+    /// this way (the caller then goes the generic way).
+    mutating func member(_ key: Int, _ value: FlatValue) -> Bool
+    /// The end of an object; false as for `member`.
+    mutating func end() -> Bool
+}
+
 /// A member's value read in place by `JSONParser.readFlatObjects`.
 public enum FlatValue: Sendable, Equatable {
     case number(Double)
@@ -850,25 +911,25 @@ extension JSONParser {
     /// `parse(_:range:depth:)` with depth 1 reads it) when it is a non-empty array of objects
     /// whose members are all flat: numbers, arrays of three numbers, strings of printable ASCII
     /// without escapes, under one of `keys` (each at most once an object). For each object it
-    /// calls `member` with the key's index in `keys` and the value, then `end`.
+    /// hands `reader` each member (the key's index in `keys`, and the value), then the end.
     ///
     /// Returns false at anything else, or when a callback does: the caller then builds the
     /// value the generic way (`parse(_:range:depth:)`), which accepts it or says why not. So it
     /// accepts nothing `parse` would refuse, and a value it reads is the one `parse` builds
     /// (the same number reading), without a tree of `JSONValue`s: a bus message's readings are
     /// read where they lie (issue 17: building their trees was a tenth of the rep-detector).
-    public static func readFlatObjects(
-        _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]], member: (Int, FlatValue) -> Bool, end: () -> Bool
+    public static func readFlatObjects<Reader: FlatObjectReader>(
+        _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]], into reader: inout Reader
     ) -> Bool {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count, keys.count <= 64 else { return false }
         return bytes.withUnsafeBufferPointer { buffer in
             var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
-            return (try? parser.readFlatObjects(keys: keys, member: member, end: end)) ?? false
+            return (try? parser.readFlatObjects(keys: keys, into: &reader)) ?? false
         }
     }
 
-    private mutating func readFlatObjects(
-        keys: [[UInt8]], member: (Int, FlatValue) -> Bool, end: () -> Bool
+    private mutating func readFlatObjects<Reader: FlatObjectReader>(
+        keys: [[UInt8]], into reader: inout Reader
     ) throws(JSONParseError) -> Bool {
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return false }
@@ -917,10 +978,10 @@ extension JSONParser {
                 default:
                     return false
                 }
-                guard member(which, value), let more = commaOrClose(UInt8(ascii: "}")) else { return false }
+                guard reader.member(which, value), let more = commaOrClose(UInt8(ascii: "}")) else { return false }
                 if !more { break }
             }
-            guard end(), let more = commaOrClose(UInt8(ascii: "]")) else { return false }
+            guard reader.end(), let more = commaOrClose(UInt8(ascii: "]")) else { return false }
             if !more {
                 skipWhitespace()
                 return index == bytes.count

@@ -364,58 +364,82 @@ extension SampleMessage {
     /// then reads the generic way, `init(fields:)`, which accepts or refuses them with its
     /// reason. What it reads is what `init(fields:)` reads.
     static func readings(sensor: String, body: [UInt8], range: Range<Int>) -> Readings? {
-        // The sensor's vectors, in the order first, second, third (their keys' numbers in `readingKeys`).
-        let vectorKeys: [Int]
-        switch sensor {
-        case "imu": vectorKeys = [1, 2, 3]
-        case "distance": vectorKeys = [1]
-        case "posture": vectorKeys = [6, 7]
+        guard let kind = ReadingsBuilder.Kind(rawValue: sensor) else { return nil }
+        var builder = ReadingsBuilder(kind: kind)
+        guard JSONParser.readFlatObjects(body, range: range, keys: readingKeys, into: &builder) else { return nil }
+        switch kind {
+        case .imu: return .imu(builder.imu)
+        case .posture: return .posture(builder.postures)
+        case .distance: return .distance(builder.distances)
+        }
+    }
+}
+
+/// One sensor's readings built from their members as `JSONParser.readFlatObjects` reads them
+/// (`SampleMessage.readings(sensor:body:range:)`). A struct handed in place, not closures over
+/// local variables: those were boxed and every access to them checked for exclusivity at run
+/// time, a fifth of building readings (perf, issue 17).
+private struct ReadingsBuilder: FlatObjectReader {
+    enum Kind: String { case imu, distance, posture }
+    let kind: Kind
+    // One reading's members, cleared once it is taken; three vector slots in place, not an array.
+    var t: Double?
+    var vectors: (Vector3?, Vector3?, Vector3?) = (nil, nil, nil)
+    var distance: Double?
+    var state: SampleMessage.DistanceReading.State?
+    var imu: [SampleMessage.IMUReading] = []
+    var distances: [SampleMessage.DistanceReading] = []
+    var postures: [SampleMessage.PostureReading] = []
+
+    init(kind: Kind) { self.kind = kind }
+
+    /// The slot of the vector under key `key` (its number in `readingKeys`): the sensor's
+    /// vectors in the order first, second, third.
+    private func slot(_ key: Int) -> Int? {
+        switch (kind, key) {
+        case (.imu, 1), (.distance, 1), (.posture, 6): return 0
+        case (.imu, 2), (.posture, 7): return 1
+        case (.imu, 3): return 2
         default: return nil
         }
-        let isDistance = sensor == "distance"
-        // One reading's members, cleared once it is taken.
-        var t: Double?
-        var vectors: [Vector3?] = [nil, nil, nil]
-        var distance: Double?
-        var state: DistanceReading.State?
-        var (imu, distances, postures) = ([IMUReading](), [DistanceReading](), [PostureReading]())
-        func member(_ key: Int, _ value: FlatValue) -> Bool {
-            switch (key, value) {
-            case (0, .number(let number)): t = number
-            case (4, .number(let number)) where isDistance: distance = number
-            case (5, .word(let word)) where isDistance:
-                guard let known = DistanceReading.State(rawValue: word) else { return false }
-                state = known
-            case (_, .triple(let x, let y, let z)):
-                guard let slot = vectorKeys.firstIndex(of: key) else { return false }
-                vectors[slot] = Vector3(x, y, z)
+    }
+
+    mutating func member(_ key: Int, _ value: FlatValue) -> Bool {
+        switch (key, value) {
+        case (0, .number(let number)): t = number
+        case (4, .number(let number)) where kind == .distance: distance = number
+        case (5, .word(let word)) where kind == .distance:
+            guard let known = SampleMessage.DistanceReading.State(rawValue: word) else { return false }
+            state = known
+        case (_, .triple(let x, let y, let z)):
+            switch slot(key) {
+            case 0?: vectors.0 = Vector3(x, y, z)
+            case 1?: vectors.1 = Vector3(x, y, z)
+            case 2?: vectors.2 = Vector3(x, y, z)
             default: return false
             }
-            return true
+        default: return false
         }
-        // A reading missing a member its sensor requires: the generic way, which says which.
-        func take() -> Bool {
-            defer { (t, vectors, distance, state) = (nil, [nil, nil, nil], nil, nil) }
-            guard let t else { return false }
-            switch sensor {
-            case "imu":
-                guard let acc = vectors[0], let gyro = vectors[1] else { return false }
-                imu.append(IMUReading(t: t, accG: acc, gyroDps: gyro, angleDeg: vectors[2]))
-            case "posture":
-                guard let acc = vectors[0], let mag = vectors[1] else { return false }
-                postures.append(PostureReading(t: t, acc: acc, mag: mag))
-            default:
-                guard let distance else { return false }
-                distances.append(DistanceReading(t: t, distanceMm: distance, state: state, accG: vectors[0]))
-            }
-            return true
+        return true
+    }
+
+    /// A reading missing a member its sensor requires: false, and the caller goes the
+    /// generic way, which says which.
+    mutating func end() -> Bool {
+        defer { (t, vectors, distance, state) = (nil, (nil, nil, nil), nil, nil) }
+        guard let t else { return false }
+        switch kind {
+        case .imu:
+            guard let acc = vectors.0, let gyro = vectors.1 else { return false }
+            imu.append(SampleMessage.IMUReading(t: t, accG: acc, gyroDps: gyro, angleDeg: vectors.2))
+        case .posture:
+            guard let acc = vectors.0, let mag = vectors.1 else { return false }
+            postures.append(SampleMessage.PostureReading(t: t, acc: acc, mag: mag))
+        case .distance:
+            guard let distance else { return false }
+            distances.append(SampleMessage.DistanceReading(t: t, distanceMm: distance, state: state, accG: vectors.0))
         }
-        guard JSONParser.readFlatObjects(body, range: range, keys: readingKeys, member: member, end: take) else { return nil }
-        switch sensor {
-        case "imu": return .imu(imu)
-        case "posture": return .posture(postures)
-        default: return .distance(distances)
-        }
+        return true
     }
 }
 

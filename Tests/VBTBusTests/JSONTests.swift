@@ -47,6 +47,28 @@ struct JSONTests {
         }
     }
 
+    @Test(
+        "a deferred array's elements are located where a checking parse finds them, whatever byte of an eight-byte word each quote, comma, bracket or brace falls on"
+    )
+    func marksAtEveryAlignment() throws {
+        // Runs of 0 to 16 spaces before each mark move it through every position of the words
+        // `locateElements` reads eight bytes at a time; a long number and a long string run between them.
+        for pad in 0...16 {
+            let gap = String(repeating: " ", count: pad)
+            let samples =
+                "[\(gap){\(gap)\"t\"\(gap):1795910515.744538\(gap),\"acc_g\":[0.01611328125\(gap),0.06005859375,1.00927734375\(gap)]\(gap)"
+                + ",\"state\":\"IDLE-padded-word\"\(gap)}\(gap),\(gap){\"t\":2.5}\(gap)]"
+            let body = Array("{\"a\":1,\"samples\":\(samples),\"z\":\(gap)[\(gap)]}".utf8)
+            let located = try JSONParser.parse(body, deferring: "samples", checking: false).deferred
+            let checked = try JSONParser.parse(body, deferring: "samples", checking: true).deferred
+            let elements = try #require(located?.elements)
+            #expect(elements == checked?.elements, "pad \(pad)")
+            #expect(elements.count == 2)
+            #expect(elements.map { String(decoding: body[$0], as: UTF8.self).first } == ["{", "{"])
+            #expect(located?.range == checked?.range)
+        }
+    }
+
     @Test("reads every kind of value")
     func readsValues() throws {
         let value = try parse(#" {"a": [1, -2.5, 3e2, true, false, null], "b": {"c": "d\n\u00e9\ud83d\ude00"}} "#)
