@@ -1211,6 +1211,14 @@ public struct JSONWriter {
     }
 
     /// Appends bytes that are already one valid JSON value (e.g. a received frame).
+    /// Appends `head`, what another writer wrote up to a key (an object opened, members, a key):
+    /// the key's value comes next. An envelope's first members are the same for every message
+    /// of a stream (`EnvelopeStamper`).
+    mutating func resume(atValueAfter head: [UInt8]) {
+        bytes.append(contentsOf: head)
+        needsComma = false
+    }
+
     public mutating func raw(_ json: [UInt8]) {
         separator()
         bytes.append(contentsOf: json)

@@ -102,6 +102,18 @@ struct EnvelopeTests {
         }
         #expect(seen.map(\.0) == ["prog-1/status.rack-01", "prog-1/status.rack-02", "prog-1/status.rack-01", "prog-1/status.rack-01"])
         #expect(seen.map(\.1) == [1, 1, 2, 3])
+        // The bytes on the wire: each stream's first members are written once and reused; a resumed stream's too.
+        let third = try stamper.encode(status, station: "rack-02", athlete: "ana", ts: 1_795_910_515.7656941)
+        #expect(
+            String(decoding: third.body, as: UTF8.self)
+                == #"{"v":1,"type":"status","station":"rack-02","src":"prog-1/status.rack-02","seq":2,"ts":1795910515.765694,"athlete":"ana","state":"connected","sensor":"imu","device":"x"}"#
+        )
+        stamper.resume(topic: "status.rack-03", after: 41)
+        let resumed = try stamper.encode(status, station: "rack-03", ts: 2)
+        #expect(
+            String(decoding: resumed.body, as: UTF8.self)
+                == #"{"v":1,"type":"status","station":"rack-03","src":"prog-1/status.rack-03","seq":42,"ts":2.000000,"state":"connected","sensor":"imu","device":"x"}"#
+        )
     }
 
     @Test("a message that cannot be encoded consumes no sequence number")
