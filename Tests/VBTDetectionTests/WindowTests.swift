@@ -151,3 +151,30 @@ struct LowestHeightTests {
         }
     }
 }
+
+@Suite("The median of a board's readings")
+struct RankedValueTests {
+    @Test("the value at a rank is the sorted values' at it: every rank, with repeats, one value, already sorted or reversed")
+    func ranks() {
+        var random = SeededGenerator(seed: 65)
+        var cases: [[Double]] = [[1], [2, 1], [1, 1, 1], Array(0..<50).map(Double.init), Array((0..<50).reversed()).map(Double.init)]
+        for count in [3, 10, 101, 1_000] {
+            cases.append((0..<count).map { _ in Double.random(in: 0.9...1.1, using: &random) })
+            // Few distinct values: most of each round is the middle part.
+            cases.append((0..<count).map { _ in Double(Int.random(in: 0..<4, using: &random)) })
+        }
+        for values in cases {
+            let sorted = values.sorted()
+            for rank in values.indices { #expect(rankedValue(values, rank: rank) == sorted[rank], "\(values.count) values, rank \(rank)") }
+        }
+    }
+
+    @Test("a NaN among the values still ends the search on one of them")
+    func unordered() {
+        let values = [1, .nan, 3, 2, .nan, 0.5]
+        for rank in values.indices {
+            let found = rankedValue(values, rank: rank)
+            #expect(values.contains { $0 == found || ($0.isNaN && found.isNaN) })
+        }
+    }
+}
