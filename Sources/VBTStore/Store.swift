@@ -13,6 +13,11 @@ public struct StoreSettings: Sendable, Equatable {
     public var busyTimeoutS = 0.2
     /// A station's sets belong to one session until it has been idle this long, s.
     public var sessionGapS = 3_600.0
+    /// Pages of write-ahead log after which a write copies the log into the database itself
+    /// (`PRAGMA wal_autocheckpoint`): SQLite's 1,000 (about 4 MB) where nothing else
+    /// checkpoints; the recorder, whose `WALCheckpointer` does it from a thread of its own,
+    /// sets 10,000 (about 40 MB), reached only if that thread falls behind.
+    public var walPagesBeforeWriterCopies = 1_000
 
     /// The defaults, with `VBT_DB` applied.
     public init() {
@@ -102,6 +107,7 @@ public final class TrainingStore {
                 // WAL: readers (vbt, exports, sqlite3) never block the recorder's writes.
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(settings.walPagesBeforeWriterCopies)")
             }
             let queue = try DatabaseQueue(path: settings.path, configuration: configuration)
             try Schema.migrator.migrate(queue)

@@ -434,7 +434,7 @@ public struct JSONParser {
                 // are passed in a tight loop up to the next byte that matters here; not once an
                 // element has ended at the array's level, where only a comma or the end may come.
                 if open != 1 || !ended {
-                    var next = pastUnmarkedWords(from: index + 1)
+                    var next = pastWords(from: index + 1, without: Self.mayHoldMark)
                     while next < bytes.count, !Self.isMark(bytes[next]) { next += 1 }
                     index = next - 1
                 }
@@ -443,19 +443,6 @@ public struct JSONParser {
         }
         index = bytes.count
         throw error("unexpected end of input")
-    }
-
-    /// Past the eight-byte words from `start` on that hold no quote, comma, bracket or brace
-    /// (`isMark`): the first index whose word holds one, or fewer than eight bytes before the
-    /// end. `locateElements` then goes on a byte at a time from there (issue 17: a byte at a
-    /// time, locating a sample's readings was a tenth of the rep-detector at 1,000 stations).
-    @inline(__always) private func pastUnmarkedWords(from start: Int) -> Int {
-        guard let base = bytes.baseAddress else { return start }
-        var at = start
-        while at + 8 <= bytes.count, !Self.mayHoldMark(UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)) {
-            at += 8
-        }
-        return at
     }
 
     /// Whether one of the eight bytes of `word` is a quote, a comma, a bracket or a brace;
@@ -547,7 +534,7 @@ public struct JSONParser {
         index += 1
         let start = index
         var ascii = true
-        index = pastPlainWords(from: index)
+        index = pastWords(from: index, without: Self.mayHoldSpecial)
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
@@ -570,15 +557,15 @@ public struct JSONParser {
         throw error("unterminated string")
     }
 
-    /// Past the eight-byte words from `start` on that hold only printable ASCII other than a
-    /// quote and a backslash (what a string's loop reads as they are): the first index whose
-    /// word may hold anything else, or fewer than eight bytes before the end. A string's loop
-    /// then goes on a byte at a time from there (issue 17: a byte at a time, reading strings
-    /// was a quarter of reading an envelope).
-    @inline(__always) private func pastPlainWords(from start: Int) -> Int {
+    /// Past the eight-byte words from `start` on for which `holds` is false: the first index
+    /// whose word it is true of, or fewer than eight bytes before the end; the caller goes on a
+    /// byte at a time from there. A string's loop passes words of plain characters
+    /// (`mayHoldSpecial`: a byte at a time, reading strings was a quarter of reading an
+    /// envelope), `locateElements` words without a mark (`mayHoldMark`), issue 17.
+    @inline(__always) private func pastWords(from start: Int, without holds: (UInt64) -> Bool) -> Int {
         guard let base = bytes.baseAddress else { return start }
         var at = start
-        while at + 8 <= bytes.count, !Self.mayHoldSpecial(UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)) {
+        while at + 8 <= bytes.count, !holds(UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)) {
             at += 8
         }
         return at
@@ -665,7 +652,7 @@ public struct JSONParser {
         let start = index
         var ascii = true
         // Fast path: no escapes. Plain bytes first eight at a time, then one at a time.
-        index = pastPlainWords(from: index)
+        index = pastWords(from: index, without: Self.mayHoldSpecial)
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {

@@ -54,6 +54,8 @@ struct SessionRecorder: AsyncParsableCommand {
         if let db { storeSettings.path = db }
         storeSettings.sampleRetentionDays = sampleRetentionDays
         storeSettings.sessionGapS = sessionGap
+        // The log is copied into the database by a thread of its own (WALCheckpointer), not by the loop's writes.
+        storeSettings.walPagesBeforeWriterCopies = 10_000
         let busConfig = config, settings = storeSettings
         let stop = StopFlag()
         try await runProgram(
@@ -72,6 +74,9 @@ struct SessionRecorder: AsyncParsableCommand {
                 logger.error("database not open yet; messages are kept and retried", metadata: ["error": "\(trouble.message)"])
             }
             let runtime = try RecorderRuntime(context: context, config: busConfig, store: store, settings: RecorderSettings(), logger: logger)
+            let checkpointer = WALCheckpointer(path: settings.path, logger: logger)
+            checkpointer.start()
+            defer { checkpointer.stop() }
             try runtime.run(stop: stop)
         }
     }

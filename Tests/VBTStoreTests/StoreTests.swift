@@ -740,3 +740,56 @@ struct AthleteCareTests {
         #expect(throws: StoreError.self) { try store.reassignSet(ReassignArgs(set: setId)) }
     }
 }
+
+@Suite("Write-ahead log checkpoints off the recorder's loop")
+struct CheckpointerTests {
+    @Test("the recorder's writes leave the log to the checkpointer, which copies all of it into the database, the file then readable without the log")
+    func passiveCheckpoint() throws {
+        let folder = TempFolder()
+        var settings = StoreSettings()
+        settings.path = folder.file("vbt.sqlite")
+        settings.walPagesBeforeWriterCopies = 10_000
+        let store = try TrainingStore(settings: settings)
+        let checkpointer = WALCheckpointer(path: settings.path, logger: quietLogger)
+        // Nothing waiting yet but the migrations' pages.
+        try checkpointer.checkpointOnce()
+        let filler = String(repeating: "x", count: 2_000)
+        for batch in 0..<150 {
+            try store.write { db in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS filler (n INTEGER, text TEXT)")
+                for n in 0..<20 { try db.execute(sql: "INSERT INTO filler VALUES (?, ?)", arguments: [batch * 20 + n, filler]) }
+            }
+        }
+        // About 1,500 pages written, none copied by the writes themselves (SQLite's default would have, at 1,000).
+        let result = try checkpointer.checkpointOnce()
+        #expect(result.logFrames > 1_200)
+        #expect(result.copied == result.logFrames)
+        // What was copied is in the database file itself: a copy of it without its log holds every row.
+        let copy = folder.file("copy.sqlite")
+        try FileManager.default.copyItem(atPath: settings.path, toPath: copy)
+        let rows = try DatabaseQueue(path: copy).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM filler") }
+        #expect(rows == 3_000)
+    }
+
+    @Test("no database file yet: nothing is created, and the checkpoint is empty")
+    func noFile() throws {
+        let folder = TempFolder()
+        let checkpointer = WALCheckpointer(path: folder.file("vbt.sqlite"), logger: quietLogger)
+        let result = try checkpointer.checkpointOnce()
+        #expect(result.logFrames == 0 && result.copied == 0)
+        #expect(!FileManager.default.fileExists(atPath: folder.file("vbt.sqlite")))
+    }
+
+    @Test("started and stopped: the thread ends when asked")
+    func startStop() throws {
+        let folder = TempFolder()
+        var settings = StoreSettings()
+        settings.path = folder.file("vbt.sqlite")
+        _ = try TrainingStore(settings: settings)
+        let checkpointer = WALCheckpointer(path: settings.path, logger: quietLogger)
+        checkpointer.start(intervalS: 0.001)
+        checkpointer.stop()
+        checkpointer.stop()  // twice is harmless
+        #expect(try checkpointer.checkpointOnce().copied >= 0)
+    }
+}
