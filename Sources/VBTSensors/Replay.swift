@@ -174,7 +174,7 @@ public struct ReplaySource: SensorSource {
         let base = (startT ?? wallClockSeconds()) - (recording.firstReadingT ?? 0)
         // Looked at for every copy every round (a thousand copies a millisecond): each message's time and
         // station by number, not the message itself (copying it retained and released its strings:
-        // a fifth of the replay's time at 1,000 stations, perf, issue 17) nor its copies' names by a hash.
+        // a third of this thread's time at 1,000 stations, perf, issue 17) nor its copies' names by a hash.
         let times = messages.map(\.t)
         let stationNames = Array(Set(messages.map(\.station)))
         let stationNumbers = Dictionary(uniqueKeysWithValues: stationNames.enumerated().map { ($1, $0) })

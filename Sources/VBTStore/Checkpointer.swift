@@ -27,6 +27,7 @@ public final class WALCheckpointer: @unchecked Sendable {
     }
 
     /// One passive checkpoint: the log's frames, and how many of them are now in the database.
+    /// From one thread at a time: the one `start` runs, or a caller while none runs.
     @discardableResult
     public func checkpointOnce() throws(StoreError) -> (logFrames: Int, copied: Int) {
         // Not created here: the recorder creates and migrates it (or waits until it can).
