@@ -19,9 +19,10 @@ final class TempFolder {
     func file(_ name: String) -> String { path + "/" + name }
 }
 
-func makeStore(_ folder: TempFolder, name: String = "vbt.sqlite") throws -> TrainingStore {
+func makeStore(_ folder: TempFolder, name: String = "vbt.sqlite", _ configure: (inout StoreSettings) -> Void = { _ in }) throws -> TrainingStore {
     var settings = StoreSettings()
     settings.path = folder.file(name)
+    configure(&settings)
     return try TrainingStore(settings: settings)
 }
 
@@ -746,11 +747,8 @@ struct CheckpointerTests {
     @Test("the recorder's writes leave the log to the checkpointer, which copies all of it into the database, the file then readable without the log")
     func passiveCheckpoint() throws {
         let folder = TempFolder()
-        var settings = StoreSettings()
-        settings.path = folder.file("vbt.sqlite")
-        settings.walPagesBeforeWriterCopies = 10_000
-        let store = try TrainingStore(settings: settings)
-        let checkpointer = WALCheckpointer(path: settings.path, logger: quietLogger)
+        let store = try makeStore(folder) { $0.walPagesBeforeWriterCopies = 10_000 }
+        let checkpointer = WALCheckpointer(path: store.settings.path, logger: quietLogger)
         // Nothing waiting yet but the migrations' pages.
         try checkpointer.checkpointOnce()
         let filler = String(repeating: "x", count: 2_000)
@@ -766,7 +764,7 @@ struct CheckpointerTests {
         #expect(result.copied == result.logFrames)
         // What was copied is in the database file itself: a copy of it without its log holds every row.
         let copy = folder.file("copy.sqlite")
-        try FileManager.default.copyItem(atPath: settings.path, toPath: copy)
+        try FileManager.default.copyItem(atPath: store.settings.path, toPath: copy)
         let rows = try DatabaseQueue(path: copy).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM filler") }
         #expect(rows == 3_000)
     }
@@ -783,10 +781,8 @@ struct CheckpointerTests {
     @Test("started and stopped: the thread ends when asked")
     func startStop() throws {
         let folder = TempFolder()
-        var settings = StoreSettings()
-        settings.path = folder.file("vbt.sqlite")
-        _ = try TrainingStore(settings: settings)
-        let checkpointer = WALCheckpointer(path: settings.path, logger: quietLogger)
+        let store = try makeStore(folder)
+        let checkpointer = WALCheckpointer(path: store.settings.path, logger: quietLogger)
         checkpointer.start(intervalS: 0.001)
         checkpointer.stop()
         checkpointer.stop()  // twice is harmless
