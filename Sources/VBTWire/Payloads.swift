@@ -393,15 +393,16 @@ private struct ReadingsBuilder: FlatObjectReader {
 
     init(kind: Kind) { self.kind = kind }
 
-    /// The slot of the vector under key `key` (its number in `readingKeys`): the sensor's
-    /// vectors in the order first, second, third.
-    private func slot(_ key: Int) -> Int? {
+    /// Keeps the vector under key `key` (its number in `readingKeys`) in its slot: the sensor's
+    /// vectors in the order first, second, third; false for a key the sensor has no vector under.
+    private mutating func keep(_ vector: Vector3, under key: Int) -> Bool {
         switch (kind, key) {
-        case (.imu, 1), (.distance, 1), (.posture, 6): return 0
-        case (.imu, 2), (.posture, 7): return 1
-        case (.imu, 3): return 2
-        default: return nil
+        case (.imu, 1), (.distance, 1), (.posture, 6): vectors.0 = vector
+        case (.imu, 2), (.posture, 7): vectors.1 = vector
+        case (.imu, 3): vectors.2 = vector
+        default: return false
         }
+        return true
     }
 
     mutating func member(_ key: Int, _ value: FlatValue) -> Bool {
@@ -412,12 +413,7 @@ private struct ReadingsBuilder: FlatObjectReader {
             guard let known = SampleMessage.DistanceReading.State(rawValue: word) else { return false }
             state = known
         case (_, .triple(let x, let y, let z)):
-            switch slot(key) {
-            case 0?: vectors.0 = Vector3(x, y, z)
-            case 1?: vectors.1 = Vector3(x, y, z)
-            case 2?: vectors.2 = Vector3(x, y, z)
-            default: return false
-            }
+            return keep(Vector3(x, y, z), under: key)
         default: return false
         }
         return true
