@@ -41,7 +41,8 @@ if arguments.contains("--help") {
         --detector-only: only rep detection and posture evaluation.
         --only SECTION: only the named sections (repeatable): codec, bus, detector
           (rep detection and posture), runtime (of those, only the rep-detector
-          runtime at make run's rack, issue 17's load), store, recovery (the
+          runtime at make run's rack, issue 17's load), store, recorder (the
+          session-recorder's whole loop at issue 17's load), recovery (the
           recorder fetching what it missed from a journal). Default: all of them.
         --store-readings N: raw readings per store run and sensor (default 200000).
         --store-sensors LIST: imu, distance or imu,distance (default imu: the largest rows).
@@ -61,7 +62,7 @@ if arguments.contains("--help") {
 let busMessages = option("--messages", 300_000)
 let runs = option("--runs", 5)
 let codecIterations = 200_000
-let sectionNames: Set<String> = ["codec", "bus", "detector", "runtime", "store", "recovery"]
+let sectionNames: Set<String> = ["codec", "bus", "detector", "runtime", "store", "recorder", "recovery"]
 var chosenSections: Set<String> = []
 for (index, argument) in arguments.enumerated() where argument == "--only" {
     guard index + 1 < arguments.count, sectionNames.contains(arguments[index + 1]) else {
@@ -753,6 +754,10 @@ if wants("store") {
         }
     }
     try storeReport(storeOptions)
+}
+
+if wants("recorder") {
+    try recorderReport(runs: runs)
 }
 
 if wants("recovery") {
