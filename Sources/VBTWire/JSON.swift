@@ -388,6 +388,7 @@ public struct JSONParser {
             return nil
         }
         var elements: [Range<Int>] = []
+        elements.reserveCapacity(8)
         var open = 0
         var start = index + 1
         func trimmed(_ lower: Int, _ upper: Int) -> Range<Int> {
@@ -504,6 +505,8 @@ public struct JSONParser {
         if depth > Self.maxDepth { throw error("nesting deeper than \(Self.maxDepth)") }
         index += 1  // [
         var elements: [Range<Int>]? = recordingElements ? [] : nil
+        // A bridge's message holds a few readings: room for them at once, not grown 1, 2, 4.
+        elements?.reserveCapacity(8)
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "]") { index += 1; return elements }
         while true {
