@@ -57,14 +57,17 @@ struct JSONTests {
             let gap = String(repeating: " ", count: pad)
             let samples =
                 "[\(gap){\(gap)\"t\"\(gap):1795910515.744538\(gap),\"acc_g\":[0.01611328125\(gap),0.06005859375,1.00927734375\(gap)]\(gap)"
-                + ",\"state\":\"IDLE-padded-word\"\(gap)}\(gap),\(gap){\"t\":2.5}\(gap)]"
+                + ",\"state\":\"IDLE-padded-word\"\(gap)}\(gap),\(gap){\"t\":2.5}\(gap)"
+                // Inside an element only quotes and nesting count: marks inside strings (an escaped quote
+                // and backslash among them), and arrays nested deeper, at every alignment too.
+                + ",{\"w\":\"\(gap)[,]{\\\"}\\\\\",\"n\":[[1,2\(gap)],[3,[4,\(gap)5]]]}]"
             let body = Array("{\"a\":1,\"samples\":\(samples),\"z\":\(gap)[\(gap)]}".utf8)
             let located = try JSONParser.parse(body, deferring: "samples", checking: false).deferred
             let checked = try JSONParser.parse(body, deferring: "samples", checking: true).deferred
             let elements = try #require(located?.elements)
             #expect(elements == checked?.elements, "pad \(pad)")
-            #expect(elements.count == 2)
-            #expect(elements.map { String(decoding: body[$0], as: UTF8.self).first } == ["{", "{"])
+            #expect(elements.count == 3)
+            #expect(elements.map { String(decoding: body[$0], as: UTF8.self).first } == ["{", "{", "{"])
             #expect(located?.range == checked?.range)
         }
     }
