@@ -74,7 +74,9 @@ public final class Ingestor {
 
     /// Whether messages of `type` are kept (so their streams are tracked, and their holes fetched).
     public func keeps(type: String) -> Bool {
-        Self.keptTypes.contains(type) && (type != SampleMessage.type || store.settings.sampleRetentionDays > 0)
+        // Samples, nearly every message, decided without hashing their type.
+        if type == SampleMessage.type { return store.settings.sampleRetentionDays > 0 }
+        return Self.keptTypes.contains(type)
     }
 
     /// Whether the stream `src` (`<instance>/<type>.<station>`) is one this recorder keeps.
@@ -158,7 +160,7 @@ public final class Ingestor {
         }
         // A backlog's queue is not kept at its size (it was a hundred thousand messages at a stall of the disk).
         pending.removeAll(keepingCapacity: batch.count < Self.backlogMessages)
-        for (src, progress) in result.progress {
+        for (src, progress) in result.progress where progress.touched {
             lastSeq[src] = progress.lastSeq
             // Written above what was dropped from memory: the dropped ones are a hole now.
             if let shed = shedFrom[src], progress.lastSeq > shed { shedFrom[src] = nil }
@@ -203,6 +205,8 @@ public final class Ingestor {
         var gaps = 0
         var missing = 0
         var lastTs: Double
+        /// A message of the batch moved it (an entry made for a duplicate alone writes nothing).
+        var touched = false
     }
 
     struct BatchResult {
@@ -220,9 +224,21 @@ public final class Ingestor {
     private func apply(_ batch: [BusMessage], db: Database, into result: inout BatchResult) throws {
         // The batch's readings, a row per station's sensor, written after its other messages.
         var samples = SampleRows()
+        var storedSamples = 0
         for message in batch {
             let envelope = message.envelope
-            let known = try result.progress[envelope.src]?.lastSeq ?? lastStoredSeq(envelope.src, db: db)
+            // The stream's progress in this batch, found once and changed in place (a lookup to read
+            // it, one to write it back and one for the stored seq were a third of the hashing of a
+            // recorder's message, issue 17, `vbt-bench --only recorder` under perf).
+            let slot: Dictionary<String, Progress>.Index
+            let known: UInt64?
+            if let found = result.progress.index(forKey: envelope.src) {
+                (slot, known) = (found, result.progress.values[found].lastSeq)
+            } else {
+                known = try lastStoredSeq(envelope.src, db: db)
+                result.progress[envelope.src] = Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
+                slot = result.progress.index(forKey: envelope.src)!
+            }
             var fillsHole = false
             if let known, envelope.seq <= known {
                 var list = result.holes[envelope.src] ?? holes[envelope.src] ?? []
@@ -271,8 +287,15 @@ public final class Ingestor {
                     logger.error("message fields unusable; skipped", metadata: ["zmq.topic": "\(message.topic)", "error": "\(error)"])
                 }
             }
-            if stored { result.stored[envelope.type, default: 0] += 1 } else if !refused, envelope.type == RepMessage.type { result.duplicates += 1 }
-            var progress = result.progress[envelope.src] ?? Progress(topic: message.topic, lastSeq: known ?? 0, lastTs: envelope.ts)
+            if stored, envelope.type == SampleMessage.type {
+                storedSamples += 1
+            } else if stored {
+                result.stored[envelope.type, default: 0] += 1
+            } else if !refused, envelope.type == RepMessage.type {
+                result.duplicates += 1
+            }
+            // Nothing was added to the dictionary since `slot` was found: it still holds.
+            var progress = result.progress.values[slot]
             if fillsHole {
                 result.recovered += 1
             } else {
@@ -291,8 +314,10 @@ public final class Ingestor {
                 progress.lastTs = envelope.ts
             }
             progress.stored += stored ? 1 : 0
-            result.progress[envelope.src] = progress
+            progress.touched = true
+            result.progress.values[slot] = progress
         }
+        if storedSamples > 0 { result.stored[SampleMessage.type, default: 0] += storedSamples }
         try samples.write(db: db)
         // Prepared once (a batch of a busy gym touches thousands of streams: preparing the
         // statement for each was a twentieth of the recorder's time, issue 17).
@@ -302,7 +327,7 @@ public final class Ingestor {
                 ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
                     gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
                 """)
-        for (src, p) in result.progress {
+        for (src, p) in result.progress where p.touched {
             try upsert.execute(arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
         }
         for (src, list) in result.holes { try Self.writeHoles(src, list, db: db) }
