@@ -54,8 +54,18 @@ private func recorderTraffic(stations: Int, rounds: Int) throws -> (frames: [[[U
     return (frames, readings)
 }
 
-/// Messages a second through the recorder's loop (one core, its stepping only), and the readings stored.
-private func recorderRate(_ frames: [[[UInt8]]], readings: Int, folder: String) throws -> (perS: Double, stored: Int) {
+/// CPU time of the whole process so far (every thread's, user and system), s.
+private func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// Messages a second through the recorder's loop (one core, its stepping only), the CPU time a
+/// message of every thread from the store's opening to its checkpointer's stop (the log's copy
+/// into the database included), and the readings stored.
+private func recorderRate(_ frames: [[[UInt8]]], readings: Int, folder: String) throws -> (perS: Double, cpuUs: Double, stored: Int) {
+    let cpuStart = processCPUSeconds()
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     var storeSettings = StoreSettings()
     storeSettings.path = folder + "/recorder.sqlite"
@@ -64,7 +74,6 @@ private func recorderRate(_ frames: [[[UInt8]]], readings: Int, folder: String) 
     let bus = MemoryBus()
     let checkpointer = WALCheckpointer(path: storeSettings.path, logger: quiet)
     checkpointer.start()
-    defer { checkpointer.stop() }
     let settings = RecorderSettings()
     let runtime = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quiet)
     try bus.heartbeat()
@@ -87,7 +96,12 @@ private func recorderRate(_ frames: [[[UInt8]]], readings: Int, folder: String) 
     try runtime.step(maxWaitMs: 0)
     elapsed += monotonicSeconds() - started
     precondition(runtime.pendingCount == 0 && runtime.counters.sampleRows == readings, "stored \(runtime.counters.sampleRows) of \(readings) readings")
-    return (Double(frames.count) / elapsed, runtime.counters.sampleRows)
+    // What the log still holds is copied now, as the thread would at its next turn.
+    checkpointer.stop()
+    let (logFrames, copied) = try checkpointer.checkpointOnce()
+    precondition(copied == logFrames, "the log's last copy: \(copied) of \(logFrames) frames")
+    let cpuUs = (processCPUSeconds() - cpuStart) * 1e6 / Double(frames.count)
+    return (Double(frames.count) / elapsed, cpuUs, runtime.counters.sampleRows)
 }
 
 /// Messages a second through decodeMessage alone, as the recorder's subscriber checks them.
@@ -107,12 +121,14 @@ func recorderReport(runs: Int) throws {
     let stations = 1_000, rounds = 40
     let (frames, readings) = try recorderTraffic(stations: stations, rounds: rounds)
     let bytes = frames.reduce(0) { $0 + $1[1].count } / frames.count
-    var whole: [Double] = [], decode: [Double] = []
+    var whole: [Double] = [], cpu: [Double] = [], decode: [Double] = []
     for run in 0..<runs {
         let folder = NSTemporaryDirectory() + "vbt-bench-recorder-\(getpid())-\(run)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        whole.append(try recorderRate(frames, readings: readings, folder: folder).perS)
+        let run = try recorderRate(frames, readings: readings, folder: folder)
+        whole.append(run.perS)
+        cpu.append(run.cpuUs)
         decode.append(try recorderDecodeRate(frames))
     }
     print("")
@@ -121,5 +137,6 @@ func recorderReport(runs: Int) throws {
     print("                                       messages     us a message")
     print("  whole loop (RecorderRuntime.step)    " + column(format(median(whole))) + String(format: "%.2f", 1e6 / median(whole)))
     print("  the check alone (decodeMessage)      " + column(format(median(decode))) + String(format: "%.2f", 1e6 / median(decode)))
+    print(String(format: "  CPU a message, every thread (the log's copy into the database included): %.2f us", median(cpu)))
     print("      runs whole: \(whole.map(format).joined(separator: ", "));  decode: \(decode.map(format).joined(separator: ", "))")
 }

@@ -751,7 +751,8 @@ struct CheckpointerTests {
         let checkpointer = WALCheckpointer(path: store.settings.path, logger: quietLogger)
         // Nothing waiting yet but the migrations' pages.
         try checkpointer.checkpointOnce()
-        let filler = String(repeating: "x", count: 2_000)
+        // Half a page a row, whatever the page size (StoreSettings.pageSizeBytes).
+        let filler = String(repeating: "x", count: store.settings.pageSizeBytes / 2)
         for batch in 0..<150 {
             try store.write { db in
                 try db.execute(sql: "CREATE TABLE IF NOT EXISTS filler (n INTEGER, text TEXT)")
@@ -767,6 +768,21 @@ struct CheckpointerTests {
         try FileManager.default.copyItem(atPath: store.settings.path, toPath: copy)
         let rows = try DatabaseQueue(path: copy).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM filler") }
         #expect(rows == 3_000)
+    }
+
+    @Test("a new file is made with the settings' page size; a file made with another keeps its own and is written as before")
+    func pageSize() throws {
+        let folder = TempFolder()
+        let store = try makeStore(folder)
+        #expect(try store.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 16_384)
+        // A database of an earlier release, made with SQLite's 4 KiB pages.
+        let older = folder.file("older.sqlite")
+        let made = try DatabaseQueue(path: older)
+        try made.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 4096; CREATE TABLE t (n INTEGER); DROP TABLE t") }
+        try made.close()
+        let reopened = try makeStore(folder, name: "older.sqlite")
+        #expect(try reopened.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4_096)
+        #expect(try reopened.appliedMigrations() == Schema.versions)
     }
 
     @Test("no database file yet: nothing is created, and the checkpoint is empty")
