@@ -309,6 +309,9 @@ public final class ZMQSocket {
     /// `ReceivedMessage.frameCount`, so a malformed sender cannot grow memory.
     public func receive(dontWait: Bool = false, maxFrames: Int = 8) throws(ZMQError) -> ReceivedMessage? {
         var message = ReceivedMessage()
+        // A bus message is two frames, a query's three or four: room for them at once (an empty
+        // array's first append makes room for one, so a second frame allocated again).
+        message.frames.reserveCapacity(min(maxFrames, 4))
         var msg = zmq_msg_t()
         zmq_msg_init(&msg)
         defer { zmq_msg_close(&msg) }

@@ -40,6 +40,8 @@ public final class Ingestor {
     public static let backlogMessages = 20_000
     /// Per stream, the lowest seq dropped from memory that is not yet a hole in the database.
     private var shedFrom: [String: UInt64] = [:]
+    /// Streams the last written batch touched: what the next batch's tables are sized for.
+    private var lastBatchStreams = 0
 
     /// Types kept in the database.
     public static let keptTypes = Set(
@@ -144,6 +146,9 @@ public final class Ingestor {
             try store.reopeningOnce { queue in
                 try queue.writeWithoutTransaction { db in
                     result = BatchResult()
+                    // As many streams as the last batch had, most likely: the table made that size at
+                    // once, not grown by doubling (each growth hashed every stream's name again).
+                    result.progress.reserveCapacity(self.lastBatchStreams)
                     try db.inTransaction(.immediate) {
                         try self.apply(batch, db: db, into: &result)
                         return .commit
@@ -166,6 +171,7 @@ public final class Ingestor {
             if let shed = shedFrom[src], progress.lastSeq > shed { shedFrom[src] = nil }
         }
         for (src, list) in result.holes { holes[src] = list.isEmpty ? nil : list }
+        lastBatchStreams = min(result.progress.count, 100_000)
         counters.recovered += result.recovered
         for (type, count) in result.stored { counters.stored[type, default: 0] += count }
         counters.sampleRows += result.sampleRows
@@ -223,7 +229,7 @@ public final class Ingestor {
 
     private func apply(_ batch: [BusMessage], db: Database, into result: inout BatchResult) throws {
         // The batch's readings, a row per station's sensor, written after its other messages.
-        var samples = SampleRows()
+        var samples = SampleRows(expectedRows: lastBatchStreams)
         var storedSamples = 0
         for message in batch {
             let envelope = message.envelope
@@ -481,6 +487,12 @@ public final class Ingestor {
         private var rows: [Row] = []
         private var index: [Key: Int] = [:]
 
+        /// Rows for `expectedRows` stations' sensors made room for at once.
+        init(expectedRows: Int = 0) {
+            rows.reserveCapacity(expectedRows)
+            index.reserveCapacity(expectedRows)
+        }
+
         /// Takes a sample message's readings; returns how many are kept (a reading without a
         /// usable `t` is left out), or nil when it has no usable readings array (refused).
         mutating func add(_ message: BusMessage) -> Int? {
@@ -518,7 +530,10 @@ public final class Ingestor {
             } else {
                 at = rows.count
                 index[key] = at
-                rows.append(Row(station: key.station, sensor: sensor, earliest: earliest, latest: latest))
+                var row = Row(station: key.station, sensor: sensor, earliest: earliest, latest: latest)
+                // A station's sensor sends a few messages a batch: room for them at once.
+                row.parts.reserveCapacity(8)
+                rows.append(row)
             }
             rows[at].parts.append((message.body, kept, whole))
             rows[at].count += kept.count
