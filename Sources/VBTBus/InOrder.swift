@@ -330,6 +330,17 @@ public final class InOrderInput {
     /// Forgets a stream (its producer is long gone).
     public func forget(_ src: String) { streams[src] = nil }
 
+    /// Takes one message received on the bus and hands `deliver` what may be processed now, in
+    /// order. A message in order with nothing held before it, nearly every one, goes straight
+    /// through: returned in an array, it cost an allocation a message (issue 17).
+    public func accept(_ message: BusMessage, deliver: (BusMessage) throws -> Void) rethrows {
+        if ready.isEmpty, streams.advanceInOrder(message.envelope.src, seq: message.envelope.seq) {
+            try deliver(message)
+            return
+        }
+        for ready in accept(message) { try deliver(ready) }
+    }
+
     /// Takes one message received on the bus; returns what may be processed now, in order.
     public func accept(_ message: BusMessage) -> [BusMessage] {
         let src = message.envelope.src, seq = message.envelope.seq

@@ -366,7 +366,7 @@ public final class DetectorRuntime {
             }
             if case .active = mode {} else if case .handingOver = mode {} else { return }
             if message.envelope.type == SampleMessage.type {
-                for ready in input.accept(message) { try processAndHandOver(ready) }
+                try input.accept(message) { try processAndHandOver($0) }
             } else {
                 try processAndHandOver(message)
             }

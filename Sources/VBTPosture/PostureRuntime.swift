@@ -381,7 +381,7 @@ public final class PostureRuntime {
         case SampleMessage.type:
             // A station's prefix also matches longer names (`sample.rack-1`, `sample.rack-10`): only followed ones go on.
             guard followed.names.contains(message.envelope.station) else { return }
-            for ready in input.accept(message) { try handle(ready) }
+            try input.accept(message) { try handle($0) }
         case StatusMessage.type:
             if message.field("sensor") == .string(SampleMessage.postureSensor) { follow(message.envelope.station) }
         case HeartbeatMessage.type:
