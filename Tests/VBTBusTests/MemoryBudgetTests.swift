@@ -102,6 +102,38 @@ struct MemoryBudgetTests {
         #expect(budget.disconnections == 2)
     }
 
+    @Test("near the budget, freed heap is given back before a subscriber is chosen, at most every trimRetryS; nobody goes if that brings it under")
+    func trimsBeforeChoosing() {
+        var budget = budget()
+        var resident = 90 * mib
+        var trims = 0
+        var decisions: [BusMemoryBudget.Decision] = []
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            // The bus holds 5 MiB of freed heap again a tenth of a second after each trim; 7 stays behind.
+            if step % 2 == 0 { resident = 90 * mib }
+            let trim = {
+                trims += 1
+                resident = 85 * mib
+            }
+            if let decision = budget.check(now: now, queued: [7: 2_000_000], resident: { resident }, trim: trim) { decisions.append(decision) }
+        }
+        // At 0 s a trim brings it under. Back at 90 MiB at 0.1 s with no trim due before 1 s: none is behind
+        // for behindS yet (said once), and at 0.5 s 7 is, and goes.
+        #expect(trims >= 2)
+        #expect(Array(decisions.prefix(2)) == [.noneBehind, .disconnect(7)])
+        var held = BusMemoryBudget(megabytes: 100)
+        var heldTrims = 0
+        for step in 0..<40 {
+            // Freed heap alone: each trim brings it under, and it stays there.
+            let decision = held.check(
+                now: Double(step) * 0.05, queued: [7: 2_000_000], resident: { heldTrims > 0 ? 80 * (1 << 20) : 90 * (1 << 20) },
+                trim: { heldTrims += 1 })
+            #expect(decision == nil)
+        }
+        #expect(heldTrims == 1 && held.disconnections == 0 && held.peakBytes == 90 * mib)
+    }
+
     @Test("checks run every checkIntervalS, not at every poll")
     func interval() {
         var budget = budget()
