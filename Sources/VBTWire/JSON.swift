@@ -453,16 +453,20 @@ public struct JSONParser {
         throw error("unexpected end of input")
     }
 
-    /// Whether one of the eight bytes of `word` is a quote, a comma, a bracket or a brace;
-    /// exact (the zero-byte test of `mayHoldSpecial`, whose answer for a whole word is exact).
-    @inline(__always) private static func mayHoldMark(_ word: UInt64) -> Bool {
+    /// Whether one of the eight bytes of `word` is `byte`; exact (the zero-byte test of
+    /// `mayHoldSpecial`, whose answer for a whole word is exact).
+    @inline(__always) private static func holds(_ word: UInt64, _ byte: UInt8) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
-        // As in `isMark`: [ and { differ in one bit (0x20), as do ] and }.
-        let folded = word | (ones &* 0x20)
-        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x2C))
-            || hasZeroByte(folded ^ (ones &* 0x7B)) || hasZeroByte(folded ^ (ones &* 0x7D))
+        let value = word ^ (ones &* UInt64(byte))
+        return (value &- ones) & ~value & (ones &* 0x80) != 0
+    }
+
+    /// `word` with every byte's 0x20 bit set: [ and { then read alike, as do ] and } (as in `isMark`).
+    @inline(__always) private static func folded(_ word: UInt64) -> UInt64 { word | 0x2020_2020_2020_2020 }
+
+    /// Whether one of the eight bytes of `word` is a quote, a comma, a bracket or a brace; exact.
+    @inline(__always) private static func mayHoldMark(_ word: UInt64) -> Bool {
+        holds(word, 0x22) || holds(word, 0x2C) || holds(folded(word), 0x7B) || holds(folded(word), 0x7D)
     }
 
     /// A quote, comma, bracket or brace: what `locateElements` stops at.
@@ -475,11 +479,7 @@ public struct JSONParser {
     /// Whether one of the eight bytes of `word` is a quote, a bracket or a brace (`mayHoldMark`
     /// without commas: what matters inside an element); exact, as that one is.
     @inline(__always) private static func mayHoldNesting(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
-        let folded = word | (ones &* 0x20)
-        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(folded ^ (ones &* 0x7B)) || hasZeroByte(folded ^ (ones &* 0x7D))
+        holds(word, 0x22) || holds(folded(word), 0x7B) || holds(folded(word), 0x7D)
     }
 
     /// A quote, bracket or brace: `isMark` without commas.
@@ -489,13 +489,8 @@ public struct JSONParser {
     }
 
     /// Whether one of the eight bytes of `word` is a quote or a backslash: where a string's
-    /// bytes may end or escape (exact, the same zero-byte test).
-    @inline(__always) private static func mayHoldQuote(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
-        return hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
-    }
+    /// bytes may end or escape (exact).
+    @inline(__always) private static func mayHoldQuote(_ word: UInt64) -> Bool { holds(word, 0x22) || holds(word, 0x5C) }
 
     @inline(__always) private static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
