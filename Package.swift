@@ -270,6 +270,8 @@ let package = Package(
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // The start-up's one rehearsal of a connection's pipeline (ConsoleServer.warmUp).
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         // `make bench`: envelope codec and bus throughput beside raw libzmq.

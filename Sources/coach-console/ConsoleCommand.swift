@@ -89,6 +89,7 @@ struct ConsoleCommand: AsyncParsableCommand {
             live: live, history: history, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600,
             secureCookie: secureCookie, logger: logger)
         let busConfig = bus.config
+        ConsoleServer.warmUp(logger: logger)
         // The recorder's queries on a thread of their own, stopped after the web server.
         let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { stop.set() }) { context in
             try queries.run(context: context, config: busConfig, stop: stop, logger: logger)

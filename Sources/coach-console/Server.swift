@@ -5,6 +5,7 @@ import HummingbirdAuth
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOEmbedded
 import Prometheus
 import ServiceLifecycle
 import Synchronization
@@ -81,6 +82,26 @@ struct ConsoleServer {
             },
             logger: logger)
         return [storage, app]
+    }
+
+    /// Sets up one connection's pipeline (HTTP/1 with the WebSocket upgrade) on an in-memory
+    /// channel, once, before any thread serves. The first real connection then finds every
+    /// generic type it needs already made: Swift 6's runtime on Linux has crashed, now and then,
+    /// making them for the first time on an event loop while other threads ran ("Bad pointer
+    /// dereference" in swift_conformsToProtocol, the same as swiftlang/swift-build#528), and
+    /// the console went with it.
+    static func warmUp(logger: Logger) {
+        let channel = EmbeddedChannel()
+        let rehearsal = HTTP1WebSocketUpgradeChannel(
+            responder: { _, _, _ in },
+            configuration: .init(http1: .init(), ws: .init(maxFrameSize: 1 << 16, autoPing: .disabled)),
+            shouldUpgrade: { _, _, _ in .dontUpgrade })
+        do {
+            _ = try rehearsal.setup(channel: channel, logger: logger).wait()
+            _ = try channel.finish(acceptAlreadyClosed: true)
+        } catch {
+            logger.debug("the pipeline's rehearsal failed; the first connection sets it up instead", metadata: ["error": "\(error)"])
+        }
     }
 
     private func addPages(_ router: Router<ConsoleContext>) {
