@@ -202,7 +202,7 @@ public final class SocketLink: FrameLink {
 
     public func send(topic: [UInt8], body: [UInt8]) throws(ZMQError) {
         try zmq.send(topic, more: true)
-        try zmq.send(body)
+        try zmq.sendBuffered(body)
     }
 
     public func receive(timeoutMs: Int32, maxFrames: Int) throws(ZMQError) -> ReceivedMessage? {

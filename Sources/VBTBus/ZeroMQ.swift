@@ -285,6 +285,18 @@ public final class ZMQSocket {
         throw ZMQError(code: code, operation: "zmq_send")
     }
 
+    /// Sends one frame, copied into one of the process's send buffers (`SendBuffers`) when
+    /// one is free and it fits, else as `send` does: for a publisher's frames.
+    @discardableResult
+    public func sendBuffered(_ bytes: [UInt8], more: Bool = false, dontWait: Bool = false) throws(ZMQError) -> Bool {
+        let flags = (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
+        let outcome = bytes.withUnsafeBytes { SendBuffers.shared.send($0, socket: handle, flags: flags) }
+        guard let (rc, code) = outcome else { return try send(bytes, more: more, dontWait: dontWait) }
+        if rc >= 0 { return true }
+        if code == EAGAIN && dontWait { return false }
+        throw ZMQError(code: code, operation: "zmq_msg_send")
+    }
+
     /// Sends one frame from a byte array.
     @discardableResult
     public func send(_ bytes: [UInt8], more: Bool = false, dontWait: Bool = false) throws(ZMQError) -> Bool {
