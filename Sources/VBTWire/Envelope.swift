@@ -396,14 +396,18 @@ public struct EnvelopeStamper {
         type: String, station: String, athlete: String? = nil, ts: Double, members: EncodedMembers
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
         if members.sawNonFiniteNumber { throw EncodeError(reason: "\(type).\(station): a number is NaN or infinite") }
-        return try encode(type: type, station: station, athlete: athlete, ts: ts) { writer in
+        // Room for all of it at once (grown from 256 bytes, an IMU message of three readings was
+        // copied twice on its way: a sixteenth of a replay's encoding, issue 17).
+        let room = members.bytes.count + (athlete?.utf8.count ?? 0) + 64
+        return try encode(type: type, station: station, athlete: athlete, ts: ts, room: room) { writer in
             if !members.bytes.isEmpty { writer.raw(members.bytes) }
         }
     }
 
     /// Encodes a message whose fields `writeFields` writes (keys and values only).
+    /// `room`: about how many bytes follow the stream's first members (`Stream.head`).
     public mutating func encode(
-        type: String, station: String, athlete: String? = nil, ts: Double,
+        type: String, station: String, athlete: String? = nil, ts: Double, room: Int = 192,
         writeFields: (inout JSONWriter) -> Void
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
         var stream: Stream
@@ -419,7 +423,7 @@ public struct EnvelopeStamper {
             do { _ = try splitTopic(topicBytes) } catch { throw EncodeError(reason: error.detail) }
             stream = Stream(topic: topicBytes, type: type, station: station, src: "\(instance)/\(topic)", seq: 1)
         }
-        var writer = JSONWriter(capacity: 256)
+        var writer = JSONWriter(capacity: stream.head.count + room)
         writer.resume(atValueAfter: stream.head)
         writer.int(stream.seq)
         writer.key("ts"); writer.fixed(ts, decimals: 6)

@@ -1166,15 +1166,18 @@ public struct JSONWriter {
         let scaled = Int64((abs(value) * Double(scale)).rounded())
         if value < 0 && scaled != 0 { bytes.append(UInt8(ascii: "-")) }
         appendInteger(scaled / scale)
-        if decimals > 0 {
-            bytes.append(UInt8(ascii: "."))
-            var fraction = scaled % scale
-            var digits = [UInt8](repeating: 0x30, count: decimals)
-            for position in stride(from: decimals - 1, through: 0, by: -1) {
-                digits[position] = UInt8(fraction % 10) + 0x30
-                fraction /= 10
-            }
-            bytes.append(contentsOf: digits)
+        guard decimals > 0 else { return }
+        bytes.append(UInt8(ascii: "."))
+        // The fraction's digits, zeros first, written where they go (an array made for them
+        // was an allocation a timestamp: a twelfth of a replay's encoding, issue 17).
+        var fraction = scaled % scale
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: decimals))
+        var position = start + decimals
+        while fraction > 0 {
+            position -= 1
+            bytes[position] = UInt8(fraction % 10) + 0x30
+            fraction /= 10
         }
     }
 

@@ -298,8 +298,10 @@ struct JSONTests {
         writer.fixed(1763812345.1234567, decimals: 6)
         writer.fixed(-0.5, decimals: 3)
         writer.fixed(2, decimals: 2)
+        writer.fixed(12.000034, decimals: 6)
+        writer.fixed(7.25, decimals: 0)
         writer.endArray()
-        #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1763812345.123457,-0.500,2.00]")
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1763812345.123457,-0.500,2.00,12.000034,7]")
     }
 
     @Test("non-finite numbers are flagged, not written as invalid JSON")
