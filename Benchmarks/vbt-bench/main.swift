@@ -142,7 +142,8 @@ let trafficFrames: [(topic: [UInt8], body: [UInt8])] = try {
 // MARK: Codec
 
 func codecRates() throws -> (
-    encode: Double, decode: Double, deferred: Double, located: Double, traffic: Double, foundationEncode: Double, foundationDecode: Double
+    encode: Double, decode: Double, deferred: Double, located: Double, traffic: Double, trafficLocated: Double, trafficSkipped: Double,
+    foundationEncode: Double, foundationDecode: Double
 ) {
     var stamper = EnvelopeStamper(program: "vbt-bench")
     var bytes = 0
@@ -182,6 +183,25 @@ func codecRates() throws -> (
             }
         }
     }
+    // The posture-evaluator's way with the same traffic (another sensor's samples): as it did until
+    // 2026-11-29 (envelope checked, readings located), and now (only the envelope read: decodeSkippedSample).
+    let postureSensors: Set<String> = [SampleMessage.postureSensor]
+    let trafficLocated = try rate(trafficIterations * trafficFrames.count) {
+        for _ in 0..<trafficIterations {
+            for frames in trafficFrames {
+                let message = try decodeMessage(topic: frames.topic, body: frames.body, samples: .located)
+                if case .string(let sensor)? = message.field("sensor") { readings &+= sensor.utf8.count }
+            }
+        }
+    }
+    let trafficSkipped = try rate(trafficIterations * trafficFrames.count) {
+        for _ in 0..<trafficIterations {
+            for frames in trafficFrames {
+                guard let message = decodeSkippedSample(topic: frames.topic, body: frames.body, using: postureSensors) else { fatalError("not skipped") }
+                if case .string(let sensor)? = message.field("sensor") { readings &+= sensor.utf8.count }
+            }
+        }
+    }
     let encoder = JSONEncoder()
     let decoder = JSONDecoder()
     let foundationIterations = codecIterations / 4
@@ -193,7 +213,7 @@ func codecRates() throws -> (
         for _ in 0..<foundationIterations { readings &+= try decoder.decode(FoundationSample.self, from: data).samples.count }
     }
     precondition(bytes > 0 && readings > 0)
-    return (encode, decode, deferred, located, traffic, foundationEncode, foundationDecode)
+    return (encode, decode, deferred, located, traffic, trafficLocated, trafficSkipped, foundationEncode, foundationDecode)
 }
 
 // MARK: Bus
@@ -675,11 +695,14 @@ if !arguments.contains("--detector-only") {
 }
 if wants("codec") {
     var encodes: [Double] = [], decodes: [Double] = [], deferreds: [Double] = [], locateds: [Double] = [], traffics: [Double] = []
+    var trafficLocateds: [Double] = [], trafficSkippeds: [Double] = []
     var foundationEncodes: [Double] = [], foundationDecodes: [Double] = []
     for _ in 0..<runs {
         let rates = try codecRates()
         encodes.append(rates.encode); decodes.append(rates.decode); deferreds.append(rates.deferred); locateds.append(rates.located)
         traffics.append(rates.traffic)
+        trafficLocateds.append(rates.trafficLocated)
+        trafficSkippeds.append(rates.trafficSkipped)
         foundationEncodes.append(rates.foundationEncode); foundationDecodes.append(rates.foundationDecode)
     }
     print("")
@@ -699,6 +722,10 @@ if wants("codec") {
     print(
         "  decode as the rep-detector does, \(trafficFrames.map { $0.body.count }.map(String.init).joined(separator: " and ")) bytes (IMU, laser): "
             + format(median(traffics)))
+    print(
+        "  the same dropped by the posture-evaluator: envelope checked, readings located " + format(median(trafficLocateds))
+            + "; only the envelope read (decodeSkippedSample) " + format(median(trafficSkippeds))
+            + String(format: ", %.1fx", median(trafficSkippeds) / median(trafficLocateds)))
 }
 
 if wants("bus") {

@@ -121,6 +121,12 @@ public final class Subscriber {
     /// rep-detector, which reads most of them, has them built at once; the
     /// posture-evaluator, which drops most unread, only located.
     public var samples = SampleReadings.checked
+    /// The sensors whose samples the caller reads (nil: every one). Another sensor's sample is
+    /// read only as far as its envelope (`decodeSkippedSample`), counted for its stream, and
+    /// handed on with `sensor` its only field: the posture-evaluator uses one sample in four of
+    /// the stations it follows (issue 17). Its readings are then never checked here; the
+    /// consumers that read them check them.
+    public var sampleSensors: Set<String>?
     /// How long `next` lets messages gather once the queue is empty before it
     /// waits on the socket, s (0: it waits at once). Waiting at once, a consumer
     /// that keeps up is woken for nearly every message: at 1,000 stations the
@@ -201,9 +207,15 @@ public final class Subscriber {
 
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
-        let message: BusMessage
+        var message: BusMessage
         do {
-            message = try decodeMessage(received, samples: samples)
+            if let used = sampleSensors, received.frameCount == 2, received.frames.count == 2,
+                let skipped = decodeSkippedSample(topic: received.frames[0], body: received.frames[1], using: used)
+            {
+                message = skipped
+            } else {
+                message = try decodeMessage(received, samples: samples)
+            }
         } catch {
             reject(error, topic: received.frames.first)
             return nil

@@ -266,6 +266,7 @@ public final class PostureRuntime {
         // A followed station's other sensors' samples still come: their readings are only located, and a
         // posture sample's are checked when built.
         subscriber.samples = .located
+        subscriber.sampleSensors = [SampleMessage.postureSensor]
         // Off the rep's path: woken a few hundred times a second, not for every sample (`Subscriber.gatherS`).
         subscriber.gatherS = 0.003
         heartbeat.subscribes = subscriber.subscribedPrefixes

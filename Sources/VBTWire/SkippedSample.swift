@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `sample` of a sensor its consumer does not use, read only as far as its envelope and
+/// `sensor`: the posture-evaluator follows a station's samples for its wearable's readings,
+/// and the station's laser and bar IMU send three messages for each of the wearable's
+/// (issue 17: at 1,000 stations it checked 20,000 messages a second to drop three in four).
+/// The message still counts for its stream (a gap, a duplicate), so its envelope is read and
+/// checked as `decodeMessage` checks it; the rest of the frame (the readings) is not read at
+/// all, and the message is handed on with `sensor` as its only field and no body.
+///
+/// Only the common spelling is read here: members before `sensor` that are short values,
+/// strings of printable ASCII without escapes, plain decimal numbers. Anything else (and a
+/// sensor the consumer uses) returns nil, and the caller decodes the frame whole, which
+/// accepts or refuses it with its reason. Written by hand because it must stop early: a JSON
+/// library reads the whole frame.
+public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using: Set<String>) -> BusMessage? {
+    guard body.count <= BusLimits.maxMessageBytes, let (topicType, topicStation) = try? splitTopic(topicBytes),
+        topicType == SampleMessage.type
+    else { return nil }
+    let scanned = body.withUnsafeBufferPointer { bytes in
+        var scan = EnvelopeScan(bytes)
+        return scan.run()
+    }
+    guard let read = scanned, !using.contains(read.sensor) else { return nil }
+    guard read.v == Double(BusLimits.version), read.type == topicType, read.station == topicStation, !read.src.isEmpty,
+        read.seq >= 1, read.seq <= 9_007_199_254_740_991, read.seq == read.seq.rounded(), read.ts > 0
+    else { return nil }
+    let envelope = Envelope(v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: nil)
+    return BusMessage(
+        topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject([("sensor", .string(read.sensor))]), body: [])
+}
+
+/// The members `decodeSkippedSample` reads, in one pass that stops at the last of them.
+private struct EnvelopeScan {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var v: Double?, seq: Double?, ts: Double?
+    var type: String?, station: String?, src: String?, sensor: String?
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    struct Read {
+        var v: Double, seq: Double, ts: Double
+        var type: String, station: String, src: String, sensor: String
+    }
+
+    mutating func run() -> Read? {
+        skipSpace()
+        guard take(UInt8(ascii: "{")) else { return nil }
+        while true {
+            skipSpace()
+            guard let key = plainString() else { return nil }
+            skipSpace()
+            guard take(UInt8(ascii: ":")) else { return nil }
+            skipSpace()
+            guard member(key) else { return nil }
+            if let v, let seq, let ts, let type, let station, let src, let sensor {
+                return Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor)
+            }
+            skipSpace()
+            guard take(UInt8(ascii: ",")) else { return nil }  // the object ended (or broke) first
+        }
+    }
+
+    /// Reads the value of the member whose key lies at `key`; false when it is not as expected,
+    /// or a member is repeated.
+    private mutating func member(_ key: Range<Int>) -> Bool {
+        if isKey(key, "v") { return v == nil && store(&v, plainNumber()) }
+        if isKey(key, "seq") { return seq == nil && store(&seq, plainNumber()) }
+        if isKey(key, "ts") { return ts == nil && store(&ts, plainNumber()) }
+        if isKey(key, "type") { return type == nil && store(&type, plainText()) }
+        if isKey(key, "station") { return station == nil && store(&station, plainText()) }
+        if isKey(key, "src") { return src == nil && store(&src, plainText()) }
+        if isKey(key, "sensor") { return sensor == nil && store(&sensor, plainText()) }
+        // A string, as the envelope has it (not kept: a skipped sample's athlete is nobody's business).
+        if isKey(key, "athlete") { return plainString() != nil }
+        return skipShortValue()
+    }
+
+    private func isKey(_ key: Range<Int>, _ name: StaticString) -> Bool {
+        key.count == name.utf8CodeUnitCount && memcmp(bytes.baseAddress! + key.lowerBound, name.utf8Start, key.count) == 0
+    }
+
+    private mutating func plainText() -> String? {
+        plainString().map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+    }
+
+    private func store<T>(_ slot: inout T?, _ value: T?) -> Bool {
+        guard let value else { return false }
+        slot = value
+        return true
+    }
+
+    private mutating func skipSpace() {
+        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 { index += 1 }
+    }
+
+    private mutating func take(_ byte: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    /// A string of printable ASCII without escapes: where its bytes lie (between the quotes).
+    private mutating func plainString() -> Range<Int>? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                return start..<(index - 1)
+            }
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+            index += 1
+        }
+        return nil
+    }
+
+    /// A number written `-?digits(.digits)?` whose digits make an integer a double holds exactly
+    /// (a Unix time in microseconds is one), divided by a power of ten as JSONParser does.
+    private mutating func plainNumber() -> Double? {
+        let negative = take(UInt8(ascii: "-"))
+        var mantissa: Int64 = 0
+        var digits = 0
+        var decimals = 0
+        let start = index
+        while index < bytes.count, bytes[index] &- 0x30 < 10 {
+            mantissa = mantissa &* 10 &+ Int64(bytes[index] - 0x30)
+            digits += 1
+            index += 1
+        }
+        // No digit, or a leading zero followed by more (JSON has none).
+        guard digits > 0, !(digits > 1 && bytes[start] == UInt8(ascii: "0")) else { return nil }
+        if take(UInt8(ascii: ".")) {
+            while index < bytes.count, bytes[index] &- 0x30 < 10 {
+                mantissa = mantissa &* 10 &+ Int64(bytes[index] - 0x30)
+                digits += 1
+                decimals += 1
+                index += 1
+            }
+            guard decimals > 0 else { return nil }
+        }
+        // An exponent, or a mantissa past 2^53 (not exact in a double): the whole decoder reads it.
+        guard digits <= 18, mantissa <= 1 << 53, index < bytes.count, bytes[index] != UInt8(ascii: "e"), bytes[index] != UInt8(ascii: "E") else { return nil }
+        var value = Double(mantissa)
+        if decimals > 0 { value /= Self.powersOfTen[decimals] }
+        return negative ? -value : value
+    }
+
+    /// 10^0 ... 10^18 (up to 10^22 each is exact in a double).
+    private static let powersOfTen: [Double] = (0...18).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }
+
+    /// Past another member's value when it is a string, a number or a literal (an array or an
+    /// object before the members read here: false, and the frame is decoded whole).
+    private mutating func skipShortValue() -> Bool {
+        guard index < bytes.count else { return false }
+        switch bytes[index] {
+        case UInt8(ascii: "\""):
+            index += 1
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "\""):
+                    index += 1
+                    return true
+                case UInt8(ascii: "\\"): index += 2
+                default: index += 1
+                }
+            }
+            return false
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+            while index < bytes.count, bytes[index] != UInt8(ascii: ","), bytes[index] != UInt8(ascii: "}") { index += 1 }
+            return true
+        default:
+            return false
+        }
+    }
+}
