@@ -100,22 +100,34 @@ final class RecorderRecovery {
 
     private func recordTails(flush: () -> Bool) {
         guard !tails.isEmpty, flush() else { return }
-        for tail in tails {
-            let topic = String(streamTopic(tail.src))
-            do {
-                try ingestor.addTail(src: tail.src, topic: topic, after: tail.after, through: tail.through, ts: tail.ts)
-                ingestor.tailRecorded(tail.src)
-                if let producer = producers[tail.src] { try ingestor.setProducer(src: tail.src, producer: producer) }
+        let list = tails.map { tail in
+            Ingestor.Tail(
+                src: tail.src, topic: String(streamTopic(tail.src)), after: tail.after, through: tail.through, ts: tail.ts, producer: producers[tail.src])
+        }
+        do { try ingestor.addTails(list) } catch {
+            logger.warning("tails not recorded; will retry", metadata: ["streams": "\(list.count)", "error": "\(error.message)"])
+            return
+        }
+        // Each stream named for the first few; past them, how many (a disconnected recorder
+        // learns of a thousand at once, and a line each was a line a stream a heartbeat).
+        for (index, tail) in tails.enumerated() {
+            ingestor.tailRecorded(tail.src)
+            if index < Self.tailsNamed {
                 logger.notice(
                     "stream stopped short of what its producer sent; fetching the rest",
                     metadata: ["src": "\(tail.src)", "from": "\(tail.after + 1)", "through": "\(tail.through)"])
-            } catch {
-                logger.warning("tail not recorded; will retry", metadata: ["src": "\(tail.src)", "error": "\(error.message)"])
-                return
             }
+        }
+        if tails.count > Self.tailsNamed {
+            logger.notice(
+                "more streams stopped short of what their producers sent; fetching the rest",
+                metadata: ["streams": "\(tails.count - Self.tailsNamed)", "messages": "\(tails.reduce(0) { $0 + Int($1.through - $1.after) })"])
         }
         tails.removeAll()
     }
+
+    /// Tails recorded at once that are each named in the log.
+    static let tailsNamed = 5
 
     private func ask(now: Double) {
         guard asked.count < Self.maxAsked, let holes = try? ingestor.streamHoles() else { return }

@@ -630,6 +630,29 @@ struct HoleTests {
         let lost = try fixture.store.read { db in try Int.fetchOne(db, sql: "SELECT lost FROM sources WHERE src = ?", arguments: [src]) }
         #expect(lost == 3)
     }
+
+    @Test("tails of many streams are recorded at once with their producers; one below a stream's progress adds no hole")
+    func manyTails() throws {
+        let fixture = try StoreFixture()
+        let streams = try (0..<3).map { try Self.stream(6, program: "bridge-\($0)") }
+        for messages in streams { try fixture.ingestor.ingest(Array(messages[0..<4])) }
+        let tails = streams.enumerated().map { index, messages in
+            // The last one's producer says no more than the recorder holds.
+            Ingestor.Tail(
+                src: messages[0].envelope.src, topic: messages[0].topic, after: 4, through: index == 2 ? 3 : 6 + UInt64(index), ts: 1_763_812_400,
+                producer: "station-\(index)")
+        }
+        try fixture.ingestor.addTails(tails)
+        let holes = try fixture.ingestor.streamHoles()
+        #expect(holes[tails[0].src] == [5...6] && holes[tails[1].src] == [5...7] && holes[tails[2].src] == nil)
+        #expect(try fixture.ingestor.storedLastSeq(tails[1].src) == 7 && fixture.ingestor.storedLastSeq(tails[2].src) == 4)
+        #expect(try fixture.ingestor.producers() == ["\(tails[0].src)": "station-0", "\(tails[1].src)": "station-1", "\(tails[2].src)": "station-2"])
+        // As committed: another ingestor on the same file reads the same holes.
+        let again = Ingestor(store: fixture.store, logger: quietLogger)
+        #expect(try again.streamHoles() == holes)
+        let missing = try fixture.store.read { db in try Int.fetchOne(db, sql: "SELECT sum(missing) FROM sources") }
+        #expect(missing == 5)
+    }
 }
 
 @Suite("Charts")
