@@ -207,7 +207,7 @@ public final class Subscriber {
 
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
-        var message: BusMessage
+        let message: BusMessage
         do {
             if let used = sampleSensors, received.frameCount == 2, received.frames.count == 2,
                 let skipped = decodeSkippedSample(topic: received.frames[0], body: received.frames[1], using: used)

@@ -121,7 +121,10 @@ final class RecorderRecovery {
         if tails.count > Self.tailsNamed {
             logger.notice(
                 "more streams stopped short of what their producers sent; fetching the rest",
-                metadata: ["streams": "\(tails.count - Self.tailsNamed)", "messages": "\(tails.reduce(0) { $0 + Int($1.through - $1.after) })"])
+                metadata: [
+                    "streams": "\(tails.count - Self.tailsNamed)",
+                    "messages": "\(tails.dropFirst(Self.tailsNamed).reduce(0) { $0 + Int($1.through - $1.after) })",
+                ])
         }
         tails.removeAll()
     }

@@ -150,6 +150,14 @@ private struct EnvelopeScan {
         return negative ? -value : value
     }
 
+    private mutating func literal(_ word: StaticString) -> Bool {
+        guard bytes.count - index >= word.utf8CodeUnitCount, memcmp(bytes.baseAddress! + index, word.utf8Start, word.utf8CodeUnitCount) == 0 else {
+            return false
+        }
+        index += word.utf8CodeUnitCount
+        return true
+    }
+
     /// 10^0 ... 10^18 (up to 10^22 each is exact in a double).
     private static let powersOfTen: [Double] = (0...18).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }
 
@@ -170,9 +178,11 @@ private struct EnvelopeScan {
                 }
             }
             return false
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
-            while index < bytes.count, bytes[index] != UInt8(ascii: ","), bytes[index] != UInt8(ascii: "}") { index += 1 }
-            return true
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return plainNumber() != nil
+        case UInt8(ascii: "t"): return literal("true")
+        case UInt8(ascii: "f"): return literal("false")
+        case UInt8(ascii: "n"): return literal("null")
         default:
             return false
         }

@@ -54,6 +54,7 @@ struct SkippedSampleTests {
             ("an object before the sensor", text.replacingOccurrences(of: "\"sensor\":", with: "\"extra\":{\"a\":1},\"sensor\":")),
             ("an athlete that is not a string", text.replacingOccurrences(of: "\"sensor\":", with: "\"athlete\":7,\"sensor\":")),
             ("a leading zero", text.replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":01,")),
+            ("a word that is no literal before the sensor", text.replacingOccurrences(of: "\"sensor\":", with: "\"flag\":tru,\"sensor\":")),
             ("cut short", String(text.prefix(60))),
         ]
         for (what, variant) in variants {
@@ -61,6 +62,10 @@ struct SkippedSampleTests {
             #expect(decodeSkippedSample(topic: topic, body: Array(variant.utf8), using: [SampleMessage.postureSensor]) == nil, "\(what)")
         }
         #expect(decodeSkippedSample(topic: Array("rep.rack-1".utf8), body: body, using: []) == nil, "only samples are skipped")
+        // Other short members before the sensor are passed.
+        let others = text.replacingOccurrences(of: "\"sensor\":", with: "\"flag\":true,\"none\":null,\"x\":-1.5,\"note\":\"a \\\"b\\\"\",\"sensor\":")
+        #expect(others != text)
+        #expect(decodeSkippedSample(topic: topic, body: Array(others.utf8), using: [SampleMessage.postureSensor])?.envelope.seq == 1)
     }
 
     @Test("a subscriber hands on the samples it skips in order, counted for their stream, and the others whole")
