@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A `sample` of a sensor its consumer does not use, read only as far as its envelope and
 /// `sensor`: the posture-evaluator follows a station's samples for its wearable's readings,
 /// and the station's laser and bar IMU send three messages for each of the wearable's
@@ -80,7 +76,16 @@ private struct EnvelopeScan {
     }
 
     private func isKey(_ key: Range<Int>, _ name: StaticString) -> Bool {
-        key.count == name.utf8CodeUnitCount && memcmp(bytes.baseAddress! + key.lowerBound, name.utf8Start, key.count) == 0
+        key.count == name.utf8CodeUnitCount && holds(name, at: key.lowerBound)
+    }
+
+    /// Whether the bytes from `at` on begin with `word`'s.
+    private func holds(_ word: StaticString, at start: Int) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - start >= count else { return false }
+        let expected = UnsafeBufferPointer(start: word.utf8Start, count: count)
+        for offset in 0..<count where bytes[start + offset] != expected[offset] { return false }
+        return true
     }
 
     private mutating func plainText() -> String? {
@@ -151,9 +156,7 @@ private struct EnvelopeScan {
     }
 
     private mutating func literal(_ word: StaticString) -> Bool {
-        guard bytes.count - index >= word.utf8CodeUnitCount, memcmp(bytes.baseAddress! + index, word.utf8Start, word.utf8CodeUnitCount) == 0 else {
-            return false
-        }
+        guard holds(word, at: index) else { return false }
         index += word.utf8CodeUnitCount
         return true
     }
