@@ -420,8 +420,12 @@ public final class Ingestor {
         // Only what lies above each stream's progress (an earlier tail of the same stream may already hold the rest).
         var added: [(tail: Tail, after: UInt64, holes: [ClosedRange<UInt64>])] = []
         var updated = holes
+        // Where a stream's earlier tail in this call ended (a list names each stream once, as a
+        // heartbeat does; looked up, not searched, for a thousand of them).
+        var reached: [String: UInt64] = [:]
         for tail in tails {
-            let after = max(tail.after, try storedLastSeq(tail.src) ?? 0, added.last { $0.tail.src == tail.src }?.tail.through ?? 0)
+            let after = max(tail.after, try storedLastSeq(tail.src) ?? 0, reached[tail.src] ?? 0)
+            reached[tail.src] = max(reached[tail.src] ?? 0, tail.through)
             guard tail.through > after else {
                 added.append((tail, tail.through, []))  // its producer is still written
                 continue
