@@ -248,14 +248,18 @@ public final class Ingestor {
             var fillsHole = false
             if let known, envelope.seq <= known {
                 var list = result.holes[envelope.src] ?? holes[envelope.src] ?? []
-                guard let index = list.firstIndex(where: { $0.contains(envelope.seq) }) else {
+                guard let index = Self.hole(holding: envelope.seq, in: list) else {
                     result.duplicates += 1
                     continue
                 }
-                let hole = list.remove(at: index)
-                if hole.lowerBound < envelope.seq { list.append(hole.lowerBound...(envelope.seq - 1)) }
-                if envelope.seq < hole.upperBound { list.append((envelope.seq + 1)...hole.upperBound) }
-                result.holes[envelope.src] = list.sorted { $0.lowerBound < $1.lowerBound }
+                // Split in place: the list stays in order (a stream a recorder often fell behind on
+                // has hundreds of holes, and sorting them again for each message filled was O(n log n)).
+                let hole = list[index]
+                var pieces: [ClosedRange<UInt64>] = []
+                if hole.lowerBound < envelope.seq { pieces.append(hole.lowerBound...(envelope.seq - 1)) }
+                if envelope.seq < hole.upperBound { pieces.append((envelope.seq + 1)...hole.upperBound) }
+                list.replaceSubrange(index...index, with: pieces)
+                result.holes[envelope.src] = list
                 fillsHole = true
             }
             var stored = true
@@ -336,7 +340,17 @@ public final class Ingestor {
         for (src, p) in result.progress where p.touched {
             try upsert.execute(arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
         }
-        for (src, list) in result.holes { try Self.writeHoles(src, list, db: db) }
+        for (src, list) in result.holes { try Self.writeHoles(src, from: holes[src] ?? [], to: list, db: db) }
+    }
+
+    /// The index of the hole of `list` (in order, disjoint) that holds `seq`, found by halving.
+    static func hole(holding seq: UInt64, in list: [ClosedRange<UInt64>]) -> Int? {
+        var (low, high) = (0, list.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if list[middle].upperBound < seq { low = middle + 1 } else { high = middle }
+        }
+        return low < list.count && list[low].contains(seq) ? low : nil
     }
 
     /// A message of a kept stream that is not history itself (a posture reading
@@ -345,10 +359,35 @@ public final class Ingestor {
         message.envelope.type == PostureMessage.type && message.fields["changed"] != .bool(true)
     }
 
-    private static func writeHoles(_ src: String, _ list: [ClosedRange<UInt64>], db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM source_holes WHERE src = ?").execute(arguments: [src])
+    /// Changes a stream's rows of `source_holes` from `old` (as committed) to `new`: only the
+    /// holes that changed are written. Rewriting a stream's every hole whenever one changed was a
+    /// tenth of the recorder's time at 1,000 stations, and grew with the holes (a recorder the bus
+    /// disconnected every few seconds gains a hole a stream each time; issue 17, `perf record`).
+    private static func writeHoles(_ src: String, from old: [ClosedRange<UInt64>], to new: [ClosedRange<UInt64>], db: Database) throws {
+        // A hole is keyed by its stream and first seq (the table's primary key).
+        var ends: [UInt64: UInt64] = [:]
+        ends.reserveCapacity(new.count)
+        for hole in new { ends[hole.lowerBound] = hole.upperBound }
+        var kept: Set<UInt64> = []
+        for hole in old {
+            switch ends[hole.lowerBound] {
+            case nil:
+                try db.cachedStatement(sql: "DELETE FROM source_holes WHERE src = ? AND from_seq = ?").execute(arguments: [
+                    src, Int64(hole.lowerBound),
+                ])
+            case let end? where end != hole.upperBound:
+                try db.cachedStatement(sql: "UPDATE source_holes SET to_seq = ? WHERE src = ? AND from_seq = ?").execute(arguments: [
+                    Int64(end), src, Int64(hole.lowerBound),
+                ])
+                kept.insert(hole.lowerBound)
+            default:
+                kept.insert(hole.lowerBound)
+            }
+        }
         let insert = try db.cachedStatement(sql: "INSERT INTO source_holes (src, from_seq, to_seq) VALUES (?, ?, ?)")
-        for hole in list { try insert.execute(arguments: [src, Int64(hole.lowerBound), Int64(hole.upperBound)]) }
+        for hole in new where !kept.contains(hole.lowerBound) {
+            try insert.execute(arguments: [src, Int64(hole.lowerBound), Int64(hole.upperBound)])
+        }
     }
 
     private func loadHoles() throws(StoreError) {
@@ -418,7 +457,7 @@ public final class Ingestor {
         guard !tails.isEmpty else { return }
         try loadHoles()
         // Only what lies above each stream's progress (an earlier tail of the same stream may already hold the rest).
-        var added: [(tail: Tail, after: UInt64, holes: [ClosedRange<UInt64>])] = []
+        var added: [(tail: Tail, after: UInt64)] = []
         var updated = holes
         // Where a stream's earlier tail in this call ended (a list names each stream once, as a
         // heartbeat does; looked up, not searched, for a thousand of them).
@@ -427,13 +466,13 @@ public final class Ingestor {
             let after = max(tail.after, try storedLastSeq(tail.src) ?? 0, reached[tail.src] ?? 0)
             reached[tail.src] = max(reached[tail.src] ?? 0, tail.through)
             guard tail.through > after else {
-                added.append((tail, tail.through, []))  // its producer is still written
+                added.append((tail, tail.through))  // its producer is still written
                 continue
             }
             var list = updated[tail.src] ?? []
             list.append((after + 1)...tail.through)
             updated[tail.src] = list
-            added.append((tail, after, list))
+            added.append((tail, after))
         }
         try store.write { db in
             let upsert = try db.cachedStatement(
@@ -443,16 +482,19 @@ public final class Ingestor {
                         missing = missing + excluded.missing, last_ts = max(last_ts, excluded.last_ts)
                     """)
             let producer = try db.cachedStatement(sql: "UPDATE sources SET producer = ? WHERE src = ?")
-            for (tail, after, list) in added {
+            for (tail, after) in added {
                 if tail.through > after {
                     try upsert.execute(arguments: [tail.src, tail.topic, Int64(tail.through), Int(tail.through - after), tail.ts])
-                    try Self.writeHoles(tail.src, list, db: db)
                 }
                 if let name = tail.producer { try producer.execute(arguments: [name, tail.src]) }
             }
+            // Each stream's holes once, as they end up (a stream named twice is written once).
+            for src in Set(added.lazy.filter { $0.tail.through > $0.after }.map(\.tail.src)) {
+                try Self.writeHoles(src, from: self.holes[src] ?? [], to: updated[src] ?? [], db: db)
+            }
         }
         holes = updated
-        for (tail, after, _) in added where tail.through > after { lastSeq[tail.src] = max(lastSeq[tail.src] ?? 0, tail.through) }
+        for (tail, after) in added where tail.through > after { lastSeq[tail.src] = max(lastSeq[tail.src] ?? 0, tail.through) }
     }
 
     /// Messages of `src` no journal holds any more: counted lost, the hole closed.
@@ -472,7 +514,7 @@ public final class Ingestor {
         guard lost > 0 else { return }
         try store.write { db in
             try db.execute(sql: "UPDATE sources SET lost = lost + ? WHERE src = ?", arguments: [lost, src])
-            try Self.writeHoles(src, list, db: db)
+            try Self.writeHoles(src, from: self.holes[src] ?? [], to: list, db: db)
         }
         holes[src] = list.isEmpty ? nil : list
         counters.lost += lost

@@ -631,6 +631,49 @@ struct HoleTests {
         #expect(lost == 3)
     }
 
+    @Test("a stream's many holes, filled in any order over many batches and partly lost, are written as they change and read back the same")
+    func manyHolesChanged() throws {
+        let fixture = try StoreFixture()
+        // Ends on a message that arrives first (88): the rest all fall in holes.
+        let messages = try Self.stream(88)
+        let src = messages[0].envelope.src
+        // Every third message arrives first: 29 holes of two seqs each.
+        try fixture.ingestor.ingest(messages.filter { $0.envelope.seq % 3 == 1 })
+        var missing = Set(messages.map(\.envelope.seq).filter { $0 % 3 != 1 })
+        func expected() -> [ClosedRange<UInt64>]? {
+            var list: [ClosedRange<UInt64>] = []
+            for seq in missing.sorted() {
+                if let last = list.last, last.upperBound + 1 == seq { list[list.count - 1] = last.lowerBound...seq } else { list.append(seq...seq) }
+            }
+            return list.isEmpty ? nil : list
+        }
+        #expect(try fixture.ingestor.streamHoles()[src]?.count == 29)
+        // The rest in a scrambled order (a fixed generator), seven a batch, some twice; a stretch counted lost halfway.
+        var order = messages.filter { $0.envelope.seq % 3 != 1 }
+        var state: UInt64 = 17
+        for index in order.indices.reversed() {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            order.swapAt(index, Int(state >> 33) % (index + 1))
+        }
+        var batch = 0
+        while !order.isEmpty {
+            let next = Array(order.prefix(7))
+            order.removeFirst(next.count)
+            try fixture.ingestor.ingest(next + next.prefix(1))
+            for message in next { missing.remove(message.envelope.seq) }
+            batch += 1
+            if batch == 4 {
+                try fixture.ingestor.markLost(src: src, range: 40...52)
+                missing.subtract(40...52)
+            }
+            // As committed: another ingestor on the same file reads what this one holds.
+            let held = try fixture.ingestor.streamHoles()[src]
+            #expect(held == expected(), "batch \(batch)")
+            #expect(try Ingestor(store: fixture.store, logger: quietLogger).streamHoles()[src] == held, "batch \(batch)")
+        }
+        #expect(try fixture.store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM source_holes") } == 0)
+    }
+
     @Test("tails of many streams are recorded at once with their producers; one below a stream's progress adds no hole")
     func manyTails() throws {
         let fixture = try StoreFixture()
