@@ -248,17 +248,10 @@ public final class Ingestor {
             var fillsHole = false
             if let known, envelope.seq <= known {
                 var list = result.holes[envelope.src] ?? holes[envelope.src] ?? []
-                guard let index = Self.hole(holding: envelope.seq, in: list) else {
+                guard list.fill(envelope.seq) else {
                     result.duplicates += 1
                     continue
                 }
-                // Split in place: the list stays in order (a stream a recorder often fell behind on
-                // has hundreds of holes, and sorting them again for each message filled was O(n log n)).
-                let hole = list[index]
-                var pieces: [ClosedRange<UInt64>] = []
-                if hole.lowerBound < envelope.seq { pieces.append(hole.lowerBound...(envelope.seq - 1)) }
-                if envelope.seq < hole.upperBound { pieces.append((envelope.seq + 1)...hole.upperBound) }
-                list.replaceSubrange(index...index, with: pieces)
                 result.holes[envelope.src] = list
                 fillsHole = true
             }
@@ -341,16 +334,6 @@ public final class Ingestor {
             try upsert.execute(arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
         }
         for (src, list) in result.holes { try Self.writeHoles(src, from: holes[src] ?? [], to: list, db: db) }
-    }
-
-    /// The index of the hole of `list` (in order, disjoint) that holds `seq`, found by halving.
-    static func hole(holding seq: UInt64, in list: [ClosedRange<UInt64>]) -> Int? {
-        var (low, high) = (0, list.count)
-        while low < high {
-            let middle = (low + high) / 2
-            if list[middle].upperBound < seq { low = middle + 1 } else { high = middle }
-        }
-        return low < list.count && list[low].contains(seq) ? low : nil
     }
 
     /// A message of a kept stream that is not history itself (a posture reading

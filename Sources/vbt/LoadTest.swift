@@ -27,7 +27,8 @@ struct LoadTest: AsyncParsableCommand {
             --grace seconds for the last reps, then reports: readings per second, reps received against the reps \
             the recording holds (found by the detector offline, pro rata of the time each copy replayed), \
             completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
-            readings it also subscribes to), what each consumer received, lost and missed (their heartbeats), \
+            readings it also subscribes to; a rep the subscriber missed is fetched from the rep-detector's journal, \
+            counted, not timed), what each consumer received, lost and missed (their heartbeats), \
             each vbt process's CPU and memory on this computer, and this computer's own stalls beside them: a thread \
             that wakes every millisecond (under SCHED_FIFO where this user may) counts how often it woke over 2 ms \
             late, and the latency is also given for the reps no such stall touched (a virtual machine's host that \
@@ -342,6 +343,11 @@ struct LoadReport: Encodable, Sendable {
     var readingsPerS: Double
     var repsExpected: Int
     var repsReceived: Int
+    /// Of `reps_received`, those this command's subscriber missed and fetched again from the rep-detector's
+    /// journal (not timed: they came late to this subscriber, not to the installation's consumers).
+    var repsRecovered: Int
+    /// Reps this subscriber missed and could not fetch again (of any station).
+    var repsMissed: Int
     var latencyMs: Latency
     /// The same, of the reps during which this computer itself did not stall (`StallProbe`): how much
     /// of the tail was vbt's when the machine's own stalls are set aside.
@@ -372,6 +378,8 @@ struct LoadReport: Encodable, Sendable {
         case readingsPerS = "readings_per_s"
         case repsExpected = "reps_expected"
         case repsReceived = "reps_received"
+        case repsRecovered = "reps_recovered"
+        case repsMissed = "reps_missed"
         case latencyMs = "latency_ms"
         case latencyMsOutsideStalls = "latency_ms_outside_stalls"
         case machineStalls = "machine_stalls"
@@ -392,6 +400,8 @@ struct LoadReport: Encodable, Sendable {
         String(
             format: "loadtest: %d stations, %.0f readings/s, reps %d of %d, latency p50 %.1f ms p99 %.1f ms max %.1f ms, lost %d, still missing %d",
             stations, readingsPerS, repsReceived, repsExpected, latencyMs.p50, latencyMs.p99, latencyMs.max, lost.values.reduce(0, +), outstanding)
+            + (repsRecovered > 0 || repsMissed > 0
+                ? String(format: " (this command's subscriber fetched %d reps again from the rep-detector's journal, %d not)", repsRecovered, repsMissed) : "")
     }
 
     var table: String {
@@ -471,6 +481,8 @@ struct LoadRun {
     let stations: Int
     let config: BusConfig
     let logger: Logger
+    /// How long after the grace the reps this subscriber missed are still waited for, s.
+    static let missedRepsWaitS = 5.0
     static let programs = ["vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "session-recorder", "notifier", "coach-console"]
 
     func run(context: ZMQContext) throws -> LoadReport {
@@ -504,6 +516,10 @@ struct LoadRun {
             prefixes: [RepMessage.topicPrefix, HeartbeatMessage.topicPrefix] + probeNames.map { SampleMessage.topic(station: $0) }, logger: logger)
         // A prefix brings other stations' samples too (sample.rack-1 brings rack-10...): only the probes' readings are read.
         subscriber.samples = .located
+        // The reps this subscriber misses (the bus disconnects it, like any subscriber, when it falls behind) are fetched again.
+        let missed = MissedRepsFetcher(transport: ZMQTransport(context: context, config: config), logger: logger)
+        var repsRecovered = 0
+        var nextFetch = 0.0
         // A message that does not decode is counted and logged as the subscriber counts what it refuses on receipt.
         func decoded<P: BusPayload>(_ message: BusMessage, as type: P.Type) -> P? {
             do { return try message.payload(as: type) } catch {
@@ -576,8 +592,17 @@ struct LoadRun {
                 stopAt = now + settings.grace
                 settleUntil = stopAt + (settings.journal == nil ? 0 : settings.settle)
             } else if stopped && now >= stopAt {
-                // A journalled replay answers on: waited for while a consumer still misses something.
-                guard now < settleUntil, consumerCounts(lastInputs, since: firstInputs).values.contains(where: { $0.outstanding > 0 }) else { break }
+                // A journalled replay answers on: waited for while a consumer still misses something; the reps this
+                // subscriber missed, a few seconds more.
+                let settling = now < settleUntil && consumerCounts(lastInputs, since: firstInputs).values.contains(where: { $0.outstanding > 0 })
+                guard settling || (missed.tracker.missing > 0 && now < stopAt + Self.missedRepsWaitS) else { break }
+            }
+            if now >= nextFetch {
+                nextFetch = now + 0.02
+                for rep in missed.poll(now: now) where names.contains(rep.envelope.station) {
+                    repsReceived += 1
+                    repsRecovered += 1
+                }
             }
             if now >= nextWindow {
                 windows.append(
@@ -617,7 +642,7 @@ struct LoadRun {
                 published[station, default: []].append((last, message.envelope.ts, message.field("sensor")))
                 if published[station]!.count > 4_096 { published[station]!.removeFirst(2_048) }
             case RepMessage.type:
-                guard names.contains(station), let rep = decoded(message, as: RepMessage.self) else { continue }
+                guard missed.heard(message), names.contains(station), let rep = decoded(message, as: RepMessage.self) else { continue }
                 repsReceived += 1
                 windowReps += 1
                 // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message of the
@@ -641,9 +666,9 @@ struct LoadRun {
                     if slowest.count > 5 { slowest.removeLast() }
                 }
             case HeartbeatMessage.type:
-                guard let heartbeat = decoded(message, as: HeartbeatMessage.self), let inputs = heartbeat.inputs,
-                    !station.hasPrefix("bridge-")
-                else { continue }
+                guard let heartbeat = decoded(message, as: HeartbeatMessage.self) else { continue }
+                missed.note(heartbeat: heartbeat, envelope: message.envelope)
+                guard let inputs = heartbeat.inputs, !station.hasPrefix("bridge-") else { continue }
                 if firstInputs[station] == nil { firstInputs[station] = inputs }
                 lastInputs[station] = inputs
             default:
@@ -691,7 +716,7 @@ struct LoadRun {
         }
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
-            repsExpected: expected, repsReceived: repsReceived,
+            repsExpected: expected, repsReceived: repsReceived, repsRecovered: repsRecovered, repsMissed: missed.tracker.missing + missed.givenUp,
             latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls, scheduling: scheduling,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,
