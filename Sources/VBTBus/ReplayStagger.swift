@@ -20,6 +20,15 @@ public struct ReplayStagger: Sendable, Equatable {
         self.groups = min(self.copies, 64)
     }
 
+    /// How long one pass of a looping staggered replay lasts, s: the recording's length (its last
+    /// replayed message, `lastMessageT` seconds after its first line), or its readings' span and one
+    /// reading's interval if longer, so sensor time never goes back. `vbt loadtest` counts the reps
+    /// it expects with the same length (a pass a few tenths of a second longer than the readings'
+    /// span moved each later pass's reps by as much, issue 17).
+    public static func passSeconds(lastMessageT: Double, readingSpan: Double, readings: Int) -> Double {
+        max(lastMessageT, readingSpan + (readings > 1 ? readingSpan / Double(readings - 1) : 0.01), 0.01)
+    }
+
     /// How late copy `copy` (from 0) publishes, in seconds.
     public func delay(_ copy: Int) -> Double { seconds * Double(copy) / Double(copies) }
 

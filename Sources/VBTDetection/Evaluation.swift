@@ -20,6 +20,10 @@ public struct EvaluatedRep: Sendable, Equatable {
     public var tTop: Double
     public var meanVelocityMps: Double
     public var peakVelocityMps: Double
+    /// The reading that completed it (as the live detector's `t_input`: the last reading of the sample
+    /// message it came from, at least its `t_end`), sensor time in Unix s; nil for a rep made without one
+    /// (a set closed by the clock).
+    public var tInput: Double?
 
     /// Creates a rep.
     public init(station: String, setId: String = "", index: Int = 1, tTop: Double, meanVelocityMps: Double, peakVelocityMps: Double) {
@@ -90,6 +94,7 @@ public enum OfflineRunner {
             let station = message.envelope.station
             var detector = detectors[station] ?? StationDetector(station: station, settings: settings)
             let outputs: [DetectorOutput]
+            var inputT: Double?
             switch message.envelope.type {
             case SampleMessage.type:
                 let sample: SampleMessage
@@ -106,6 +111,7 @@ public enum OfflineRunner {
                     return usable
                 }
                 result.skippedReadings += skipped
+                inputT = sample.readings.times.max()
             case CommandMessage.type:
                 let command: CommandMessage
                 do { command = try message.payload(as: CommandMessage.self) } catch {
@@ -122,18 +128,19 @@ public enum OfflineRunner {
             }
             if detectors[station] == nil { order.append(station) }
             detectors[station] = detector
-            collect(outputs, station: station)
+            collect(outputs, station: station, inputT: inputT)
         }
 
-        mutating func collect(_ outputs: [DetectorOutput], station: String) {
+        mutating func collect(_ outputs: [DetectorOutput], station: String, inputT: Double? = nil) {
             for output in outputs {
                 switch output {
                 case .rep(let rep):
                     let m = rep.measurement
-                    result.reps.append(
-                        EvaluatedRep(
-                            station: rep.station, setId: rep.setId, index: rep.index, tTop: m.concentricEndT,
-                            meanVelocityMps: m.meanVelocityMps, peakVelocityMps: m.peakVelocityMps))
+                    var evaluated = EvaluatedRep(
+                        station: rep.station, setId: rep.setId, index: rep.index, tTop: m.concentricEndT,
+                        meanVelocityMps: m.meanVelocityMps, peakVelocityMps: m.peakVelocityMps)
+                    evaluated.tInput = inputT.map { max($0, rep.tEnd) }
+                    result.reps.append(evaluated)
                 case .rejected:
                     result.rejectedByStation[station, default: 0] += 1
                 default:

@@ -168,8 +168,9 @@ public struct ReplaySource: SensorSource {
     private func runStaggered(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         let spread = ReplayStagger(seconds: stagger, copies: stations)
         let messages = recording.messages
-        let (readingSpan, step) = readingSpanAndStep
-        let passS = max(messages.last?.t ?? 0, readingSpan + step, 0.01)
+        let passS = ReplayStagger.passSeconds(
+            lastMessageT: messages.last?.t ?? 0, readingSpan: (recording.lastReadingT ?? 0) - (recording.firstReadingT ?? 0),
+            readings: recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count })
         let startedAt = monotonicSeconds()
         let base = (startT ?? wallClockSeconds()) - (recording.firstReadingT ?? 0)
         // Looked at for every copy every round (a thousand copies a millisecond): each message's time and

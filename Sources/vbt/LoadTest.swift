@@ -25,7 +25,8 @@ struct LoadTest: AsyncParsableCommand {
             Starts `sensor-bridge --replay FILE --stations COPIES --stagger S --loop` (COPIES: N over the \
             recording's stations, rounded up) beside this command, listens for --duration seconds, stops it, waits \
             --grace seconds for the last reps, then reports: readings per second, reps received against the reps \
-            the recording holds (found by the detector offline, pro rata of the time each copy replayed), \
+            the recording holds (found by the detector offline, pro rata of the time each copy replayed; both counts \
+            take the reps whose completing reading came at least half a second before the replay stopped), \
             completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
             readings it also subscribes to; a rep the subscriber missed is fetched from the rep-detector's journal, \
             counted, not timed), what each consumer received, lost and missed (their heartbeats), \
@@ -211,10 +212,13 @@ struct LoadTest: AsyncParsableCommand {
 struct RecordingPlan: Sendable {
     var stations: [String] = []
     var spanS = 0.0
+    /// How long a pass of the looping replay lasts (`ReplayStagger.passSeconds`).
+    var passS = 0.0
     var readingsPerPass = 0
     /// Seconds from the recording's first reading to each station's first reading.
     var firstReadingOffset: [String: Double] = [:]
-    /// Seconds from the recording's first reading to the top of each rep the detector finds offline.
+    /// Seconds from the recording's first reading to the reading that completes each rep the detector
+    /// finds offline (the reading on which it sends the rep, its `t_input`).
     var repOffsets: [String: [Double]] = [:]
     var repsPerPass: Int { repOffsets.values.reduce(0) { $0 + $1.count } }
 
@@ -234,25 +238,29 @@ struct RecordingPlan: Sendable {
         stations = stationFirst.keys.sorted()
         spanS = last > first ? last - first : 0
         firstReadingOffset = stationFirst.mapValues { $0 - first }
+        // The replay's pass: its messages are the recording's samples and status (sensor-bridge --replay-types' default).
+        let lastReplayed = lines.last { [SampleMessage.type, StatusMessage.type].contains($0.message.envelope.type) }?.t ?? 0
+        passS = ReplayStagger.passSeconds(lastMessageT: lastReplayed, readingSpan: spanS, readings: readingsPerPass)
         // The replay sends readings and status only (sensor-bridge --replay-types' default): the
         // recording's commands (assignments) are left out here too, so both detectors see the same.
         let replayed = lines.filter { $0.message.envelope.type != CommandMessage.type }
-        for rep in OfflineRunner.run(lines: replayed).reps { repOffsets[rep.station, default: []].append(rep.tTop - first) }
+        // A rep without a completing reading (a set closed by the clock) is sent half a second past its top at the earliest.
+        for rep in OfflineRunner.run(lines: replayed).reps { repOffsets[rep.station, default: []].append((rep.tInput ?? rep.tTop + 0.5) - first) }
     }
 
     /// The reps the copies of the recording yield while their readings are replayed up to `replayedS`
     /// seconds after the first copy's first pass began, each copy starting its own `delays` late
-    /// (passes follow each other every `spanS`), less the last half second's (a rep is only sent
-    /// once the readings after its top confirm it). An estimate near the cut: a rep topped just
-    /// before it may or may not have been confirmed.
+    /// (passes follow each other every `passS`): those whose completing reading came by then. (Counting
+    /// each rep by its top, less half a second, against every rep received, the two counts parted at
+    /// the cut: 113-116 reps short of 20,369 at 1,000 stations over 150 s, 2 of 185 at 9, issue 17.)
     func expectedReps(replayedS: Double, delays: [Double]) -> Int {
-        guard spanS > 0 else { return 0 }
+        guard spanS > 0, passS > 0 else { return 0 }
         var count = 0
         for delay in delays {
-            let until = replayedS - delay - 0.5
+            let until = replayedS - delay
             guard until > 0 else { continue }
             for offsets in repOffsets.values {
-                for offset in offsets where offset <= until { count += Int(((until - offset) / spanS).rounded(.down)) + 1 }
+                for offset in offsets where offset <= until { count += Int(((until - offset) / passS).rounded(.down)) + 1 }
             }
         }
         return count
@@ -481,6 +489,9 @@ struct LoadRun {
     let stations: Int
     let config: BusConfig
     let logger: Logger
+    /// The reps counted (expected and received) are those completed this long before the replay stopped, s:
+    /// a replayed message goes out when its recorded send time comes, a little after its readings' times.
+    static let cutMarginS = 0.5
     /// How long after the grace the reps this subscriber missed are still waited for, s.
     static let missedRepsWaitS = 5.0
     static let programs = ["vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "session-recorder", "notifier", "coach-console"]
@@ -518,8 +529,10 @@ struct LoadRun {
         subscriber.samples = .located
         // The reps this subscriber misses (the bus disconnects it, like any subscriber, when it falls behind) are fetched again.
         let missed = MissedRepsFetcher(transport: ZMQTransport(context: context, config: config), logger: logger)
-        var repsRecovered = 0
         var nextFetch = 0.0
+        // The completing reading of each rep received live, and of each fetched again: the report counts those
+        // before the cut (`cutMarginS`).
+        var receivedAt: [Double] = [], recoveredAt: [Double] = []
         // A message that does not decode is counted and logged as the subscriber counts what it refuses on receipt.
         func decoded<P: BusPayload>(_ message: BusMessage, as type: P.Type) -> P? {
             do { return try message.payload(as: type) } catch {
@@ -599,9 +612,9 @@ struct LoadRun {
             }
             if now >= nextFetch {
                 nextFetch = now + 0.02
-                for rep in missed.poll(now: now) where names.contains(rep.envelope.station) {
-                    repsReceived += 1
-                    repsRecovered += 1
+                for message in missed.poll(now: now) where names.contains(message.envelope.station) {
+                    guard let rep = decoded(message, as: RepMessage.self) else { continue }
+                    recoveredAt.append(rep.tInput ?? rep.tEnd)
                 }
             }
             if now >= nextWindow {
@@ -648,6 +661,7 @@ struct LoadRun {
                 // The completing reading (`t_input`, else `t_end`: proto/rep.schema.json): the sample message of the
                 // rep's sensor that carried it (another sensor's message sent before it may hold readings as late).
                 let completing = rep.tInput ?? rep.tEnd
+                receivedAt.append(completing)
                 let sensor = rep.sensor.map(JSONValue.string)
                 if let list = published[station],
                     let index = list.firstIndex(where: { $0.lastT >= completing - 1e-6 && (sensor == nil || $0.sensor == sensor) })
@@ -699,7 +713,14 @@ struct LoadRun {
         // A replay shifts reading times to the wall clock at each pass's start: the replay ran until it was stopped,
         // each copy from its own delay on.
         let delays = (0..<copies).map(spread.delay)
-        let expected = passStart.isFinite ? plan.expectedReps(replayedS: stoppedWall - passStart, delays: delays) : 0
+        // Both counts stop at the same reading time, a little before the replay stopped: a rep counts, expected
+        // and received, when its completing reading came before the cut (a replayed reading's time is its
+        // publishing time, its group's delay aside: `ReplayStagger`).
+        let cut = stoppedWall - Self.cutMarginS
+        let readingDelays = (0..<copies).map { spread.groupDelay(spread.group($0)) }
+        let expected = passStart.isFinite ? plan.expectedReps(replayedS: cut - passStart, delays: readingDelays) : 0
+        let repsRecovered = recoveredAt.filter { $0 <= cut }.count
+        let repsCounted = receivedAt.filter { $0 <= cut }.count + repsRecovered
         // Readings a second: the probes' readings a station-second, times the station-seconds every copy replayed.
         let replayedS = stoppedWall - firstProbeWall
         let activeS = { (copy: Int) in max(0, replayedS - spread.delay(copy)) }
@@ -716,7 +737,7 @@ struct LoadRun {
         }
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
-            repsExpected: expected, repsReceived: repsReceived, repsRecovered: repsRecovered, repsMissed: missed.tracker.missing + missed.givenUp,
+            repsExpected: expected, repsReceived: repsCounted, repsRecovered: repsRecovered, repsMissed: missed.tracker.missing + missed.givenUp,
             latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls, scheduling: scheduling,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,

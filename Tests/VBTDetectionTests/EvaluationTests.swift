@@ -239,6 +239,8 @@ struct OfflineRunnerTests {
         #expect(run.unreadable.map(\.number) == [lines - 1, lines])
         for (rep, real) in zip(run.reps, truth) {
             #expect(abs(rep.tTop - (origin + real.concentricEndS)) < 0.25, "rep \(rep.index) of \(rep.setId)")
+            // The reading it was counted on comes after its top, within the few tenths of a second that confirm it.
+            #expect(rep.tInput.map { $0 > rep.tTop && $0 < rep.tTop + 3 } == true, "rep \(rep.index): top \(rep.tTop), input \(String(describing: rep.tInput))")
             #expect(abs(rep.meanVelocityMps - real.meanVelocityMps) < 0.1 * real.meanVelocityMps)
         }
         // Labels made from the truth: every rep matches.

@@ -31,6 +31,14 @@ struct ReplayTests {
         }
     }
 
+    @Test("a pass lasts the recording, or its readings' span and one reading's interval if longer")
+    func passLength() {
+        // The readings span 9 s in 10 readings (1 s apart): a pass of 10 s unless the recording runs longer.
+        #expect(ReplayStagger.passSeconds(lastMessageT: 9.5, readingSpan: 9, readings: 10) == 10)
+        #expect(ReplayStagger.passSeconds(lastMessageT: 12, readingSpan: 9, readings: 10) == 12)
+        #expect(ReplayStagger.passSeconds(lastMessageT: 0, readingSpan: 0, readings: 1) == 0.01)
+    }
+
     @Test("staggered copies: each copy publishes the whole recording in order, its readings shifted by its own delay")
     func staggeredCopies() throws {
         let dir = try TemporaryDirectory()
