@@ -67,6 +67,12 @@ public struct HeardStreams: Sendable {
     private var baselined: Set<String> = []
     /// The streams kept (by `src`); others are ignored.
     private let keeps: @Sendable (String) -> Bool
+    /// Messages and offers whose seq ran more than `maxJump` past what was heard of their stream
+    /// (forged or corrupt: taken as heard, but they open no hole and move nothing, so one cannot make
+    /// a stream look short by billions, nor silence what follows it).
+    public private(set) var ahead = 0
+    /// The largest jump taken as a hole: far more than any stream sends while a subscriber is away.
+    public static let maxJump: UInt64 = 1_000_000
 
     /// Keeps the streams `keeps` says yes to.
     public init(keeps: @escaping @Sendable (String) -> Bool) { self.keeps = keeps }
@@ -75,8 +81,17 @@ public struct HeardStreams: Sendable {
     public mutating func heard(src: String, seq: UInt64) -> Bool {
         guard keeps(src) else { return false }
         guard let known = last[src] else {
+            let begunHere = baselined.contains(String(streamInstance(src)))
+            if begunHere && seq - 1 > Self.maxJump {
+                ahead += 1
+                return true
+            }
             last[src] = seq
-            if seq > 1 && baselined.contains(String(streamInstance(src))) { holes[src, default: []].append(1...(seq - 1)) }
+            if seq > 1 && begunHere { holes[src, default: []].append(1...(seq - 1)) }
+            return true
+        }
+        if seq > known && seq - known > Self.maxJump {
+            ahead += 1
             return true
         }
         if seq > known {
@@ -97,8 +112,16 @@ public struct HeardStreams: Sendable {
             let through = UInt64(sent)
             producers[src] = producer
             guard let known = last[src] else {
+                if !first && through > Self.maxJump {
+                    ahead += 1
+                    continue
+                }
                 last[src] = through
                 if !first { holes[src, default: []].append(1...through) }
+                continue
+            }
+            if through > known && through - known > Self.maxJump {
+                ahead += 1
                 continue
             }
             if through > known {

@@ -356,6 +356,9 @@ struct LoadReport: Encodable, Sendable {
     var repsRecovered: Int
     /// Reps this subscriber missed and could not fetch again (of any station).
     var repsMissed: Int
+    /// Reps received (or fetched again) whose completing reading came after the cut (`LoadRun.cutMarginS`
+    /// before the replay stopped): in neither `reps_received` nor `reps_expected`.
+    var repsAfterCut: Int
     var latencyMs: Latency
     /// The same, of the reps during which this computer itself did not stall (`StallProbe`): how much
     /// of the tail was vbt's when the machine's own stalls are set aside.
@@ -388,6 +391,7 @@ struct LoadReport: Encodable, Sendable {
         case repsReceived = "reps_received"
         case repsRecovered = "reps_recovered"
         case repsMissed = "reps_missed"
+        case repsAfterCut = "reps_after_cut"
         case latencyMs = "latency_ms"
         case latencyMsOutsideStalls = "latency_ms_outside_stalls"
         case machineStalls = "machine_stalls"
@@ -721,6 +725,7 @@ struct LoadRun {
         let expected = passStart.isFinite ? plan.expectedReps(replayedS: cut - passStart, delays: readingDelays) : 0
         let repsRecovered = recoveredAt.filter { $0 <= cut }.count
         let repsCounted = receivedAt.filter { $0 <= cut }.count + repsRecovered
+        let repsAfterCut = receivedAt.count + recoveredAt.count - repsCounted
         // Readings a second: the probes' readings a station-second, times the station-seconds every copy replayed.
         let replayedS = stoppedWall - firstProbeWall
         let activeS = { (copy: Int) in max(0, replayedS - spread.delay(copy)) }
@@ -738,6 +743,7 @@ struct LoadRun {
         return LoadReport(
             stations: names.count, durationS: elapsed, staggerS: staggerS, readingsPerS: readingsPerS,
             repsExpected: expected, repsReceived: repsCounted, repsRecovered: repsRecovered, repsMissed: missed.tracker.missing + missed.givenUp,
+            repsAfterCut: repsAfterCut,
             latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls, scheduling: scheduling,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,

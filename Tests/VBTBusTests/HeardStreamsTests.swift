@@ -43,6 +43,20 @@ struct HeardStreamsTests {
         #expect(unknown && heard.holes["rep-detector-ffff/rep.rack-1"] == nil)
     }
 
+    @Test("a seq that runs absurdly far ahead (forged or corrupt) opens no hole and silences nothing")
+    func farAhead() {
+        var heard = streams()
+        _ = heard.heard(src: Self.rep, seq: 10)
+        let forged = heard.heard(src: Self.rep, seq: 9_007_199_254_740_991)
+        let next = heard.heard(src: Self.rep, seq: 12)
+        #expect(forged && next && heard.ahead == 1 && heard.holes[Self.rep] == [11...11] && heard.last[Self.rep] == 12)
+        heard.offered(by: "rep-detector", instance: "rep-detector-1a2b", lastSeq: [Self.rep: 9_000_000_000])
+        #expect(heard.ahead == 2 && heard.missing == 1)
+        // A stream begun since the first offer, first heard far ahead: nothing is taken from it.
+        let other = heard.heard(src: Self.other, seq: 5_000_000)
+        #expect(other && heard.ahead == 3 && heard.last[Self.other] == nil && heard.holes[Self.other] == nil)
+    }
+
     @Test("what a journal no longer holds is given up and counted")
     func givingUp() {
         var heard = streams()
