@@ -15,6 +15,8 @@ final class MissedRepsFetcher {
     /// Per producer (heartbeat station): its replay endpoint.
     private var endpoints: [String: String] = [:]
     private var clients: [String: ReplayClient] = [:]
+    /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
+    private var unusable: Set<String> = []
     /// Per stream asked for: when to ask again if no answer came.
     private var asked: [String: Double] = [:]
     private var nextPass = 0.0
@@ -61,12 +63,16 @@ final class MissedRepsFetcher {
 
     private func client(_ endpoint: String) -> ReplayClient? {
         if let client = clients[endpoint] { return client }
+        guard !unusable.contains(endpoint) else { return nil }
         do {
             let client = try ReplayClient(transport: transport, endpoint: endpoint)
             clients[endpoint] = client
             return client
         } catch {
-            logger.warning("the rep-detector's replay endpoint is unusable; reps this listener missed stay missed", metadata: ["endpoint": "\(endpoint)"])
+            unusable.insert(endpoint)
+            logger.warning(
+                "a replay endpoint offered is unusable; the reps this listener missed of its streams stay missed",
+                metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
             return nil
         }
     }
