@@ -19,11 +19,10 @@ import Glibc
 ///
 /// So the bus reads its resident memory (`/proc/self/statm`) every
 /// `checkIntervalS` and, from seven eighths of the budget (`actBytes`),
-/// disconnects the one subscriber that is furthest behind: of those whose
-/// connection's send queue in the kernel (`SIOCOUTQ`) has stayed non-empty at
-/// least `behindS` (a consumer that keeps up empties it many times a second; a
-/// stopped one never does), the one with the most in that queue, then the one
-/// behind longest. libzmq frees its queue with the
+/// disconnects the one subscriber that is furthest behind: the one whose
+/// connection's send queue in the kernel (`SIOCOUTQ`) has been non-empty the
+/// longest, at least `behindS` (a consumer that keeps up empties it many times
+/// a second; a stopped one never does). libzmq frees its queue with the
 /// connection; the subscriber connects again at once, counts what it missed as
 /// gaps and fetches it from the producers' journals (proto/replay.md). A
 /// subscriber that keeps up is not chosen: with none behind, the bus says so
@@ -138,13 +137,7 @@ public struct BusMemoryBudget: Sendable {
         // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
         guard now >= settled || bytes >= urgentBytes else { return nil }
         let hard = bytes >= hardBytes
-        // Of those behind, the one with the most in its queue (the most to free), then the one behind longest.
-        // By time alone, a consumer that keeps up with a fast stream (its queue seldom quite empty) could go
-        // before one that is truly behind: at 1,000 stations the rep-detector was twice disconnected while the
-        // recorder, a whole queue behind, had only just connected again (issue 17: 12,887 readings lost).
-        let furthest = backedUp.filter { hard || now - $0.value >= behindS }.min {
-            (-(queued[$0.key] ?? 0), $0.value, $0.key) < (-(queued[$1.key] ?? 0), $1.value, $1.key)
-        }
+        let furthest = backedUp.filter { hard || now - $0.value >= behindS }.min { ($0.value, $0.key) < ($1.value, $1.key) }
         guard let furthest else {
             defer { saidNoneBehind = true }
             return saidNoneBehind ? nil : .noneBehind

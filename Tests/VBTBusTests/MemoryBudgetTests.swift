@@ -47,23 +47,6 @@ struct MemoryBudgetTests {
         #expect(budget.disconnections == decisions.count { if case .disconnect = $0 { true } else { false } })
     }
 
-    @Test("of the subscribers behind, the one with the most queued goes first, though another was behind longer")
-    func mostQueued() {
-        // Near the budget (both behind behindS by 0.7 s) and past fifteen sixteenths of it (any behind at 0.5 s).
-        for (from, resident) in [(0.7, 90 * mib), (0.5, 95 * mib)] {
-            var budget = budget()
-            var decisions: [BusMemoryBudget.Decision] = []
-            for step in 0..<20 {
-                let now = Double(step) * 0.05
-                // 7 keeps up with a fast stream (a little always queued, since 0 s); 8 stopped at 0.2 s, its queue full.
-                let queued: [Int32: Int] = [7: 40_000, 8: now >= 0.2 ? 2_500_000 : 0]
-                let bytes = now >= from - 1e-9 ? resident : 60 * mib
-                if let decision = budget.check(now: now, queued: queued, resident: { bytes }, trim: {}) { decisions.append(decision) }
-            }
-            #expect(decisions.first == .disconnect(8), "from \(from) s at \(resident / mib) MiB: \(decisions)")
-        }
-    }
-
     @Test("a subscriber behind for less than behindS is not disconnected: the budget says none is behind, once")
     func noneBehindSaidOnce() {
         var budget = budget()
