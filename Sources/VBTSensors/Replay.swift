@@ -29,6 +29,10 @@ public struct Recording: Sendable {
     public var firstReadingT: Double?
     /// The last reading time.
     public var lastReadingT: Double?
+    /// The readings of the sample messages kept (those with a numeric `t`).
+    public var readings = 0
+    /// The span of the reading times, s (0 without readings).
+    public var readingSpan: Double { (lastReadingT ?? 0) - (firstReadingT ?? 0) }
 
     /// Loads `path`, keeping the message types in `types`.
     public init(path: String, types: Set<String>) throws(SensorError) {
@@ -52,6 +56,7 @@ public struct Recording: Sendable {
                 for key in ["v", "type", "station", "src", "seq", "ts", "athlete"] { msg[key] = nil }
                 if type == SampleMessage.type {
                     for reading in Self.readingTimes(msg) {
+                        readings += 1
                         firstReadingT = min(firstReadingT ?? reading, reading)
                         lastReadingT = max(lastReadingT ?? reading, reading)
                     }
@@ -155,9 +160,8 @@ public struct ReplaySource: SensorSource {
     /// the next pass starts one interval after the previous pass's last reading, keeping the
     /// recorded spacing across passes.
     private var readingSpanAndStep: (span: Double, step: Double) {
-        let span = (recording.lastReadingT ?? 0) - (recording.firstReadingT ?? 0)
-        let count = recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count }
-        return (span, count > 1 ? span / Double(count - 1) : 0.01)
+        let span = recording.readingSpan
+        return (span, recording.readings > 1 ? span / Double(recording.readings - 1) : 0.01)
     }
 
     /// The copies each on a timeline of its own (`ReplayStagger`): copy k publishes the
@@ -168,9 +172,7 @@ public struct ReplaySource: SensorSource {
     private func runStaggered(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         let spread = ReplayStagger(seconds: stagger, copies: stations)
         let messages = recording.messages
-        let passS = ReplayStagger.passSeconds(
-            lastMessageT: messages.last?.t ?? 0, readingSpan: (recording.lastReadingT ?? 0) - (recording.firstReadingT ?? 0),
-            readings: recording.messages.reduce(0) { $0 + Recording.readingTimes($1.fields).count })
+        let passS = ReplayStagger.passSeconds(lastMessageT: messages.last?.t ?? 0, readingSpan: recording.readingSpan, readings: recording.readings)
         let startedAt = monotonicSeconds()
         let base = (startT ?? wallClockSeconds()) - (recording.firstReadingT ?? 0)
         // Looked at for every copy every round (a thousand copies a millisecond): each message's time and

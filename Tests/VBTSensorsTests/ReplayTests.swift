@@ -56,6 +56,8 @@ struct ReplayTests {
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
         let recording = try Recording(path: path, types: ["sample", "status"])
         #expect(recording.messages.count == 11)
+        #expect(recording.readings == 10)
+        #expect(abs(recording.readingSpan - 0.9) < 1e-9)
 
         let copies = 4
         let source = ReplaySource(path: path, recording: recording, speed: 20, loop: false, stations: copies, startT: 1_000, stagger: 1)
