@@ -53,6 +53,9 @@ public final class Forwarder {
     }
     /// The subscribers connected now, by descriptor (the monitor's accepted and disconnected events).
     private var subscriberLinks: [Int32: SubscriberLink] = [:]
+    /// What subscribers said they are (`BusPriority`), by descriptor, with the connection that said it
+    /// (a declaration may be read before its connection's accepted event, or outlive it).
+    private var declared: [Int32: (identity: KernelSocket.Identity, priority: BusPriority)] = [:]
 
     /// This run's instance name (the part of `src` before the slash).
     public var instance: String { stamper.instance }
@@ -153,7 +156,9 @@ public final class Forwarder {
                     // Connections ended since the last poll are forgotten first: a descriptor is never taken for another's.
                     if let monitor = connectionMonitors.last { try countConnections(monitor, subscribers: true) }
                     let queued = subscriberLinks.compactMapValues { KernelSocket.queuedBytes($0.descriptor) }
-                    if let decision = budget?.check(now: monotonicSeconds(), queued: queued) { shed(decision, budget: budget!) }
+                    if let decision = budget?.check(now: monotonicSeconds(), queued: queued, priorities: declaredPriorities) {
+                        shed(decision, budget: budget!)
+                    }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
                     ThreadPriority.keep()
@@ -171,6 +176,15 @@ public final class Forwarder {
         }
     }
 
+    /// What the subscribers connected now said they are (those that said nothing are `.normal`).
+    private var declaredPriorities: [Int32: BusPriority] {
+        var priorities: [Int32: BusPriority] = [:]
+        for (descriptor, said) in declared where subscriberLinks[descriptor]?.identity == said.identity {
+            priorities[descriptor] = said.priority
+        }
+        return priorities
+    }
+
     /// Disconnects the subscriber furthest behind (`BusMemoryBudget`), if its
     /// descriptor is still the connection the monitor reported; or says that
     /// none is behind.
@@ -181,12 +195,14 @@ public final class Forwarder {
             logger.warning("bus near its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
         case .disconnect(let descriptor):
             guard let link = subscriberLinks[descriptor], KernelSocket.identity(descriptor) == link.identity else { return }
+            let priority = declaredPriorities[descriptor] ?? .normal
             subscriberLinks[descriptor] = nil
+            declared[descriptor] = nil
             KernelSocket.shutDown(descriptor)
             counters.shedSubscribers = (counters.shedSubscribers ?? 0) + 1
             logger.warning(
                 "bus near its memory budget: disconnected the subscriber furthest behind; it connects again, counts what it missed as gaps and fetches it from the journals",
-                metadata: metadata.merging(["peer": "\(link.peer)", "shed": "\(counters.shedSubscribers ?? 0)"]) { $1 })
+                metadata: metadata.merging(["peer": "\(link.peer)", "priority": "\(priority.rawValue)", "shed": "\(counters.shedSubscribers ?? 0)"]) { $1 })
         }
     }
 
@@ -205,6 +221,8 @@ public final class Forwarder {
                 // Kept only for a budget to choose from (two system calls a connection).
                 if subscribers, configuration.memoryBudgetMB != nil, let identity = KernelSocket.identity(value) {
                     subscriberLinks[value] = SubscriberLink(descriptor: value, identity: identity, peer: KernelSocket.peerName(value))
+                    // What an earlier connection on this descriptor said is not this one's.
+                    if let said = declared[value], said.identity != identity { declared[value] = nil }
                 }
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: counters.connections = (counters.connections ?? 0) + 1
             case ZMQ_EVENT_DISCONNECTED:
@@ -307,19 +325,56 @@ public final class Forwarder {
     }
 
     /// Passes subscription changes upstream; returns whether any was a subscribe.
+    /// A subscriber's word on itself (`BusPriority`) is kept here, not passed on.
     private func forwardSubscriptions() throws(ZMQError) -> Bool {
         var subscribed = false
-        while let message = try backend.receive(dontWait: true, maxFrames: 1) {
-            guard let frame = message.frames.first else { continue }
-            if frame.first == 1 {
+        var msg = zmq_msg_t()
+        zmq_msg_init(&msg)
+        defer { zmq_msg_close(&msg) }
+        while true {
+            let (rc, code) = retryingInterrupts { zmq_msg_recv(&msg, backend.handle, ZMQ_DONTWAIT) }
+            if rc < 0 {
+                if code == EAGAIN { return subscribed }
+                throw ZMQError(code: code, operation: "zmq_msg_recv")
+            }
+            // (A subscription is one frame; XPUB hands on nothing longer.)
+            let frame = UnsafeRawBufferPointer(start: zmq_msg_data(&msg), count: zmq_msg_size(&msg))
+            guard let kind = frame.first else { continue }
+            if let priority = BusPriority.declared(by: UnsafeRawBufferPointer(rebasing: frame.dropFirst())) {
+                if kind == 1 { note(priority, of: &msg) }
+                continue
+            }
+            if kind == 1 {
                 counters.subscribeEvents += 1
                 subscribed = true
-            } else if frame.first == 0 {
+            } else if kind == 0 {
                 counters.unsubscribeEvents += 1
             }
             try frontend.send(frame)
         }
-        return subscribed
+    }
+
+    /// Keeps what a subscriber said it is, for the budget's choice; on a secured bus, a claim to
+    /// be real-time only from a service's key (any other is logged and taken as `.normal`).
+    private func note(_ priority: BusPriority, of msg: inout zmq_msg_t) {
+        guard configuration.memoryBudgetMB != nil else { return }
+        // The connection the subscription came in on (libzmq's ZMQ_SRCFD, deprecated but kept in 4.3).
+        let descriptor = zmq_msg_get(&msg, ZMQ_SRCFD)
+        guard descriptor >= 0, let identity = KernelSocket.identity(descriptor) else { return }
+        var granted = priority
+        if let zap, priority == .realtime {
+            let key = ZMQSocket.userId(of: &msg).map { String(cString: $0) } ?? ""
+            let peer = zap.authorized.peer(publicKey: key)
+            if case .service? = peer?.role {
+            } else {
+                granted = .normal
+                logger.warning(
+                    "a subscriber said it is on the real-time path, which only a service's key may say: taken as normal",
+                    metadata: ["peer": "\(peer?.name ?? "unknown key")", "peer.address": "\(KernelSocket.peerName(descriptor))"])
+            }
+        }
+        declared[descriptor] = (identity, granted)
+        logger.info("a subscriber said its priority", metadata: ["peer": "\(KernelSocket.peerName(descriptor))", "priority": "\(granted.rawValue)"])
     }
 
     private func sendHeartbeat() throws(ZMQError) {

@@ -38,6 +38,17 @@ import Glibc
 /// Before choosing, the bus gives back the heap it freed (`trimRetryS`): what it holds
 /// after its queues emptied is no reason to disconnect anyone.
 ///
+/// Of the subscribers behind, those that said they may go first (`BusPriority.bulk`: the
+/// session-recorder, which fetches what it missed from the journals and is on no rep's path)
+/// go before the rest, and those that said they are on the real-time path
+/// (`BusPriority.realtime`: the rep-detector) go last: short of fifteen sixteenths, not while
+/// any other subscriber's queue holds anything (it will be behind long enough soon enough). By time alone, a burst at the budget
+/// once took the rep-detector with three others within a second (a 10-minute run at 1,000
+/// stations, issue 17: 12,887 readings it could not get back from a replay, which keeps no
+/// journal); choosing by kernel queue instead took a reader that kept up for the one behind
+/// (its backlog sits in libzmq's pipe, which the kernel does not see), so a subscriber says
+/// which it is.
+///
 /// The policy is here, as a value a test drives with its own numbers; the
 /// `Forwarder` reads the queues and closes the connection.
 public struct BusMemoryBudget: Sendable {
@@ -100,11 +111,12 @@ public struct BusMemoryBudget: Sendable {
     /// Seconds until the next check is due (for a poll's timeout).
     public func untilNextCheck(now: Double) -> Double { max(0, nextCheck - now) }
 
-    /// One check: `queued` is each subscriber connection's bytes in its send queue now.
+    /// One check: `queued` is each subscriber connection's bytes in its send queue now, and
+    /// `priorities` what those that said so are (the rest are `.normal`).
     /// Past a disconnection, gives the freed heap back (`trim`) before reading the memory again.
     /// (`resident` and `trim` are this process's by default; a test gives its own.)
     public mutating func check(
-        now: Double, queued: [Int32: Int], resident: () -> Int? = { HeapTrim.residentBytes },
+        now: Double, queued: [Int32: Int], priorities: [Int32: BusPriority] = [:], resident: () -> Int? = { HeapTrim.residentBytes },
         trim: () -> Void = { HeapTrim.giveBackFreed() }
     ) -> Decision? {
         guard isDue(now: now) else { return nil }
@@ -137,7 +149,13 @@ public struct BusMemoryBudget: Sendable {
         // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
         guard now >= settled || bytes >= urgentBytes else { return nil }
         let hard = bytes >= hardBytes
-        let furthest = backedUp.filter { hard || now - $0.value >= behindS }.min { ($0.value, $0.key) < ($1.value, $1.key) }
+        // The lowest priority first; of those, the one behind longest. Short of `hardBytes`, one on the
+        // real-time path goes only while no other's queue holds anything: the others' turn comes first.
+        let rank = { (link: Int32) in (priorities[link] ?? .normal).shedOrder }
+        let othersBehind = backedUp.keys.contains { priorities[$0] != .realtime }
+        let furthest = backedUp.filter { hard || (now - $0.value >= behindS && !(othersBehind && priorities[$0.key] == .realtime)) }.min {
+            (rank($0.key), $0.value, $0.key) < (rank($1.key), $1.value, $1.key)
+        }
         guard let furthest else {
             defer { saidNoneBehind = true }
             return saidNoneBehind ? nil : .noneBehind
@@ -147,6 +165,43 @@ public struct BusMemoryBudget: Sendable {
         settled = now + settleS
         trimDue = true
         return .disconnect(furthest.key)
+    }
+}
+
+/// What a subscriber tells the bus of itself, for the bus at its memory budget to choose whom to
+/// disconnect (`BusMemoryBudget`): it subscribes to `subscription`, a prefix no topic starts with
+/// (topics are printable ASCII; it starts with DEL, 0x7F), which the bus keeps and does not
+/// pass on to the publishers (proto/README.md, "The bus at its memory budget"). On a secured bus,
+/// only a service's key may say `.realtime`; anyone may say `.bulk`.
+public enum BusPriority: String, Sendable, CaseIterable {
+    /// Disconnected first: a consumer that fetches what it missed and is on no rep's path.
+    case bulk
+    /// What a subscriber that says nothing is.
+    case normal
+    /// Disconnected last: a consumer on the real-time path (reading -> rep).
+    case realtime
+
+    /// The prefix of the subscription that says it.
+    static let marker = "\u{7F}vbt.priority="
+
+    /// The subscription that says this priority (nil for `.normal`, which is said by saying nothing).
+    public var subscription: String? { self == .normal ? nil : Self.marker + rawValue }
+
+    /// The priority a subscription's prefix says; nil when it is a topic prefix. An unknown
+    /// priority is `.normal` (a later version's word for something this one does not know).
+    public static func declared(by prefix: UnsafeRawBufferPointer) -> BusPriority? {
+        let marker = Array(Self.marker.utf8)
+        guard prefix.count >= marker.count, prefix.prefix(marker.count).elementsEqual(marker) else { return nil }
+        return BusPriority(rawValue: String(decoding: prefix.dropFirst(marker.count), as: UTF8.self)) ?? .normal
+    }
+
+    /// The order the bus disconnects in (lowest first).
+    var shedOrder: Int {
+        switch self {
+        case .bulk: 0
+        case .normal: 1
+        case .realtime: 2
+        }
     }
 }
 

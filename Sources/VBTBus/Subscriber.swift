@@ -143,15 +143,17 @@ public final class Subscriber {
     public static let busHeartbeatTopic = HeartbeatMessage.topic(station: "bus")
 
     /// Connects to `config.subEndpoint` and subscribes to each prefix ("" is everything).
-    public convenience init(context: ZMQContext, config: BusConfig, prefixes: [String], logger: Logger) throws(ZMQError) {
-        try self.init(transport: ZMQTransport(context: context, config: config), prefixes: prefixes, logger: logger)
+    public convenience init(context: ZMQContext, config: BusConfig, prefixes: [String], priority: BusPriority = .normal, logger: Logger) throws(ZMQError) {
+        try self.init(transport: ZMQTransport(context: context, config: config), prefixes: prefixes, priority: priority, logger: logger)
     }
 
-    /// Subscribes on `transport` to each prefix ("" is everything), and to the bus's heartbeat.
-    public init(transport: any BusTransport, prefixes: [String], logger: Logger) throws(ZMQError) {
+    /// Subscribes on `transport` to each prefix ("" is everything), and to the bus's heartbeat;
+    /// tells the bus its `priority` (`BusPriority`: whom the bus disconnects first at its memory budget).
+    public init(transport: any BusTransport, prefixes: [String], priority: BusPriority = .normal, logger: Logger) throws(ZMQError) {
         let prefixes = prefixes.isEmpty ? [""] : prefixes
         var subscribed = prefixes
         if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) { subscribed.append(Self.busHeartbeatTopic) }
+        if let said = priority.subscription { subscribed.append(said) }
         link = try transport.subscriberLink(prefixes: subscribed)
         clock = transport.clock
         nextEviction = clock.monotonicSeconds() + 60

@@ -140,7 +140,8 @@ public final class DetectorRuntime {
         subscriber = try Subscriber(
             transport: transport,
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
-            logger: logger)
+            // On the rep's path: the bus at its memory budget disconnects it last.
+            priority: .realtime, logger: logger)
         // Readings are only located as they are received, and checked as they are built, when
         // used: the bar IMU's are not while the laser speaks (most of the bytes of a station with
         // both: issue 17), nor are posture readings. Checking them on receipt as well was a

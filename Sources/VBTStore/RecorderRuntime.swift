@@ -72,7 +72,8 @@ public final class RecorderRuntime {
 
     /// Connects on `transport` and serves its query endpoint.
     public init(transport: any BusTransport, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
-        subscriber = try Subscriber(transport: transport, prefixes: [""], logger: logger)
+        // What it misses it fetches from the journals, and no rep waits for it: the bus at its memory budget disconnects it first.
+        subscriber = try Subscriber(transport: transport, prefixes: [""], priority: .bulk, logger: logger)
         heartbeat.subscribes = subscriber.subscribedPrefixes
         publisher = try Publisher(transport: transport, program: "session-recorder")
         queryServer = try transport.queryServerLink()

@@ -75,6 +75,8 @@ public final class MemoryBus: BusTransport {
 
     /// Tells every publisher of a subscription, as the bus forwards it.
     private func announce(_ prefix: [UInt8]) {
+        // A subscriber's word on itself is the bus's (BusPriority), not passed on.
+        guard prefix.withUnsafeBytes({ BusPriority.declared(by: $0) }) == nil else { return }
         for publisher in publishers.compactMap(\.value) { publisher.messages.append([[1] + prefix]) }
     }
 

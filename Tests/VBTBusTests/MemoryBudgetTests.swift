@@ -161,3 +161,77 @@ struct MemoryBudgetTests {
         #expect(budget.disconnections == 2)
     }
 }
+
+/// Whom the budget disconnects first, by what the subscribers said they are (`BusPriority`).
+@Suite("Bus memory budget: priorities")
+struct MemoryBudgetPriorityTests {
+    private let mib = 1 << 20
+
+    @Test("of the subscribers behind, one that said bulk goes first and one that said realtime last, however long each has been behind")
+    func priorityBeforeTime() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        // 7 (realtime) stopped first, 8 (normal) next, 9 (bulk) last; all three are behind by 1.5 s.
+        let priorities: [Int32: BusPriority] = [7: .realtime, 9: .bulk]
+        var order: [Int32] = []
+        var queued: [Int32: Int] = [:]
+        for step in 0..<80 {
+            let now = Double(step) * 0.05
+            for (link, stopped) in [(Int32(7), 0.0), (8, 0.2), (9, 0.4)] where now >= stopped && !order.contains(link) { queued[link] = 2_000_000 }
+            if let decision = budget.check(now: now, queued: queued, priorities: priorities, resident: { now >= 1.5 ? 95 << 20 : 50 << 20 }, trim: {}),
+                case .disconnect(let link) = decision
+            {
+                order.append(link)
+                queued[link] = nil
+            }
+        }
+        #expect(order == [9, 8, 7])
+    }
+
+    @Test("a realtime subscriber behind is still disconnected when it alone is behind: the budget is the ceiling")
+    func realtimeAloneStillGoes() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [BusMemoryBudget.Decision] = []
+        for step in 0..<20 {
+            let now = Double(step) * 0.05
+            // 8 (bulk) keeps up: its queue empties every other check.
+            let queued: [Int32: Int] = [7: 2_000_000, 8: step % 2 == 0 ? 100_000 : 0]
+            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime, 8: .bulk], resident: { 90 << 20 }, trim: {}) {
+                decisions.append(decision)
+            }
+        }
+        // Said none behind until 7 had been behind for behindS, then 7.
+        #expect(decisions.first == .noneBehind)
+        #expect(decisions.dropFirst().first == .disconnect(7))
+        #expect(!decisions.contains(.disconnect(8)))
+    }
+
+    @Test("short of fifteen sixteenths, a realtime subscriber behind long waits while another's queue holds anything; from there, the other goes first")
+    func realtimeWaitsForTheOthers() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            // 7 (realtime) behind from the start; 8 (normal) from 1.0 s; at 90 MiB from 1.2 s, at 95 from 1.3 s.
+            let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 1.0 ? 2_000_000 : 0]
+            let resident = now >= 1.3 ? 95 * mib : now >= 1.2 ? 90 * mib : 50 * mib
+            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime], resident: { resident }, trim: {}) {
+                decisions.append((now, decision))
+            }
+        }
+        #expect(decisions.first?.1 == .noneBehind && abs((decisions.first?.0 ?? 0) - 1.2) < 1e-9, "at 90 MiB, 8 behind 0.2 s: nobody yet")
+        #expect(decisions.first { $0.1 != .noneBehind }?.1 == .disconnect(8), "from 95 MiB, 8 first")
+    }
+
+    @Test("the subscription that says a priority: no topic starts with it, read back as said, an unknown word is normal")
+    func declaration() {
+        #expect(BusPriority.normal.subscription == nil)
+        for priority in [BusPriority.bulk, .realtime] {
+            let said = Array(priority.subscription!.utf8)
+            #expect(said.first == 0x7F, "starts with DEL, which no topic (printable ASCII) does")
+            #expect(said.withUnsafeBytes { BusPriority.declared(by: $0) } == priority)
+        }
+        #expect(Array("\u{7F}vbt.priority=urgent".utf8).withUnsafeBytes { BusPriority.declared(by: $0) } == .normal)
+        #expect(Array("sample.rack".utf8).withUnsafeBytes { BusPriority.declared(by: $0) } == nil)
+        #expect(Array("".utf8).withUnsafeBytes { BusPriority.declared(by: $0) } == nil)
+    }
+}

@@ -120,3 +120,68 @@ def test_the_bus_keeps_to_its_memory_budget_when_a_subscriber_stalls(tmp_path: P
     finally:
         ctx.destroy(linger=0)
         bus.stop_all()
+
+
+def test_at_its_budget_the_bus_disconnects_a_subscriber_on_the_real_time_path_last(tmp_path: Path):
+    """A subscriber that says it is on the real-time path (the rep-detector's subscription
+    `\x7fvbt.priority=realtime`, proto/README.md) stops reading; another keeps up for 5,000
+    messages, then stops too. By time alone the first is the one behind longest; at the budget
+    the bus disconnects the other one first."""
+    bus = Bus(tmp_path)
+    bus.start(extra=["--memory-budget-mb", str(BUDGET_MB)])
+    ctx = zmq.Context()
+    try:
+        def subscriber(*said: bytes) -> zmq.Socket:
+            socket = ctx.socket(zmq.SUB)
+            socket.setsockopt(zmq.RCVHWM, 10)
+            socket.setsockopt(zmq.RCVBUF, 65_536)
+            socket.setsockopt(zmq.LINGER, 0)
+            for prefix in (b"", *said):
+                socket.setsockopt(zmq.SUBSCRIBE, prefix)
+            socket.connect(bus.sub_endpoint)
+            assert socket.poll(10_000), f"no heartbeat on a subscriber\n{bus.describe()}"
+            socket.recv_multipart()
+            return socket
+
+        realtime = subscriber(b"\x7fvbt.priority=realtime")
+        bus.process.wait_for_log("priority=realtime")
+        said = [line for line in bus.process.stderr().splitlines() if "said its priority" in line]
+        assert len(said) == 1, said
+        realtime_peer = said[0].split("peer=")[1].split()[0]
+        normal = subscriber()
+        publisher = ctx.socket(zmq.PUB)
+        publisher.setsockopt(zmq.SNDHWM, 0)
+        publisher.setsockopt(zmq.LINGER, 0)
+        publisher.connect(bus.pub_endpoint)
+        wait_until(lambda: publisher.send_multipart([b"probe", b"{}"]) or normal.poll(100) and normal.recv_multipart()[0] == b"probe",
+                   "the publisher's messages through the bus", detail=bus.describe)
+
+        # 5 MB the real-time one does not read (its queue is behind from here) and the other one does.
+        received = 0
+
+        def read() -> bool:
+            nonlocal received
+            while normal.poll(10):
+                received += normal.recv_multipart()[0] == b"load"
+            return received >= 5_000
+
+        for _ in range(10):
+            for _ in range(500):
+                publisher.send_multipart([b"load", BODY])
+            read()
+        wait_until(read, "5,000 messages at the subscriber that keeps up", detail=bus.describe)
+        assert "disconnected the subscriber" not in bus.process.stderr(), bus.describe()
+
+        # Now neither reads: the real-time one has been behind longer.
+        def shed() -> bool:
+            for _ in range(500):
+                publisher.send_multipart([b"load", BODY])
+            return "disconnected the subscriber furthest behind" in bus.process.stderr()
+
+        wait_until(shed, "the bus disconnecting a subscriber at its budget", timeout=60, detail=bus.describe)
+        first = next(line for line in bus.process.stderr().splitlines() if "disconnected the subscriber furthest behind" in line)
+        assert "priority=normal" in first and f"peer={realtime_peer}" not in first, f"{first}\nthe real-time one is {realtime_peer}"
+        assert realtime is not None  # (it may go next: the budget is the ceiling)
+    finally:
+        ctx.destroy(linger=0)
+        bus.stop_all()

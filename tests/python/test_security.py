@@ -134,7 +134,8 @@ def gym(tmp_path_factory):
     ctx.setsockopt(zmq.LINGER, 0)  # a failed test's unsent messages never hold the teardown
     try:
         bus_env = dict(g.base, VBT_SERVER_CERT=str(g.keys / "server.key_secret"), VBT_AUTHORIZED=str(g.keys / "authorized"))
-        g.spawn("vbt-bus", ["vbt-bus", "--heartbeat-interval", "0.2"], bus_env).wait_for_log("bus forwarding")
+        # (A budget never reached here: with one, the bus keeps what subscribers say of their priority.)
+        g.spawn("vbt-bus", ["vbt-bus", "--heartbeat-interval", "0.2", "--memory-budget-mb", "256"], bus_env).wait_for_log("bus forwarding")
         g.watcher = Watcher(ctx, g.sub, g.cert("viewer"), g.server_key)
         g.watcher.start()
         wait_until(lambda: b"heartbeat.bus" in g.watcher.topics(), "the viewer to receive heartbeat.bus", detail=g.describe)
@@ -256,6 +257,28 @@ def test_no_key_reads_nothing(gym):
     dealer.send_multipart([b"", b'{"id":"x","query":"athlete.list"}'])
     assert dealer.poll(3000) == 0, "the query endpoint answered a client without a key"
     dealer.close(0)
+
+
+def test_only_a_service_may_say_it_is_on_the_real_time_path(gym):
+    """The rep-detector (a service's key) says `realtime` and the bus takes it; a viewer's key
+    saying it is logged, named, and taken as saying nothing (proto/README.md, "The bus at its
+    memory budget")."""
+    bus = gym.programs[0]
+    bus.wait_for_log("priority=realtime")
+    spy = gym.ctx.socket(zmq.SUB)
+    secure(spy, gym.cert("viewer"), gym.server_key)
+    for prefix in (b"heartbeat.bus", b"\x7fvbt.priority=realtime"):
+        spy.setsockopt(zmq.SUBSCRIBE, prefix)
+    spy.connect(gym.sub)
+    try:
+        bus.wait_for_log("only a service's key may say")
+        refused = [line for line in bus.stderr().splitlines() if "only a service's key may say" in line]
+        assert len(refused) == 1 and "peer=viewer" in refused[0], refused
+        said = [line for line in bus.stderr().splitlines() if "said its priority" in line]
+        assert any("priority=normal" in line for line in said), said
+        assert spy.poll(10_000), "the viewer still receives what it subscribed to"
+    finally:
+        spy.close(0)
 
 
 def test_query_roles(gym):
