@@ -41,8 +41,10 @@ import Glibc
 /// Of the subscribers behind, those that said they may go first (`BusPriority.bulk`: the
 /// session-recorder, which fetches what it missed from the journals and is on no rep's path)
 /// go before the rest, and those that said they are on the real-time path
-/// (`BusPriority.realtime`: the rep-detector) go last: short of fifteen sixteenths, not while
-/// any other subscriber's queue holds anything (it will be behind long enough soon enough). By time alone, a burst at the budget
+/// (`BusPriority.realtime`: the rep-detector) go last. Short of fifteen sixteenths, a subscriber
+/// goes only while no queue of a lower priority holds anything (that one will be behind long
+/// enough soon enough: a recorder just connected again empties its queue now and then, and the
+/// bus once took the posture-evaluator meanwhile). By time alone, a burst at the budget
 /// once took the rep-detector with three others within a second (a 10-minute run at 1,000
 /// stations, issue 17: 12,887 readings it could not get back from a replay, which keeps no
 /// journal); choosing by kernel queue instead took a reader that kept up for the one behind
@@ -83,6 +85,8 @@ public struct BusMemoryBudget: Sendable {
     public private(set) var peakBytes = 0
     /// Per connection (descriptor): since when its send queue has not been empty.
     private var backedUp: [Int32: Double] = [:]
+    /// Per connection: when its send queue last held something (at a check).
+    private var lastQueued: [Int32: Double] = [:]
     private var nextCheck = 0.0
     private var settled = 0.0
     private var trimDue = false
@@ -124,6 +128,9 @@ public struct BusMemoryBudget: Sendable {
         var since: [Int32: Double] = [:]
         for (link, bytes) in queued where bytes > 0 { since[link] = backedUp[link] ?? now }
         backedUp = since
+        var seen: [Int32: Double] = [:]
+        for link in queued.keys { if let at = since[link] != nil ? now : lastQueued[link] { seen[link] = at } }
+        lastQueued = seen
         guard var bytes = resident() else { return nil }
         if trimDue, now >= settled {
             trimDue = false
@@ -149,13 +156,16 @@ public struct BusMemoryBudget: Sendable {
         // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
         guard now >= settled || bytes >= urgentBytes else { return nil }
         let hard = bytes >= hardBytes
-        // The lowest priority first; of those, the one behind longest. Short of `hardBytes`, one on the
-        // real-time path goes only while no other's queue holds anything: the others' turn comes first.
+        // The lowest priority first; of those, the one behind longest. Short of `hardBytes`, a subscriber
+        // goes only while no queue of a lower priority holds anything (or did within `behindS`: one just
+        // emptied fills again): the lower one's turn comes first. From `hardBytes`, those behind for
+        // `behindS` first, by priority (one stopped for good must go before its queue takes the budget,
+        // whoever keeps the others' queues busy), then the rest, by priority.
         let rank = { (link: Int32) in (priorities[link] ?? .normal).shedOrder }
-        let othersBehind = backedUp.keys.contains { priorities[$0] != .realtime }
-        let furthest = backedUp.filter { hard || (now - $0.value >= behindS && !(othersBehind && priorities[$0.key] == .realtime)) }.min {
-            (rank($0.key), $0.value, $0.key) < (rank($1.key), $1.value, $1.key)
-        }
+        let lowest = lastQueued.filter { now - $0.value < behindS }.keys.map(rank).min()
+        let long = backedUp.filter { now - $0.value >= behindS }
+        let candidates = hard ? (long.isEmpty ? backedUp : long) : long.filter { rank($0.key) == lowest }
+        let furthest = candidates.min { (rank($0.key), $0.value, $0.key) < (rank($1.key), $1.value, $1.key) }
         guard let furthest else {
             defer { saidNoneBehind = true }
             return saidNoneBehind ? nil : .noneBehind

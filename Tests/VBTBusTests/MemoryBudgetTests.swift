@@ -187,39 +187,60 @@ struct MemoryBudgetPriorityTests {
         #expect(order == [9, 8, 7])
     }
 
-    @Test("a realtime subscriber behind is still disconnected when it alone is behind: the budget is the ceiling")
-    func realtimeAloneStillGoes() {
-        var budget = BusMemoryBudget(megabytes: 100)
-        var decisions: [BusMemoryBudget.Decision] = []
-        for step in 0..<20 {
-            let now = Double(step) * 0.05
-            // 8 (bulk) keeps up: its queue empties every other check.
-            let queued: [Int32: Int] = [7: 2_000_000, 8: step % 2 == 0 ? 100_000 : 0]
-            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime, 8: .bulk], resident: { 90 << 20 }, trim: {}) {
-                decisions.append(decision)
-            }
-        }
-        // Said none behind until 7 had been behind for behindS, then 7.
-        #expect(decisions.first == .noneBehind)
-        #expect(decisions.dropFirst().first == .disconnect(7))
-        #expect(!decisions.contains(.disconnect(8)))
-    }
-
-    @Test("short of fifteen sixteenths, a realtime subscriber behind long waits while another's queue holds anything; from there, the other goes first")
-    func realtimeWaitsForTheOthers() {
+    @Test("a realtime subscriber stopped for good goes while a bulk one keeping up holds it back, from fifteen sixteenths: the budget is the ceiling")
+    func realtimeStoppedStillGoes() {
         var budget = BusMemoryBudget(megabytes: 100)
         var decisions: [(Double, BusMemoryBudget.Decision)] = []
         for step in 0..<40 {
             let now = Double(step) * 0.05
-            // 7 (realtime) behind from the start; 8 (normal) from 1.0 s; at 90 MiB from 1.2 s, at 95 from 1.3 s.
-            let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 1.0 ? 2_000_000 : 0]
-            let resident = now >= 1.3 ? 95 * mib : now >= 1.2 ? 90 * mib : 50 * mib
-            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime], resident: { resident }, trim: {}) {
+            // 7 (realtime) stopped; 8 (bulk) keeps up, its queue empty every other check. 90 MiB, 95 from 1.0 s
+            // until 7 is gone.
+            let gone = decisions.contains { $0.1 == .disconnect(7) }
+            var queued: [Int32: Int] = [8: step % 2 == 0 ? 100_000 : 0]
+            if !gone { queued[7] = 2_000_000 }
+            let resident = now >= 1.0 && !gone ? 95 * mib : 90 * mib
+            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime, 8: .bulk], resident: { resident }, trim: {}) {
                 decisions.append((now, decision))
             }
         }
-        #expect(decisions.first?.1 == .noneBehind && abs((decisions.first?.0 ?? 0) - 1.2) < 1e-9, "at 90 MiB, 8 behind 0.2 s: nobody yet")
-        #expect(decisions.first { $0.1 != .noneBehind }?.1 == .disconnect(8), "from 95 MiB, 8 first")
+        let disconnections = decisions.filter { $0.1 != .noneBehind }
+        #expect(disconnections.first?.1 == .disconnect(7) && (disconnections.first?.0 ?? 0) >= 1.0, "\(decisions)")
+        #expect(!disconnections.contains { $0.1 == .disconnect(8) })
+    }
+
+    @Test("short of fifteen sixteenths, a realtime subscriber behind longer waits while a normal one is behind: the normal one goes first")
+    func realtimeWaitsForTheOthers() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        for step in 0..<30 {
+            let now = Double(step) * 0.05
+            // 7 (realtime) behind from the start; 8 (normal) from 0.6 s; at 90 MiB from 0.9 s.
+            let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 0.6 ? 2_000_000 : 0]
+            let resident = now >= 0.9 ? 90 * mib : 50 * mib
+            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime], resident: { resident }, trim: {}) {
+                decisions.append((now, decision))
+                if case .disconnect = decision { break }
+            }
+        }
+        #expect(decisions.first?.1 == .noneBehind && abs((decisions.first?.0 ?? 0) - 0.9) < 1e-9, "at 0.9 s, 8 behind 0.3 s: nobody yet")
+        #expect(decisions.last?.1 == .disconnect(8) && abs((decisions.last?.0 ?? 0) - 1.1) < 1e-9, "\(decisions)")
+    }
+
+    @Test("short of fifteen sixteenths, a normal subscriber behind long waits while a bulk one's queue holds anything, however briefly")
+    func normalWaitsForBulk() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [BusMemoryBudget.Decision] = []
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            // 7 (normal) behind from the start; 8 (bulk) connected again at 1.0 s, its queue empty every third check.
+            let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 1.0 && step % 3 != 0 ? 2_000_000 : 0]
+            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
+                decisions.append(decision)
+            }
+        }
+        #expect(decisions.first == .noneBehind)
+        // 8 is never behind for behindS at once, and 7 waits for it: nobody goes.
+        #expect(decisions == [.noneBehind])
     }
 
     @Test("the subscription that says a priority: no topic starts with it, read back as said, an unknown word is normal")
