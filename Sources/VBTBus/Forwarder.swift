@@ -337,20 +337,25 @@ public final class Forwarder {
                 if code == EAGAIN { return subscribed }
                 throw ZMQError(code: code, operation: "zmq_msg_recv")
             }
-            // (A subscription is one frame; XPUB hands on nothing longer.)
+            // A subscription is one frame: of a longer message (a peer's own making), the first alone counts.
             let frame = UnsafeRawBufferPointer(start: zmq_msg_data(&msg), count: zmq_msg_size(&msg))
-            guard let kind = frame.first else { continue }
-            if let priority = BusPriority.declared(by: UnsafeRawBufferPointer(rebasing: frame.dropFirst())) {
-                if kind == 1 { note(priority, of: &msg) }
-                continue
+            let more = zmq_msg_more(&msg) != 0
+            if let kind = frame.first {
+                if let priority = BusPriority.declared(by: UnsafeRawBufferPointer(rebasing: frame.dropFirst())) {
+                    // (Its unsubscription is ignored: libzmq sends one when the connection ends, and by
+                    // then the descriptor may be another connection's.)
+                    if kind == 1 { note(priority, of: &msg) }
+                } else {
+                    if kind == 1 {
+                        counters.subscribeEvents += 1
+                        subscribed = true
+                    } else if kind == 0 {
+                        counters.unsubscribeEvents += 1
+                    }
+                    try frontend.send(frame)
+                }
             }
-            if kind == 1 {
-                counters.subscribeEvents += 1
-                subscribed = true
-            } else if kind == 0 {
-                counters.unsubscribeEvents += 1
-            }
-            try frontend.send(frame)
+            if more { try drain(backend, &msg) }
         }
     }
 
@@ -361,19 +366,25 @@ public final class Forwarder {
         // The connection the subscription came in on (libzmq's ZMQ_SRCFD, deprecated but kept in 4.3).
         let descriptor = zmq_msg_get(&msg, ZMQ_SRCFD)
         guard descriptor >= 0, let identity = KernelSocket.identity(descriptor) else { return }
+        // Logged once a connection, whatever it says after (a peer repeating itself floods no log).
+        let first = declared[descriptor]?.identity != identity
         var granted = priority
         if let zap, priority == .realtime {
             let key = ZMQSocket.userId(of: &msg).map { String(cString: $0) } ?? ""
             let peer = zap.authorized.peer(publicKey: key)
-            if case .service? = peer?.role {
-            } else {
+            var isService = false
+            if case .service? = peer?.role { isService = true }
+            if !isService {
                 granted = .normal
-                logger.warning(
-                    "a subscriber said it is on the real-time path, which only a service's key may say: taken as normal",
-                    metadata: ["peer": "\(peer?.name ?? "unknown key")", "peer.address": "\(KernelSocket.peerName(descriptor))"])
+                if first {
+                    logger.warning(
+                        "a subscriber said it is on the real-time path, which only a service's key may say: taken as normal",
+                        metadata: ["peer": "\(peer?.name ?? "unknown key")", "peer.address": "\(KernelSocket.peerName(descriptor))"])
+                }
             }
         }
         declared[descriptor] = (identity, granted)
+        guard first else { return }
         logger.info("a subscriber said its priority", metadata: ["peer": "\(KernelSocket.peerName(descriptor))", "priority": "\(granted.rawValue)"])
     }
 
