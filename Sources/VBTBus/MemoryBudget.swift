@@ -42,9 +42,9 @@ import Glibc
 /// session-recorder, which fetches what it missed from the journals and is on no rep's path)
 /// go before the rest, and those that said they are on the real-time path
 /// (`BusPriority.realtime`: the rep-detector) go last. Short of fifteen sixteenths, a subscriber
-/// goes only while no queue of a lower priority holds anything (that one will be behind long
-/// enough soon enough: a recorder just connected again empties its queue now and then, and the
-/// bus once took the posture-evaluator meanwhile). By time alone, a burst at the budget
+/// goes only while no queue of a lower priority holds anything, or did within `behindS`, or
+/// connected within it (that one will be behind long enough soon enough: a recorder just connected
+/// again empties its queue now and then, and the bus once took the posture-evaluator meanwhile). By time alone, a burst at the budget
 /// once took the rep-detector with three others within a second (a 10-minute run at 1,000
 /// stations, issue 17: 12,887 readings it could not get back from a replay, which keeps no
 /// journal); choosing by kernel queue instead took a reader that kept up for the one behind
@@ -85,8 +85,10 @@ public struct BusMemoryBudget: Sendable {
     public private(set) var peakBytes = 0
     /// Per connection (descriptor): since when its send queue has not been empty.
     private var backedUp: [Int32: Double] = [:]
-    /// Per connection: when its send queue last held something (at a check).
+    /// Per connection: when its send queue last held something (at a check), or when it was first seen.
     private var lastQueued: [Int32: Double] = [:]
+    /// The connections of the last check.
+    private var connected: Set<Int32> = []
     private var nextCheck = 0.0
     private var settled = 0.0
     private var trimDue = false
@@ -129,8 +131,19 @@ public struct BusMemoryBudget: Sendable {
         for (link, bytes) in queued where bytes > 0 { since[link] = backedUp[link] ?? now }
         backedUp = since
         var seen: [Int32: Double] = [:]
-        for link in queued.keys { if let at = since[link] != nil ? now : lastQueued[link] { seen[link] = at } }
+        for link in queued.keys {
+            if since[link] != nil {
+                seen[link] = now
+            } else if let at = lastQueued[link] {
+                seen[link] = at
+            } else if !connected.contains(link) {
+                // A connection new since the last check counts as just queued: a recorder connected
+                // again reads its first messages at once, and the bus once took the posture-evaluator meanwhile.
+                seen[link] = now
+            }
+        }
         lastQueued = seen
+        connected = Set(queued.keys)
         guard var bytes = resident() else { return nil }
         if trimDue, now >= settled {
             trimDue = false

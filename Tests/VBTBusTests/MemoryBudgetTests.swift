@@ -243,6 +243,24 @@ struct MemoryBudgetPriorityTests {
         #expect(decisions == [.noneBehind])
     }
 
+    @Test("short of fifteen sixteenths, a bulk subscriber connected again holds a normal one back for behindS, though its queue is empty")
+    func freshBulkHoldsNormalBack() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        for step in 0..<40 {
+            let now = Double(step) * 0.05
+            // 7 (normal) behind from the start; 8 (bulk) connects at 1.0 s, empty until 1.3 s, then behind. 90 MiB from 1.0 s.
+            var queued: [Int32: Int] = [7: 2_000_000]
+            if now >= 1.0 { queued[8] = now >= 1.3 ? 2_000_000 : 0 }
+            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
+                decisions.append((now, decision))
+                if case .disconnect = decision { break }
+            }
+        }
+        #expect(decisions.first?.1 == .noneBehind, "\(decisions)")
+        #expect(decisions.last?.1 == .disconnect(8) && abs((decisions.last?.0 ?? 0) - 1.8) < 1e-9, "\(decisions)")
+    }
+
     @Test("the subscription that says a priority: no topic starts with it, read back as said, an unknown word is normal")
     func declaration() {
         #expect(BusPriority.normal.subscription == nil)
