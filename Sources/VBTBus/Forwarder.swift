@@ -156,8 +156,9 @@ public final class Forwarder {
                     // Connections ended since the last poll are forgotten first: a descriptor is never taken for another's.
                     if let monitor = connectionMonitors.last { try countConnections(monitor, subscribers: true) }
                     let queued = subscriberLinks.compactMapValues { KernelSocket.queuedBytes($0.descriptor) }
-                    if let decision = budget?.check(now: monotonicSeconds(), queued: queued, priorities: declaredPriorities) {
-                        shed(decision, budget: budget!)
+                    let priorities = declaredPriorities
+                    if let decision = budget?.check(now: monotonicSeconds(), queued: queued, priorities: priorities) {
+                        shed(decision, budget: budget!, priorities: priorities)
                     }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
@@ -188,14 +189,14 @@ public final class Forwarder {
     /// Disconnects the subscriber furthest behind (`BusMemoryBudget`), if its
     /// descriptor is still the connection the monitor reported; or says that
     /// none is behind.
-    private func shed(_ decision: BusMemoryBudget.Decision, budget: BusMemoryBudget) {
+    private func shed(_ decision: BusMemoryBudget.Decision, budget: BusMemoryBudget, priorities: [Int32: BusPriority]) {
         let metadata: Logger.Metadata = ["budget.mb": "\(budget.limitBytes >> 20)", "rss.mb": "\((HeapTrim.residentBytes ?? 0) >> 20)"]
         switch decision {
         case .noneBehind:
             logger.warning("bus near its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
         case .disconnect(let descriptor):
             guard let link = subscriberLinks[descriptor], KernelSocket.identity(descriptor) == link.identity else { return }
-            let priority = declaredPriorities[descriptor] ?? .normal
+            let priority = priorities[descriptor] ?? .normal
             subscriberLinks[descriptor] = nil
             declared[descriptor] = nil
             KernelSocket.shutDown(descriptor)

@@ -206,6 +206,8 @@ public enum BusPriority: String, Sendable, CaseIterable {
 
     /// The prefix of the subscription that says it.
     static let marker = "\u{7F}vbt.priority="
+    /// The marker's bytes, compared with every subscription the bus reads.
+    private static let markerBytes = Array(marker.utf8)
 
     /// The subscription that says this priority (nil for `.normal`, which is said by saying nothing).
     public var subscription: String? { self == .normal ? nil : Self.marker + rawValue }
@@ -213,7 +215,7 @@ public enum BusPriority: String, Sendable, CaseIterable {
     /// The priority a subscription's prefix says; nil when it is a topic prefix. An unknown
     /// priority is `.normal` (a later version's word for something this one does not know).
     public static func declared(by prefix: UnsafeRawBufferPointer) -> BusPriority? {
-        let marker = Array(Self.marker.utf8)
+        let marker = Self.markerBytes
         guard prefix.count >= marker.count, prefix.prefix(marker.count).elementsEqual(marker) else { return nil }
         return BusPriority(rawValue: String(decoding: prefix.dropFirst(marker.count), as: UTF8.self)) ?? .normal
     }

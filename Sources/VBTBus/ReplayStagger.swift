@@ -26,7 +26,14 @@ public struct ReplayStagger: Sendable, Equatable {
     /// it expects with the same length (a pass a few tenths of a second longer than the readings'
     /// span moved each later pass's reps by as much, issue 17).
     public static func passSeconds(lastMessageT: Double, readingSpan: Double, readings: Int) -> Double {
-        max(lastMessageT, readingSpan + (readings > 1 ? readingSpan / Double(readings - 1) : 0.01), 0.01)
+        max(lastMessageT, readingSpan + readingStep(readingSpan: readingSpan, readings: readings), 0.01)
+    }
+
+    /// The average interval between a recording's readings, s (10 ms with fewer than two): a
+    /// pass that follows another starts this long after the previous pass's last reading, so
+    /// the recorded spacing holds across passes (the unstaggered replay's rule too).
+    public static func readingStep(readingSpan: Double, readings: Int) -> Double {
+        readings > 1 ? readingSpan / Double(readings - 1) : 0.01
     }
 
     /// How late copy `copy` (from 0) publishes, in seconds.

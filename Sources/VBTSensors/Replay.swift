@@ -122,7 +122,8 @@ public struct ReplaySource: SensorSource {
             return
         }
         let duration = recording.messages.last?.t ?? 0
-        let (readingSpan, step) = readingSpanAndStep
+        let readingSpan = recording.readingSpan
+        let step = ReplayStagger.readingStep(readingSpan: readingSpan, readings: recording.readings)
         var pass = 0
         var passStartT = startT ?? wallClockSeconds()
         repeat {
@@ -154,14 +155,6 @@ public struct ReplaySource: SensorSource {
         } while loop && !stop.isSet
         logger.info("replay finished", metadata: ["passes": "\(pass)", "messages": "\(recording.messages.count)", "copies": "\(stations)"])
         queue.push(.finished(source: name))
-    }
-
-    /// The span of the recording's reading times, and the average interval between readings:
-    /// the next pass starts one interval after the previous pass's last reading, keeping the
-    /// recorded spacing across passes.
-    private var readingSpanAndStep: (span: Double, step: Double) {
-        let span = recording.readingSpan
-        return (span, recording.readings > 1 ? span / Double(recording.readings - 1) : 0.01)
     }
 
     /// The copies each on a timeline of its own (`ReplayStagger`): copy k publishes the

@@ -37,6 +37,9 @@ struct ReplayTests {
         #expect(ReplayStagger.passSeconds(lastMessageT: 9.5, readingSpan: 9, readings: 10) == 10)
         #expect(ReplayStagger.passSeconds(lastMessageT: 12, readingSpan: 9, readings: 10) == 12)
         #expect(ReplayStagger.passSeconds(lastMessageT: 0, readingSpan: 0, readings: 1) == 0.01)
+        // The interval a later pass keeps after the previous one's last reading, staggered or not.
+        #expect(ReplayStagger.readingStep(readingSpan: 9, readings: 10) == 1)
+        #expect(ReplayStagger.readingStep(readingSpan: 0, readings: 0) == 0.01)
     }
 
     @Test("staggered copies: each copy publishes the whole recording in order, its readings shifted by its own delay")
