@@ -42,9 +42,14 @@ import Glibc
 /// session-recorder, which fetches what it missed from the journals and is on no rep's path)
 /// go before the rest, and those that said they are on the real-time path
 /// (`BusPriority.realtime`: the rep-detector) go last. Short of fifteen sixteenths, a subscriber
-/// goes only while no queue of a lower priority holds anything, or did within `behindS`, or
-/// connected within it (that one will be behind long enough soon enough: a recorder just connected
-/// again empties its queue now and then, and the bus once took the posture-evaluator meanwhile). By time alone, a burst at the budget
+/// goes only while no subscriber of a lower priority is connected, or was disconnected within
+/// `rejoinS` (it connects again in a tenth of a second), whether its queue holds anything or not.
+/// A recorder connected again reads at once until libzmq's queue in its own process (8,192
+/// messages) and its socket's buffer are full, so its queue at the bus stays empty for half a
+/// second or more; a rule that looked at queues that held something within `behindS` let the bus
+/// take the posture-evaluator meanwhile, which then fell behind again as it recovered, and went
+/// 28 times in one 10-minute run at 1,000 stations (issue 17). The budget stays the ceiling: from
+/// fifteen sixteenths the rule below holds. By time alone, a burst at the budget
 /// once took the rep-detector with three others within a second (a 10-minute run at 1,000
 /// stations, issue 17: 12,887 readings it could not get back from a replay, which keeps no
 /// journal); choosing by kernel queue instead took a reader that kept up for the one behind
@@ -85,10 +90,11 @@ public struct BusMemoryBudget: Sendable {
     public private(set) var peakBytes = 0
     /// Per connection (descriptor): since when its send queue has not been empty.
     private var backedUp: [Int32: Double] = [:]
-    /// Per connection: when its send queue last held something (at a check), or when it was first seen.
-    private var lastQueued: [Int32: Double] = [:]
-    /// The connections of the last check.
-    private var connected: Set<Int32> = []
+    /// How long a disconnected subscriber counts as connected, for the order of disconnection, s
+    /// (libzmq connects again after 0.1 s).
+    public var rejoinS = 1.0
+    /// Per priority (`BusPriority.shedOrder`): when a subscriber of it was last disconnected.
+    private var lastShed: [Int: Double] = [:]
     private var nextCheck = 0.0
     private var settled = 0.0
     private var trimDue = false
@@ -130,20 +136,6 @@ public struct BusMemoryBudget: Sendable {
         var since: [Int32: Double] = [:]
         for (link, bytes) in queued where bytes > 0 { since[link] = backedUp[link] ?? now }
         backedUp = since
-        var seen: [Int32: Double] = [:]
-        for link in queued.keys {
-            if since[link] != nil {
-                seen[link] = now
-            } else if let at = lastQueued[link] {
-                seen[link] = at
-            } else if !connected.contains(link) {
-                // A connection new since the last check counts as just queued: a recorder connected
-                // again reads its first messages at once, and the bus once took the posture-evaluator meanwhile.
-                seen[link] = now
-            }
-        }
-        lastQueued = seen
-        connected = Set(queued.keys)
         guard var bytes = resident() else { return nil }
         if trimDue, now >= settled {
             trimDue = false
@@ -169,13 +161,15 @@ public struct BusMemoryBudget: Sendable {
         // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
         guard now >= settled || bytes >= urgentBytes else { return nil }
         let hard = bytes >= hardBytes
-        // The lowest priority first; of those, the one behind longest. Short of `hardBytes`, a subscriber
-        // goes only while no queue of a lower priority holds anything (or did within `behindS`: one just
-        // emptied fills again): the lower one's turn comes first. From `hardBytes`, those behind for
-        // `behindS` first, by priority (one stopped for good must go before its queue takes the budget,
-        // whoever keeps the others' queues busy), then the rest, by priority.
+        // The lowest priority first; of those, the one behind longest. Short of `hardBytes`, a
+        // subscriber behind for `behindS` goes only if none of a lower priority is connected (or was
+        // disconnected within `rejoinS`), behind or not: the lower one's turn comes first. From
+        // `hardBytes`, those behind for `behindS` first, by priority (one stopped for good must go
+        // before its queue takes the budget, whoever keeps the others' queues busy), then the rest,
+        // by priority.
         let rank = { (link: Int32) in (priorities[link] ?? .normal).shedOrder }
-        let lowest = lastQueued.filter { now - $0.value < behindS }.keys.map(rank).min()
+        let rejoining = lastShed.filter { now - $0.value < rejoinS }.keys
+        let lowest = (queued.keys.map(rank) + rejoining).min()
         let long = backedUp.filter { now - $0.value >= behindS }
         let candidates = hard ? (long.isEmpty ? backedUp : long) : long.filter { rank($0.key) == lowest }
         let furthest = candidates.min { (rank($0.key), $0.value, $0.key) < (rank($1.key), $1.value, $1.key) }
@@ -184,6 +178,7 @@ public struct BusMemoryBudget: Sendable {
             return saidNoneBehind ? nil : .noneBehind
         }
         backedUp[furthest.key] = nil
+        lastShed[rank(furthest.key)] = now
         disconnections += 1
         settled = now + settleS
         trimDue = true

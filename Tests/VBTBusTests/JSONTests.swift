@@ -131,6 +131,9 @@ struct JSONTests {
             "[{\"t\":1,\"\\u0074\":2}]", "[-1e309]", "[1.8e308]", "[\"\\ud83d\"]",
             "[{" + manyKeys + ",\"k7\":2}]", "[" + hugeExponent + "]", "[" + cappedExponent + "]", "[{\"\u{e9}\":1,\"e\u{301}\":2}]",
             "[{\"K\":1,\"\u{212A}\":2}]",
+            // Duplicate keys short and long (past eight bytes), and one spelled with an escape.
+            "[{\"ab\":1,\"cd\":2,\"ab\":3}]", "[{\"abcdefg\":1,\"abcdefg\":2}]", "[{\"abcdefgh\":1,\"abcdefgh\":2}]",
+            "[{\"gx\":1,\"\\u0067x\":2}]",
         ])
     func deferredRejects(member: String) {
         let text = #"{"type":"sample","samples":"# + member + "}"
@@ -143,6 +146,7 @@ struct JSONTests {
         arguments: [
             "[1.7976931348623157e308, 1e-400, 0e99999, -0, 1795695486.002832]", "[{\"t\":1,\"\\u0075\":2,\"\u{e9}\":3}]",
             "[{" + manyKeys + "}]", "[\"\\ud83d\\ude00\", \"\u{e9}\"]",
+            "[{\"ab\":1,\"abc\":2,\"abcdefg\":3,\"abcdefgh\":4,\"abcdefgi\":5,\"b\":6,\"ba\":7,\"\":8}]",
         ])
     func deferredAccepts(member: String) throws {
         let text = #"{"type":"sample","samples":"# + member + "}"

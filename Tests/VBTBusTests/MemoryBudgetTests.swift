@@ -261,6 +261,46 @@ struct MemoryBudgetPriorityTests {
         #expect(decisions.last?.1 == .disconnect(8) && abs((decisions.last?.0 ?? 0) - 1.8) < 1e-9, "\(decisions)")
     }
 
+    @Test("short of fifteen sixteenths, a normal subscriber behind waits while a bulk one is connected, however long its queue stays empty; from there it goes")
+    func connectedBulkHoldsNormalBack() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        for step in 0..<60 {
+            let now = Double(step) * 0.05
+            // 7 (normal) behind from the start; 8 (bulk) connected, its queue always empty (a recorder
+            // connected again, libzmq's queue in its own process still filling). 90 MiB, 95 from 2.0 s.
+            let queued: [Int32: Int] = [7: 2_000_000, 8: 0]
+            let resident = now >= 2.0 - 1e-9 ? 95 * mib : 90 * mib
+            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { resident }, trim: {}) {
+                decisions.append((now, decision))
+                if case .disconnect = decision { break }
+            }
+        }
+        #expect(decisions.first?.1 == .noneBehind, "\(decisions)")
+        #expect(decisions.count == 2 && decisions.last?.1 == .disconnect(7) && abs((decisions.last?.0 ?? 0) - 2.0) < 1e-9, "\(decisions)")
+    }
+
+    @Test("a bulk subscriber disconnected holds a normal one back until it is connected again, or for rejoinS")
+    func disconnectedBulkHoldsNormalBack() {
+        var budget = BusMemoryBudget(megabytes: 100)
+        var decisions: [(Double, BusMemoryBudget.Decision)] = []
+        var queued: [Int32: Int] = [7: 2_000_000, 8: 2_000_000]
+        for step in 0..<60 {
+            let now = Double(step) * 0.05
+            // 7 (normal) and 8 (bulk) behind from the start; 90 MiB from 1.0 s. 8 goes first and never
+            // connects again; 7 waits rejoinS for it.
+            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 - 1e-9 ? 90 * mib : 50 * mib }, trim: {}) {
+                decisions.append((now, decision))
+                if case .disconnect(let link) = decision { queued[link] = nil }
+                if decision == .disconnect(7) { break }
+            }
+        }
+        let disconnections = decisions.filter { $0.1 != .noneBehind }
+        #expect(disconnections.map(\.1) == [.disconnect(8), .disconnect(7)], "\(decisions)")
+        #expect(abs(disconnections[0].0 - 1.0) < 1e-9, "\(decisions)")
+        #expect(disconnections[1].0 >= 1.0 + budget.rejoinS - 1e-9 && disconnections[1].0 <= 1.0 + budget.rejoinS + 0.05 + 1e-9, "\(decisions)")
+    }
+
     @Test("the subscription that says a priority: no topic starts with it, read back as said, an unknown word is normal")
     func declaration() {
         #expect(BusPriority.normal.subscription == nil)
