@@ -193,7 +193,9 @@ public final class Forwarder {
         let metadata: Logger.Metadata = ["budget.mb": "\(budget.limitBytes >> 20)", "rss.mb": "\((HeapTrim.residentBytes ?? 0) >> 20)"]
         switch decision {
         case .noneBehind:
-            logger.warning("bus near its memory budget with no subscriber behind; nothing disconnected", metadata: metadata)
+            logger.warning(
+                "bus near its memory budget; nothing disconnected: no subscriber behind for long enough, or the one behind waits while one that said a lower priority is connected",
+                metadata: metadata)
         case .disconnect(let descriptor):
             guard let link = subscriberLinks[descriptor], KernelSocket.identity(descriptor) == link.identity else { return }
             let priority = priorities[descriptor] ?? .normal

@@ -63,7 +63,8 @@ public struct BusMemoryBudget: Sendable {
     public enum Decision: Sendable, Equatable {
         /// Disconnect this subscriber (its connection's descriptor): it is furthest behind.
         case disconnect(Int32)
-        /// At the budget, and no subscriber behind (said once until back under it).
+        /// At the budget, and no subscriber to disconnect: none behind for `behindS`, or, short of fifteen
+        /// sixteenths, only ones a lower priority connected holds back (said once until back under it).
         case noneBehind
     }
 
