@@ -156,9 +156,15 @@ public final class Forwarder {
                     // Connections ended since the last poll are forgotten first: a descriptor is never taken for another's.
                     if let monitor = connectionMonitors.last { try countConnections(monitor, subscribers: true) }
                     let queued = subscriberLinks.compactMapValues { KernelSocket.queuedBytes($0.descriptor) }
-                    let priorities = declaredPriorities
+                    // What the subscribers said is looked up only past seven eighths of the budget, and once a check.
+                    var said: [Int32: BusPriority]?
+                    let priorities = {
+                        if let said { return said }
+                        said = self.declaredPriorities
+                        return said!
+                    }
                     if let decision = budget?.check(now: monotonicSeconds(), queued: queued, priorities: priorities) {
-                        shed(decision, budget: budget!, priorities: priorities)
+                        shed(decision, budget: budget!, priorities: priorities())
                     }
                 }
                 if monotonicSeconds() >= nextHeartbeat {
@@ -187,12 +193,11 @@ public final class Forwarder {
     }
 
     /// Disconnects the subscriber furthest behind (`BusMemoryBudget`), if its
-    /// descriptor is still the connection the monitor reported; or says that
-    /// none is behind.
+    /// descriptor is still the connection the monitor reported; or says why none goes.
     private func shed(_ decision: BusMemoryBudget.Decision, budget: BusMemoryBudget, priorities: [Int32: BusPriority]) {
         let metadata: Logger.Metadata = ["budget.mb": "\(budget.limitBytes >> 20)", "rss.mb": "\((HeapTrim.residentBytes ?? 0) >> 20)"]
         switch decision {
-        case .noneBehind:
+        case .noneToDisconnect:
             logger.warning(
                 "bus near its memory budget; nothing disconnected: no subscriber behind for long enough, or the one behind waits while one that said a lower priority is connected",
                 metadata: metadata)

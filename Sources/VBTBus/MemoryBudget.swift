@@ -65,7 +65,7 @@ public struct BusMemoryBudget: Sendable {
         case disconnect(Int32)
         /// At the budget, and no subscriber to disconnect: none behind for `behindS`, or, short of fifteen
         /// sixteenths, only ones a lower priority connected holds back (said once until back under it).
-        case noneBehind
+        case noneToDisconnect
     }
 
     /// The resident memory the bus keeps to, bytes: its ceiling.
@@ -99,7 +99,7 @@ public struct BusMemoryBudget: Sendable {
     private var nextCheck = 0.0
     private var settled = 0.0
     private var trimDue = false
-    private var saidNoneBehind = false
+    private var saidNoneToDisconnect = false
 
     /// Messages queued from one publisher that the forwarding has not taken yet, under a budget
     /// of `megabytes` MiB: an eighth of it in messages of 1 KiB (11,520 for 90 MiB; a station's
@@ -125,11 +125,12 @@ public struct BusMemoryBudget: Sendable {
     public func untilNextCheck(now: Double) -> Double { max(0, nextCheck - now) }
 
     /// One check: `queued` is each subscriber connection's bytes in its send queue now, and
-    /// `priorities` what those that said so are (the rest are `.normal`).
+    /// `priorities` what those that said so are (the rest are `.normal`), asked for only when the
+    /// memory is past seven eighths of the budget (a look at every connection, 40 times a second).
     /// Past a disconnection, gives the freed heap back (`trim`) before reading the memory again.
     /// (`resident` and `trim` are this process's by default; a test gives its own.)
     public mutating func check(
-        now: Double, queued: [Int32: Int], priorities: [Int32: BusPriority] = [:], resident: () -> Int? = { HeapTrim.residentBytes },
+        now: Double, queued: [Int32: Int], priorities: () -> [Int32: BusPriority] = { [:] }, resident: () -> Int? = { HeapTrim.residentBytes },
         trim: () -> Void = { HeapTrim.giveBackFreed() }
     ) -> Decision? {
         guard isDue(now: now) else { return nil }
@@ -156,7 +157,7 @@ public struct BusMemoryBudget: Sendable {
             bytes = resident() ?? bytes
         }
         guard bytes >= actBytes else {
-            saidNoneBehind = false
+            saidNoneToDisconnect = false
             return nil
         }
         // While the last disconnection's queue is being freed, only the budget's last thirty-second is reason to go on.
@@ -168,15 +169,16 @@ public struct BusMemoryBudget: Sendable {
         // `hardBytes`, those behind for `behindS` first, by priority (one stopped for good must go
         // before its queue takes the budget, whoever keeps the others' queues busy), then the rest,
         // by priority.
-        let rank = { (link: Int32) in (priorities[link] ?? .normal).shedOrder }
+        let said = priorities()
+        let rank = { (link: Int32) in (said[link] ?? .normal).shedOrder }
         let rejoining = lastShed.filter { now - $0.value < rejoinS }.keys
         let lowest = (queued.keys.map(rank) + rejoining).min()
         let long = backedUp.filter { now - $0.value >= behindS }
         let candidates = hard ? (long.isEmpty ? backedUp : long) : long.filter { rank($0.key) == lowest }
         let furthest = candidates.min { (rank($0.key), $0.value, $0.key) < (rank($1.key), $1.value, $1.key) }
         guard let furthest else {
-            defer { saidNoneBehind = true }
-            return saidNoneBehind ? nil : .noneBehind
+            defer { saidNoneToDisconnect = true }
+            return saidNoneToDisconnect ? nil : .noneToDisconnect
         }
         backedUp[furthest.key] = nil
         lastShed[rank(furthest.key)] = now

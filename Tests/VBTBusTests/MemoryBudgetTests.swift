@@ -48,17 +48,34 @@ struct MemoryBudgetTests {
     }
 
     @Test("a subscriber behind for less than behindS is not disconnected: the budget says none is behind, once")
-    func noneBehindSaidOnce() {
+    func noneToDisconnectSaidOnce() {
         var budget = budget()
         var decisions: [BusMemoryBudget.Decision?] = []
         for step in 0..<6 {
             let now = Double(step) * 0.05
             decisions.append(budget.check(now: now, queued: [7: 1_000], resident: { 90 << 20 }, trim: {}))
         }
-        #expect(decisions.compactMap { $0 } == [.noneBehind])
+        #expect(decisions.compactMap { $0 } == [.noneToDisconnect])
         // Back under, then near the budget again: said again.
         _ = budget.check(now: 0.30, queued: [:], resident: { 50 << 20 }, trim: {})
-        #expect(budget.check(now: 0.35, queued: [:], resident: { 90 << 20 }, trim: {}) == .noneBehind)
+        #expect(budget.check(now: 0.35, queued: [:], resident: { 90 << 20 }, trim: {}) == .noneToDisconnect)
+    }
+
+    @Test("what the subscribers said is asked for only past seven eighths of the budget, once a check")
+    func prioritiesAskedOnlyNearTheBudget() {
+        var budget = budget()
+        var asked = 0
+        let said = {
+            asked += 1
+            return [Int32(8): BusPriority.bulk]
+        }
+        for step in 0..<20 {
+            _ = budget.check(now: Double(step) * 0.05, queued: [7: 1_000, 8: 1_000], priorities: said, resident: { 50 << 20 }, trim: {})
+        }
+        #expect(asked == 0, "under seven eighths (87.5 of 100 MiB) the queues are followed, and nobody's priority looked up")
+        // Behind since 0 s: at 1.0 s, past 7/8, the bulk one goes, its priority asked once.
+        #expect(budget.check(now: 1.0, queued: [7: 1_000, 8: 1_000], priorities: said, resident: { 90 << 20 }, trim: {}) == .disconnect(8))
+        #expect(asked == 1)
     }
 
     @Test("past fifteen sixteenths of the budget, the subscriber behind longest goes even before behindS; one whose queue is empty never")
@@ -72,7 +89,7 @@ struct MemoryBudgetTests {
             let resident = step < 6 ? 90 * mib : 94 * mib
             if let decision = budget.check(now: now, queued: queued, resident: { resident }, trim: {}) { decisions.append(decision) }
         }
-        #expect(decisions == [.noneBehind, .disconnect(8)], "at 90 MiB it waits; at 94 (past 93.75) 8 goes")
+        #expect(decisions == [.noneToDisconnect, .disconnect(8)], "at 90 MiB it waits; at 94 (past 93.75) 8 goes")
     }
 
     @Test("after a disconnection, the freed heap is given back before the memory is read again, and the next waits its settling time")
@@ -95,7 +112,7 @@ struct MemoryBudgetTests {
         }
         // Both behind from 0 s (not yet for behindS, so none is said behind): at 0.5 s the first (3),
         // the second (4) after 3's settling and a trim that left the bus over its budget.
-        #expect(decisions.map(\.1) == [.noneBehind, .disconnect(3), .disconnect(4)])
+        #expect(decisions.map(\.1) == [.noneToDisconnect, .disconnect(3), .disconnect(4)])
         #expect(abs(decisions[1].0 - 0.5) < 1e-9)
         #expect(decisions[2].0 >= decisions[1].0 + budget.settleS - 1e-9)
         #expect(trims >= 1)
@@ -121,7 +138,7 @@ struct MemoryBudgetTests {
         // At 0 s a trim brings it under. Back at 90 MiB at 0.1 s with no trim due before 1 s: none is behind
         // for behindS yet (said once), and at 0.5 s 7 is, and goes.
         #expect(trims >= 2)
-        #expect(Array(decisions.prefix(2)) == [.noneBehind, .disconnect(7)])
+        #expect(Array(decisions.prefix(2)) == [.noneToDisconnect, .disconnect(7)])
         var held = BusMemoryBudget(megabytes: 100)
         var heldTrims = 0
         for step in 0..<40 {
@@ -177,7 +194,7 @@ struct MemoryBudgetPriorityTests {
         for step in 0..<80 {
             let now = Double(step) * 0.05
             for (link, stopped) in [(Int32(7), 0.0), (8, 0.2), (9, 0.4)] where now >= stopped && !order.contains(link) { queued[link] = 2_000_000 }
-            if let decision = budget.check(now: now, queued: queued, priorities: priorities, resident: { now >= 1.5 ? 95 << 20 : 50 << 20 }, trim: {}),
+            if let decision = budget.check(now: now, queued: queued, priorities: { priorities }, resident: { now >= 1.5 ? 95 << 20 : 50 << 20 }, trim: {}),
                 case .disconnect(let link) = decision
             {
                 order.append(link)
@@ -199,11 +216,11 @@ struct MemoryBudgetPriorityTests {
             var queued: [Int32: Int] = [8: step % 2 == 0 ? 100_000 : 0]
             if !gone { queued[7] = 2_000_000 }
             let resident = now >= 1.0 && !gone ? 95 * mib : 90 * mib
-            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime, 8: .bulk], resident: { resident }, trim: {}) {
+            if let decision = budget.check(now: now, queued: queued, priorities: { [7: .realtime, 8: .bulk] }, resident: { resident }, trim: {}) {
                 decisions.append((now, decision))
             }
         }
-        let disconnections = decisions.filter { $0.1 != .noneBehind }
+        let disconnections = decisions.filter { $0.1 != .noneToDisconnect }
         #expect(disconnections.first?.1 == .disconnect(7) && (disconnections.first?.0 ?? 0) >= 1.0, "\(decisions)")
         #expect(!disconnections.contains { $0.1 == .disconnect(8) })
     }
@@ -217,12 +234,12 @@ struct MemoryBudgetPriorityTests {
             // 7 (realtime) behind from the start; 8 (normal) from 0.6 s; at 90 MiB from 0.9 s.
             let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 0.6 ? 2_000_000 : 0]
             let resident = now >= 0.9 ? 90 * mib : 50 * mib
-            if let decision = budget.check(now: now, queued: queued, priorities: [7: .realtime], resident: { resident }, trim: {}) {
+            if let decision = budget.check(now: now, queued: queued, priorities: { [7: .realtime] }, resident: { resident }, trim: {}) {
                 decisions.append((now, decision))
                 if case .disconnect = decision { break }
             }
         }
-        #expect(decisions.first?.1 == .noneBehind && abs((decisions.first?.0 ?? 0) - 0.9) < 1e-9, "at 0.9 s, 8 behind 0.3 s: nobody yet")
+        #expect(decisions.first?.1 == .noneToDisconnect && abs((decisions.first?.0 ?? 0) - 0.9) < 1e-9, "at 0.9 s, 8 behind 0.3 s: nobody yet")
         #expect(decisions.last?.1 == .disconnect(8) && abs((decisions.last?.0 ?? 0) - 1.1) < 1e-9, "\(decisions)")
     }
 
@@ -234,13 +251,13 @@ struct MemoryBudgetPriorityTests {
             let now = Double(step) * 0.05
             // 7 (normal) behind from the start; 8 (bulk) connected again at 1.0 s, its queue empty every third check.
             let queued: [Int32: Int] = [7: 2_000_000, 8: now >= 1.0 && step % 3 != 0 ? 2_000_000 : 0]
-            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
+            if let decision = budget.check(now: now, queued: queued, priorities: { [8: .bulk] }, resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
                 decisions.append(decision)
             }
         }
-        #expect(decisions.first == .noneBehind)
+        #expect(decisions.first == .noneToDisconnect)
         // 8 is never behind for behindS at once, and 7 waits for it: nobody goes.
-        #expect(decisions == [.noneBehind])
+        #expect(decisions == [.noneToDisconnect])
     }
 
     @Test("short of fifteen sixteenths, a bulk subscriber connected again holds a normal one back for behindS, though its queue is empty")
@@ -252,12 +269,12 @@ struct MemoryBudgetPriorityTests {
             // 7 (normal) behind from the start; 8 (bulk) connects at 1.0 s, empty until 1.3 s, then behind. 90 MiB from 1.0 s.
             var queued: [Int32: Int] = [7: 2_000_000]
             if now >= 1.0 { queued[8] = now >= 1.3 ? 2_000_000 : 0 }
-            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
+            if let decision = budget.check(now: now, queued: queued, priorities: { [8: .bulk] }, resident: { now >= 1.0 ? 90 << 20 : 50 << 20 }, trim: {}) {
                 decisions.append((now, decision))
                 if case .disconnect = decision { break }
             }
         }
-        #expect(decisions.first?.1 == .noneBehind, "\(decisions)")
+        #expect(decisions.first?.1 == .noneToDisconnect, "\(decisions)")
         #expect(decisions.last?.1 == .disconnect(8) && abs((decisions.last?.0 ?? 0) - 1.8) < 1e-9, "\(decisions)")
     }
 
@@ -271,12 +288,12 @@ struct MemoryBudgetPriorityTests {
             // connected again, libzmq's queue in its own process still filling). 90 MiB, 95 from 2.0 s.
             let queued: [Int32: Int] = [7: 2_000_000, 8: 0]
             let resident = now >= 2.0 - 1e-9 ? 95 * mib : 90 * mib
-            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { resident }, trim: {}) {
+            if let decision = budget.check(now: now, queued: queued, priorities: { [8: .bulk] }, resident: { resident }, trim: {}) {
                 decisions.append((now, decision))
                 if case .disconnect = decision { break }
             }
         }
-        #expect(decisions.first?.1 == .noneBehind, "\(decisions)")
+        #expect(decisions.first?.1 == .noneToDisconnect, "\(decisions)")
         #expect(decisions.count == 2 && decisions.last?.1 == .disconnect(7) && abs((decisions.last?.0 ?? 0) - 2.0) < 1e-9, "\(decisions)")
     }
 
@@ -289,13 +306,15 @@ struct MemoryBudgetPriorityTests {
             let now = Double(step) * 0.05
             // 7 (normal) and 8 (bulk) behind from the start; 90 MiB from 1.0 s. 8 goes first and never
             // connects again; 7 waits rejoinS for it.
-            if let decision = budget.check(now: now, queued: queued, priorities: [8: .bulk], resident: { now >= 1.0 - 1e-9 ? 90 * mib : 50 * mib }, trim: {}) {
+            if let decision = budget.check(
+                now: now, queued: queued, priorities: { [8: .bulk] }, resident: { now >= 1.0 - 1e-9 ? 90 * mib : 50 * mib }, trim: {})
+            {
                 decisions.append((now, decision))
                 if case .disconnect(let link) = decision { queued[link] = nil }
                 if decision == .disconnect(7) { break }
             }
         }
-        let disconnections = decisions.filter { $0.1 != .noneBehind }
+        let disconnections = decisions.filter { $0.1 != .noneToDisconnect }
         #expect(disconnections.map(\.1) == [.disconnect(8), .disconnect(7)], "\(decisions)")
         #expect(abs(disconnections[0].0 - 1.0) < 1e-9, "\(decisions)")
         #expect(disconnections[1].0 >= 1.0 + budget.rejoinS - 1e-9 && disconnections[1].0 <= 1.0 + budget.rejoinS + 0.05 + 1e-9, "\(decisions)")
