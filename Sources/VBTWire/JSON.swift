@@ -601,6 +601,32 @@ public struct JSONParser {
         return at
     }
 
+    /// The first index from `start` on that is not an ASCII digit (or the end), eight bytes a
+    /// step while eight are left.
+    @inline(__always) private func pastDigits(from start: Int) -> Int {
+        var at = start
+        if let base = bytes.baseAddress {
+            while at + 8 <= bytes.count {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self))
+                let others = Self.nonDigits(word)
+                guard others == 0 else { return at + others.trailingZeroBitCount >> 3 }
+                at += 8
+            }
+        }
+        while at < bytes.count, isDigit(bytes[at]) { at += 1 }
+        return at
+    }
+
+    /// Of the eight bytes of `word` (the first in the lowest bits), those that are not ASCII
+    /// digits hold a bit set among their four high ones, the digits none. A digit is 0x30-0x39:
+    /// its high half is 3, and its low half plus 6 stays under 0x10 (no byte carries into the
+    /// next: at most 0x0F + 0x06).
+    @inline(__always) static func nonDigits(_ word: UInt64) -> UInt64 {
+        let highHalves = (word & 0xF0F0_F0F0_F0F0_F0F0) ^ 0x3030_3030_3030_3030
+        let overNine = ((word & 0x0F0F_0F0F_0F0F_0F0F) &+ 0x0606_0606_0606_0606) & 0x1010_1010_1010_1010
+        return highHalves | overNine
+    }
+
     /// Whether one of the eight bytes of `word` is a quote, a backslash, below 0x20 or above
     /// 0x7F. Exact when none is above 0x7F (the zero-byte test of Anderson's "Bit Twiddling
     /// Hacks", graphics.stanford.edu/~seander/bithacks.html#ZeroInWord, whose false bits lie
@@ -889,6 +915,34 @@ public struct JSONParser {
     /// 10^300 cannot be, so only larger ones (and any whose written exponent
     /// is too long to hold) are converted.
     private mutating func skipNumber() throws(JSONParseError) {
+        // Most numbers on the bus have no exponent and a short integer part: their digits are
+        // passed eight at a time (scanning them one by one, a mantissa built that nobody reads,
+        // was the largest part of checking a sample's readings, issue 17: `vbt-bench --only
+        // recorder` under perf). Anything else, and anything wrong, goes the long way from its
+        // start, which refuses it with its reason.
+        let start = index
+        var at = index
+        if bytes[at] == UInt8(ascii: "-") { at += 1 }
+        var plain = false
+        if at < bytes.count, bytes[at] &- 0x31 < 9 {
+            let integerEnd = pastDigits(from: at)
+            // Under 10^299 whatever its fraction: in a double's range.
+            plain = integerEnd - at < 300
+            at = integerEnd
+        } else if at < bytes.count, bytes[at] == UInt8(ascii: "0") {
+            at += 1
+            plain = at == bytes.count || !isDigit(bytes[at])
+        }
+        if plain, at < bytes.count, bytes[at] == UInt8(ascii: ".") {
+            at += 1
+            plain = at < bytes.count && isDigit(bytes[at])
+            if plain { at = pastDigits(from: at) }
+        }
+        if plain, at == bytes.count || (bytes[at] != UInt8(ascii: "e") && bytes[at] != UInt8(ascii: "E")) {
+            index = at
+            return
+        }
+        index = start
         let scan = try scanNumber()
         if !scan.exponentCapped, scan.mantissa == 0 || scan.digits - 1 + scan.exponent < 300 { return }
         _ = try convert(scan)

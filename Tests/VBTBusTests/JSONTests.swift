@@ -123,6 +123,53 @@ struct JSONTests {
         #expect(throws: JSONParseError.self) { try parse(text) }
     }
 
+    @Test("a word's bytes that are not ASCII digits are found, whatever the byte and wherever in the word")
+    func nonDigitsOfAWord() {
+        for byte in 0...255 {
+            for at in 0..<8 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "7"), count: 8)
+                bytes[at] = UInt8(byte)
+                let word = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                let others = JSONParser.nonDigits(word)
+                if (0x30...0x39).contains(byte) {
+                    #expect(others == 0, "\(byte) at \(at)")
+                } else {
+                    #expect(others != 0 && others.trailingZeroBitCount >> 3 == at, "\(byte) at \(at)")
+                }
+            }
+        }
+    }
+
+    @Test(
+        "a number is accepted deferred exactly when built, and ends in the same place, at every length a run of digits read eight at a time would stop")
+    func numbersAtEveryLength() throws {
+        let stops = ["", ",", "]", ".", ".5", "e", "e5", "E-3", "x", "0", " ", "\u{7F}", "é", "/", ":"]
+        var lengths = Array(0..<20)
+        lengths += [297, 298, 299, 300, 301, 308, 309, 310, 311]
+        for integer in lengths {
+            for fraction in [-1, 0, 1, 7, 8, 9, 17] {
+                for sign in ["", "-"] {
+                    for lead in ["1", "0"] {
+                        let digits = String((lead + String(repeating: "3", count: integer)).prefix(max(integer, 0)))
+                        var number = sign + digits
+                        if fraction >= 0 { number += "." + String(repeating: "9", count: fraction) }
+                        for stop in stops {
+                            let element = number + stop
+                            let built = try? JSONParser.parse(Array(("[" + element + "]").utf8))
+                            let text = #"{"samples":["# + element + "]}"
+                            let deferred = try? JSONParser.parse(Array(text.utf8), deferring: "samples")
+                            #expect((built == nil) == (deferred == nil), "\(element.prefix(40))")
+                            guard let member = deferred?.deferred, let ends = member.elements else { continue }
+                            // The whole text between the brackets, whitespace around it left out, is one element (none: `[]`).
+                            let trimmed = element.hasSuffix(" ") ? String(element.dropLast()) : element
+                            #expect(ends.map(\.count) == (trimmed.isEmpty ? [] : [trimmed.utf8.count]), "\(element.prefix(40))")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test(
         "a deferred member is checked as strictly as a built one",
         arguments: [
