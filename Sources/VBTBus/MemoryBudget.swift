@@ -43,7 +43,7 @@ import Glibc
 /// go before the rest, and those that said they are on the real-time path
 /// (`BusPriority.realtime`: the rep-detector) go last. Short of fifteen sixteenths, a subscriber
 /// goes only while no subscriber of a lower priority is connected, or was disconnected within
-/// `rejoinS` (it connects again in a tenth of a second), whether its queue holds anything or not.
+/// `rejoinS`, whether its queue holds anything or not.
 /// A recorder connected again reads at once until libzmq's queue in its own process (8,192
 /// messages) and its socket's buffer are full, so its queue at the bus stays empty for half a
 /// second or more; a rule that looked at queues that held something within `behindS` let the bus
@@ -91,9 +91,11 @@ public struct BusMemoryBudget: Sendable {
     public private(set) var peakBytes = 0
     /// Per connection (descriptor): since when its send queue has not been empty.
     private var backedUp: [Int32: Double] = [:]
-    /// How long a disconnected subscriber counts as connected, for the order of disconnection, s
-    /// (libzmq connects again after 0.1 s).
-    public var rejoinS = 1.0
+    /// How long a disconnected subscriber counts as connected, for the order of disconnection, s.
+    /// libzmq connects again after 0.1 s, but a recorder the bus disconnected at 1,000 stations
+    /// said its priority again up to 4 s later (the bus's log, in whole seconds: 40 % of 290 took
+    /// one or more), and with 1 s the bus took the posture-evaluator meanwhile (issue 17).
+    public var rejoinS = 5.0
     /// Per priority (`BusPriority.shedOrder`): when a subscriber of it was last disconnected.
     private var lastShed: [Int: Double] = [:]
     private var nextCheck = 0.0

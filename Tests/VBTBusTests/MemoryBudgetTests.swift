@@ -302,7 +302,7 @@ struct MemoryBudgetPriorityTests {
         var budget = BusMemoryBudget(megabytes: 100)
         var decisions: [(Double, BusMemoryBudget.Decision)] = []
         var queued: [Int32: Int] = [7: 2_000_000, 8: 2_000_000]
-        for step in 0..<60 {
+        for step in 0..<200 {
             let now = Double(step) * 0.05
             // 7 (normal) and 8 (bulk) behind from the start; 90 MiB from 1.0 s. 8 goes first and never
             // connects again; 7 waits rejoinS for it.
