@@ -601,24 +601,16 @@ public struct JSONParser {
         return at
     }
 
-    /// The first index from `start` on that is not an ASCII digit (or the end), eight bytes a
-    /// step while eight are left.
+    /// The first index from `start` on that is not an ASCII digit (or the end): words of eight
+    /// digits passed at once (`pastWords`), the rest a byte at a time.
     @inline(__always) private func pastDigits(from start: Int) -> Int {
-        var at = start
-        if let base = bytes.baseAddress {
-            while at + 8 <= bytes.count {
-                let word = UInt64(littleEndian: UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self))
-                let others = Self.nonDigits(word)
-                guard others == 0 else { return at + others.trailingZeroBitCount >> 3 }
-                at += 8
-            }
-        }
+        var at = pastWords(from: start) { Self.nonDigits($0) != 0 }
         while at < bytes.count, isDigit(bytes[at]) { at += 1 }
         return at
     }
 
-    /// Of the eight bytes of `word` (the first in the lowest bits), those that are not ASCII
-    /// digits hold a bit set among their four high ones, the digits none. A digit is 0x30-0x39:
+    /// Of the eight bytes of `word`, those that are not ASCII digits hold a bit set among their
+    /// four high ones, the digits none (on a little-endian machine, the first byte lowest). A digit is 0x30-0x39:
     /// its high half is 3, and its low half plus 6 stays under 0x10 (no byte carries into the
     /// next: at most 0x0F + 0x06).
     @inline(__always) static func nonDigits(_ word: UInt64) -> UInt64 {
