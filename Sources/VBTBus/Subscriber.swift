@@ -59,6 +59,16 @@ public struct SubscriberStats: Sendable, Equatable, Codable {
         return counters
     }
 
+    /// These counters and those of another connection of the same consumer: its streams these
+    /// lack, and its malformed messages (the bus's own heartbeat, which every connection follows,
+    /// is counted once, from these).
+    public func merging(_ other: SubscriberStats) -> SubscriberStats {
+        var merged = self
+        merged.sources.merge(other.sources) { mine, _ in mine }
+        merged.malformed.merge(other.malformed, uniquingKeysWith: +)
+        return merged
+    }
+
     enum CodingKeys: String, CodingKey {
         case sources, malformed
         case busHeartbeats = "bus_heartbeats"

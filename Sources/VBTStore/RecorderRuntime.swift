@@ -32,18 +32,30 @@ public struct RecorderSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// The session-recorder's loop: one thread owns the bus subscriber, the
+/// The session-recorder's loop: one thread owns the bus subscribers, the
 /// query endpoint (a ROUTER socket, so a slow or vanished client never blocks
 /// it) and the heartbeat publisher, and writes to SQLite in batches.
+///
+/// It reads the bus on two connections. The history (reps, sets, what else it keeps, the stations'
+/// status and the producers' heartbeats) comes on one that says nothing of itself; raw samples,
+/// nearly every message, on one of their own that says `bulk` (`BusPriority`). At 1,000 stations the
+/// recorder keeps up with about a third of the samples, and the bus at its memory budget disconnects
+/// it every few seconds: on one connection each disconnection took the reps queued with the samples,
+/// and at the end of a 10-minute run the database held 24-38 k of the 85 k reps the rep-detector had
+/// published, the rest still to fetch from its journal (issue 17). Now only samples wait, and the
+/// history's connection is read first.
 public final class RecorderRuntime {
+    /// The history's connection.
     private let subscriber: Subscriber
+    /// The raw samples' connection (nil when none are kept: `sampleRetentionDays` 0).
+    private let samples: Subscriber?
     private let publisher: Publisher
     private let queryServer: any FrameLink
     /// On a secured installation, the keys allowed in: each query is checked against its sender's role.
     private let authorized: AuthorizedKeys?
     private let clock: any BusClock
-    /// A poll over both sockets, when the transport has sockets.
-    private var poller: (poller: ZMQPoller, bus: Int, query: Int)?
+    /// A poll over the sockets, when the transport has sockets.
+    private var poller: (poller: ZMQPoller, bus: Int, samples: Int?, query: Int)?
     /// Fetches what streams lack from the producers' journals.
     private let recovery: RecorderRecovery?
     private let ingestor: Ingestor
@@ -72,17 +84,21 @@ public final class RecorderRuntime {
 
     /// Connects on `transport` and serves its query endpoint.
     public init(transport: any BusTransport, store: TrainingStore, settings: RecorderSettings, logger: Logger) throws(ZMQError) {
+        subscriber = try Subscriber(transport: transport, prefixes: Self.historyPrefixes, logger: logger)
         // What it misses it fetches from the journals, and no rep waits for it: the bus at its memory budget disconnects it first.
-        subscriber = try Subscriber(transport: transport, prefixes: [""], priority: .bulk, logger: logger)
-        heartbeat.subscribes = subscriber.subscribedPrefixes
+        samples =
+            store.settings.sampleRetentionDays > 0
+            ? try Subscriber(transport: transport, prefixes: [SampleMessage.type + "."], priority: .bulk, logger: logger) : nil
+        heartbeat.subscribes = subscriber.subscribedPrefixes + (samples?.subscribedPrefixes ?? [])
         publisher = try Publisher(transport: transport, program: "session-recorder")
         queryServer = try transport.queryServerLink()
         authorized = transport.authorized
         clock = transport.clock
         if let bus = subscriber.socket, let query = queryServer.socket {
             var poller = ZMQPoller()
-            let busIndex = poller.addReadable(bus), queryIndex = poller.addReadable(query)
-            self.poller = (poller, busIndex, queryIndex)
+            let busIndex = poller.addReadable(bus), samplesIndex = samples?.socket.map { poller.addReadable($0) }
+            let queryIndex = poller.addReadable(query)
+            self.poller = (poller, busIndex, samplesIndex, queryIndex)
         }
         ingestor = Ingestor(store: store, logger: logger)
         ingestor.maxPending = settings.maxPending
@@ -132,6 +148,11 @@ public final class RecorderRuntime {
             ])
     }
 
+    /// The history's connection: every type the recorder keeps but samples, the stations' status
+    /// (where each was last heard) and the producers' heartbeats (what each stream sent).
+    static let historyPrefixes =
+        Ingestor.keptTypes.subtracting([SampleMessage.type]).union([StatusMessage.type, HeartbeatMessage.type]).sorted().map { $0 + "." }
+
     /// Messages read by the last pass that drained the input.
     private var drainedLast = 0
     /// A pass that read fewer found the queue nearly empty: the next rests first (`RecorderSettings.gatherS`).
@@ -142,32 +163,22 @@ public final class RecorderRuntime {
     /// writes when a batch is due and prunes when that is due.
     public func step(maxWaitMs: Int = 100) throws {
         try heartbeat.tick(publisher, inputs: inputs)
-        var busReady = true, queryReady = true
+        var busReady = true, samplesReady = samples != nil, queryReady = true
         if var polling = poller {
             if settings.gatherS > 0, drainedLast < Self.gatherBelow { usleep(UInt32(settings.gatherS * 1_000_000)) }
             let now = clock.monotonicSeconds()
             let waitMs = ingestor.pendingCount > 0 ? max(0, min(maxWaitMs, Int(((nextFlush - now) * 1000).rounded(.up)))) : maxWaitMs
             _ = try polling.poller.poll(timeoutMs: waitMs)
-            (busReady, queryReady) = (polling.poller.isReadable(polling.bus), polling.poller.isReadable(polling.query))
+            busReady = polling.poller.isReadable(polling.bus)
+            samplesReady = polling.samples.map { polling.poller.isReadable($0) } ?? false
+            queryReady = polling.poller.isReadable(polling.query)
             poller = polling
         }
-        if busReady {
-            // Drain what is there, bounded so queries are answered in between, and no more than a batch: what
-            // waits is written before more is read (a backlog read 20,000 at a time held 40 MB more, issue 17).
-            drainedLast = 0
-            for _ in 0..<20_000 {
-                if failure == nil, ingestor.pendingCount >= settings.flushAtMessages { break }
-                guard let message = try subscriber.next(timeoutMs: 0) else { break }
-                drainedLast += 1
-                sightings.note(message, now: clock.wallSeconds())
-                if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
-                if message.envelope.type == HeartbeatMessage.type {
-                    let sources = subscriber.stats.sources
-                    recovery?.note(heartbeat: message) { ingestor.lastSeqHeld($0, received: sources[$0]?.lastSeq) }
-                }
-                ingestor.enqueue(message)
-            }
-        }
+        // Drain what is there, the history first, bounded so queries are answered in between, and no more than a
+        // batch: what waits is written before more is read (a backlog read 20,000 at a time held 40 MB more, issue 17).
+        drainedLast = 0
+        if busReady { drainedLast += try drain(subscriber) }
+        if samplesReady, let samples { drainedLast += try drain(samples) }
         if let recovery {
             let fetched = recovery.step {
                 if ingestor.pendingCount > 0 { flush() }
@@ -187,6 +198,24 @@ public final class RecorderRuntime {
         }
     }
 
+    /// Reads what `input` holds, up to 20,000 messages or a full batch; returns how many.
+    private func drain(_ input: Subscriber) throws -> Int {
+        var read = 0
+        while read < 20_000 {
+            if failure == nil, ingestor.pendingCount >= settings.flushAtMessages { break }
+            guard let message = try input.next(timeoutMs: 0) else { break }
+            read += 1
+            sightings.note(message, now: clock.wallSeconds())
+            if ingestor.pendingCount == 0 { nextFlush = max(nextFlush, clock.monotonicSeconds() + settings.flushIntervalS) }
+            if message.envelope.type == HeartbeatMessage.type {
+                let (history, raw) = (subscriber.stats.sources, samples?.stats.sources)
+                recovery?.note(heartbeat: message) { ingestor.lastSeqHeld($0, received: (history[$0] ?? raw?[$0])?.lastSeq) }
+            }
+            ingestor.enqueue(message)
+        }
+        return read
+    }
+
     /// Writes where the stations were heard to the registry (a failure is the database's,
     /// reported by the next batch's write; the sightings stay in memory meanwhile).
     private func persistSightings() {
@@ -198,7 +227,7 @@ public final class RecorderRuntime {
 
     /// What the heartbeat says about the input: the subscriber's counters, and what was lost for good.
     private var inputs: InputCounters {
-        var counters = subscriber.stats.totals
+        var counters = (samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats).totals
         counters.lost = ingestor.counters.lost
         counters.outstanding = ingestor.outstanding
         return counters

@@ -125,6 +125,20 @@ public final class MemoryBus: BusTransport {
         try busPublisher?.publish(HeartbeatMessage(role: "vbt-bus", uptimeS: 1, intervalS: 1, bus: HeartbeatMessage.BusCounters()), station: "bus")
     }
 
+    /// What the bus at its memory budget does to a subscriber: the messages queued for each
+    /// subscriber that said `priority` (`BusPriority`) are freed, unread; returns how many. (The
+    /// real bus also ends the connection, and libzmq connects again; here the link stays.)
+    @discardableResult
+    public func disconnect(saying priority: BusPriority) -> Int {
+        var freed = 0
+        for subscriber in subscribers.compactMap(\.value)
+        where subscriber.prefixes.contains(where: { prefix in prefix.withUnsafeBytes { BusPriority.declared(by: $0) } == priority }) {
+            freed += subscriber.messages.count - subscriber.head
+            (subscriber.messages, subscriber.head) = ([], 0)
+        }
+        return freed
+    }
+
     /// Sends already-encoded frames to every matching subscriber (a forged or
     /// malformed message a test wants a runtime to meet).
     public func inject(_ frames: [[UInt8]]) { deliver(frames) }

@@ -68,6 +68,50 @@ struct RecorderRuntimeTests {
         #expect(sets.map(\.id) == [setId] && sets.first?.reps == 3 && sets.first?.endedTs != nil)
     }
     @Test(
+        "raw samples come on a connection of their own that says bulk: the bus disconnecting it at its budget frees only samples, and every rep queued meanwhile is stored"
+    )
+    func samplesOnABulkConnection() throws {
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let store = try makeStore(folder)
+        let settings = RecorderSettings()
+        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        var bridge = EnvelopeStamper(program: "sensor-bridge"), detector = EnvelopeStamper(program: "rep-detector")
+        let t0 = bus.manualClock.wallSeconds()
+        for index in 0..<30 {
+            let t = t0 + Double(index) / 50
+            let sample = try bridge.encode(SampleMessage(.distance([.init(t: t, distanceMm: 500 + Double(index))])), station: "rack-01", athlete: nil, ts: t)
+            bus.inject([sample.topic, sample.body])
+            guard index % 10 == 9 else { continue }
+            let rep = RepMessage(
+                setId: "rack-01-set-1", repId: "rack-01-rep-\(index / 10 + 1)", index: index / 10 + 1, meanVelocityMps: 0.7, peakVelocityMps: 1.1,
+                meanPropulsiveVelocityMps: 0.72, romMm: 600, concentricS: 0.85, timeToPeakS: 0.3, velocityLossPct: 0, tEnd: t,
+                detector: "rep-detector-1", concentricStartT: nil, concentricEndT: nil, exercise: "squat", loadKg: 100, sensor: "distance")
+            let encoded = try detector.encode(rep, station: "rack-01", athlete: "ana", ts: t)
+            bus.inject([encoded.topic, encoded.body])
+        }
+        #expect(bus.disconnect(saying: .bulk) == 30, "the bulk connection held the 30 samples, and nothing else")
+        #expect(bus.disconnect(saying: .realtime) == 0)
+        try recorder.step(maxWaitMs: 0)
+        bus.manualClock.advance(settings.flushIntervalS)
+        try recorder.step(maxWaitMs: 0)
+        #expect(recorder.counters.stored[RepMessage.type] == 3, "\(recorder.counters)")
+        #expect(recorder.counters.stored[SampleMessage.type, default: 0] == 0)
+
+        // Samples sent after the disconnection arrive on the same connection, and the history's connection takes no sample.
+        let t = t0 + 1
+        let sample = try bridge.encode(SampleMessage(.distance([.init(t: t, distanceMm: 480)])), station: "rack-01", athlete: nil, ts: t)
+        bus.inject([sample.topic, sample.body])
+        try recorder.step(maxWaitMs: 0)
+        bus.manualClock.advance(settings.flushIntervalS)
+        try recorder.step(maxWaitMs: 0)
+        #expect(recorder.counters.stored[SampleMessage.type] == 1)
+        #expect(recorder.counters.duplicates == 0, "each message came on one connection only")
+        #expect(RecorderRuntime.historyPrefixes.contains(RepMessage.type + ".") && RecorderRuntime.historyPrefixes.contains(HeartbeatMessage.type + "."))
+        #expect(!RecorderRuntime.historyPrefixes.contains { (SampleMessage.type + ".").hasPrefix($0) })
+    }
+
+    @Test(
         "a backlog is written a batch at a time, never read whole into memory, and the freed heap is given back once the recorder has caught up"
     )
     func backlogInBatches() throws {

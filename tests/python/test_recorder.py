@@ -295,8 +295,13 @@ def test_replayed_messages_leave_the_database_unchanged(bus: Bus, tmp_path: Path
         assert recorder.program.terminate() == 0, recorder.program.describe()
         recorder.program = bus.spawn("session-recorder-2", ["session-recorder"])
         recorder.program.wait_for_log("bus connected")
-        wait_until(lambda: publisher.sock.poll(50, zmq.POLLIN) and publisher.sock.recv() == b"\x01",
-                   "the restarted recorder's subscription (to everything) to reach the publisher")
+        seen: set[bytes] = set()
+
+        def resubscribed() -> bool:
+            while publisher.sock.poll(50, zmq.POLLIN):
+                seen.add(publisher.sock.recv())
+            return {b"\x01rep.", b"\x01set."} <= seen
+        wait_until(resubscribed, "the restarted recorder's subscriptions to reps and sets to reach the publisher")
         for msg in messages:
             publisher.send(msg)
         wait_until(lambda: recorder.result("status")["counters"]["duplicates"] >= len(messages),
@@ -420,27 +425,35 @@ def test_full_disk_keeps_messages_and_recovers(bus: Bus, tmp_path: Path, small_d
                     handle.flush()
             except OSError:
                 pass
-        # Raw readings and reps keep coming while the disk is full.
+        # Raw readings keep coming while the disk is full, until a write fails: the write-ahead log's file
+        # already holds some room (it is reused after a checkpoint), and what fits in it is written.
         t0 = 1_700_000_100.0
         sent_readings = 0
-        for batch in range(200):
-            samples = [{"t": t0 + (batch * 16 + i) * 0.02, "distance_mm": 500.0 + i} for i in range(16)]
-            publisher.send(publisher.message("sample", "rack-04", {"sensor": "distance", "samples": samples}))
-            sent_readings += 16
+
+        def publish_until_a_write_fails() -> bool:
+            nonlocal sent_readings
+            for _ in range(50):
+                batch = sent_readings // 16
+                samples = [{"t": t0 + (batch * 16 + i) * 0.02, "distance_mm": 500.0 + i} for i in range(16)]
+                publisher.send(publisher.message("sample", "rack-04", {"sensor": "distance", "samples": samples}))
+                sent_readings += 16
+            return bool(recorder.result("status").get("last_error"))
+        wait_until(publish_until_a_write_fails, "the recorder to report the failed write", detail=bus.describe)
+        # And reps.
         for i in range(2, 6):
             publisher.send(publisher.message("rep", "rack-04", rep_fields("s4", i, 1_700_000_000 + i)))
-        wait_until(lambda: recorder.result("status").get("last_error"), "the recorder to report the failed write",
-                   detail=bus.describe)
         status = recorder.result("status")
         assert status.get("last_error") and "disk" in status.get("last_error"), status
         assert status["pending"] > 0, status
         assert status["rows"]["reps"] == 1, "what was stored before stays"
         assert recorder.program.proc.poll() is None
         filler.unlink()
-        wait_until(lambda: recorder.result("status")["pending"] == 0, "the queued messages to be written",
-                   timeout=30, detail=bus.describe)
+
+        def written() -> bool:
+            status = recorder.result("status")
+            return status["pending"] == 0 and status["rows"]["reps"] == 5 and status["rows"]["samples"] == sent_readings
+        wait_until(written, "the queued messages to be written", timeout=30, detail=bus.describe)
         status = recorder.result("status")
-        assert status["rows"]["reps"] == 5 and status["rows"]["samples"] == sent_readings, status
         assert status.get("last_error") is None
         recorder.program.wait_for_log("database writable again")
         assert recorder.program.terminate() == 0

@@ -150,8 +150,9 @@ def test_topics_says_who_publishes_and_who_listens(gym: Gym):
     assert [p["program"] for p in sample["publishers"]] == ["sensor-bridge"] and sample["publishers"][0]["per_s"] > 10, sample
     assert sample["stations"] == [STATION], sample
     listeners = {listener["program"]: listener.get("scope") for listener in sample["listeners"]}
-    # The posture-evaluator takes the samples of the stations with a posture wearable only (this one has one).
-    assert listeners == {"rep-detector": None, "posture-evaluator": f"sample.{STATION}", "session-recorder": "everything"}, listeners
+    # The posture-evaluator takes the samples of the stations with a posture wearable only (this one has one); the
+    # session-recorder takes every sample, on a connection of their own.
+    assert listeners == {"rep-detector": None, "posture-evaluator": f"sample.{STATION}", "session-recorder": None}, listeners
     # What the detector publishes, the notifier listens to; a heartbeat's publishers are every program.
     assert "rep-detector" in {p["program"] for p in rows["heartbeat"]["publishers"]}
     assert "notifier" in {listener["program"] for listener in rows["set"]["listeners"]}
