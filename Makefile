@@ -46,10 +46,12 @@ run: build
 # subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
 # Then issue 17's load test: make run's stations replayed at 9 and 1,000 stations against a
 # whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
-# once (tests/python/loadtest_bench.py, about 8 minutes).
+# once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
+# gym runs, with the static Swift standard library (a process maps none of the runtime's shared
+# libraries: at 1,000 stations the rep-detector's RSS was 91 MB so, 99-104 MB built without).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib
 	$(REL_BIN_DIR)/vbt-bench
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/journal_cost.py
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
