@@ -13,14 +13,26 @@ import VBTTesting
 /// tests/python/test_recorder.py.)
 @Suite("session-recorder runtime, in memory")
 struct RecorderRuntimeTests {
+    /// A recorder with the default settings on an in-memory bus, over a fresh SQLite file.
+    struct Rig {
+        let folder = TempFolder()
+        let bus = MemoryBus()
+        let settings = RecorderSettings()
+        let store: TrainingStore
+        let recorder: RecorderRuntime
+
+        init() throws {
+            store = try makeStore(folder)
+            recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        }
+    }
+
     @Test(
         "a set arrives, some messages twice (the same frame again, and the same rep from a detector that took over): stored once, duplicates counted, answered over the query link"
     )
     func idempotentIngest() throws {
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: RecorderSettings(), logger: quietLogger)
+        let rig = try Rig()
+        let (bus, recorder) = (rig.bus, rig.recorder)
         func frames<P: BusPayload>(_ stamper: inout EnvelopeStamper, _ payload: P, ts: Double) throws -> [[UInt8]] {
             let encoded = try stamper.encode(payload, station: "rack-01", athlete: "ana", ts: ts)
             return [encoded.topic, encoded.body]
@@ -67,15 +79,13 @@ struct RecorderRuntimeTests {
         let sets = try QueryClient.decode(reply.data, of: .history, as: [SetSummary].self)
         #expect(sets.map(\.id) == [setId] && sets.first?.reps == 3 && sets.first?.endedTs != nil)
     }
+
     @Test(
         "raw samples come on a connection of their own that says bulk: the bus disconnecting it at its budget frees only samples, and every rep queued meanwhile is stored"
     )
     func samplesOnABulkConnection() throws {
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let settings = RecorderSettings()
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        let rig = try Rig()
+        let (bus, recorder, settings) = (rig.bus, rig.recorder, rig.settings)
         var bridge = EnvelopeStamper(program: "sensor-bridge"), detector = EnvelopeStamper(program: "rep-detector")
         let t0 = bus.manualClock.wallSeconds()
         for index in 0..<30 {
@@ -115,11 +125,8 @@ struct RecorderRuntimeTests {
         "a backlog is written a batch at a time, never read whole into memory, and the freed heap is given back once the recorder has caught up"
     )
     func backlogInBatches() throws {
-        let folder = TempFolder()
-        let bus = MemoryBus()
-        let store = try makeStore(folder)
-        let settings = RecorderSettings()
-        let recorder = try RecorderRuntime(transport: bus, store: store, settings: settings, logger: quietLogger)
+        let rig = try Rig()
+        let (bus, recorder, settings) = (rig.bus, rig.recorder, rig.settings)
         var bridge = EnvelopeStamper(program: "sensor-bridge")
         let t0 = bus.manualClock.wallSeconds()
         let backlog = 2 * settings.flushAtMessages + settings.flushAtMessages / 2
