@@ -48,7 +48,7 @@ run: build
 # whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
 # once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
 # gym runs, with the static Swift standard library (a process maps none of the runtime's shared
-# libraries: at 1,000 stations the rep-detector's RSS was 91 MB so, 99-104 MB built without).
+# libraries: at 1,000 stations the rep-detector's RSS was 87-95 MB so, 99-104 MB built without).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release --static-swift-stdlib
