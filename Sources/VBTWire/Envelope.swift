@@ -206,6 +206,19 @@ public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], samples: Sam
         throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
     }
     let (topicType, topicStation) = try splitTopic(topicBytes)
+    // A sample as a bridge writes it, most of what the bus carries, in one pass of its own.
+    if topicType == SampleMessage.type,
+        let message = decodeBridgeSample(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples)
+    {
+        return message
+    }
+    return try decodeGenerally(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples)
+}
+
+/// `decodeMessage` for any frame: the generic parser, which says why it refuses one.
+func decodeGenerally(
+    topic topicBytes: [UInt8], body: [UInt8], type topicType: String, station topicStation: String, samples: SampleReadings
+) throws(MalformedMessage) -> BusMessage {
     let value: JSONValue
     let deferred: DeferredMember?
     do {

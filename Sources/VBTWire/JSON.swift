@@ -181,6 +181,22 @@ public struct JSONParser {
         }
     }
 
+    /// The array at `start` of `buffer`, a top-level object's member, read as `parse(_:deferring:checking:)`
+    /// reads a deferred one: checked as strictly as a built value when `checking`, else only located.
+    /// Where it ends and its elements; nil when no array is there, or it is refused (the caller then
+    /// parses the whole frame, which says why).
+    static func arrayMember(in buffer: UnsafeBufferPointer<UInt8>, at start: Int, checking: Bool) -> (end: Int, elements: [Range<Int>])? {
+        guard start < buffer.count, buffer[start] == UInt8(ascii: "[") else { return nil }
+        var parser = JSONParser(buffer)
+        parser.index = start
+        do {
+            let elements = checking ? try parser.skipValue(depth: 1, recordingElements: true) : try parser.locateElements()
+            return elements.map { (parser.index, $0) }
+        } catch {
+            return nil
+        }
+    }
+
     private mutating func member(_ wanted: String, stopAtKey: Bool) throws(JSONParseError) -> JSONValue? {
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { throw error("expected an object") }

@@ -30,6 +30,34 @@ public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using:
         topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject([("sensor", .string(read.sensor))]), body: [])
 }
 
+/// A `sample` exactly as a bridge writes it (`EnvelopeStamper` over `SampleMessage`), read in one
+/// pass: the envelope, `sensor`, `device` and `athlete` as plain strings and numbers, `samples`
+/// deferred (checked or only located as `samples` says), no other member. Every consumer of
+/// samples decodes tens of thousands of these a second at 1,000 stations; reading the envelope
+/// through the generic parser (each key a String, each member matched against the envelope's
+/// names afterwards) was about three quarters of the rep-detector's decode there (issue 17,
+/// `perf record` of the whole installation). Anything else returns nil and `decodeMessage` reads
+/// the frame the generic way, which accepts or refuses it with its reason: what this returns is
+/// the message the generic way returns, field for field (`BridgeSampleTests`).
+func decodeBridgeSample(
+    topic topicBytes: [UInt8], body: [UInt8], type topicType: String, station topicStation: String, samples: SampleReadings
+) -> BusMessage? {
+    guard samples != .built else { return nil }
+    let scanned = body.withUnsafeBufferPointer { bytes in
+        var scan = EnvelopeScan(bytes)
+        return scan.runWhole(checking: samples == .checked)
+    }
+    guard let (read, fields, deferred) = scanned else { return nil }
+    guard read.v == Double(BusLimits.version), read.type == topicType, read.station == topicStation, !read.src.isEmpty,
+        read.seq >= 1, read.seq <= 9_007_199_254_740_991, read.seq == read.seq.rounded(), read.ts > 0
+    else { return nil }
+    let envelope = Envelope(
+        v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: read.athlete)
+    return BusMessage(
+        topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject(fields, asciiKeys: true), body: body,
+        deferred: deferred)
+}
+
 /// The members `decodeSkippedSample` reads, in one pass that stops at the last of them.
 private struct EnvelopeScan {
     let bytes: UnsafeBufferPointer<UInt8>
@@ -42,6 +70,7 @@ private struct EnvelopeScan {
     struct Read {
         var v: Double, seq: Double, ts: Double
         var type: String, station: String, src: String, sensor: String
+        var athlete: String? = nil
     }
 
     mutating func run() -> Read? {
@@ -60,6 +89,64 @@ private struct EnvelopeScan {
             skipSpace()
             guard take(UInt8(ascii: ",")) else { return nil }  // the object ended (or broke) first
         }
+    }
+
+    /// The whole object as `decodeBridgeSample` reads it: the envelope, the object's members in
+    /// order (`samples` reading null, as the generic parser leaves a deferred member), and the
+    /// deferred readings; nil at anything else.
+    mutating func runWhole(checking: Bool) -> (Read, [(key: String, value: JSONValue)], DeferredMember)? {
+        var athlete: String?, device: String?
+        var deferred: DeferredMember?
+        var fields: [(key: String, value: JSONValue)] = []
+        fields.reserveCapacity(10)
+        skipSpace()
+        guard take(UInt8(ascii: "{")) else { return nil }
+        while true {
+            skipSpace()
+            guard let key = plainString() else { return nil }
+            skipSpace()
+            guard take(UInt8(ascii: ":")) else { return nil }
+            skipSpace()
+            if isKey(key, "samples") {
+                guard deferred == nil, let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }
+                deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
+                index = end
+                fields.append(("samples", .null))
+            } else if isKey(key, "athlete") {
+                guard athlete == nil, let name = plainText() else { return nil }
+                athlete = name
+                fields.append(("athlete", .string(name)))
+            } else if isKey(key, "device") {
+                guard device == nil, let name = plainText() else { return nil }
+                device = name
+                fields.append(("device", .string(name)))
+            } else {
+                guard member(key) else { return nil }
+                guard let value = envelopeValue(key) else { return nil }  // another member: the generic way
+                fields.append(value)
+            }
+            skipSpace()
+            if take(UInt8(ascii: ",")) { continue }
+            guard take(UInt8(ascii: "}")) else { return nil }
+            skipSpace()
+            guard index == bytes.count else { return nil }
+            break
+        }
+        guard let v, let seq, let ts, let type, let station, let src, let sensor, let deferred else { return nil }
+        return (Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred)
+    }
+
+    /// The member `member(_:)` just read at `key`, as the generic parser builds it; nil for a key
+    /// not of the envelope's or `sensor` (which `member(_:)` passed without reading).
+    private func envelopeValue(_ key: Range<Int>) -> (key: String, value: JSONValue)? {
+        if isKey(key, "v"), let v { return ("v", .number(v)) }
+        if isKey(key, "seq"), let seq { return ("seq", .number(seq)) }
+        if isKey(key, "ts"), let ts { return ("ts", .number(ts)) }
+        if isKey(key, "type"), let type { return ("type", .string(type)) }
+        if isKey(key, "station"), let station { return ("station", .string(station)) }
+        if isKey(key, "src"), let src { return ("src", .string(src)) }
+        if isKey(key, "sensor"), let sensor { return ("sensor", .string(sensor)) }
+        return nil
     }
 
     /// Reads the value of the member whose key lies at `key`; false when it is not as expected,

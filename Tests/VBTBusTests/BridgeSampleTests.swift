@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+
+@testable import VBTWire
+
+/// `decodeBridgeSample`, the one-pass reading of a sample as a bridge writes it: what it
+/// returns must be exactly what the generic decoder returns for the same frame, and anything
+/// it does not read must be left to the generic decoder (which accepts or refuses it).
+@Suite("Bridge samples")
+struct BridgeSampleTests {
+    private static let distance = SampleMessage(
+        .distance([
+            SampleMessage.DistanceReading(t: 1_795_910_514.784538, distanceMm: 587.2, state: .idle, accG: Vector3(0.105, 0.201, 1.021)),
+            SampleMessage.DistanceReading(t: 1_795_910_514.804538, distanceMm: 592.5),
+        ]), device: "sim")
+    private static let imu = SampleMessage(
+        .imu([
+            SampleMessage.IMUReading(
+                t: 1_795_910_514.158098, accG: Vector3(0.015625, 0.0439453125, 0.98876953125), gyroDps: Vector3(0.9765625, 0.42724609375, -0.18),
+                angleDeg: Vector3(2.010498046875, -0.6207275390625, 29.9981689453125)),
+            SampleMessage.IMUReading(t: 1_795_910_514.168098, accG: Vector3(0, 0, 1), gyroDps: Vector3(0, 0, 0)),
+        ]), device: "WT901BLE 0C:1A:2B")
+    private static let posture = SampleMessage(
+        .posture([SampleMessage.PostureReading(t: 1_795_910_514.786169, acc: Vector3(-0.02, 0, 9.84), mag: Vector3(29.8, -10.2, -40.6))]))
+
+    /// The two decoders' messages, field by field.
+    private func expectSame(_ fast: BusMessage, _ generic: BusMessage, _ what: String) throws {
+        #expect(fast.topic == generic.topic, "\(what)")
+        #expect(fast.envelope == generic.envelope, "\(what)")
+        #expect(fast.fields == generic.fields, "\(what)")
+        #expect(fast.fields.fields.map(\.key) == generic.fields.fields.map(\.key), "\(what): the members' order")
+        #expect(fast.body == generic.body, "\(what)")
+        #expect(fast.deferred == generic.deferred, "\(what)")
+        #expect(fast.readingTimes() == generic.readingTimes(), "\(what)")
+        // The readings, or the same refusal of them.
+        let readings = (Result { () throws(MalformedMessage) in try fast.payload(as: SampleMessage.self) },
+                        Result { () throws(MalformedMessage) in try generic.payload(as: SampleMessage.self) })
+        #expect(readings.0 == readings.1, "\(what)")
+    }
+
+    @Test("a bridge's sample reads as the generic decoder reads it, checked or only located")
+    func sameMessage() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "sensor-bridge-63426475")
+        let cases: [(SampleMessage, String?, Double)] = [
+            (Self.distance, nil, 1_795_910_514.820954), (Self.imu, "ana", 1_700_000_000.5), (Self.posture, "ben-2", 1_800_000_000),
+            (Self.distance, "", 0.25), (Self.imu, nil, 1_796_000_501.19639),
+        ]
+        for (index, (sample, athlete, ts)) in cases.enumerated() {
+            let (topic, body) = try stamper.encode(sample, station: "rack-\(index)", athlete: athlete, ts: ts)
+            for mode in [SampleReadings.checked, .located] {
+                let what = "case \(index), \(mode)"
+                let fast = try #require(
+                    decodeBridgeSample(topic: topic, body: body, type: "sample", station: "rack-\(index)", samples: mode), "\(what)")
+                try expectSame(fast, decodeGenerally(topic: topic, body: body, type: "sample", station: "rack-\(index)", samples: mode), what)
+                try expectSame(try decodeMessage(topic: topic, body: body, samples: mode), fast, what)
+            }
+            #expect(decodeBridgeSample(topic: topic, body: body, type: "sample", station: "rack-\(index)", samples: .built) == nil)
+        }
+    }
+
+    @Test("spaces between the members, and members in another order, read the same")
+    func spacing() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")
+        let (topic, body) = try stamper.encode(Self.distance, station: "rack-1", athlete: "ana", ts: 1_795_910_514.5)
+        let text = String(decoding: body, as: UTF8.self)
+        let spaced = " " + text.replacingOccurrences(of: ",\"", with: " ,\n\t\"").replacingOccurrences(of: "\":", with: "\" : ") + "\n"
+        let reordered = text.replacingOccurrences(of: "{\"v\":1,", with: "{").replacingOccurrences(of: "\"samples\":", with: "\"v\":1,\"samples\":")
+        for (what, variant) in [("spaced", spaced), ("reordered", reordered)] {
+            #expect(variant != text, "\(what) changes the frame")
+            let frame = Array(variant.utf8)
+            for mode in [SampleReadings.checked, .located] {
+                let fast = try #require(decodeBridgeSample(topic: topic, body: frame, type: "sample", station: "rack-1", samples: mode), "\(what)")
+                try expectSame(fast, decodeGenerally(topic: topic, body: frame, type: "sample", station: "rack-1", samples: mode), "\(what), \(mode)")
+            }
+        }
+    }
+
+    @Test("anything else is left to the generic decoder, which accepts or refuses it as before")
+    func leftToTheGenericDecoder() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")
+        let (topic, body) = try stamper.encode(Self.distance, station: "rack-1", athlete: "ana", ts: 1_795_910_514.5)
+        let text = String(decoding: body, as: UTF8.self)
+        let variants: [(String, String)] = [
+            ("another member", text.replacingOccurrences(of: "\"sensor\":", with: "\"note\":\"x\",\"sensor\":")),
+            ("an escape in src", text.replacingOccurrences(of: "\"src\":\"bridge-1/", with: "\"src\":\"bridge\\u002d1/")),
+            ("an escape in the athlete", text.replacingOccurrences(of: "\"athlete\":\"ana\"", with: "\"athlete\":\"an\\u0061\"")),
+            ("an athlete that is not a string", text.replacingOccurrences(of: "\"athlete\":\"ana\"", with: "\"athlete\":7")),
+            ("a null device", text.replacingOccurrences(of: "\"device\":\"sim\"", with: "\"device\":null")),
+            ("src twice", text.replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":1,\"src\":\"x/sample.rack-1\",")),
+            ("the athlete twice", text.replacingOccurrences(of: "\"sensor\":", with: "\"athlete\":\"ben\",\"sensor\":")),
+            ("the readings twice", text.replacingOccurrences(of: "\"sensor\":", with: "\"samples\":[],\"sensor\":")),
+            ("readings that are not an array", text.replacingOccurrences(of: "\"samples\":[", with: "\"samples\":{\"a\":[").replacingOccurrences(of: "]}", with: "]}}")),
+            ("no readings", text.replacingOccurrences(of: ",\"samples\":[", with: ",\"rest\":[")),
+            ("a reading that is no JSON", text.replacingOccurrences(of: "\"distance_mm\":592.5", with: "\"distance_mm\":592.5.1")),
+            ("another station in the body than the topic's", text.replacingOccurrences(of: "\"station\":\"rack-1\"", with: "\"station\":\"rack-2\"")),
+            ("seq 0", text.replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":0,")),
+            ("an exponent in ts", text.replacingOccurrences(of: "\"ts\":1795910514.500000", with: "\"ts\":1.7959105145e9")),
+            ("version 2", text.replacingOccurrences(of: "\"v\":1,", with: "\"v\":2,")),
+            ("no sensor", text.replacingOccurrences(of: "\"sensor\":\"distance\",", with: "")),
+            ("trailing characters", text + "x"),
+            ("a second object", text + "{}"),
+            ("cut short", String(text.dropLast(2))),
+        ]
+        for (what, variant) in variants {
+            #expect(variant != text, "the variant changes the frame: \(what)")
+            let frame = Array(variant.utf8)
+            #expect(decodeBridgeSample(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .checked) == nil, "\(what)")
+            // decodeMessage answers as the generic decoder does: the same message, or the same refusal.
+            let generic = Result { () throws(MalformedMessage) in
+                try decodeGenerally(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .checked)
+            }
+            let whole = Result { () throws(MalformedMessage) in try decodeMessage(topic: topic, body: frame, samples: .checked) }
+            switch (whole, generic) {
+            case (.success(let a), .success(let b)): try expectSame(a, b, what)
+            case (.failure(let a), .failure(let b)): #expect(a == b, "\(what)")
+            default: Issue.record("\(what): decodeMessage \(whole) but the generic decoder \(generic)")
+            }
+        }
+        // Only located, a reading is not checked on receipt (by either decoder): read the same.
+        let unchecked = Array(variants.first { $0.0 == "a reading that is no JSON" }!.1.utf8)
+        let fast = try #require(decodeBridgeSample(topic: topic, body: unchecked, type: "sample", station: "rack-1", samples: .located))
+        let generic = try decodeGenerally(topic: topic, body: unchecked, type: "sample", station: "rack-1", samples: .located)
+        #expect(fast.deferred == generic.deferred)
+        #expect(fast.fields == generic.fields)
+        #expect(throws: MalformedMessage.self) { try fast.payload(as: SampleMessage.self) }
+    }
+}
