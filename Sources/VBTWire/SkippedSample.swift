@@ -82,7 +82,7 @@ private struct EnvelopeScan {
             skipSpace()
             guard take(UInt8(ascii: ":")) else { return nil }
             skipSpace()
-            guard member(key) else { return nil }
+            guard member(Name(bytes, key)) else { return nil }
             if let v, let seq, let ts, let type, let station, let src, let sensor {
                 return Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor)
             }
@@ -107,23 +107,25 @@ private struct EnvelopeScan {
             skipSpace()
             guard take(UInt8(ascii: ":")) else { return nil }
             skipSpace()
-            if isKey(key, "samples") {
+            let name = Name(bytes, key)
+            switch name {
+            case .samples?:
                 guard deferred == nil, let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }
                 deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
                 index = end
                 fields.append(("samples", .null))
-            } else if isKey(key, "athlete") {
-                guard athlete == nil, let name = plainText() else { return nil }
-                athlete = name
-                fields.append(("athlete", .string(name)))
-            } else if isKey(key, "device") {
-                guard device == nil, let name = plainText() else { return nil }
-                device = name
-                fields.append(("device", .string(name)))
-            } else {
-                guard member(key) else { return nil }
-                guard let value = envelopeValue(key) else { return nil }  // another member: the generic way
-                fields.append(value)
+            case .athlete?:
+                guard athlete == nil, let text = plainText() else { return nil }
+                athlete = text
+                fields.append(("athlete", .string(text)))
+            case .device?:
+                guard device == nil, let text = plainText() else { return nil }
+                device = text
+                fields.append(("device", .string(text)))
+            case nil: return nil  // another member: the generic way
+            default:
+                guard member(name), let read = envelopeValue(name) else { return nil }
+                fields.append(read)
             }
             skipSpace()
             if take(UInt8(ascii: ",")) { continue }
@@ -136,36 +138,59 @@ private struct EnvelopeScan {
         return (Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred)
     }
 
-    /// The member `member(_:)` just read at `key`, as the generic parser builds it; nil for a key
-    /// not of the envelope's or `sensor` (which `member(_:)` passed without reading).
-    private func envelopeValue(_ key: Range<Int>) -> (key: String, value: JSONValue)? {
-        if isKey(key, "v"), let v { return ("v", .number(v)) }
-        if isKey(key, "seq"), let seq { return ("seq", .number(seq)) }
-        if isKey(key, "ts"), let ts { return ("ts", .number(ts)) }
-        if isKey(key, "type"), let type { return ("type", .string(type)) }
-        if isKey(key, "station"), let station { return ("station", .string(station)) }
-        if isKey(key, "src"), let src { return ("src", .string(src)) }
-        if isKey(key, "sensor"), let sensor { return ("sensor", .string(sensor)) }
-        return nil
+    /// The members read here, each key recognized once: its bytes (at most eight, printable ASCII)
+    /// packed into one word and compared with theirs, not spelled out against each name in turn.
+    enum Name: UInt64 {
+        case v = 0x76
+        case ts = 0x7374
+        case seq = 0x71_6573
+        case src = 0x63_7273
+        case type = 0x6570_7974
+        case sensor = 0x726f_736e_6573
+        case device = 0x6563_6976_6564
+        case station = 0x6e_6f69_7461_7473
+        case athlete = 0x65_7465_6c68_7461
+        case samples = 0x73_656c_706d_6173
+
+        /// The name whose key lies at `key` of `bytes`, if it is one of these.
+        init?(_ bytes: UnsafeBufferPointer<UInt8>, _ key: Range<Int>) {
+            guard key.count <= 8 else { return nil }
+            var word: UInt64 = 0
+            for offset in key.reversed() { word = word << 8 | UInt64(bytes[offset]) }
+            self.init(rawValue: word)
+        }
     }
 
-    /// Reads the value of the member whose key lies at `key`; false when it is not as expected,
+    /// The member `member(_:)` just read, as the generic parser builds it; nil for a name it
+    /// passes without reading.
+    private func envelopeValue(_ name: Name?) -> (key: String, value: JSONValue)? {
+        switch name {
+        case .v?: v.map { ("v", .number($0)) }
+        case .seq?: seq.map { ("seq", .number($0)) }
+        case .ts?: ts.map { ("ts", .number($0)) }
+        case .type?: type.map { ("type", .string($0)) }
+        case .station?: station.map { ("station", .string($0)) }
+        case .src?: src.map { ("src", .string($0)) }
+        case .sensor?: sensor.map { ("sensor", .string($0)) }
+        default: nil
+        }
+    }
+
+    /// Reads the value of the member `name` (nil: another's); false when it is not as expected,
     /// or a member is repeated.
-    private mutating func member(_ key: Range<Int>) -> Bool {
-        if isKey(key, "v") { return v == nil && store(&v, plainNumber()) }
-        if isKey(key, "seq") { return seq == nil && store(&seq, plainNumber()) }
-        if isKey(key, "ts") { return ts == nil && store(&ts, plainNumber()) }
-        if isKey(key, "type") { return type == nil && store(&type, plainText()) }
-        if isKey(key, "station") { return station == nil && store(&station, plainText()) }
-        if isKey(key, "src") { return src == nil && store(&src, plainText()) }
-        if isKey(key, "sensor") { return sensor == nil && store(&sensor, plainText()) }
+    private mutating func member(_ name: Name?) -> Bool {
+        switch name {
+        case .v?: v == nil && store(&v, plainNumber())
+        case .seq?: seq == nil && store(&seq, plainNumber())
+        case .ts?: ts == nil && store(&ts, plainNumber())
+        case .type?: type == nil && store(&type, plainText())
+        case .station?: station == nil && store(&station, plainText())
+        case .src?: src == nil && store(&src, plainText())
+        case .sensor?: sensor == nil && store(&sensor, plainText())
         // A string, as the envelope has it (not kept: a skipped sample's athlete is nobody's business).
-        if isKey(key, "athlete") { return plainString() != nil }
-        return skipShortValue()
-    }
-
-    private func isKey(_ key: Range<Int>, _ name: StaticString) -> Bool {
-        key.count == name.utf8CodeUnitCount && holds(name, at: key.lowerBound)
+        case .athlete?: plainString() != nil
+        default: skipShortValue()
+        }
     }
 
     /// Whether the bytes from `at` on begin with `word`'s.
