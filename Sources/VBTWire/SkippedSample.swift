@@ -226,12 +226,6 @@ private struct EnvelopeScan {
     private mutating func plainString() -> Range<Int>? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = index
-        // Eight bytes at a time while none of them is a quote, a backslash or outside printable
-        // ASCII (a source's name is some 35 bytes); the byte loop below decides at the first
-        // word that may hold one.
-        while index + 8 <= bytes.count, !Self.mayEndPlainText(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)) {
-            index += 8
-        }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
@@ -242,19 +236,6 @@ private struct EnvelopeScan {
             index += 1
         }
         return nil
-    }
-
-    /// Whether any of the eight bytes of `word` may be a quote, a backslash, or a byte below 0x20
-    /// or from 0x7F on (word-at-a-time tests of "Bit Twiddling Hacks", Sean Eron Anderson,
-    /// graphics.stanford.edu/~seander/bithacks.html: "Determine if a word has a zero byte" and
-    /// "... a byte less than n"; they may say yes for a byte next to one, never no for one).
-    @inline(__always)
-    private static func mayEndPlainText(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZero(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
-        let control = (word &- ones &* 0x20) & ~word & highs
-        return (control | (word & highs) | hasZero(word ^ (ones &* 0x7F)) | hasZero(word ^ (ones &* 0x22)) | hasZero(word ^ (ones &* 0x5C))) != 0
     }
 
     /// A number written `-?digits(.digits)?` whose digits make an integer a double holds exactly

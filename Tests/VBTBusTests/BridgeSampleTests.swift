@@ -33,8 +33,10 @@ struct BridgeSampleTests {
         #expect(fast.deferred == generic.deferred, "\(what)")
         #expect(fast.readingTimes() == generic.readingTimes(), "\(what)")
         // The readings, or the same refusal of them.
-        let readings = (Result { () throws(MalformedMessage) in try fast.payload(as: SampleMessage.self) },
-                        Result { () throws(MalformedMessage) in try generic.payload(as: SampleMessage.self) })
+        let readings = (
+            Result { () throws(MalformedMessage) in try fast.payload(as: SampleMessage.self) },
+            Result { () throws(MalformedMessage) in try generic.payload(as: SampleMessage.self) }
+        )
         #expect(readings.0 == readings.1, "\(what)")
     }
 
@@ -89,7 +91,10 @@ struct BridgeSampleTests {
             ("src twice", text.replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":1,\"src\":\"x/sample.rack-1\",")),
             ("the athlete twice", text.replacingOccurrences(of: "\"sensor\":", with: "\"athlete\":\"ben\",\"sensor\":")),
             ("the readings twice", text.replacingOccurrences(of: "\"sensor\":", with: "\"samples\":[],\"sensor\":")),
-            ("readings that are not an array", text.replacingOccurrences(of: "\"samples\":[", with: "\"samples\":{\"a\":[").replacingOccurrences(of: "]}", with: "]}}")),
+            (
+                "readings that are not an array",
+                text.replacingOccurrences(of: "\"samples\":[", with: "\"samples\":{\"a\":[").replacingOccurrences(of: "]}", with: "]}}")
+            ),
             ("no readings", text.replacingOccurrences(of: ",\"samples\":[", with: ",\"rest\":[")),
             ("a reading that is no JSON", text.replacingOccurrences(of: "\"distance_mm\":592.5", with: "\"distance_mm\":592.5.1")),
             ("another station in the body than the topic's", text.replacingOccurrences(of: "\"station\":\"rack-1\"", with: "\"station\":\"rack-2\"")),
@@ -123,5 +128,27 @@ struct BridgeSampleTests {
         #expect(fast.deferred == generic.deferred)
         #expect(fast.fields == generic.fields)
         #expect(throws: MalformedMessage.self) { try fast.payload(as: SampleMessage.self) }
+    }
+
+    @Test("a string is read plainly only while every byte of it is printable ASCII, at any place in it")
+    func plainStrings() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")
+        let (topic, body) = try stamper.encode(Self.distance, station: "rack-1", ts: 1_795_910_514.5)
+        let text = String(decoding: body, as: UTF8.self)
+        let src = "bridge-1/sample.rack-1"
+        // Past the eight-byte words and the bytes after them: each place in a source's name of 22 bytes.
+        for place in 0...src.utf8.count {
+            let head = String(src.prefix(place)), tail = String(src.dropFirst(place))
+            for (what, inserted, plain) in [
+                ("a letter", "x", true), ("a space", " ", true), ("a tilde", "~", true),
+                ("an escaped quote", "\\\"", false), ("an escape", "\\u0041", false),
+                ("DEL", "\u{7F}", false), ("a tab", "\t", false), ("non-ASCII", "\u{E9}", false),
+            ] {
+                let frame = Array(text.replacingOccurrences(of: "\"src\":\"\(src)\"", with: "\"src\":\"\(head)\(inserted)\(tail)\"").utf8)
+                let fast = decodeBridgeSample(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .checked)
+                #expect((fast != nil) == plain, "\(what) at \(place)")
+                if plain { #expect(fast?.envelope.src == head + inserted + tail, "\(what) at \(place)") }
+            }
+        }
     }
 }
