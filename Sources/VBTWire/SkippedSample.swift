@@ -77,11 +77,7 @@ private struct EnvelopeScan {
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
-            skipSpace()
-            guard let key = plainString() else { return nil }
-            skipSpace()
-            guard take(UInt8(ascii: ":")) else { return nil }
-            skipSpace()
+            guard let key = memberKey() else { return nil }
             guard member(Name(bytes, key)) else { return nil }
             if let v, let seq, let ts, let type, let station, let src, let sensor {
                 return Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor)
@@ -89,6 +85,16 @@ private struct EnvelopeScan {
             skipSpace()
             guard take(UInt8(ascii: ",")) else { return nil }  // the object ended (or broke) first
         }
+    }
+
+    /// The next member's key, a plain string (where its bytes lie), read past the colon after it.
+    private mutating func memberKey() -> Range<Int>? {
+        skipSpace()
+        guard let key = plainString() else { return nil }
+        skipSpace()
+        guard take(UInt8(ascii: ":")) else { return nil }
+        skipSpace()
+        return key
     }
 
     /// The whole object as `decodeBridgeSample` reads it: the envelope, the object's members in
@@ -102,11 +108,7 @@ private struct EnvelopeScan {
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
-            skipSpace()
-            guard let key = plainString() else { return nil }
-            skipSpace()
-            guard take(UInt8(ascii: ":")) else { return nil }
-            skipSpace()
+            guard let key = memberKey() else { return nil }
             let name = Name(bytes, key)
             switch name {
             case .samples?:
