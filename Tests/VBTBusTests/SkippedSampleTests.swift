@@ -11,12 +11,13 @@ import VBTWire
 /// decoder reads; anything unusual is left to the whole decoder.
 @Suite("Skipped samples")
 struct SkippedSampleTests {
-    private static let distance = SampleMessage(
+    /// A laser's and a wearable's samples as a bridge sends them (`BridgeSampleTests` reads them too).
+    static let distance = SampleMessage(
         .distance([
             SampleMessage.DistanceReading(t: 1_795_910_514.784538, distanceMm: 587.2, state: .idle, accG: Vector3(0.105, 0.201, 1.021)),
             SampleMessage.DistanceReading(t: 1_795_910_514.804538, distanceMm: 592.5),
         ]), device: "sim")
-    private static let posture = SampleMessage(
+    static let posture = SampleMessage(
         .posture([SampleMessage.PostureReading(t: 1_795_910_514.786169, acc: Vector3(-0.02, 0, 9.84), mag: Vector3(29.8, -10.2, -40.6))]))
 
     @Test("another sensor's sample has the envelope the whole decoder reads, and only its sensor")
