@@ -67,7 +67,15 @@ public final class DetectorRuntime {
     private let clock: any BusClock
     private let transport: any BusTransport
     private var replay: ReplayServer?
-    private var detectors: [String: StationDetector] = [:]
+    /// Each station's detector and when its input last arrived: one look-up of the station a
+    /// message (two tables of it were a fifth of the runtime's hash look-ups, issue 17).
+    private var stations: [String: Station] = [:]
+    private struct Station {
+        var detector: StationDetector
+        /// When a message of the station last came (monotonic); nil for a station handed over
+        /// and not heard from since, which is never ended as silent.
+        var arrived: Double?
+    }
     private var positions: [String: Int] = [:]
     /// Each input stream's position, looked at once a minute: a stream that has not moved for
     /// an hour is forgotten (not a time written for each message: one hash of the stream's
@@ -78,7 +86,6 @@ public final class DetectorRuntime {
     static let forgetStreamAfterS = 3_600.0
     /// The input streams whose positions are kept (for tests).
     var streamsKept: Set<String> { Set(positions.keys) }
-    private var lastArrival: [String: Double] = [:]
     private var mode: Mode
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
@@ -178,8 +185,7 @@ public final class DetectorRuntime {
             for detector in saved.state {
                 var restoredDetector = detector
                 restoredDetector.settings = options.settings
-                detectors[detector.station] = restoredDetector
-                lastArrival[detector.station] = now
+                stations[detector.station] = Station(detector: restoredDetector, arrived: now)
             }
         }
         mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
@@ -325,7 +331,7 @@ public final class DetectorRuntime {
         checkpointWriter.submit(
             ConsumerCheckpoint(
                 publisher: publisher, input: input, inputs: positions.mapValues { UInt64($0) },
-                state: detectors.keys.sorted().compactMap { detectors[$0] }))
+                state: stations.keys.sorted().compactMap { stations[$0]?.detector }))
         changed = false
         checkpoints += 1
         // At most a twentieth of the time goes to checkpoints: with many stations the state is
@@ -410,16 +416,20 @@ public final class DetectorRuntime {
         // A stream position already processed (restored from a hand-over) is skipped (one
         // look-up: the position is read and moved on in place).
         guard Self.moveOn(&positions[message.envelope.src, default: 0], to: seq) else { return }
-        lastArrival[station] = clock.monotonicSeconds()
+        let now = clock.monotonicSeconds()
         var command: CommandMessage?
         if message.envelope.type == CommandMessage.type {
-            guard let decoded = try? message.payload(as: CommandMessage.self), decoded.target == "*" || decoded.target == "rep-detector" else { return }
+            guard let decoded = try? message.payload(as: CommandMessage.self), decoded.target == "*" || decoded.target == "rep-detector" else {
+                // Another program's command still says the station is there.
+                stations[station]?.arrived = now
+                return
+            }
             command = decoded
         }
         // Fed in place in the dictionary (its buffers have one owner and are changed where
         // they lie): nothing else may hold the station's detector meanwhile (a second
         // reference would make the first append copy its buffers).
-        let (outputs, inputT, ack, athleteBefore, athleteAfter) = feed(message, command: command, into: &detectors[station, default: newDetector(station)])
+        let (outputs, inputT, ack, athleteBefore, athleteAfter) = arrive(at: station, now: now) { feed(message, command: command, into: &$0) }
         changed = true
         // A command is kept by no journal: checkpointed at once. What readings made (reps, set
         // boundaries) is made again from the bridges' journals after a crash, and what was
@@ -490,7 +500,7 @@ public final class DetectorRuntime {
                 do {
                     let sample = try message.payload(as: SampleMessage.self)
                     outputs = detector.feed(sample.readings, usable: sane)
-                    inputT = sample.readings.times.max()
+                    inputT = sample.readings.latestTime
                 } catch {
                     // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
                     subscriber.countMalformed(error, topic: message.topic)
@@ -500,8 +510,16 @@ public final class DetectorRuntime {
         return (outputs, inputT, ack, athleteBefore, detector.assignment.athlete)
     }
 
-    private func newDetector(_ station: String) -> StationDetector {
-        StationDetector(station: station, settings: options.settings)
+    /// Notes a message's arrival at `station` (its detector made if new) and changes its detector
+    /// where it lies, in one look-up.
+    private func arrive<T>(at station: String, now: Double, _ change: (inout StationDetector) -> T) -> T {
+        Self.update(
+            &stations[station, default: Station(detector: StationDetector(station: station, settings: options.settings), arrived: now)], now: now, change)
+    }
+
+    private static func update<T>(_ slot: inout Station, now: Double, _ change: (inout StationDetector) -> T) -> T {
+        slot.arrived = now
+        return change(&slot.detector)
     }
 
     /// Makes the library's patterns the ones every station is given: each station takes them
@@ -691,11 +709,14 @@ public final class DetectorRuntime {
                 input.forget(src)
             }
         }
-        for (station, arrived) in lastArrival where now - arrived >= options.settings.idleTimeoutS {
+        let silent = stations.compactMap { station, slot in
+            slot.arrived.map { now - $0 >= options.settings.idleTimeoutS && slot.detector.setIsOpen ? (station, $0) : nil } ?? nil
+        }
+        for (station, arrived) in silent {
             // A station whose readings are being fetched is not silent.
-            guard var detector = detectors[station], detector.setIsOpen, !input.isRecovering(topic: SampleMessage.topic(station: station)) else { continue }
+            guard !input.isRecovering(topic: SampleMessage.topic(station: station)), var detector = stations[station]?.detector else { continue }
             let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
-            detectors[station] = detector
+            stations[station]?.detector = detector
             // Ended by the wall clock, which no journal replays: checkpointed at once.
             if !outputs.isEmpty { checkpointDue = 0 }
             for output in outputs {
@@ -716,8 +737,8 @@ public final class DetectorRuntime {
         // hand-over and this detector keeps running (the new one says so after its timeout).
         var messages: [(HandoffMessage, String)] = []
         do {
-            for (station, detector) in detectors.sorted(by: { $0.key < $1.key }) {
-                let state = String(decoding: try encoder.encode(detector), as: UTF8.self)
+            for (station, slot) in stations.sorted(by: { $0.key < $1.key }) {
+                let state = String(decoding: try encoder.encode(slot.detector), as: UTF8.self)
                 messages.append((HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station))
             }
             messages.append((HandoffMessage(from: instance, to: to, state: nil, done: true, positions: positions), "detector"))
@@ -729,7 +750,7 @@ public final class DetectorRuntime {
             return
         }
         for (message, station) in messages { try publisher.publish(message, station: station) }
-        logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(detectors.count)"])
+        logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(stations.count)"])
         finishCheckpoints()
         mode = .finished
     }
@@ -761,10 +782,10 @@ public final class DetectorRuntime {
     private func completeTakeover(states: [String: StationDetector], positions handed: [String: Int], from: String?) throws {
         guard case .takingOver(let buffer, _, _, _) = mode else { return }
         // The new process's settings apply from now on (a new --idle-timeout, say).
-        detectors = states.mapValues { detector in
+        stations = states.mapValues { detector in
             var restored = detector
             restored.settings = options.settings
-            return restored
+            return Station(detector: restored, arrived: nil)
         }
         positions = handed
         input = InOrderInput(

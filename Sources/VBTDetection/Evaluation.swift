@@ -111,7 +111,7 @@ public enum OfflineRunner {
                     return usable
                 }
                 result.skippedReadings += skipped
-                inputT = sample.readings.times.max()
+                inputT = sample.readings.latestTime
             case CommandMessage.type:
                 let command: CommandMessage
                 do { command = try message.payload(as: CommandMessage.self) } catch {

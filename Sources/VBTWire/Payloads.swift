@@ -263,6 +263,16 @@ public struct SampleMessage: BusPayload, Equatable {
             case .posture(let r): r.map(\.t)
             }
         }
+
+        /// The latest reading time (nil without readings), without an array of the times: the
+        /// rep-detector asks it of every message it feeds (issue 17).
+        public var latestTime: Double? {
+            switch self {
+            case .imu(let r): r.lazy.map(\.t).max()
+            case .distance(let r): r.lazy.map(\.t).max()
+            case .posture(let r): r.lazy.map(\.t).max()
+            }
+        }
     }
 
     /// The readings.

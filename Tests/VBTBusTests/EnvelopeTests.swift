@@ -64,6 +64,9 @@ struct EnvelopeTests {
             #expect(message.readingTimes() == [1.5, 1.51])
             #expect(try message.payload(as: SampleMessage.self).readings.times == [1.5, 1.51])
         }
+        // The latest time is the largest, wherever it lies; none without readings.
+        #expect(SampleMessage.Readings.distance([.init(t: 2.5, distanceMm: 500), .init(t: 1.5, distanceMm: 510)]).latestTime == 2.5)
+        #expect(SampleMessage.Readings.posture([]).latestTime == nil)
         #expect(try decodeMessage(topic: Array("sample.rack-1".utf8), body: imu, samples: .built).readingTimes() == nil, "built: nothing deferred")
         let untimed = body(#"[{"t":1.5,"acc_g":[0,0,1]}, {"acc_g":[0,0,1]}]"#)
         #expect(try decodeMessage(topic: Array("sample.rack-1".utf8), body: untimed, samples: .located).readingTimes() == nil)
