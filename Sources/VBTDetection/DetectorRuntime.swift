@@ -709,8 +709,9 @@ public final class DetectorRuntime {
                 input.forget(src)
             }
         }
-        let silent = stations.compactMap { station, slot in
-            slot.arrived.map { now - $0 >= options.settings.idleTimeoutS && slot.detector.setIsOpen ? (station, $0) : nil } ?? nil
+        let silent = stations.compactMap { station, slot -> (String, Double)? in
+            guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS, slot.detector.setIsOpen else { return nil }
+            return (station, arrived)
         }
         for (station, arrived) in silent {
             // A station whose readings are being fetched is not silent.
