@@ -128,8 +128,8 @@ public final class Subscriber {
     /// `vbt pub` run is a new stream; a long-running server must not keep them all).
     public var forgetAfterS = 3_600.0
     /// How a sample's readings are decoded on receipt (`SampleReadings`): the
-    /// rep-detector, which reads most of them, has them built at once; the
-    /// posture-evaluator, which drops most unread, only located.
+    /// rep-detector has a laser's read at once, a bar IMU's only located; the
+    /// posture-evaluator, which drops many unread, has them only located.
     public var samples = SampleReadings.checked
     /// The sensors whose samples the caller reads (nil: every one). Another sensor's sample is
     /// read only as far as its envelope (`decodeSkippedSample`), counted for its stream, and
@@ -221,13 +221,7 @@ public final class Subscriber {
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage
         do {
-            if let used = sampleSensors, received.frameCount == 2, received.frames.count == 2,
-                let skipped = decodeSkippedSample(topic: received.frames[0], body: received.frames[1], using: used)
-            {
-                message = skipped
-            } else {
-                message = try decodeMessage(received, samples: samples)
-            }
+            message = try decodeMessage(received, samples: samples, using: sampleSensors)
         } catch {
             reject(error, topic: received.frames.first)
             return nil

@@ -263,9 +263,10 @@ public final class PostureRuntime {
         // receiving and dropping them was most of the evaluator's time.
         subscriber = try Subscriber(
             transport: transport, prefixes: MessageTypes.prefixes(StatusMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
-        // A followed station's other sensors' samples still come: their readings are only located, and a
-        // posture sample's are checked when built.
-        subscriber.samples = .located
+        // A followed station's other sensors' samples still come: read only as far as their envelope. A
+        // posture sample's readings, each of them used, are read as they are received, in one pass
+        // with the envelope (`SampleReadings.read`), not located and then read again.
+        subscriber.samples = .read([SampleMessage.postureSensor])
         subscriber.sampleSensors = [SampleMessage.postureSensor]
         // Off the rep's path: woken a few hundred times a second, not for every sample (`Subscriber.gatherS`).
         subscriber.gatherS = 0.003
@@ -507,7 +508,7 @@ public final class PostureRuntime {
             trackers[station] = state
             return
         }
-        // Most samples are other sensors': their readings are never built, nor checked (SampleReadings.located).
+        // Most samples are other sensors': their readings are never built, nor checked (`Subscriber.sampleSensors`).
         guard message.envelope.type == SampleMessage.type, message.field("sensor") == .string(SampleMessage.postureSensor) else { return }
         let readings: [SampleMessage.PostureReading]
         do {

@@ -80,14 +80,21 @@ public struct BusMessage: Sendable {
     /// A `sample`'s readings (`samples`), checked when received but built only
     /// when asked for: most consumers drop most samples unread.
     public private(set) var deferred: DeferredMember?
+    /// A `sample`'s readings built on receipt (`SampleReadings.read`): the deferred member's, read.
+    private var readings: SampleMessage.Readings?
 
-    /// A message of `fields` received as `body`; `deferred` is a member of them not built yet.
-    public init(topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil) {
+    /// A message of `fields` received as `body`; `deferred` is a member of them not built yet,
+    /// unless `readings` are its readings, built.
+    public init(
+        topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil,
+        readings: SampleMessage.Readings? = nil
+    ) {
         self.topic = topic
         self.envelope = envelope
         self.parsed = fields
         self.body = body
         self.deferred = deferred
+        self.readings = deferred == nil ? nil : readings
     }
 
     /// The whole JSON object, envelope fields included (a deferred member is built now).
@@ -101,6 +108,7 @@ public struct BusMessage: Sendable {
         set {
             parsed = newValue
             deferred = nil
+            readings = nil
         }
     }
 
@@ -110,8 +118,10 @@ public struct BusMessage: Sendable {
     /// `payload(as:)`, which refuses what is malformed). Only each reading's time is read:
     /// the rest of a reading is checked when it is built.
     public func readingTimes() -> [Double]? {
+        guard let deferred, deferred.key == "samples" else { return nil }
+        if let readings { return readings.times }
         // Located or checked, an array's elements were found on receipt (nil: not an array).
-        guard let deferred, deferred.key == "samples", let elements = deferred.elements else { return nil }
+        guard let elements = deferred.elements else { return nil }
         var times: [Double] = []
         times.reserveCapacity(elements.count)
         for element in elements {
@@ -138,7 +148,7 @@ public struct BusMessage: Sendable {
         case .string(let name)?: device = name
         default: return nil
         }
-        guard let readings = SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
+        guard let readings = readings ?? SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
         return SampleMessage(readings, device: device)
     }
 
@@ -187,7 +197,7 @@ public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: Stri
 }
 
 /// How a received sample's readings are decoded.
-public enum SampleReadings: Sendable {
+public enum SampleReadings: Sendable, Equatable {
     /// Built at once: for a consumer that reads every sample's readings
     /// (one pass instead of two).
     case built
@@ -198,19 +208,31 @@ public enum SampleReadings: Sendable {
     /// for a consumer that drops most samples unread (the posture-evaluator
     /// uses one sample in sixteen; issue 17). The envelope is checked whole.
     case located
+    /// Built at once for these sensors, in the pass that reads the envelope, when written as a
+    /// bridge writes them (`SampleMessage.readings(sensor:in:at:)`); any other's, and any
+    /// written otherwise, only located as `.located` locates them: for a consumer that uses
+    /// every reading of some sensors (the rep-detector every laser's, which it located on
+    /// receipt and then went over again to build: issue 17).
+    case read(Set<String>)
 }
 
 /// Decodes and checks a topic frame and a JSON frame; a sample's readings as `samples` says.
-public func decodeMessage(topic topicBytes: [UInt8], body: [UInt8], samples: SampleReadings = .checked) throws(MalformedMessage) -> BusMessage {
+/// A sample of a sensor not among `using` (when given) is read only as far as its envelope
+/// (`decodeSkippedSample`).
+public func decodeMessage(
+    topic topicBytes: [UInt8], body: [UInt8], samples: SampleReadings = .checked, using: Set<String>? = nil
+) throws(MalformedMessage) -> BusMessage {
     guard body.count <= BusLimits.maxMessageBytes else {
         throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
     }
     let (topicType, topicStation) = try splitTopic(topicBytes)
-    // A sample as a bridge writes it, most of what the bus carries, in one pass of its own.
-    if topicType == SampleMessage.type,
-        let message = decodeBridgeSample(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples)
-    {
-        return message
+    if topicType == SampleMessage.type {
+        // A sample as a bridge writes it, most of what the bus carries, in one pass of its own.
+        if let message = decodeBridgeSample(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples, using: using) {
+            return message
+        }
+        // Spelled otherwise (members in another order, others among them): still skipped when it can be.
+        if let using, let skipped = decodeSkippedSample(topic: topicBytes, body: body, using: using) { return skipped }
     }
     return try decodeGenerally(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples)
 }
@@ -223,7 +245,7 @@ func decodeGenerally(
     let deferred: DeferredMember?
     do {
         let deferring = samples != .built && topicType == SampleMessage.type ? "samples" : nil
-        (value, deferred) = try JSONParser.parse(body, deferring: deferring, checking: samples != .located)
+        (value, deferred) = try JSONParser.parse(body, deferring: deferring, checking: samples == .checked)
     } catch {
         throw MalformedMessage(.notJSON, error.description)
     }

@@ -1003,10 +1003,27 @@ extension JSONParser {
         guard range.lowerBound >= 0, range.upperBound <= bytes.count, keys.count <= 64 else { return false }
         return bytes.withUnsafeBufferPointer { buffer in
             var parser = JSONParser(UnsafeBufferPointer(rebasing: buffer[range]))
-            return (try? parser.readFlatObjects(keys: keys, into: &reader)) ?? false
+            guard (try? parser.readFlatObjects(keys: keys, into: &reader)) == true else { return false }
+            parser.skipWhitespace()
+            return parser.index == parser.bytes.count
         }
     }
 
+    /// Reads the array at `start` of `buffer` as `readFlatObjects(_:range:keys:into:)` reads one,
+    /// where a frame's member lies (what follows it is not read): where it ends, past its `]`;
+    /// nil where that returns false. One pass for a consumer that builds the readings of every
+    /// sample it receives: the array was located on receipt and read again when built (issue 17).
+    public static func readFlatObjects<Reader: FlatObjectReader>(
+        in buffer: UnsafeBufferPointer<UInt8>, at start: Int, keys: [[UInt8]], into reader: inout Reader
+    ) -> Int? {
+        guard start >= 0, start < buffer.count, keys.count <= 64 else { return nil }
+        var parser = JSONParser(buffer)
+        parser.index = start
+        guard (try? parser.readFlatObjects(keys: keys, into: &reader)) == true else { return nil }
+        return parser.index
+    }
+
+    /// The array at `index` read for both: true past its `]`, false at anything else.
     private mutating func readFlatObjects<Reader: FlatObjectReader>(
         keys: [[UInt8]], into reader: inout Reader
     ) throws(JSONParseError) -> Bool {
@@ -1061,10 +1078,7 @@ extension JSONParser {
                 if !more { break }
             }
             guard reader.end(), let more = commaOrClose(UInt8(ascii: "]")) else { return false }
-            if !more {
-                skipWhitespace()
-                return index == bytes.count
-            }
+            if !more { return true }
         }
     }
 

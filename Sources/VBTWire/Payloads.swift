@@ -230,6 +230,8 @@ public struct SampleMessage: BusPayload, Equatable {
     public static let postureSensor = Readings.posture([]).sensor
     /// The `sensor` of bar IMU readings.
     public static let imuSensor = Readings.imu([]).sensor
+    /// The `sensor` of a laser's or lidar's distance readings.
+    public static let distanceSensor = Readings.distance([]).sensor
 
     /// The readings, all from one kind of sensor.
     public enum Readings: Sendable, Equatable {
@@ -377,11 +379,17 @@ extension SampleMessage {
         guard let kind = ReadingsBuilder.Kind(rawValue: sensor) else { return nil }
         var builder = ReadingsBuilder(kind: kind)
         guard JSONParser.readFlatObjects(body, range: range, keys: readingKeys, into: &builder) else { return nil }
-        switch kind {
-        case .imu: return .imu(builder.imu)
-        case .posture: return .posture(builder.postures)
-        case .distance: return .distance(builder.distances)
-        }
+        return builder.readings
+    }
+
+    /// The readings of a `sensor` read as `readings(sensor:body:range:)` reads them, from `start`
+    /// of a frame on (where its `samples` begins), in the pass that reads the frame's envelope
+    /// (`SampleReadings.read`): the readings, and where they end, past the array's `]`.
+    static func readings(sensor: String, in buffer: UnsafeBufferPointer<UInt8>, at start: Int) -> (readings: Readings, end: Int)? {
+        guard let kind = ReadingsBuilder.Kind(rawValue: sensor) else { return nil }
+        var builder = ReadingsBuilder(kind: kind)
+        guard let end = JSONParser.readFlatObjects(in: buffer, at: start, keys: readingKeys, into: &builder) else { return nil }
+        return (builder.readings, end)
     }
 }
 
@@ -402,6 +410,15 @@ private struct ReadingsBuilder: FlatObjectReader {
     var postures: [SampleMessage.PostureReading] = []
 
     init(kind: Kind) { self.kind = kind }
+
+    /// What was read, as the sensor's readings.
+    var readings: SampleMessage.Readings {
+        switch kind {
+        case .imu: .imu(imu)
+        case .posture: .posture(postures)
+        case .distance: .distance(distances)
+        }
+    }
 
     /// Keeps the vector under key `key` (its number in `readingKeys`) in its slot: the sensor's
     /// vectors in the order first, second, third; false for a key the sensor has no vector under.

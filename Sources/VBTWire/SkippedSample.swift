@@ -22,9 +22,13 @@ public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using:
         return scan.run()
     }
     guard let read = scanned, !using.contains(read.sensor) else { return nil }
-    guard read.v == Double(BusLimits.version), read.type == topicType, read.station == topicStation, !read.src.isEmpty,
-        read.seq >= 1, read.seq <= 9_007_199_254_740_991, read.seq == read.seq.rounded(), read.ts > 0
-    else { return nil }
+    return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
+}
+
+/// A skipped sample's message: its envelope, with `sensor` its only field and no body; nil when
+/// the envelope is not one `decodeMessage` accepts.
+private func skippedMessage(topic topicBytes: [UInt8], _ read: EnvelopeScan.Read, type topicType: String, station topicStation: String) -> BusMessage? {
+    guard read.accepted(type: topicType, station: topicStation) else { return nil }
     let envelope = Envelope(v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: nil)
     return BusMessage(
         topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject([("sensor", .string(read.sensor))]), body: [])
@@ -39,23 +43,30 @@ public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using:
 /// `perf record` of the whole installation). Anything else returns nil and `decodeMessage` reads
 /// the frame the generic way, which accepts or refuses it with its reason: what this returns is
 /// the message the generic way returns, field for field (`BridgeSampleTests`).
+///
+/// A sample of a sensor not among `using` (when given) is skipped as `decodeSkippedSample` skips
+/// it, in the same pass, once its envelope and sensor are read: the rep-detector, which uses
+/// nearly every sample, scanned each envelope twice when it was asked first whether to skip it.
 func decodeBridgeSample(
-    topic topicBytes: [UInt8], body: [UInt8], type topicType: String, station topicStation: String, samples: SampleReadings
+    topic topicBytes: [UInt8], body: [UInt8], type topicType: String, station topicStation: String, samples: SampleReadings,
+    using: Set<String>? = nil
 ) -> BusMessage? {
     guard samples != .built else { return nil }
     let scanned = body.withUnsafeBufferPointer { bytes in
         var scan = EnvelopeScan(bytes)
-        return scan.runWhole(checking: samples == .checked)
+        return scan.runWhole(samples: samples, using: using)
     }
-    guard let (read, fields, deferred) = scanned else { return nil }
-    guard read.v == Double(BusLimits.version), read.type == topicType, read.station == topicStation, !read.src.isEmpty,
-        read.seq >= 1, read.seq <= 9_007_199_254_740_991, read.seq == read.seq.rounded(), read.ts > 0
-    else { return nil }
-    let envelope = Envelope(
-        v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: read.athlete)
-    return BusMessage(
-        topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject(fields, asciiKeys: true), body: body,
-        deferred: deferred)
+    switch scanned {
+    case nil: return nil
+    case .skipped(let read)?: return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
+    case .whole(let read, let fields, let deferred, let readings)?:
+        guard read.accepted(type: topicType, station: topicStation) else { return nil }
+        let envelope = Envelope(
+            v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: read.athlete)
+        return BusMessage(
+            topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject(fields, asciiKeys: true), body: body,
+            deferred: deferred, readings: readings)
+    }
 }
 
 /// The members `decodeSkippedSample` reads, in one pass that stops at the last of them.
@@ -71,6 +82,18 @@ private struct EnvelopeScan {
         var v: Double, seq: Double, ts: Double
         var type: String, station: String, src: String, sensor: String
         var athlete: String? = nil
+
+        /// Whether `decodeMessage` accepts this envelope under a topic of `type` and `station`.
+        func accepted(type topicType: String, station topicStation: String) -> Bool {
+            v == Double(BusLimits.version) && type == topicType && station == topicStation && !src.isEmpty
+                && seq >= 1 && seq <= 9_007_199_254_740_991 && seq == seq.rounded() && ts > 0
+        }
+    }
+
+    /// What `runWhole` read: the whole object, or a sample skipped once its envelope and sensor were read.
+    enum Scanned {
+        case whole(Read, [(key: String, value: JSONValue)], DeferredMember, SampleMessage.Readings?)
+        case skipped(Read)
     }
 
     mutating func run() -> Read? {
@@ -98,11 +121,13 @@ private struct EnvelopeScan {
     }
 
     /// The whole object as `decodeBridgeSample` reads it: the envelope, the object's members in
-    /// order (`samples` reading null, as the generic parser leaves a deferred member), and the
-    /// deferred readings; nil at anything else.
-    mutating func runWhole(checking: Bool) -> (Read, [(key: String, value: JSONValue)], DeferredMember)? {
+    /// order (`samples` reading null, as the generic parser leaves a deferred member), the
+    /// deferred readings, and those built as `samples` says (`SampleReadings.read`); or, for a
+    /// sensor not among `using`, only the envelope, read up to the sensor; nil at anything else.
+    mutating func runWhole(samples: SampleReadings, using: Set<String>?) -> Scanned? {
         var athlete: String?, device: String?
         var deferred: DeferredMember?
+        var readings: SampleMessage.Readings?
         var fields: [(key: String, value: JSONValue)] = []
         fields.reserveCapacity(10)
         skipSpace()
@@ -112,9 +137,20 @@ private struct EnvelopeScan {
             let name = Name(bytes, key)
             switch name {
             case .samples?:
-                guard deferred == nil, let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }
-                deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
-                index = end
+                guard deferred == nil else { return nil }
+                if case .read(let sensors) = samples, let sensor, sensors.contains(where: { $0 == sensor }),
+                    let (read, end) = SampleMessage.readings(sensor: sensor, in: bytes, at: index)
+                {
+                    // Read, so checked: nothing a built value would refuse is read (`JSONParser.readFlatObjects`).
+                    deferred = DeferredMember(key: "samples", range: index..<end, elements: nil, checked: true)
+                    readings = read
+                    index = end
+                } else {
+                    let checking = samples == .checked
+                    guard let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }
+                    deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
+                    index = end
+                }
                 fields.append(("samples", .null))
             case .athlete?:
                 guard athlete == nil, let text = plainText() else { return nil }
@@ -127,6 +163,12 @@ private struct EnvelopeScan {
             case nil: return nil  // another member: the generic way
             default:
                 guard member(name), let read = envelopeValue(name) else { return nil }
+                // The sets hold a sensor or two: compared in turn, not hashed (two hashes a message).
+                if name == .sensor, let using, let sensor, !using.contains(where: { $0 == sensor }),
+                    let v, let seq, let ts, let type, let station, let src
+                {
+                    return .skipped(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor))
+                }
                 fields.append(read)
             }
             skipSpace()
@@ -137,7 +179,7 @@ private struct EnvelopeScan {
             break
         }
         guard let v, let seq, let ts, let type, let station, let src, let sensor, let deferred else { return nil }
-        return (Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred)
+        return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred, readings)
     }
 
     /// The members read here, each key recognized once: its bytes (at most eight, printable ASCII)

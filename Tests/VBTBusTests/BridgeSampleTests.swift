@@ -55,6 +55,42 @@ struct BridgeSampleTests {
         }
     }
 
+    @Test("readings read on receipt are the ones built later; another sensor's, or ones written otherwise, are only located")
+    func readOnReceipt() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "sensor-bridge-63426475")
+        for (index, sample) in [Self.distance, Self.imu, Self.posture].enumerated() {
+            let station = "rack-\(index)"
+            let (topic, body) = try stamper.encode(sample, station: station, athlete: "ana", ts: 1_795_910_514.5)
+            let sensor = sample.readings.sensor
+            let generic = try decodeGenerally(topic: topic, body: body, type: "sample", station: station, samples: .located)
+            // Its sensor's: read in the envelope's pass, the same readings, times and members.
+            let read = try decodeMessage(topic: topic, body: body, samples: .read([sensor, "other"]))
+            #expect(read.envelope == generic.envelope && read.fields == generic.fields && read.body == generic.body, "\(sensor)")
+            #expect(read.deferred?.range == generic.deferred?.range, "\(sensor): where the readings lie")
+            #expect(read.deferred?.elements == nil && read.deferred?.checked == true, "\(sensor): read, not located")
+            #expect(try read.payload(as: SampleMessage.self) == sample, "\(sensor)")
+            #expect(read.readingTimes() == generic.readingTimes() && read.readingTimes() != nil, "\(sensor)")
+            // Another sensor's: located, exactly as `.located` has it.
+            let others = try decodeMessage(topic: topic, body: body, samples: .read(Set(["imu", "distance", "posture"].filter { $0 != sensor })))
+            try expectSame(others, generic, "\(sensor), not read")
+            #expect(others.deferred?.elements != nil, "\(sensor), not read")
+        }
+        // Readings a bridge does not write (an unknown key), or that are no JSON: located, and built
+        // (or refused) the generic way when asked for, as `.located` leaves them.
+        let (topic, body) = try stamper.encode(Self.distance, station: "rack-1", ts: 1_795_910_514.5)
+        let text = String(decoding: body, as: UTF8.self)
+        for (what, variant) in [
+            ("an unknown key", text.replacingOccurrences(of: "\"distance_mm\":592.5", with: "\"distance_mm\":592.5,\"note\":1")),
+            ("no JSON", text.replacingOccurrences(of: "\"distance_mm\":592.5", with: "\"distance_mm\":592.5.1")),
+        ] {
+            #expect(variant != text, "\(what) changes the frame")
+            let frame = Array(variant.utf8)
+            let fast = try #require(decodeBridgeSample(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .read(["distance"])), "\(what)")
+            try expectSame(fast, decodeGenerally(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .located), what)
+            #expect(fast.deferred?.checked == false, "\(what): only located")
+        }
+    }
+
     @Test("spaces between the members, and members in another order, read the same")
     func spacing() throws {
         var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")

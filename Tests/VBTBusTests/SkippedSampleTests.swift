@@ -33,6 +33,15 @@ struct SkippedSampleTests {
             #expect(skipped.topic == whole.topic)
             #expect(skipped.fields == JSONObject([("sensor", .string("distance"))]))
             #expect(skipped.body.isEmpty)
+            // Skipped by `decodeMessage` in the pass that reads a bridge's sample: the same message.
+            for mode in [SampleReadings.located, .checked, .read(["distance"])] {
+                let inOnePass = try decodeMessage(topic: topic, body: body, samples: mode, using: [SampleMessage.postureSensor])
+                #expect(inOnePass.envelope == skipped.envelope && inOnePass.topic == skipped.topic, "\(mode)")
+                #expect(inOnePass.fields == skipped.fields && inOnePass.body.isEmpty, "\(mode)")
+                // A sensor it uses: the whole message.
+                let used = try decodeMessage(topic: topic, body: body, samples: mode, using: ["distance"])
+                #expect(used.envelope == whole.envelope && used.body == body && used.fields == whole.fields, "\(mode)")
+            }
         }
     }
 
