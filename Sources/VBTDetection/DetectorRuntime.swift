@@ -149,15 +149,16 @@ public final class DetectorRuntime {
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
             // On the rep's path: the bus at its memory budget disconnects it last.
             priority: .realtime, logger: logger)
-        // The bar IMU's readings are only located as they are received, and checked as they are
-        // built, when used: they are not while the laser speaks (most of the bytes of a station
-        // with both: issue 17). Checking them on receipt as well was a second pass over every
-        // sample (some 8 % of the detector's time at 1,000 stations); what it builds and finds
-        // malformed is counted as the subscriber counts it (`process`). A laser's readings, each
-        // of them used, are read as they are received, in the envelope's pass (located, then read
-        // again, they were a fifth of the decoding: callgrind, issue 17). A wearable's are not
-        // the detector's: its samples are read only as far as their envelope.
-        subscriber.samples = .read([SampleMessage.distanceSensor])
+        // Of the bar IMU's readings only their times are read as they are received, the rest
+        // checked as they are built, when used: they are not while the laser speaks (most of the
+        // bytes of a station with both: issue 17). Checking them on receipt as well was a second
+        // pass over every sample (some 8 % of the detector's time at 1,000 stations); what it
+        // builds and finds malformed is counted as the subscriber counts it (`process`). A
+        // laser's readings, each of them used, are read whole as they are received. Both in the
+        // envelope's pass: located, then read again, they were two fifths of the decoding
+        // (callgrind, issue 17). A wearable's are not the detector's: its samples are read only
+        // as far as their envelope.
+        subscriber.samples = .read([SampleMessage.distanceSensor], times: [SampleMessage.imuSensor])
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.

@@ -80,21 +80,20 @@ public struct BusMessage: Sendable {
     /// A `sample`'s readings (`samples`), checked when received but built only
     /// when asked for: most consumers drop most samples unread.
     public private(set) var deferred: DeferredMember?
-    /// A `sample`'s readings built on receipt (`SampleReadings.read`): the deferred member's, read.
-    private var readings: SampleMessage.Readings?
+    /// A `sample`'s readings, or only their times, read on receipt (`SampleReadings.read`).
+    private var read: ReadOnReceipt?
 
     /// A message of `fields` received as `body`; `deferred` is a member of them not built yet,
-    /// unless `readings` are its readings, built.
+    /// unless `read` has its readings (or their times), read on receipt.
     public init(
-        topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil,
-        readings: SampleMessage.Readings? = nil
+        topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil, read: ReadOnReceipt? = nil
     ) {
         self.topic = topic
         self.envelope = envelope
         self.parsed = fields
         self.body = body
         self.deferred = deferred
-        self.readings = deferred == nil ? nil : readings
+        self.read = deferred == nil ? nil : read
     }
 
     /// The whole JSON object, envelope fields included (a deferred member is built now).
@@ -108,7 +107,7 @@ public struct BusMessage: Sendable {
         set {
             parsed = newValue
             deferred = nil
-            readings = nil
+            read = nil
         }
     }
 
@@ -119,7 +118,11 @@ public struct BusMessage: Sendable {
     /// the rest of a reading is checked when it is built.
     public func readingTimes() -> [Double]? {
         guard let deferred, deferred.key == "samples" else { return nil }
-        if let readings { return readings.times }
+        switch read {
+        case .readings(let readings)?: return readings.times
+        case .times(let times)?: return times
+        case nil: break
+        }
         // Located or checked, an array's elements were found on receipt (nil: not an array).
         guard let elements = deferred.elements else { return nil }
         var times: [Double] = []
@@ -148,7 +151,8 @@ public struct BusMessage: Sendable {
         case .string(let name)?: device = name
         default: return nil
         }
-        guard let readings = readings ?? SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
+        if case .readings(let readings)? = read { return SampleMessage(readings, device: device) }
+        guard let readings = SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
         return SampleMessage(readings, device: device)
     }
 
@@ -181,6 +185,14 @@ public struct BusMessage: Sendable {
     }
 }
 
+/// What of a sample's readings was read on receipt (`SampleReadings.read`).
+public enum ReadOnReceipt: Sendable {
+    /// The readings, built.
+    case readings(SampleMessage.Readings)
+    /// Only their times (the rest located, and checked when built).
+    case times([Double])
+}
+
 /// Checks a topic: printable ASCII, `<type>.<station>`, type without dots.
 /// Returns (type, station).
 public func splitTopic(_ topic: [UInt8]) throws(MalformedMessage) -> (type: String, station: String) {
@@ -208,12 +220,14 @@ public enum SampleReadings: Sendable, Equatable {
     /// for a consumer that drops most samples unread (the posture-evaluator
     /// uses one sample in sixteen; issue 17). The envelope is checked whole.
     case located
-    /// Built at once for these sensors, in the pass that reads the envelope, when written as a
-    /// bridge writes them (`SampleMessage.readings(sensor:in:at:)`); any other's, and any
-    /// written otherwise, only located as `.located` locates them: for a consumer that uses
-    /// every reading of some sensors (the rep-detector every laser's, which it located on
-    /// receipt and then went over again to build: issue 17).
-    case read(Set<String>)
+    /// Built at once for the sensors of the first set, in the pass that reads the envelope, when
+    /// written as a bridge writes them (`SampleMessage.readings(sensor:in:at:)`); of the second
+    /// set's only their times read in that pass (`JSONParser.readingTimes(in:at:)`,
+    /// `BusMessage.readingTimes()`), the rest located; any other's, and any written otherwise,
+    /// only located as `.located` locates them. For a consumer that uses every reading of some
+    /// sensors (the rep-detector every laser's, which it located on receipt and then went over
+    /// again to build) and only the times of others' (its bar IMU's while the laser speaks): issue 17.
+    case read(Set<String>, times: Set<String> = [])
 }
 
 /// Decodes and checks a topic frame and a JSON frame; a sample's readings as `samples` says.

@@ -1023,6 +1023,81 @@ extension JSONParser {
         return parser.index
     }
 
+    /// The times of the readings in the array at `start` of `buffer` (a frame's `samples`), each
+    /// reading an object whose first member is its time `t`, and where the array ends, past its
+    /// `]`; read in one pass, the rest of each reading only passed over (its strings, and its
+    /// arrays as nested as they come) and checked when it is built, as a located array's
+    /// elements are. Nil at anything else (a reading that is no object, or does not begin with
+    /// its time, an object inside one, a bracket unmatched): the caller then locates the array.
+    /// For the rep-detector, which uses only the times of a bar IMU's readings while the laser
+    /// speaks, and located each IMU message's readings, then read each one's time (a fifth of
+    /// its decoding: callgrind, issue 17).
+    public static func readingTimes(in buffer: UnsafeBufferPointer<UInt8>, at start: Int) -> (times: [Double], end: Int)? {
+        guard start >= 0, start < buffer.count else { return nil }
+        var parser = JSONParser(buffer)
+        parser.index = start
+        return try? parser.readingTimes()
+    }
+
+    private mutating func readingTimes() throws(JSONParseError) -> (times: [Double], end: Int)? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        index += 1
+        var times: [Double] = []
+        times.reserveCapacity(8)
+        while true {
+            skipWhitespace()
+            guard spells("{", at: index) else { return nil }
+            index += 1
+            skipWhitespace()
+            guard spells("\"t\"", at: index) else { return nil }
+            index += 3
+            skipWhitespace()
+            guard spells(":", at: index) else { return nil }
+            index += 1
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "-") || isDigit(bytes[index]) else { return nil }
+            times.append(try parseNumber())
+            // The rest of the reading, to its closing brace: quotes, brackets and braces are all that matter.
+            var open = 0
+            scan: while true {
+                index = pastWords(from: index, without: Self.mayHoldNesting)
+                while index < bytes.count, !Self.isNesting(bytes[index]) { index += 1 }
+                guard index < bytes.count else { return nil }
+                switch bytes[index] {
+                case UInt8(ascii: "\""): _ = try skipString()
+                case UInt8(ascii: "["):
+                    open += 1
+                    index += 1
+                case UInt8(ascii: "]"):
+                    guard open > 0 else { return nil }
+                    open -= 1
+                    index += 1
+                case UInt8(ascii: "}"):
+                    guard open == 0 else { return nil }
+                    index += 1
+                    break scan
+                default: return nil  // an object inside a reading
+                }
+            }
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return (times, index)
+            }
+            guard bytes[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+        }
+    }
+
+    /// Whether the bytes from `start` on begin with `word`'s.
+    @inline(__always) private func spells(_ word: StaticString, at start: Int) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - start >= count else { return false }
+        for offset in 0..<count where bytes[start + offset] != word.utf8Start[offset] { return false }
+        return true
+    }
+
     /// The array at `index` read for both: true past its `]`, false at anything else.
     private mutating func readFlatObjects<Reader: FlatObjectReader>(
         keys: [[UInt8]], into reader: inout Reader

@@ -59,13 +59,14 @@ func decodeBridgeSample(
     switch scanned {
     case nil: return nil
     case .skipped(let read)?: return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
-    case .whole(let read, let fields, let deferred, let readings)?:
-        guard read.accepted(type: topicType, station: topicStation) else { return nil }
+    case .whole(let envelopeRead, let fields, let deferred, let read)?:
+        guard envelopeRead.accepted(type: topicType, station: topicStation) else { return nil }
         let envelope = Envelope(
-            v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: read.athlete)
+            v: BusLimits.version, type: envelopeRead.type, station: envelopeRead.station, src: envelopeRead.src, seq: UInt64(envelopeRead.seq),
+            ts: envelopeRead.ts, athlete: envelopeRead.athlete)
         return BusMessage(
             topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject(fields, asciiKeys: true), body: body,
-            deferred: deferred, readings: readings)
+            deferred: deferred, read: read)
     }
 }
 
@@ -92,7 +93,7 @@ private struct EnvelopeScan {
 
     /// What `runWhole` read: the whole object, or a sample skipped once its envelope and sensor were read.
     enum Scanned {
-        case whole(Read, [(key: String, value: JSONValue)], DeferredMember, SampleMessage.Readings?)
+        case whole(Read, [(key: String, value: JSONValue)], DeferredMember, ReadOnReceipt?)
         case skipped(Read)
     }
 
@@ -127,7 +128,7 @@ private struct EnvelopeScan {
     mutating func runWhole(samples: SampleReadings, using: Set<String>?) -> Scanned? {
         var athlete: String?, device: String?
         var deferred: DeferredMember?
-        var readings: SampleMessage.Readings?
+        var read: ReadOnReceipt?
         var fields: [(key: String, value: JSONValue)] = []
         fields.reserveCapacity(10)
         skipSpace()
@@ -138,12 +139,19 @@ private struct EnvelopeScan {
             switch name {
             case .samples?:
                 guard deferred == nil else { return nil }
-                if case .read(let sensors) = samples, let sensor, sensors.contains(where: { $0 == sensor }),
-                    let (read, end) = SampleMessage.readings(sensor: sensor, in: bytes, at: index)
+                // The sets hold a sensor or two: compared in turn, not hashed.
+                if case .read(let built, _) = samples, let sensor, built.contains(where: { $0 == sensor }),
+                    let (readings, end) = SampleMessage.readings(sensor: sensor, in: bytes, at: index)
                 {
                     // Read, so checked: nothing a built value would refuse is read (`JSONParser.readFlatObjects`).
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: nil, checked: true)
-                    readings = read
+                    read = .readings(readings)
+                    index = end
+                } else if case .read(_, let timed) = samples, let sensor, timed.contains(where: { $0 == sensor }),
+                    let (times, end) = JSONParser.readingTimes(in: bytes, at: index)
+                {
+                    deferred = DeferredMember(key: "samples", range: index..<end, elements: nil, checked: false)
+                    read = .times(times)
                     index = end
                 } else {
                     let checking = samples == .checked
@@ -163,7 +171,7 @@ private struct EnvelopeScan {
             case nil: return nil  // another member: the generic way
             default:
                 guard member(name), let read = envelopeValue(name) else { return nil }
-                // The sets hold a sensor or two: compared in turn, not hashed (two hashes a message).
+                // As the sets of `samples`: compared in turn, not hashed.
                 if name == .sensor, let using, let sensor, !using.contains(where: { $0 == sensor }),
                     let v, let seq, let ts, let type, let station, let src
                 {
@@ -179,7 +187,7 @@ private struct EnvelopeScan {
             break
         }
         guard let v, let seq, let ts, let type, let station, let src, let sensor, let deferred else { return nil }
-        return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred, readings)
+        return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred, read)
     }
 
     /// The members read here, each key recognized once: its bytes (at most eight, printable ASCII)

@@ -91,6 +91,54 @@ struct BridgeSampleTests {
         }
     }
 
+    @Test("only the times read on receipt: the generic decoder's times, the readings built later; anything odd only located")
+    func timesOnReceipt() throws {
+        var stamper = EnvelopeStamper(program: "bridge", instance: "sensor-bridge-63426475")
+        let (topic, body) = try stamper.encode(Self.imu, station: "rack-1", ts: 1_795_910_514.5)
+        let generic = try decodeGenerally(topic: topic, body: body, type: "sample", station: "rack-1", samples: .located)
+        let timed = try decodeMessage(topic: topic, body: body, samples: .read([], times: ["imu"]))
+        #expect(timed.envelope == generic.envelope && timed.fields == generic.fields && timed.body == generic.body)
+        #expect(timed.deferred?.range == generic.deferred?.range, "where the readings lie")
+        #expect(timed.deferred?.elements == nil && timed.deferred?.checked == false, "the rest only located")
+        #expect(timed.readingTimes() == [1_795_910_514.158098, 1_795_910_514.168098])
+        #expect(timed.readingTimes() == generic.readingTimes())
+        #expect(try timed.payload(as: SampleMessage.self) == Self.imu, "built when asked for")
+        // Built and timed both: built wins.
+        #expect(try decodeMessage(topic: topic, body: body, samples: .read(["imu"], times: ["imu"])).deferred?.checked == true)
+        let text = String(decoding: body, as: UTF8.self)
+        let first = "{\"t\":1795910514.158098,"
+        #expect(text.contains(first))
+        // Spelled otherwise: located as `.located` locates them, times read from the elements as before.
+        for (what, variant) in [
+            ("the time not first", text.replacingOccurrences(of: first, with: "{\"acc_g\":[0,0,1],\"t\":1795910514.158098,")),
+            ("an object inside a reading", text.replacingOccurrences(of: first, with: first + "\"x\":{\"a\":1},")),
+            ("a bracket unmatched", text.replacingOccurrences(of: first, with: first + "\"x\":]1,")),
+            ("a time that is no number", text.replacingOccurrences(of: first, with: "{\"t\":\"now\",")),
+            ("spaces", text.replacingOccurrences(of: first, with: "{ \"t\" :\n1795910514.158098 ,")),
+            ("a brace in a string", text.replacingOccurrences(of: first, with: first + "\"x\":\"}]\",")),
+        ] {
+            #expect(variant != text, "\(what) changes the frame")
+            let frame = Array(variant.utf8)
+            let located = Result { () throws(MalformedMessage) in
+                try decodeGenerally(topic: topic, body: frame, type: "sample", station: "rack-1", samples: .located)
+            }
+            let fast = Result { () throws(MalformedMessage) in try decodeMessage(topic: topic, body: frame, samples: .read([], times: ["imu"])) }
+            switch (fast, located) {
+            case (.success(let a), .success(let b)):
+                #expect(a.envelope == b.envelope && a.deferred?.range == b.deferred?.range, "\(what)")
+                #expect(a.readingTimes() == b.readingTimes(), "\(what)")
+                if what == "spaces" || what == "a brace in a string" {
+                    #expect(a.deferred?.elements == nil, "\(what): read in one pass")
+                    #expect(a.readingTimes()?.first == 1_795_910_514.158098, "\(what)")
+                } else {
+                    #expect(a.deferred?.elements == b.deferred?.elements && a.deferred?.elements != nil, "\(what): located")
+                }
+            case (.failure(let a), .failure(let b)): #expect(a == b, "\(what)")
+            default: Issue.record("\(what): \(fast) but located \(located)")
+            }
+        }
+    }
+
     @Test("spaces between the members, and members in another order, read the same")
     func spacing() throws {
         var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")
