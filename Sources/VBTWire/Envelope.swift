@@ -75,8 +75,9 @@ public struct BusMessage: Sendable {
     public var envelope: Envelope
     /// The JSON frame exactly as received (recordings store it verbatim).
     public var body: [UInt8]
-    /// The object as parsed; a deferred member reads null here.
-    private var parsed: JSONObject
+    /// The object as parsed, or a bridge's sample as `decodeBridgeSample` read it; a deferred
+    /// member reads null here.
+    private var members: Members
     /// A `sample`'s readings (`samples`), checked when received but built only
     /// when asked for: most consumers drop most samples unread.
     public private(set) var deferred: DeferredMember?
@@ -90,10 +91,28 @@ public struct BusMessage: Sendable {
     ) {
         self.topic = topic
         self.envelope = envelope
-        self.parsed = fields
+        self.members = .object(fields)
         self.body = body
         self.deferred = deferred
         self.read = deferred == nil ? nil : read
+    }
+
+    /// A bridge's sample as `decodeBridgeSample` read it: `sample`'s members in place of an object.
+    init(topic: String, envelope: Envelope, sample: BridgeSampleMembers, body: [UInt8], deferred: DeferredMember?, read: ReadOnReceipt?) {
+        self.topic = topic
+        self.envelope = envelope
+        self.members = .bridgeSample(sample)
+        self.body = body
+        self.deferred = deferred
+        self.read = deferred == nil ? nil : read
+    }
+
+    /// The object as parsed; a deferred member reads null here.
+    private var parsed: JSONObject {
+        switch members {
+        case .object(let object): object
+        case .bridgeSample(let sample): sample.object(envelope)
+        }
     }
 
     /// The whole JSON object, envelope fields included (a deferred member is built now).
@@ -105,7 +124,7 @@ public struct BusMessage: Sendable {
             return fields
         }
         set {
-            parsed = newValue
+            members = .object(newValue)
             deferred = nil
             read = nil
         }
@@ -137,16 +156,19 @@ public struct BusMessage: Sendable {
     /// One member of the object; builds nothing else.
     public func field(_ key: String) -> JSONValue? {
         if let deferred, deferred.key == key { return deferredValue(deferred) }
-        return parsed[key]
+        switch members {
+        case .object(let object): return object[key]
+        case .bridgeSample(let sample): return sample.value(key, envelope)
+        }
     }
 
     /// A sample read without building its readings' tree (`SampleMessage.readings`); nil when
     /// they are not deferred or not as a bridge writes them: `payload(as:)` then goes the
     /// generic way, which accepts or refuses them with its reason.
     private func readSample() -> SampleMessage? {
-        guard let deferred, deferred.key == "samples", case .string(let sensor)? = parsed["sensor"] else { return nil }
+        guard let deferred, deferred.key == "samples", case .string(let sensor)? = field("sensor") else { return nil }
         let device: String?
-        switch parsed["device"] {
+        switch field("device") {
         case nil, .null?: device = nil
         case .string(let name)?: device = name
         default: return nil
@@ -182,6 +204,85 @@ public struct BusMessage: Sendable {
         } catch {
             throw MalformedMessage(.badPayload, "\(P.type): \(error)")
         }
+    }
+}
+
+/// A message's members: an object, or a bridge's sample's kept as read.
+private enum Members: Sendable {
+    case object(JSONObject)
+    case bridgeSample(BridgeSampleMembers)
+}
+
+/// The members of a sample as a bridge writes it, as `decodeBridgeSample` reads them: the
+/// envelope's are the message's `Envelope`, the others kept as they are, and their order. Each
+/// sample was an object of nine members built and freed (a tenth of the rep-detector's work
+/// for each message, callgrind, issue 17); it is made only when asked for (`BusMessage.fields`).
+struct BridgeSampleMembers: Sendable {
+    /// A member a bridge's sample has.
+    enum Name: UInt8, CaseIterable {
+        case v = 1, type, station, src, seq, ts, athlete, sensor, device, samples
+
+        var key: String {
+            switch self {
+            case .v: "v"
+            case .type: "type"
+            case .station: "station"
+            case .src: "src"
+            case .seq: "seq"
+            case .ts: "ts"
+            case .athlete: "athlete"
+            case .sensor: "sensor"
+            case .device: "device"
+            case .samples: "samples"
+            }
+        }
+    }
+
+    var sensor: String
+    var device: String?
+    /// The members' names in the frame's order, four bits each, the first lowest (ten at most, each once).
+    private var order: UInt64 = 0
+    private var count = 0
+
+    init(sensor: String) { self.sensor = sensor }
+
+    /// Notes the next member in the frame's order.
+    mutating func append(_ name: Name) {
+        order |= UInt64(name.rawValue) << (4 * count)
+        count += 1
+    }
+
+    /// The member `key`'s value (null for the readings: deferred), nil when it has none.
+    func value(_ key: String, _ envelope: Envelope) -> JSONValue? {
+        for index in 0..<count {
+            let name = Name(rawValue: UInt8(truncatingIfNeeded: order >> (4 * index)) & 0xF)!
+            if name.key == key { return value(name, envelope) }
+        }
+        return nil
+    }
+
+    private func value(_ name: Name, _ envelope: Envelope) -> JSONValue {
+        switch name {
+        case .v: .number(Double(envelope.v))
+        case .type: .string(envelope.type)
+        case .station: .string(envelope.station)
+        case .src: .string(envelope.src)
+        case .seq: .number(Double(envelope.seq))
+        case .ts: .number(envelope.ts)
+        case .athlete: envelope.athlete.map { .string($0) } ?? .null
+        case .sensor: .string(sensor)
+        case .device: device.map { .string($0) } ?? .null
+        case .samples: .null
+        }
+    }
+
+    /// The object, its members in the frame's order.
+    func object(_ envelope: Envelope) -> JSONObject {
+        JSONObject(
+            (0..<count).map { index in
+                let name = Name(rawValue: UInt8(truncatingIfNeeded: order >> (4 * index)) & 0xF)!
+                return (name.key, value(name, envelope))
+            }, asciiKeys: true)
     }
 }
 

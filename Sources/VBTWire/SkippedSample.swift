@@ -30,8 +30,9 @@ public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using:
 private func skippedMessage(topic topicBytes: [UInt8], _ read: EnvelopeScan.Read, type topicType: String, station topicStation: String) -> BusMessage? {
     guard read.accepted(type: topicType, station: topicStation) else { return nil }
     let envelope = Envelope(v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: nil)
-    return BusMessage(
-        topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject([("sensor", .string(read.sensor))]), body: [])
+    var members = BridgeSampleMembers(sensor: read.sensor)
+    members.append(.sensor)
+    return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, sample: members, body: [], deferred: nil, read: nil)
 }
 
 /// A `sample` exactly as a bridge writes it (`EnvelopeStamper` over `SampleMessage`), read in one
@@ -59,13 +60,13 @@ func decodeBridgeSample(
     switch scanned {
     case nil: return nil
     case .skipped(let read)?: return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
-    case .whole(let envelopeRead, let fields, let deferred, let read)?:
+    case .whole(let envelopeRead, let members, let deferred, let read)?:
         guard envelopeRead.accepted(type: topicType, station: topicStation) else { return nil }
         let envelope = Envelope(
             v: BusLimits.version, type: envelopeRead.type, station: envelopeRead.station, src: envelopeRead.src, seq: UInt64(envelopeRead.seq),
             ts: envelopeRead.ts, athlete: envelopeRead.athlete)
         return BusMessage(
-            topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, fields: JSONObject(fields, asciiKeys: true), body: body,
+            topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, sample: members, body: body,
             deferred: deferred, read: read)
     }
 }
@@ -93,7 +94,7 @@ private struct EnvelopeScan {
 
     /// What `runWhole` read: the whole object, or a sample skipped once its envelope and sensor were read.
     enum Scanned {
-        case whole(Read, [(key: String, value: JSONValue)], DeferredMember, ReadOnReceipt?)
+        case whole(Read, BridgeSampleMembers, DeferredMember, ReadOnReceipt?)
         case skipped(Read)
     }
 
@@ -122,15 +123,14 @@ private struct EnvelopeScan {
     }
 
     /// The whole object as `decodeBridgeSample` reads it: the envelope, the object's members in
-    /// order (`samples` reading null, as the generic parser leaves a deferred member), the
+    /// order (`BridgeSampleMembers`: `samples` reading null, as the generic parser leaves a deferred member), the
     /// deferred readings, and those built as `samples` says (`SampleReadings.read`); or, for a
     /// sensor not among `using`, only the envelope, read up to the sensor; nil at anything else.
     mutating func runWhole(samples: SampleReadings, using: Set<String>?) -> Scanned? {
         var athlete: String?, device: String?
         var deferred: DeferredMember?
         var read: ReadOnReceipt?
-        var fields: [(key: String, value: JSONValue)] = []
-        fields.reserveCapacity(10)
+        var members = BridgeSampleMembers(sensor: "")
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
@@ -159,25 +159,25 @@ private struct EnvelopeScan {
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
                     index = end
                 }
-                fields.append(("samples", .null))
+                members.append(.samples)
             case .athlete?:
                 guard athlete == nil, let text = plainText() else { return nil }
                 athlete = text
-                fields.append(("athlete", .string(text)))
+                members.append(.athlete)
             case .device?:
                 guard device == nil, let text = plainText() else { return nil }
                 device = text
-                fields.append(("device", .string(text)))
+                members.append(.device)
             case nil: return nil  // another member: the generic way
             default:
-                guard member(name), let read = envelopeValue(name) else { return nil }
+                guard let name, member(name) else { return nil }
                 // As the sets of `samples`: compared in turn, not hashed.
                 if name == .sensor, let using, let sensor, !using.contains(where: { $0 == sensor }),
                     let v, let seq, let ts, let type, let station, let src
                 {
                     return .skipped(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor))
                 }
-                fields.append(read)
+                members.append(name.member)
             }
             skipSpace()
             if take(UInt8(ascii: ",")) { continue }
@@ -187,7 +187,8 @@ private struct EnvelopeScan {
             break
         }
         guard let v, let seq, let ts, let type, let station, let src, let sensor, let deferred else { return nil }
-        return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), fields, deferred, read)
+        (members.sensor, members.device) = (sensor, device)
+        return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), members, deferred, read)
     }
 
     /// The members read here, each key recognized once: its bytes (at most eight, printable ASCII)
@@ -204,27 +205,28 @@ private struct EnvelopeScan {
         case athlete = 0x65_7465_6c68_7461
         case samples = 0x73_656c_706d_6173
 
+        /// The member it names, as a message keeps it.
+        var member: BridgeSampleMembers.Name {
+            switch self {
+            case .v: .v
+            case .ts: .ts
+            case .seq: .seq
+            case .src: .src
+            case .type: .type
+            case .sensor: .sensor
+            case .device: .device
+            case .station: .station
+            case .athlete: .athlete
+            case .samples: .samples
+            }
+        }
+
         /// The name whose key lies at `key` of `bytes`, if it is one of these.
         init?(_ bytes: UnsafeBufferPointer<UInt8>, _ key: Range<Int>) {
             guard key.count <= 8 else { return nil }
             var word: UInt64 = 0
             for offset in key.reversed() { word = word << 8 | UInt64(bytes[offset]) }
             self.init(rawValue: word)
-        }
-    }
-
-    /// The member `member(_:)` just read, as the generic parser builds it; nil for a name it
-    /// passes without reading.
-    private func envelopeValue(_ name: Name?) -> (key: String, value: JSONValue)? {
-        switch name {
-        case .v?: v.map { ("v", .number($0)) }
-        case .seq?: seq.map { ("seq", .number($0)) }
-        case .ts?: ts.map { ("ts", .number($0)) }
-        case .type?: type.map { ("type", .string($0)) }
-        case .station?: station.map { ("station", .string($0)) }
-        case .src?: src.map { ("src", .string($0)) }
-        case .sensor?: sensor.map { ("sensor", .string($0)) }
-        default: nil
         }
     }
 
