@@ -137,6 +137,8 @@ public final class Subscriber {
     /// the stations it follows (issue 17). Its readings are then never checked here; the
     /// consumers that read them check them.
     public var sampleSensors: Set<String>?
+    /// Each sample stream's `src` and topic, made once, not for every message (`RecurringNames`).
+    private let names = RecurringNames()
     /// How long `next` lets messages gather once the queue is empty before it
     /// waits on the socket, s (0: it waits at once). Waiting at once, a consumer
     /// that keeps up is woken for nearly every message: at 1,000 stations the
@@ -221,7 +223,7 @@ public final class Subscriber {
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage
         do {
-            message = try decodeMessage(received, samples: samples, using: sampleSensors)
+            message = try decodeMessage(received, samples: samples, using: sampleSensors, names: names)
         } catch {
             reject(error, topic: received.frames.first)
             return nil

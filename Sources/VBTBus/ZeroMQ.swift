@@ -406,10 +406,10 @@ extension ZMQSocket {
 /// Decodes and checks one received message against the envelope rules (a sample's readings as
 /// `samples` says, one of a sensor not among `using` read only as far as its envelope).
 public func decodeMessage(
-    _ received: ReceivedMessage, samples: SampleReadings = .checked, using: Set<String>? = nil
+    _ received: ReceivedMessage, samples: SampleReadings = .checked, using: Set<String>? = nil, names: RecurringNames? = nil
 ) throws(MalformedMessage) -> BusMessage {
     guard received.frameCount == 2, received.frames.count == 2 else {
         throw MalformedMessage(.frameCount, "expected 2 frames (topic, JSON), got \(received.frameCount)")
     }
-    return try decodeMessage(topic: received.frames[0], body: received.frames[1], samples: samples, using: using)
+    return try decodeMessage(topic: received.frames[0], body: received.frames[1], samples: samples, using: using, names: names)
 }

@@ -473,10 +473,10 @@ public final class DetectorRuntime {
         var outputs: [DetectorOutput] = []
         var inputT: Double?
         var ack: AckMessage?
-        let sensor = message.field("sensor")
+        let sensor = message.sensor
         if let command {
             (outputs, ack) = apply(command, to: &detector)
-        } else if sensor == .string(SampleMessage.postureSensor) {
+        } else if sensor == SampleMessage.postureSensor {
             // Not the detector's (StationDetector.feed): not decoded into readings.
         } else {
             // A reading time far from when it was sent (a broken clock, a bad
@@ -495,7 +495,7 @@ public final class DetectorRuntime {
                 }
                 return true
             }
-            if sensor == .string(SampleMessage.imuSensor), let times = message.readingTimes(),
+            if sensor == SampleMessage.imuSensor, let times = message.readingTimes(),
                 !times.contains(where: detector.usesIMU(at:))
             {
                 // The laser speaks at this station: of the IMU's readings only their times count.

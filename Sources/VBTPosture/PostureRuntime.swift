@@ -509,7 +509,7 @@ public final class PostureRuntime {
             return
         }
         // Most samples are other sensors': their readings are never built, nor checked (`Subscriber.sampleSensors`).
-        guard message.envelope.type == SampleMessage.type, message.field("sensor") == .string(SampleMessage.postureSensor) else { return }
+        guard message.envelope.type == SampleMessage.type, message.sensor == SampleMessage.postureSensor else { return }
         let readings: [SampleMessage.PostureReading]
         do {
             guard case .posture(let posture) = try message.payload(as: SampleMessage.self).readings else { return }

@@ -566,7 +566,7 @@ public final class Ingestor {
         mutating func add(_ message: BusMessage) -> Int? {
             // The readings' places come from the parse that checked the frame (BusMessage.deferred): no tree
             // of them is built.
-            guard case .string(let sensor)? = message.field("sensor") else { return nil }
+            guard let sensor = message.sensor else { return nil }
             let slices: [Range<Int>]
             var whole: Range<Int>?
             if let deferred = message.deferred, deferred.key == "samples", let elements = deferred.elements {

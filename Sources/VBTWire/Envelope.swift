@@ -162,11 +162,23 @@ public struct BusMessage: Sendable {
         }
     }
 
+    /// A sample's `sensor` when it is a string: what each consumer of samples asks of every one
+    /// (read where a bridge's sample keeps it, not looked up among its members by name).
+    public var sensor: String? {
+        switch members {
+        case .bridgeSample(let sample): return sample.sensor
+        case .object(let object):
+            guard case .string(let sensor)? = object["sensor"] else { return nil }
+            return sensor
+        }
+    }
+
     /// A sample read without building its readings' tree (`SampleMessage.readings`); nil when
     /// they are not deferred or not as a bridge writes them: `payload(as:)` then goes the
     /// generic way, which accepts or refuses them with its reason.
     private func readSample() -> SampleMessage? {
-        guard let deferred, deferred.key == "samples", case .string(let sensor)? = field("sensor") else { return nil }
+        guard let deferred, deferred.key == "samples", let sensor else { return nil }
+        if case .bridgeSample(let sample) = members, case .readings(let readings)? = read { return SampleMessage(readings, device: sample.device) }
         let device: String?
         switch field("device") {
         case nil, .null?: device = nil
@@ -333,9 +345,10 @@ public enum SampleReadings: Sendable, Equatable {
 
 /// Decodes and checks a topic frame and a JSON frame; a sample's readings as `samples` says.
 /// A sample of a sensor not among `using` (when given) is read only as far as its envelope
-/// (`decodeSkippedSample`).
+/// (`decodeSkippedSample`). A bridge's sample's topic and `src` are taken from `names` when
+/// given, made once for all the messages that carry them.
 public func decodeMessage(
-    topic topicBytes: [UInt8], body: [UInt8], samples: SampleReadings = .checked, using: Set<String>? = nil
+    topic topicBytes: [UInt8], body: [UInt8], samples: SampleReadings = .checked, using: Set<String>? = nil, names: RecurringNames? = nil
 ) throws(MalformedMessage) -> BusMessage {
     guard body.count <= BusLimits.maxMessageBytes else {
         throw MalformedMessage(.oversize, "JSON frame of \(body.count) bytes exceeds \(BusLimits.maxMessageBytes)")
@@ -343,7 +356,9 @@ public func decodeMessage(
     let (topicType, topicStation) = try splitTopic(topicBytes)
     if topicType == SampleMessage.type {
         // A sample as a bridge writes it, most of what the bus carries, in one pass of its own.
-        if let message = decodeBridgeSample(topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples, using: using) {
+        if let message = decodeBridgeSample(
+            topic: topicBytes, body: body, type: topicType, station: topicStation, samples: samples, using: using, names: names)
+        {
             return message
         }
         // Spelled otherwise (members in another order, others among them): still skipped when it can be.

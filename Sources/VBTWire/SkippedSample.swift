@@ -25,14 +25,22 @@ public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using:
     return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
 }
 
+/// A topic as a `String`, made once for all the messages on it when `names` keeps them.
+private func topicName(_ bytes: [UInt8], _ names: RecurringNames?) -> String {
+    guard let names else { return String(decoding: bytes, as: UTF8.self) }
+    return bytes.withUnsafeBufferPointer { names.name($0) }
+}
+
 /// A skipped sample's message: its envelope, with `sensor` its only field and no body; nil when
 /// the envelope is not one `decodeMessage` accepts.
-private func skippedMessage(topic topicBytes: [UInt8], _ read: EnvelopeScan.Read, type topicType: String, station topicStation: String) -> BusMessage? {
+private func skippedMessage(
+    topic topicBytes: [UInt8], _ read: EnvelopeScan.Read, type topicType: String, station topicStation: String, names: RecurringNames? = nil
+) -> BusMessage? {
     guard read.accepted(type: topicType, station: topicStation) else { return nil }
     let envelope = Envelope(v: BusLimits.version, type: read.type, station: read.station, src: read.src, seq: UInt64(read.seq), ts: read.ts, athlete: nil)
     var members = BridgeSampleMembers(sensor: read.sensor)
     members.append(.sensor)
-    return BusMessage(topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, sample: members, body: [], deferred: nil, read: nil)
+    return BusMessage(topic: topicName(topicBytes, names), envelope: envelope, sample: members, body: [], deferred: nil, read: nil)
 }
 
 /// A `sample` exactly as a bridge writes it (`EnvelopeStamper` over `SampleMessage`), read in one
@@ -50,23 +58,23 @@ private func skippedMessage(topic topicBytes: [UInt8], _ read: EnvelopeScan.Read
 /// nearly every sample, scanned each envelope twice when it was asked first whether to skip it.
 func decodeBridgeSample(
     topic topicBytes: [UInt8], body: [UInt8], type topicType: String, station topicStation: String, samples: SampleReadings,
-    using: Set<String>? = nil
+    using: Set<String>? = nil, names: RecurringNames? = nil
 ) -> BusMessage? {
     guard samples != .built else { return nil }
     let scanned = body.withUnsafeBufferPointer { bytes in
-        var scan = EnvelopeScan(bytes)
+        var scan = EnvelopeScan(bytes, names: names)
         return scan.runWhole(samples: samples, using: using)
     }
     switch scanned {
     case nil: return nil
-    case .skipped(let read)?: return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation)
+    case .skipped(let read)?: return skippedMessage(topic: topicBytes, read, type: topicType, station: topicStation, names: names)
     case .whole(let envelopeRead, let members, let deferred, let read)?:
         guard envelopeRead.accepted(type: topicType, station: topicStation) else { return nil }
         let envelope = Envelope(
             v: BusLimits.version, type: envelopeRead.type, station: envelopeRead.station, src: envelopeRead.src, seq: UInt64(envelopeRead.seq),
             ts: envelopeRead.ts, athlete: envelopeRead.athlete)
         return BusMessage(
-            topic: String(decoding: topicBytes, as: UTF8.self), envelope: envelope, sample: members, body: body,
+            topic: topicName(topicBytes, names), envelope: envelope, sample: members, body: body,
             deferred: deferred, read: read)
     }
 }
@@ -78,7 +86,13 @@ private struct EnvelopeScan {
     var v: Double?, seq: Double?, ts: Double?
     var type: String?, station: String?, src: String?, sensor: String?
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    /// Where a `src` is made once for all the messages that carry it (nil: for each).
+    let names: RecurringNames?
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>, names: RecurringNames? = nil) {
+        self.bytes = bytes
+        self.names = names
+    }
 
     struct Read {
         var v: Double, seq: Double, ts: Double
@@ -239,7 +253,7 @@ private struct EnvelopeScan {
         case .ts?: ts == nil && store(&ts, plainNumber())
         case .type?: type == nil && store(&type, plainText())
         case .station?: station == nil && store(&station, plainText())
-        case .src?: src == nil && store(&src, plainText())
+        case .src?: src == nil && store(&src, plainString().map { names?.name(UnsafeBufferPointer(rebasing: bytes[$0])) ?? text($0) })
         case .sensor?: sensor == nil && store(&sensor, plainText())
         // A string, as the envelope has it (not kept: a skipped sample's athlete is nobody's business).
         case .athlete?: plainString() != nil
@@ -257,7 +271,11 @@ private struct EnvelopeScan {
     }
 
     private mutating func plainText() -> String? {
-        plainString().map { String(decoding: UnsafeBufferPointer(rebasing: bytes[$0]), as: UTF8.self) }
+        plainString().map(text)
+    }
+
+    private func text(_ range: Range<Int>) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
     private func store<T>(_ slot: inout T?, _ value: T?) -> Bool {
