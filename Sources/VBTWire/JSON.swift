@@ -1060,8 +1060,7 @@ extension JSONParser {
             // The rest of the reading, to its closing brace: quotes, brackets and braces are all that matter.
             var open = 0
             scan: while true {
-                index = pastWords(from: index, without: Self.mayHoldNesting)
-                while index < bytes.count, !Self.isNesting(bytes[index]) { index += 1 }
+                index = nextNesting(from: index)
                 guard index < bytes.count else { return nil }
                 switch bytes[index] {
                 case UInt8(ascii: "\""): _ = try skipString()
@@ -1088,6 +1087,31 @@ extension JSONParser {
             guard bytes[index] == UInt8(ascii: ",") else { return nil }
             index += 1
         }
+    }
+
+    /// The first index from `start` on of a quote, a bracket or a brace (or the end): eight
+    /// bytes at a time, the first of them found by its bit in the word, not byte by byte.
+    @inline(__always) private func nextNesting(from start: Int) -> Int {
+        var at = start
+        if let base = bytes.baseAddress {
+            while at + 8 <= bytes.count {
+                let marks = Self.firstNesting(UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self))
+                if marks != 0 { return at + marks.trailingZeroBitCount / 8 }
+                at += 8
+            }
+        }
+        while at < bytes.count, !Self.isNesting(bytes[at]) { at += 1 }
+        return at
+    }
+
+    /// A bit set in the bytes of `word` that may be a quote, a bracket or a brace (`isNesting`),
+    /// its lowest in the first that is: the zero-byte test (`holds`) marks only bytes after a
+    /// true one wrongly, never one before it (on a little-endian machine, the first byte lowest).
+    @inline(__always) private static func firstNesting(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        func zeroBytes(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
+        return zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(folded(word) ^ (ones &* 0x7B)) | zeroBytes(folded(word) ^ (ones &* 0x7D))
     }
 
     /// Whether the bytes from `start` on begin with `word`'s.
