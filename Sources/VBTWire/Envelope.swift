@@ -89,19 +89,18 @@ public struct BusMessage: Sendable {
     public init(
         topic: String, envelope: Envelope, fields: JSONObject, body: [UInt8], deferred: DeferredMember? = nil, read: ReadOnReceipt? = nil
     ) {
-        self.topic = topic
-        self.envelope = envelope
-        self.members = .object(fields)
-        self.body = body
-        self.deferred = deferred
-        self.read = deferred == nil ? nil : read
+        self.init(topic: topic, envelope: envelope, members: .object(fields), body: body, deferred: deferred, read: read)
     }
 
     /// A bridge's sample as `decodeBridgeSample` read it: `sample`'s members in place of an object.
     init(topic: String, envelope: Envelope, sample: BridgeSampleMembers, body: [UInt8], deferred: DeferredMember?, read: ReadOnReceipt?) {
+        self.init(topic: topic, envelope: envelope, members: .bridgeSample(sample), body: body, deferred: deferred, read: read)
+    }
+
+    private init(topic: String, envelope: Envelope, members: Members, body: [UInt8], deferred: DeferredMember?, read: ReadOnReceipt?) {
         self.topic = topic
         self.envelope = envelope
-        self.members = .bridgeSample(sample)
+        self.members = members
         self.body = body
         self.deferred = deferred
         self.read = deferred == nil ? nil : read
