@@ -177,6 +177,7 @@ public struct BusMessage: Sendable {
     /// generic way, which accepts or refuses them with its reason.
     private func readSample() -> SampleMessage? {
         guard let deferred, deferred.key == "samples", let sensor else { return nil }
+        // Read on receipt: only a bridge's sample is (`decodeBridgeSample`).
         if case .bridgeSample(let sample) = members, case .readings(let readings)? = read { return SampleMessage(readings, device: sample.device) }
         let device: String?
         switch field("device") {
@@ -184,7 +185,6 @@ public struct BusMessage: Sendable {
         case .string(let name)?: device = name
         default: return nil
         }
-        if case .readings(let readings)? = read { return SampleMessage(readings, device: device) }
         guard let readings = SampleMessage.readings(sensor: sensor, body: body, range: deferred.range) else { return nil }
         return SampleMessage(readings, device: device)
     }
@@ -230,7 +230,7 @@ private enum Members: Sendable {
 /// for each message, callgrind, issue 17); it is made only when asked for (`BusMessage.fields`).
 struct BridgeSampleMembers: Sendable {
     /// A member a bridge's sample has.
-    enum Name: UInt8, CaseIterable {
+    enum Name: UInt8 {
         case v = 1, type, station, src, seq, ts, athlete, sensor, device, samples
 
         var key: String {
