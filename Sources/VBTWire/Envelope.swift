@@ -229,9 +229,31 @@ private enum Members: Sendable {
 /// sample was an object of nine members built and freed (a tenth of the rep-detector's work
 /// for each message, callgrind, issue 17); it is made only when asked for (`BusMessage.fields`).
 struct BridgeSampleMembers: Sendable {
-    /// A member a bridge's sample has.
-    enum Name: UInt8 {
+    /// A member a bridge's sample has (four bits, for `order`).
+    enum Name: UInt8, CaseIterable {
         case v = 1, type, station, src, seq, ts, athlete, sensor, device, samples
+
+        /// The name whose key lies at `key` of `bytes`, if it is one of these: the key's bytes
+        /// (at most eight) packed into one word, the first lowest, and compared with each name's
+        /// at once, not spelled out against each name in turn.
+        init?(_ bytes: UnsafeBufferPointer<UInt8>, _ key: Range<Int>) {
+            guard key.count <= 8 else { return nil }
+            var word: UInt64 = 0
+            for offset in key.reversed() { word = word << 8 | UInt64(bytes[offset]) }
+            switch word {
+            case 0x76: self = .v
+            case 0x7374: self = .ts
+            case 0x71_6573: self = .seq
+            case 0x63_7273: self = .src
+            case 0x6570_7974: self = .type
+            case 0x726f_736e_6573: self = .sensor
+            case 0x6563_6976_6564: self = .device
+            case 0x6e_6f69_7461_7473: self = .station
+            case 0x65_7465_6c68_7461: self = .athlete
+            case 0x73_656c_706d_6173: self = .samples
+            default: return nil
+            }
+        }
 
         var key: String {
             switch self {

@@ -191,7 +191,7 @@ private struct EnvelopeScan {
                 {
                     return .skipped(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor))
                 }
-                members.append(name.member)
+                members.append(name)
             }
             skipSpace()
             if take(UInt8(ascii: ",")) { continue }
@@ -205,44 +205,8 @@ private struct EnvelopeScan {
         return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), members, deferred, read)
     }
 
-    /// The members read here, each key recognized once: its bytes (at most eight, printable ASCII)
-    /// packed into one word and compared with theirs, not spelled out against each name in turn.
-    enum Name: UInt64 {
-        case v = 0x76
-        case ts = 0x7374
-        case seq = 0x71_6573
-        case src = 0x63_7273
-        case type = 0x6570_7974
-        case sensor = 0x726f_736e_6573
-        case device = 0x6563_6976_6564
-        case station = 0x6e_6f69_7461_7473
-        case athlete = 0x65_7465_6c68_7461
-        case samples = 0x73_656c_706d_6173
-
-        /// The member it names, as a message keeps it.
-        var member: BridgeSampleMembers.Name {
-            switch self {
-            case .v: .v
-            case .ts: .ts
-            case .seq: .seq
-            case .src: .src
-            case .type: .type
-            case .sensor: .sensor
-            case .device: .device
-            case .station: .station
-            case .athlete: .athlete
-            case .samples: .samples
-            }
-        }
-
-        /// The name whose key lies at `key` of `bytes`, if it is one of these.
-        init?(_ bytes: UnsafeBufferPointer<UInt8>, _ key: Range<Int>) {
-            guard key.count <= 8 else { return nil }
-            var word: UInt64 = 0
-            for offset in key.reversed() { word = word << 8 | UInt64(bytes[offset]) }
-            self.init(rawValue: word)
-        }
-    }
+    /// The members read here: those a bridge's sample keeps (`BridgeSampleMembers.Name`).
+    typealias Name = BridgeSampleMembers.Name
 
     /// Reads the value of the member `name` (nil: another's); false when it is not as expected,
     /// or a member is repeated.

@@ -139,6 +139,22 @@ struct BridgeSampleTests {
         }
     }
 
+    @Test("each member's key is recognized as its name, and nothing else is: near spellings, longer keys")
+    func memberNames() {
+        func name(_ key: String) -> BridgeSampleMembers.Name? {
+            Array(key.utf8).withUnsafeBufferPointer { BridgeSampleMembers.Name($0, 0..<$0.count) }
+        }
+        for member in BridgeSampleMembers.Name.allCases {
+            #expect(name(member.key) == member, "\(member.key)")
+            // The key inside a longer frame: only its own bytes count.
+            let framed = Array("{\"\(member.key)\":1}".utf8)
+            #expect(framed.withUnsafeBufferPointer { BridgeSampleMembers.Name($0, 2..<(2 + member.key.utf8.count)) } == member)
+        }
+        for other in ["", "V", "sensors", "sampless", "sample", "Src", "station ", "athletes", "t", "devic"] {
+            #expect(name(other) == nil, "\(other)")
+        }
+    }
+
     @Test("spaces between the members, and members in another order, read the same")
     func spacing() throws {
         var stamper = EnvelopeStamper(program: "bridge", instance: "bridge-1")
