@@ -607,7 +607,7 @@ func detectorRuntimeReport() throws {
     for stations in [100, 500] {
         let (rate, reps) = try medianRate(stations: stations, messages)
         print(
-            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(rate)) readings   "
+            "  \(stationColumn(stations)) stations  \(format(rate)) readings   "
                 + String(format: "%.2f of one station's rate; %d reps (%d a station)", rate / median(baseline), reps, reps / stations))
     }
     try rackRuntimeReport()
@@ -619,7 +619,7 @@ func detectorRuntimeReport() throws {
             rates.append(last.readingsPerS)
         }
         print(
-            "  \(String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations, --journal  \(format(median(rates))) readings   "
+            "  \(stationColumn(stations)) stations, --journal  \(format(median(rates))) readings   "
                 + String(
                     format: "%.2f of one station's rate; %d checkpoints in %.0f s of readings, the last %.1f MB", median(rates) / median(baseline),
                     last.checkpoints, Double(messages.count) * 0.1, Double(last.checkpointBytes) / 1e6))
@@ -639,10 +639,15 @@ func rackRuntimeReport() throws {
     print("  1 station     \(format(median(rackBaseline))) readings")
     let (rackRate, rackReps) = try medianRate(stations: rackStations, rack)
     print(
-        "  \(String(rackStations).padding(toLength: 4, withPad: " ", startingAt: 0)) stations  \(format(rackRate)) readings   "
+        "  \(stationColumn(rackStations)) stations  \(format(rackRate)) readings   "
             + String(
                 format: "%.2f of one station's rate; %d reps (%d a station); %.1f us a message", rackRate / median(rackBaseline), rackReps,
                 rackReps / rackStations, 1e6 / (rackRate / (170.0 / 55))))
+}
+
+/// A station count as the runtime's rows print it, in a column four wide.
+private func stationColumn(_ stations: Int) -> String {
+    String(stations).padding(toLength: 4, withPad: " ", startingAt: 0)
 }
 
 /// Median readings a second over `runs` runs of the rep-detector runtime at `stations`, and the reps of the last.

@@ -518,13 +518,11 @@ public final class DetectorRuntime {
     /// Notes a message's arrival at `station` (its detector made if new) and changes its detector
     /// where it lies, in one look-up.
     private func arrive<T>(at station: String, now: Double, _ change: (inout StationDetector) -> T) -> T {
-        Self.update(
-            &stations[station, default: Station(detector: StationDetector(station: station, settings: options.settings), arrived: now)], now: now, change)
-    }
-
-    private static func update<T>(_ slot: inout Station, now: Double, _ change: (inout StationDetector) -> T) -> T {
-        slot.arrived = now
-        return change(&slot.detector)
+        func arrived(_ slot: inout Station) -> T {
+            slot.arrived = now
+            return change(&slot.detector)
+        }
+        return arrived(&stations[station, default: Station(detector: StationDetector(station: station, settings: options.settings), arrived: now)])
     }
 
     /// Makes the library's patterns the ones every station is given: each station takes them
