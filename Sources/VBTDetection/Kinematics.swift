@@ -48,6 +48,27 @@ struct LineFit {
         }
     }
 
+    /// Fits the points (x[i], y[i]) for the indices both have: the same sums in the same
+    /// order as the sequence's fit, so the same line to the last bit, read by index (`zip`'s
+    /// iterator, not inlined, was most of `differentiate`, which fits two lines a point of
+    /// each rep's trace: callgrind, issue 17).
+    init(_ x: UnsafeBufferPointer<Double>, _ y: UnsafeBufferPointer<Double>) {
+        let pairs = min(x.count, y.count)
+        guard pairs > 0 else { return }
+        var sumX = 0.0, sumY = 0.0
+        for index in 0..<pairs {
+            sumX += x[index]
+            sumY += y[index]
+        }
+        count = Double(pairs)
+        (meanX, meanY) = (sumX / count, sumY / count)
+        for index in 0..<pairs {
+            sxx += (x[index] - meanX) * (x[index] - meanX)
+            sxy += (x[index] - meanX) * (y[index] - meanY)
+            syy += (y[index] - meanY) * (y[index] - meanY)
+        }
+    }
+
     /// The slope (0 when the x's do not vary).
     var slope: Double { sxx > 0 ? sxy / sxx : 0 }
 }
@@ -55,7 +76,7 @@ struct LineFit {
 /// Slope of the least-squares line through (t, y): a derivative that tolerates noise.
 func regressionSlope(_ t: ArraySlice<Double>, _ y: ArraySlice<Double>) -> Double {
     guard t.count >= 2 else { return 0 }
-    return LineFit(zip(t, y)).slope
+    return t.withUnsafeBufferPointer { t in y.withUnsafeBufferPointer { y in LineFit(t, y).slope } }
 }
 
 /// Velocity and acceleration of a position series by centred local regression
