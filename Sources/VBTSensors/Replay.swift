@@ -172,6 +172,9 @@ public struct ReplaySource: SensorSource {
         // station by number, not the message itself (copying it retained and released its strings:
         // a third of this thread's time at 1,000 stations, perf, issue 17) nor its copies' names by a hash.
         let times = messages.map(\.t)
+        // Each message's type and athlete, likewise (reading them off the message copied it:
+        // its fields retained and released at every send, perf, issue 17).
+        let types = messages.map(\.type), athletes = messages.map(\.athlete)
         let stationNames = Array(Set(messages.map(\.station)))
         let stationNumbers = Dictionary(uniqueKeysWithValues: stationNames.enumerated().map { ($1, $0) })
         let stationOf = messages.map { stationNumbers[$0.station]! }
@@ -196,7 +199,6 @@ public struct ReplaySource: SensorSource {
                         next = min(next, due)
                         break
                     }
-                    let message = messages[at.index]
                     let key = at.pass * messages.count + at.index
                     let members: EncodedMembers
                     if let fixed = constant[at.index] {
@@ -207,7 +209,7 @@ public struct ReplaySource: SensorSource {
                         members = templates[at.index]!.shifted(by: base + spread.groupDelay(group) + Double(at.pass) * passS)
                         shared[group][key] = members
                     }
-                    batch.append(.message(type: message.type, station: names[stationOf[at.index]][copy], athlete: message.athlete, members: members))
+                    batch.append(.message(type: types[at.index], station: names[stationOf[at.index]][copy], athlete: athletes[at.index], members: members))
                     if at.index + 1 < messages.count {
                         cursor[copy] = (at.pass, at.index + 1)
                     } else {

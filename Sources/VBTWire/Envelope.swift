@@ -538,13 +538,16 @@ public struct EnvelopeStamper {
     /// The stream and sequence number of the last message encoded.
     public private(set) var lastSrc = ""
     public private(set) var lastSeq: UInt64 = 0
-    /// Streams by type, then station: looked up with the caller's own strings,
-    /// so the hot path builds no topic string.
-    private var streams: [String: [String: Stream]] = [:]
+    /// Streams by type, then station (where each is in `kept`): looked up with the caller's own
+    /// strings, so the hot path builds no topic string.
+    private var streams: [String: [String: Int]] = [:]
+    /// The streams, counted in place (a stream read out of the tables to count it retained and
+    /// released its strings and the table it was in: a tenth of a replay's encoding, perf, issue 17).
+    private var kept: [Stream] = []
 
     private struct Stream {
-        var topic: [UInt8]
-        var src: String
+        let topic: [UInt8]
+        let src: String
         var seq: UInt64
         /// The body's first bytes, the same for every message of the stream: `{"v":1,"type":…,
         /// "station":…,"src":…,"seq":`, written once, not three strings escaped a message (the
@@ -596,22 +599,19 @@ public struct EnvelopeStamper {
         type: String, station: String, athlete: String? = nil, ts: Double, room: Int = 192,
         writeFields: (inout JSONWriter) -> Void
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
-        var stream: Stream
-        // Where the stream is kept, to count its seq without hashing its type and station again.
-        var position: (outer: Dictionary<String, [String: Stream]>.Index, inner: Dictionary<String, Stream>.Index)?
-        if let outer = streams.index(forKey: type), let inner = streams.values[outer].index(forKey: station) {
-            position = (outer, inner)
-            stream = streams.values[outer].values[inner]
-            stream.seq += 1
-        } else {
+        let known = streams.index(forKey: type).flatMap { streams.values[$0][station] }
+        if known == nil {
             let topic = "\(type).\(station)"
             let topicBytes = Array(topic.utf8)
             do { _ = try splitTopic(topicBytes) } catch { throw EncodeError(reason: error.detail) }
-            stream = Stream(topic: topicBytes, type: type, station: station, src: "\(instance)/\(topic)", seq: 1)
+            kept.append(Stream(topic: topicBytes, type: type, station: station, src: "\(instance)/\(topic)", seq: 0))
+            streams[type, default: [:]][station] = kept.count - 1
         }
-        var writer = JSONWriter(capacity: stream.head.count + room)
-        writer.resume(atValueAfter: stream.head)
-        writer.int(stream.seq)
+        let index = known ?? kept.count - 1
+        let seq = kept[index].seq + 1
+        var writer = JSONWriter(capacity: kept[index].head.count + room)
+        writer.resume(atValueAfter: kept[index].head)
+        writer.int(seq)
         writer.key("ts"); writer.fixed(ts, decimals: 6)
         if let athlete { writer.key("athlete"); writer.string(athlete) }
         writeFields(&writer)
@@ -620,21 +620,18 @@ public struct EnvelopeStamper {
         if writer.bytes.count > BusLimits.maxMessageBytes {
             throw EncodeError(reason: "\(type).\(station): \(writer.bytes.count) bytes exceeds \(BusLimits.maxMessageBytes)")
         }
-        // Only a message that will be sent consumes a sequence number.
-        if let position {
-            streams.values[position.outer].values[position.inner].seq = stream.seq
-        } else {
-            streams[type, default: [:]][station] = stream
-        }
-        (lastSrc, lastSeq) = (stream.src, stream.seq)
-        return (stream.topic, writer.bytes)
+        // Only a message that will be sent consumes a sequence number (a new stream refused
+        // here is kept at 0, as if it had never been).
+        kept[index].seq = seq
+        (lastSrc, lastSeq) = (kept[index].src, seq)
+        return (kept[index].topic, writer.bytes)
     }
 
     /// The last seq stamped per topic (`<type>.<station>`): what a checkpoint keeps.
     public var positions: [String: UInt64] {
         var all: [String: UInt64] = [:]
         for (type, stations) in streams {
-            for (station, stream) in stations { all["\(type).\(station)"] = stream.seq }
+            for (station, index) in stations where kept[index].seq > 0 { all["\(type).\(station)"] = kept[index].seq }
         }
         return all
     }
@@ -645,7 +642,13 @@ public struct EnvelopeStamper {
     public mutating func resume(topic: String, after seq: UInt64) {
         let bytes = Array(topic.utf8)
         guard let (type, station) = try? splitTopic(bytes) else { return }
-        streams[type, default: [:]][station] = Stream(topic: bytes, type: type, station: station, src: "\(instance)/\(topic)", seq: seq)
+        let resumed = Stream(topic: bytes, type: type, station: station, src: "\(instance)/\(topic)", seq: seq)
+        if let index = streams[type]?[station] {
+            kept[index] = resumed
+        } else {
+            kept.append(resumed)
+            streams[type, default: [:]][station] = kept.count - 1
+        }
     }
 }
 

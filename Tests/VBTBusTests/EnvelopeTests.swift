@@ -125,8 +125,30 @@ struct EnvelopeTests {
         let bad = StatusMessage(state: .connected, sensor: "imu", device: "x", rateHz: .infinity)
         #expect(throws: EncodeError.self) { try stamper.encode(bad, station: "rack 01", ts: 1) }
         #expect(throws: EncodeError.self) { try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack 01", ts: 1) }
+        // A stream whose first message is refused is not one yet: nothing of it in a checkpoint.
+        #expect(throws: EncodeError.self) { try stamper.encode(bad, station: "rack-01", ts: 1) }
+        #expect(stamper.positions.isEmpty)
         let frames = try stamper.encode(StatusMessage(state: .connected, sensor: "imu", device: "x"), station: "rack-01", ts: 1)
         #expect(try decodeMessage(topic: frames.topic, body: frames.body).envelope.seq == 1)
+        #expect(stamper.positions == ["status.rack-01": 1])
+    }
+
+    @Test("positions: the last seq of each stream sent; a resumed stream goes on from its own; a copy counts on its own")
+    func positions() throws {
+        var stamper = EnvelopeStamper(program: "prog", instance: "prog-1")
+        let status = StatusMessage(state: .connected, sensor: "imu", device: "x")
+        for station in ["rack-01", "rack-02", "rack-01"] { _ = try stamper.encode(status, station: station, ts: 1) }
+        _ = try stamper.encode(SampleMessage(.distance([SampleMessage.DistanceReading(t: 1, distanceMm: 500)])), station: "rack-01", ts: 1)
+        #expect(stamper.positions == ["status.rack-01": 2, "status.rack-02": 1, "sample.rack-01": 1])
+        // Resumed over a stream it has: that stream goes on from the resumed seq.
+        stamper.resume(topic: "status.rack-02", after: 9)
+        var copy = stamper
+        _ = try copy.encode(status, station: "rack-02", ts: 1)
+        #expect(copy.positions["status.rack-02"] == 10)
+        #expect(stamper.positions["status.rack-02"] == 9, "the original is not moved on by its copy")
+        let next = try stamper.encode(status, station: "rack-02", ts: 1)
+        #expect(try decodeMessage(topic: next.topic, body: next.body).envelope.seq == 10)
+        #expect((stamper.lastSrc, stamper.lastSeq) == ("prog-1/status.rack-02", 10))
     }
 
     @Test("a sample whose readings were only located on receipt is checked when its payload is built")
