@@ -285,6 +285,9 @@ public final class InOrderInput {
     /// The last seq delivered per stream (what a checkpoint keeps).
     public var positions: [String: UInt64] { streams.all.mapValues { $0.next - 1 } }
 
+    /// The last seq delivered of `src`'s stream (nil: a stream it does not follow).
+    public func position(of src: String) -> UInt64? { streams[src].map { $0.next - 1 } }
+
     /// The positions, producers and endpoints, for a state file.
     public var snapshot: InputPositions { InputPositions(positions: positions, producers: producers, endpoints: endpoints) }
 
