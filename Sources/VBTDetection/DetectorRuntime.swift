@@ -98,6 +98,8 @@ public final class DetectorRuntime {
     static let forgetStreamAfterS = 3_600.0
     /// The input streams whose positions are kept (for tests).
     var streamsKept: Set<String> { Set(processed.keys) }
+    /// The last seq processed of each input stream, as a checkpoint keeps it (for tests).
+    var positionsKept: [String: Int] { processed }
     private var mode: Mode
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()

@@ -127,6 +127,26 @@ struct DetectorRuntimeTests {
         #expect(runtime.streamsKept.contains { $0.hasSuffix("/sample.rack-02") })
     }
 
+    @Test("each input stream's last seq processed is kept: samples (the in-order input's) and commands alike")
+    func positionsKept() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let runtime = try Self.detector(bus, takeover: false, dir: dir)
+        let bridge = try Publisher(transport: bus, program: "sensor-bridge")
+        let coach = try Publisher(transport: bus, program: "vbt")
+        try bus.heartbeat()
+        for index in 0..<3 {
+            let t = bus.clock.wallSeconds() + Double(index) * 0.02
+            try bridge.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 900)])), station: "rack-01", ts: t)
+        }
+        try coach.publish(CommandMessage(id: "c1", command: CommandName.setEnd), station: "rack-01")
+        for _ in 0..<100 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+        let kept = runtime.positionsKept
+        #expect(kept.count == 2, "\(kept)")
+        #expect(kept.first { $0.key.hasSuffix("/sample.rack-01") }?.value == 3)
+        #expect(kept.first { $0.key.hasSuffix("/cmd.rack-01") }?.value == 1)
+    }
+
     @Test("athlete.unassign ends the set in progress as the athlete's, and what follows belongs to nobody")
     func unassign() throws {
         let dir = try TemporaryDirectory()
