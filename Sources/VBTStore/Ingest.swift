@@ -579,14 +579,19 @@ public final class Ingestor {
             var (earliest, latest) = (Double.infinity, -Double.infinity)
             // The readings kept, once one is left out (else all of them, and no array is made).
             var some: [Range<Int>]?
-            for (index, slice) in slices.enumerated() {
-                // The frame was checked whole when it was received: the search stops at `t`.
-                guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
-                    if some == nil { some = Array(slices[..<index]) }
-                    continue
+            if let times = message.readingTimes(), times.count == slices.count, times.allSatisfy(\.isFinite) {
+                // Every reading has its time, most often read in the pass that checked the frame.
+                for t in times { (earliest, latest) = (min(earliest, t), max(latest, t)) }
+            } else {
+                for (index, slice) in slices.enumerated() {
+                    // The frame was checked whole when it was received: the search stops at `t`.
+                    guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: slice, in: message.body, checked: true), t.isFinite else {
+                        if some == nil { some = Array(slices[..<index]) }
+                        continue
+                    }
+                    (earliest, latest) = (min(earliest, t), max(latest, t))
+                    some?.append(slice)
                 }
-                (earliest, latest) = (min(earliest, t), max(latest, t))
-                some?.append(slice)
             }
             if some != nil { whole = nil }
             let kept = some ?? slices

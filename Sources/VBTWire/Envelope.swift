@@ -323,7 +323,8 @@ struct BridgeSampleMembers: Sendable {
 public enum ReadOnReceipt: Sendable {
     /// The readings, built.
     case readings(SampleMessage.Readings)
-    /// Only their times (the rest located, and checked when built).
+    /// Only their times: the rest located, and checked when built, or checked already, as the
+    /// deferred member says (`DeferredMember.checked`).
     case times([Double])
 }
 

@@ -1089,6 +1089,115 @@ extension JSONParser {
         }
     }
 
+    /// The readings in the array at `start` of `buffer` (a frame's `samples`) checked as strictly
+    /// as `skipValue` checks them, with where each lies and its time `t`, and where the array
+    /// ends, past its `]`; in one pass, when they are written as a bridge writes readings: each
+    /// an object with a number `t` among its members, whose values are numbers, strings, or
+    /// arrays of numbers, its keys ASCII without escapes (at most 16). Nil at anything else,
+    /// malformed or written otherwise: the caller then goes the generic way, which accepts or
+    /// refuses it with its reason. For the session-recorder, which stores every reading as
+    /// received: it checked the array through `skipValue` (nested calls, each object's keys kept
+    /// for the duplicate check), then read each reading's time again (`member(_:ofObjectAt:in:checked:)`);
+    /// the two were a third of its loop (callgrind of `vbt-bench --only recorder`, issue 17).
+    public static func checkedReadings(
+        in buffer: UnsafeBufferPointer<UInt8>, at start: Int
+    ) -> (end: Int, elements: [Range<Int>], times: [Double])? {
+        guard start >= 0, start < buffer.count else { return nil }
+        var parser = JSONParser(buffer)
+        parser.index = start
+        guard let (elements, times) = try? parser.checkedReadings() else { return nil }
+        return (parser.index, elements, times)
+    }
+
+    private mutating func checkedReadings() throws(JSONParseError) -> (elements: [Range<Int>], times: [Double])? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        index += 1
+        var elements: [Range<Int>] = []
+        var times: [Double] = []
+        elements.reserveCapacity(8)
+        times.reserveCapacity(8)
+        skipWhitespace()
+        // An empty array: the generic way.
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
+        while true {
+            let start = index
+            guard let t = try checkedReading() else { return nil }
+            elements.append(start..<index)
+            times.append(t)
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return (elements, times)
+            }
+            guard bytes[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+            skipWhitespace()
+        }
+    }
+
+    /// The reading at `index` (an object) checked, and its `t`; nil when it is written otherwise.
+    private mutating func checkedReading() throws(JSONParseError) -> Double? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
+        index += 1
+        skippedKeys.removeAll(keepingCapacity: true)
+        var time: Double?
+        skipWhitespace()
+        while true {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }  // `{}` too
+            let key = try skipString()
+            guard key.ascii, !key.escaped, skippedKeys.count < 16 else { return nil }
+            for seen in skippedKeys where equal(seen, key) { return nil }
+            skippedKeys.append(key)
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            switch bytes[index] {
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if key.range.count == 1, bytes[key.range.lowerBound] == UInt8(ascii: "t") {
+                    time = try parseNumber()
+                } else {
+                    try skipNumber()
+                }
+            case UInt8(ascii: "\""): _ = try skipString()
+            case UInt8(ascii: "["):
+                index += 1
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+                    index += 1
+                    break
+                }
+                numbers: while true {
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "-") || isDigit(bytes[index]) else { return nil }
+                    try skipNumber()
+                    skipWhitespace()
+                    guard index < bytes.count else { return nil }
+                    switch bytes[index] {
+                    case UInt8(ascii: ","):
+                        index += 1
+                        skipWhitespace()
+                    case UInt8(ascii: "]"):
+                        index += 1
+                        break numbers
+                    default: return nil
+                    }
+                }
+            default: return nil  // an object, a literal, anything wrong
+            }
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return time
+            }
+            guard bytes[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+            skipWhitespace()
+        }
+    }
+
     /// The first index from `start` on of a quote, a bracket or a brace (or the end): eight
     /// bytes at a time, the first of them found by its bit in the word, not byte by byte.
     @inline(__always) private func nextNesting(from start: Int) -> Int {

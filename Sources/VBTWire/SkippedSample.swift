@@ -167,6 +167,11 @@ private struct EnvelopeScan {
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: nil, checked: false)
                     read = .times(times)
                     index = end
+                } else if samples == .checked, let (end, elements, times) = JSONParser.checkedReadings(in: bytes, at: index) {
+                    // Checked, each reading's place and time found in the same pass (the recorder's).
+                    deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: true)
+                    read = .times(times)
+                    index = end
                 } else {
                     let checking = samples == .checked
                     guard let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }

@@ -283,6 +283,74 @@ struct JSONTests {
         }
     }
 
+    @Test("readings checked in one pass are checked as the generic pass checks them, with each one's place and time; anything else is left to it")
+    func checkedReadings() throws {
+        let base = Array(
+            (#"[{"t":1795910514.158098,"acc_g":[0.015625,0.0439453125,-0.98876953125],"gyro_dps":[0.9765625,-0.18,0],"#
+                + #""angle_deg":[2.0104,-0.62,29.99]}, {"t":1795910514.168098,"distance_mm":592.5,"state":"IDLE","acc_g":[]} ]"#).utf8)
+        // The generic check, and each element's time as the recorder read it before.
+        func generic(_ bytes: [UInt8]) -> (end: Int, elements: [Range<Int>], times: [Double])? {
+            bytes.withUnsafeBufferPointer { buffer in
+                guard let (end, elements) = JSONParser.arrayMember(in: buffer, at: 0, checking: true) else { return nil }
+                var times: [Double] = []
+                for element in elements {
+                    guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: bytes, checked: true) else { return nil }
+                    times.append(t)
+                }
+                return (end, elements, times)
+            }
+        }
+        func fast(_ bytes: [UInt8]) -> (end: Int, elements: [Range<Int>], times: [Double])? {
+            bytes.withUnsafeBufferPointer { JSONParser.checkedReadings(in: $0, at: 0) }
+        }
+        let read = try #require(fast(base))
+        #expect(read.times == [1_795_910_514.158098, 1_795_910_514.168098])
+        #expect(read.end == base.count)
+        #expect(read.elements.map { String(decoding: base[$0], as: UTF8.self).hasSuffix("}") } == [true, true])
+        // Bytes changed at random (a fixed sequence): whatever the fast pass accepts, the generic
+        // one accepts with the same places and times; whatever the generic one refuses, it does.
+        let alphabet = Array(#"{}[],:"\ -+.0123456789eEtnrux"#.utf8) + [0x09, 0x0A, 0x1F, 0x80, 0xC3, 0xFF]
+        var generator = SeededGenerator(seed: 29)
+        func next(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
+        var (accepted, refused, leftOver) = (0, 0, 0)
+        for _ in 0..<8_000 {
+            var bytes = base
+            for _ in 0...next(3) {
+                let at = next(bytes.count)
+                switch next(3) {
+                case 0: bytes[at] = alphabet[next(alphabet.count)]
+                case 1: bytes.insert(alphabet[next(alphabet.count)], at: at)
+                default: bytes.remove(at: at)
+                }
+            }
+            let expected = generic(bytes)
+            if let got = fast(bytes) {
+                accepted += 1
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(expected?.end == got.end && expected?.elements == got.elements, "\(text)")
+                #expect(expected?.times == got.times, "\(text)")
+            } else if expected == nil {
+                refused += 1
+            } else {
+                leftOver += 1
+            }
+        }
+        // Each way taken often, so the comparison above is not vacuous.
+        #expect(accepted > 1_000 && refused > 1_000 && leftOver > 0, "accepted \(accepted), refused \(refused), left over \(leftOver)")
+        // Written otherwise, though sound: left to the generic pass.
+        for variant in [
+            #"[]"#, #"[{}]"#, #"[{"t":1,"x":{"a":1}}]"#, #"[{"t":1,"x":true}]"#, #"[{"acc":[1]}]"#, #"[{"t":"now"}]"#, #"[{"t":1,"\u0061":1}]"#, #"[1]"#,
+        ] {
+            let bytes = Array(variant.utf8)
+            #expect(fast(bytes) == nil, "\(variant)")
+        }
+        // Refused by both: a key twice, a bad number, two readings without a comma.
+        for variant in [#"[{"t":1,"t":2}]"#, #"[{"t":1,"a":1,"a":2}]"#, #"[{"t":01}]"#, #"[{"t":1}{"t":2}]"#, #"[{"t":1,"a":[1,]}]"#, #"[{"t":1e999}]"#] {
+            let bytes = Array(variant.utf8)
+            #expect(fast(bytes) == nil && generic(bytes) == nil, "\(variant)")
+        }
+    }
+
     @Test("rejects invalid UTF-8 inside strings")
     func rejectsInvalidUTF8() {
         #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
