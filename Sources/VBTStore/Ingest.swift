@@ -330,8 +330,20 @@ public final class Ingestor {
                 ON CONFLICT(src) DO UPDATE SET last_seq = excluded.last_seq, stored = stored + excluded.stored,
                     gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
                 """)
+        // Bound through the C API, as the readings' rows are: `execute(arguments:)` made an array of
+        // boxed values for every stream, a sixteenth of the recorder's loop (callgrind of
+        // `vbt-bench --only recorder`, issue 17).
+        let handle = upsert.sqliteStatement
         for (src, p) in result.progress where p.touched {
-            try upsert.execute(arguments: [src, p.topic, Int64(p.lastSeq), p.stored, p.gaps, p.missing, p.lastTs])
+            sqlite3_reset(handle)
+            bindText(handle, 1, src)
+            bindText(handle, 2, p.topic)
+            sqlite3_bind_int64(handle, 3, Int64(p.lastSeq))
+            sqlite3_bind_int64(handle, 4, Int64(p.stored))
+            sqlite3_bind_int64(handle, 5, Int64(p.gaps))
+            sqlite3_bind_int64(handle, 6, Int64(p.missing))
+            sqlite3_bind_double(handle, 7, p.lastTs)
+            try stepOnce(handle, db: db)
         }
         for (src, list) in result.holes { try Self.writeHoles(src, from: holes[src] ?? [], to: list, db: db) }
     }
@@ -624,8 +636,8 @@ public final class Ingestor {
             for row in rows {
                 sqlite3_reset(handle)
                 sqlite3_bind_int64(handle, 1, readingsEnd + Int64(row.count))
-                Self.bindText(handle, 2, row.station)
-                Self.bindText(handle, 3, row.sensor)
+                bindText(handle, 2, row.station)
+                bindText(handle, 3, row.sensor)
                 sqlite3_bind_double(handle, 4, row.latest)
                 sqlite3_bind_int64(handle, 5, Int64(row.count))
                 let code: Int32
@@ -653,18 +665,9 @@ public final class Ingestor {
                         return sqlite3_step(handle)
                     }
                 }
-                sqlite3_reset(handle)
-                sqlite3_clear_bindings(handle)
-                guard code == SQLITE_DONE else {
-                    throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-                }
+                try finish(handle, code, db: db)
                 readingsEnd += Int64(row.count)
             }
-        }
-
-        private static func bindText(_ handle: SQLiteStatement, _ index: Int32, _ text: String) {
-            // SQLITE_TRANSIENT: SQLite copies the text, which lives only for this call.
-            sqlite3_bind_text(handle, index, text, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
         }
     }
 
@@ -858,5 +861,27 @@ public final class Ingestor {
             if deleted < chunk { return total }
         }
         return total
+    }
+}
+
+/// Binds `text` to parameter `index` of a statement bound through the C API.
+private func bindText(_ handle: SQLiteStatement, _ index: Int32, _ text: String) {
+    // SQLITE_TRANSIENT: SQLite copies the text, which lives only for this call.
+    sqlite3_bind_text(handle, index, text, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+}
+
+/// Runs a statement bound through the C API, which writes and returns no row, and leaves it
+/// reset with no bindings; throws SQLite's error as GRDB reports one.
+private func stepOnce(_ handle: SQLiteStatement, db: Database) throws {
+    try finish(handle, sqlite3_step(handle), db: db)
+}
+
+/// Leaves a statement that has been stepped (with `code`) reset with no bindings; throws
+/// SQLite's error, as GRDB reports one, unless it is done.
+private func finish(_ handle: SQLiteStatement, _ code: Int32, db: Database) throws {
+    sqlite3_reset(handle)
+    sqlite3_clear_bindings(handle)
+    guard code == SQLITE_DONE else {
+        throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
     }
 }
