@@ -12,24 +12,37 @@
 public final class RecurringNames {
     private var slots: [String?]
     private let mask: Int
+    /// Names made because the table did not hold them (a first sighting, or one replaced).
+    private(set) var made = 0
 
-    /// A table of `slots` names (a power of two).
-    public init(slots: Int = 8192) {
-        precondition(slots > 0 && slots & (slots - 1) == 0, "slots must be a power of two")
+    /// A table of `slots` names (a power of two, at least two), each name in one of a pair of
+    /// slots. 16,384 hold the `src` and topic of a thousand stations, a few names in a hundred
+    /// replaced (`RecurringNamesTests`).
+    public init(slots: Int = 16_384) {
+        precondition(slots > 1 && slots & (slots - 1) == 0, "slots must be a power of two, at least two")
         self.slots = Array(repeating: nil, count: slots)
         mask = slots - 1
     }
 
     /// The name whose UTF-8 bytes are `bytes` (valid UTF-8: the caller checked them).
     public func name(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        let slot = Self.hash(bytes) & mask
-        if var known = slots[slot], known.withUTF8({ Self.same($0, bytes) }) { return known }
+        let hash = Self.hash(bytes)
+        // Two slots a name may be in (a pair): one slot a name had too many rivals at a thousand
+        // stations (a fifth of the names in a table three-quarters empty), two few.
+        let first = hash & mask & ~1
+        for slot in first...(first + 1) {
+            if var known = slots[slot], known.withUTF8({ Self.same($0, bytes) }) { return known }
+        }
         let made = String(decoding: bytes, as: UTF8.self)
+        self.made += 1
+        // An empty slot of the pair, else the one the hash's next bit picks.
+        let slot = slots[first] == nil ? first : slots[first + 1] == nil ? first + 1 : first + (hash >> 20) & 1
         slots[slot] = made
         return made
     }
 
-    /// Whether `a` and `b` hold the same bytes, compared eight at a time.
+    /// Whether `a` and `b` hold the same bytes, compared eight at a time (the standard library's
+    /// `elementsEqual` took some 800 instructions for a 40-byte name, callgrind).
     private static func same(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         guard let x = a.baseAddress, let y = b.baseAddress else { return true }
@@ -46,8 +59,13 @@ public final class RecurringNames {
     }
 
     /// FNV-1a (Fowler, Noll and Vo; www.isthe.com/chongo/tech/comp/fnv) over eight bytes at a
-    /// time, then the rest; its high bits folded into the low ones the table uses.
-    private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+    /// time, then the rest, then MurmurHash3's 64-bit finalizer (`fmix64`, Austin Appleby,
+    /// github.com/aappleby/smhasher, public domain). Without the finalizer the table used the
+    /// hash's low bits, which a word's high bytes never reach through the multiplications: a
+    /// name's last word's high bytes, where station numbers are, picked no slot, and names of
+    /// stations that differ only there shared one (callgrind of `vbt-bench --only recorder` at
+    /// 1,000 stations: half the names made anew).
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let prime: UInt64 = 0x100_0000_01b3
         var at = 0
@@ -61,6 +79,11 @@ public final class RecurringNames {
             hash = (hash ^ UInt64(bytes[at])) &* prime
             at += 1
         }
-        return Int(truncatingIfNeeded: hash ^ hash >> 29)
+        hash ^= hash >> 33
+        hash &*= 0xff51_afd7_ed55_8ccd
+        hash ^= hash >> 33
+        hash &*= 0xc4ce_b9fe_1a85_ec53
+        hash ^= hash >> 33
+        return Int(truncatingIfNeeded: hash)
     }
 }
