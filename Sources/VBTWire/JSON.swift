@@ -471,10 +471,15 @@ public struct JSONParser {
 
     /// Whether one of the eight bytes of `word` is `byte`; exact (the zero-byte test of
     /// `mayHoldSpecial`, whose answer for a whole word is exact).
-    @inline(__always) private static func holds(_ word: UInt64, _ byte: UInt8) -> Bool {
+    @inline(__always) private static func holds(_ word: UInt64, _ byte: UInt8) -> Bool { marks(word, byte) != 0 }
+
+    /// The zero-byte test of `word` xor eight copies of `byte`: a byte's high bit set in the first
+    /// byte that is `byte`, and maybe in bytes after it, never in one before it (on a
+    /// little-endian machine, the first byte lowest); none when no byte is.
+    @inline(__always) private static func marks(_ word: UInt64, _ byte: UInt8) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let value = word ^ (ones &* UInt64(byte))
-        return (value &- ones) & ~value & (ones &* 0x80) != 0
+        return (value &- ones) & ~value & (ones &* 0x80)
     }
 
     /// `word` with every byte's 0x20 bit set: [ and { then read alike, as do ] and } (as in `isMark`).
@@ -1235,13 +1240,9 @@ extension JSONParser {
     }
 
     /// A bit set in the bytes of `word` that may be a quote, a bracket or a brace (`isNesting`),
-    /// its lowest in the first that is: the zero-byte test (`holds`) marks only bytes after a
-    /// true one wrongly, never one before it (on a little-endian machine, the first byte lowest).
+    /// its lowest in the first that is (`marks`).
     @inline(__always) private static func firstNesting(_ word: UInt64) -> UInt64 {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        func zeroBytes(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
-        return zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(folded(word) ^ (ones &* 0x7B)) | zeroBytes(folded(word) ^ (ones &* 0x7D))
+        marks(word, 0x22) | marks(folded(word), 0x7B) | marks(folded(word), 0x7D)
     }
 
     /// Whether the bytes from `start` on begin with `word`'s.

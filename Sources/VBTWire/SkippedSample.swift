@@ -117,7 +117,7 @@ private struct EnvelopeScan {
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
             guard let key = memberKey() else { return nil }
-            guard member(Name(bytes, key)) else { return nil }
+            guard member(BridgeSampleMembers.Name(bytes, key)) else { return nil }
             if let v, let seq, let ts, let type, let station, let src, let sensor {
                 return Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor)
             }
@@ -149,7 +149,7 @@ private struct EnvelopeScan {
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
             guard let key = memberKey() else { return nil }
-            let name = Name(bytes, key)
+            let name = BridgeSampleMembers.Name(bytes, key)
             switch name {
             case .samples?:
                 guard deferred == nil else { return nil }
@@ -210,12 +210,9 @@ private struct EnvelopeScan {
         return .whole(Read(v: v, seq: seq, ts: ts, type: type, station: station, src: src, sensor: sensor, athlete: athlete), members, deferred, read)
     }
 
-    /// The members read here: those a bridge's sample keeps (`BridgeSampleMembers.Name`).
-    typealias Name = BridgeSampleMembers.Name
-
     /// Reads the value of the member `name` (nil: another's); false when it is not as expected,
     /// or a member is repeated.
-    private mutating func member(_ name: Name?) -> Bool {
+    private mutating func member(_ name: BridgeSampleMembers.Name?) -> Bool {
         switch name {
         case .v?: v == nil && store(&v, plainNumber())
         case .seq?: seq == nil && store(&seq, plainNumber())
