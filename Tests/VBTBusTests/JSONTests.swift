@@ -351,6 +351,59 @@ struct JSONTests {
         }
     }
 
+    @Test("the times read in one pass are the located readings' times, and the array ends where the located one does")
+    func readingTimesAsLocated() throws {
+        let head = #"[{"t":1795910514.158098,"acc_g":[0.015625,0.0439453125,-0.98876953125],"gyro_dps":[0.9765625,-0.18,0],"#
+        let tail = #", {"t":1795910514.168098,"acc_g":[1,[2,[]]]} ,{"t":-2}]"#
+        // A string holding brackets and braces; the same with an escaped quote in it.
+        let clean = Array((head + #""angle_deg":[2.0104,-0.62,29.99],"note":"a}]{["}"# + tail).utf8)
+        let escaped = Array((head + #""angle_deg":[2.0104,-0.62,29.99],"note":"a}]{[\"x"}"# + tail).utf8)
+        func located(_ bytes: [UInt8]) -> (end: Int, times: [Double])? {
+            bytes.withUnsafeBufferPointer { buffer in
+                guard let (end, elements) = JSONParser.arrayMember(in: buffer, at: 0, checking: false) else { return nil }
+                var times: [Double] = []
+                for element in elements {
+                    guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: bytes, checked: true) else { return nil }
+                    times.append(t)
+                }
+                return (end, times)
+            }
+        }
+        func fast(_ bytes: [UInt8]) -> (end: Int, times: [Double])? {
+            bytes.withUnsafeBufferPointer { buffer in JSONParser.readingTimes(in: buffer, at: 0).map { ($0.end, $0.times) } }
+        }
+        // Brackets, braces and an escaped quote in a string are passed over.
+        let escapedRead = try #require(fast(escaped))
+        #expect(located(escaped)?.end == escapedRead.end && located(escaped)?.times == escapedRead.times)
+        let read = try #require(fast(clean))
+        #expect(read.times == [1_795_910_514.158098, 1_795_910_514.168098, -2])
+        #expect(read.end == clean.count)
+        // Bytes changed at random (a fixed sequence), the array starting at every offset from a word's start.
+        let alphabet = Array(#"{}[],:"\ -.0123456789tx"#.utf8)
+        var generator = SeededGenerator(seed: 31)
+        func next(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
+        var agreed = 0
+        for _ in 0..<8_000 {
+            var bytes = clean
+            for _ in 0...next(3) {
+                let at = next(bytes.count)
+                switch next(3) {
+                case 0: bytes[at] = alphabet[next(alphabet.count)]
+                case 1: bytes.insert(alphabet[next(alphabet.count)], at: at)
+                default: bytes.remove(at: at)
+                }
+            }
+            // Read from an offset, so the words fall at every place in the readings.
+            let padded = Array(repeating: UInt8(ascii: "x"), count: next(8)) + bytes
+            let offset = padded.count - bytes.count
+            guard let got = padded.withUnsafeBufferPointer({ JSONParser.readingTimes(in: $0, at: offset) }) else { continue }
+            agreed += 1
+            let expected = located(bytes)
+            #expect(expected?.end == got.end - offset && expected?.times == got.times, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(agreed > 1_000, "\(agreed) read in one pass")
+    }
+
     @Test("rejects invalid UTF-8 inside strings")
     func rejectsInvalidUTF8() {
         #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
