@@ -1092,14 +1092,8 @@ extension JSONParser {
                 default: return nil  // an object inside a reading
                 }
             }
-            skipWhitespace()
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return (times, index)
-            }
-            guard bytes[index] == UInt8(ascii: ",") else { return nil }
-            index += 1
+            guard let ended = pastSeparator() else { return nil }
+            if ended { return (times, index) }
         }
     }
 
@@ -1143,15 +1137,25 @@ extension JSONParser {
             guard let t = try checkedReading(keys: keys) else { return nil }
             elements.append(start..<index)
             times.append(t)
+            guard let ended = pastSeparator() else { return nil }
+            if ended { return (elements, times) }
             skipWhitespace()
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return (elements, times)
-            }
-            guard bytes[index] == UInt8(ascii: ",") else { return nil }
+        }
+    }
+
+    /// After an array's element: past the `,` that another follows (false) or the array's `]`
+    /// (true), whitespace before either passed over; nil at anything else.
+    @inline(__always) private mutating func pastSeparator() -> Bool? {
+        skipWhitespace()
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: ","):
             index += 1
-            skipWhitespace()
+            return false
+        case UInt8(ascii: "]"):
+            index += 1
+            return true
+        default: return nil
         }
     }
 
@@ -1195,20 +1199,12 @@ extension JSONParser {
                     index += 1
                     break
                 }
-                numbers: while true {
+                while true {
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "-") || isDigit(bytes[index]) else { return nil }
                     try skipNumber()
+                    guard let ended = pastSeparator() else { return nil }
+                    if ended { break }
                     skipWhitespace()
-                    guard index < bytes.count else { return nil }
-                    switch bytes[index] {
-                    case UInt8(ascii: ","):
-                        index += 1
-                        skipWhitespace()
-                    case UInt8(ascii: "]"):
-                        index += 1
-                        break numbers
-                    default: return nil
-                    }
                 }
             default: return nil  // an object, a literal, anything wrong
             }

@@ -11,6 +11,21 @@ private let cappedExponent = "0." + String(repeating: "0", count: 99_700) + "1e1
 /// Twenty members, more than the reader compares one by one.
 private let manyKeys = (0..<20).map { #""k\#($0)":1"# }.joined(separator: ",")
 
+/// `bytes` with one to four bytes changed at random: replaced by, or inserted from, `alphabet`, or removed.
+private func changed(_ bytes: [UInt8], from alphabet: [UInt8], _ generator: inout SeededGenerator) -> [UInt8] {
+    func next(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
+    var bytes = bytes
+    for _ in 0...next(3) {
+        let at = next(bytes.count)
+        switch next(3) {
+        case 0: bytes[at] = alphabet[next(alphabet.count)]
+        case 1: bytes.insert(alphabet[next(alphabet.count)], at: at)
+        default: bytes.remove(at: at)
+        }
+    }
+    return bytes
+}
+
 @Suite("JSON reader and writer")
 struct JSONTests {
     private func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
@@ -311,18 +326,9 @@ struct JSONTests {
         // one accepts with the same places and times; whatever the generic one refuses, it does.
         let alphabet = Array(#"{}[],:"\ -+.0123456789eEtnrux"#.utf8) + [0x09, 0x0A, 0x1F, 0x80, 0xC3, 0xFF]
         var generator = SeededGenerator(seed: 29)
-        func next(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
         var (accepted, refused, leftOver) = (0, 0, 0)
         for _ in 0..<8_000 {
-            var bytes = base
-            for _ in 0...next(3) {
-                let at = next(bytes.count)
-                switch next(3) {
-                case 0: bytes[at] = alphabet[next(alphabet.count)]
-                case 1: bytes.insert(alphabet[next(alphabet.count)], at: at)
-                default: bytes.remove(at: at)
-                }
-            }
+            let bytes = changed(base, from: alphabet, &generator)
             let expected = generic(bytes)
             if let got = fast(bytes) {
                 accepted += 1
@@ -381,20 +387,11 @@ struct JSONTests {
         // Bytes changed at random (a fixed sequence), the array starting at every offset from a word's start.
         let alphabet = Array(#"{}[],:"\ -.0123456789tx"#.utf8)
         var generator = SeededGenerator(seed: 31)
-        func next(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
         var agreed = 0
         for _ in 0..<8_000 {
-            var bytes = clean
-            for _ in 0...next(3) {
-                let at = next(bytes.count)
-                switch next(3) {
-                case 0: bytes[at] = alphabet[next(alphabet.count)]
-                case 1: bytes.insert(alphabet[next(alphabet.count)], at: at)
-                default: bytes.remove(at: at)
-                }
-            }
+            let bytes = changed(clean, from: alphabet, &generator)
             // Read from an offset, so the words fall at every place in the readings.
-            let padded = Array(repeating: UInt8(ascii: "x"), count: next(8)) + bytes
+            let padded = Array(repeating: UInt8(ascii: "x"), count: Int(generator.next() % 8)) + bytes
             let offset = padded.count - bytes.count
             guard let got = padded.withUnsafeBufferPointer({ JSONParser.readingTimes(in: $0, at: offset) }) else { continue }
             agreed += 1
