@@ -26,6 +26,20 @@ private func changed(_ bytes: [UInt8], from alphabet: [UInt8], _ generator: inou
     return bytes
 }
 
+/// The array `bytes` checked (or only located) the generic way, where it ends, each element's
+/// place, and each element's `t` as the recorder read it before (nil when one has none).
+private func elementTimes(_ bytes: [UInt8], checking: Bool) -> (end: Int, elements: [Range<Int>], times: [Double])? {
+    bytes.withUnsafeBufferPointer { buffer in
+        guard let (end, elements) = JSONParser.arrayMember(in: buffer, at: 0, checking: checking) else { return nil }
+        var times: [Double] = []
+        for element in elements {
+            guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: bytes, checked: true) else { return nil }
+            times.append(t)
+        }
+        return (end, elements, times)
+    }
+}
+
 @Suite("JSON reader and writer")
 struct JSONTests {
     private func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
@@ -304,17 +318,7 @@ struct JSONTests {
             (#"[{"t":1795910514.158098,"acc_g":[0.015625,0.0439453125,-0.98876953125],"gyro_dps":[0.9765625,-0.18,0],"#
                 + #""angle_deg":[2.0104,-0.62,29.99]}, {"t":1795910514.168098,"distance_mm":592.5,"state":"IDLE","acc_g":[]} ]"#).utf8)
         // The generic check, and each element's time as the recorder read it before.
-        func generic(_ bytes: [UInt8]) -> (end: Int, elements: [Range<Int>], times: [Double])? {
-            bytes.withUnsafeBufferPointer { buffer in
-                guard let (end, elements) = JSONParser.arrayMember(in: buffer, at: 0, checking: true) else { return nil }
-                var times: [Double] = []
-                for element in elements {
-                    guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: bytes, checked: true) else { return nil }
-                    times.append(t)
-                }
-                return (end, elements, times)
-            }
-        }
+        func generic(_ bytes: [UInt8]) -> (end: Int, elements: [Range<Int>], times: [Double])? { elementTimes(bytes, checking: true) }
         func fast(_ bytes: [UInt8]) -> (end: Int, elements: [Range<Int>], times: [Double])? {
             bytes.withUnsafeBufferPointer { JSONParser.checkedReadings(in: $0, at: 0) }
         }
@@ -364,17 +368,7 @@ struct JSONTests {
         // A string holding brackets and braces; the same with an escaped quote in it.
         let clean = Array((head + #""angle_deg":[2.0104,-0.62,29.99],"note":"a}]{["}"# + tail).utf8)
         let escaped = Array((head + #""angle_deg":[2.0104,-0.62,29.99],"note":"a}]{[\"x"}"# + tail).utf8)
-        func located(_ bytes: [UInt8]) -> (end: Int, times: [Double])? {
-            bytes.withUnsafeBufferPointer { buffer in
-                guard let (end, elements) = JSONParser.arrayMember(in: buffer, at: 0, checking: false) else { return nil }
-                var times: [Double] = []
-                for element in elements {
-                    guard case .number(let t)? = try? JSONParser.member("t", ofObjectAt: element, in: bytes, checked: true) else { return nil }
-                    times.append(t)
-                }
-                return (end, times)
-            }
-        }
+        func located(_ bytes: [UInt8]) -> (end: Int, times: [Double])? { elementTimes(bytes, checking: false).map { ($0.end, $0.times) } }
         func fast(_ bytes: [UInt8]) -> (end: Int, times: [Double])? {
             bytes.withUnsafeBufferPointer { buffer in JSONParser.readingTimes(in: buffer, at: 0).map { ($0.end, $0.times) } }
         }
