@@ -257,6 +257,13 @@ public final class InOrderInput {
     private var catchUp = CatchUpReport()
     /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
     private var instances: [String: String] = [:]
+    /// Instances whose heartbeat came without a replay offer: they keep no journal, so a hole in
+    /// one of their streams that no other producer offers is given up at once. A consumer
+    /// waited `unknownProducerS` for an offer that might be queued behind the hole; once the
+    /// producer's own heartbeat has said it keeps none, nothing is coming (issue 17: the bus
+    /// disconnected a rep-detector at 1,000 stations of a replay that keeps no journal, and it
+    /// held every stream's later messages for nine seconds, reps 3.3 s late, until its budget).
+    private var journalless: Set<String> = []
     /// The bus's own heartbeats noted so far (`Settings.unknownProducerBeats`).
     private var busBeats = 0
     /// Per endpoint, when it last answered a question (monotonic).
@@ -401,7 +408,12 @@ public final class InOrderInput {
     /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
     public func note(heartbeat message: BusMessage) {
         if message.topic == Subscriber.busHeartbeatTopic { busBeats += 1 }
-        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
+        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self) else { return }
+        guard let offer = heartbeat.replay else {
+            journalless.insert(String(streamInstance(message.envelope.src)))
+            return
+        }
+        journalless.remove(String(streamInstance(message.envelope.src)))
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
         instances[producer] = String(streamInstance(message.envelope.src))
@@ -469,7 +481,9 @@ public final class InOrderInput {
             let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
             let waited = now - due.since
-            let unknownTooLong = waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
+            let unknownTooLong =
+                waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
+                || journalless.contains(String(streamInstance(src)))
             if producers[src] == nil ? unknownTooLong || waited > settings.giveUpS : waited > settings.giveUpS && !inLine {
                 giveUp(src)
                 continue
@@ -625,7 +639,10 @@ public final class InOrderInput {
         }
         guard let range else { return }
         counters.lost += range.count
-        logLoss(src, range, reason: producers[src].map { "\($0) did not answer within \(settings.giveUpS) s" } ?? "no producer offers its journal")
+        let reason =
+            producers[src].map { "\($0) did not answer within \(settings.giveUpS) s" }
+            ?? (journalless.contains(String(streamInstance(src))) ? "its producer keeps no journal" : "no producer offers its journal")
+        logLoss(src, range, reason: reason)
         drain(src)
     }
 

@@ -332,6 +332,32 @@ extension InOrderTests {
 }
 
 extension InOrderTests {
+    @Test("a hole in a stream whose producer's heartbeat offers no journal is given up at the next pass, not after unknownProducerS")
+    func journallessGivenUpAtOnce() throws {
+        let rig = try Rig()
+        // The producer's heartbeat without a replay offer: it keeps no journal.
+        try rig.heartbeat.tick(rig.producer, inputs: nil, replay: nil)
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        try rig.work(passes: 2)
+        #expect(rig.input.counters.lost == 1 && rig.delivered == [1, 2] + Array(4...10), "\(rig.input.counters)")
+    }
+
+    @Test("a producer that offers its journal again is waited for as before")
+    func journalOfferedAgain() throws {
+        let rig = try Rig()
+        try rig.heartbeat.tick(rig.producer, inputs: nil, replay: nil)
+        rig.bus.manualClock.advance(1.1)
+        try rig.beat()
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        for _ in 0..<60 { try rig.pass(serve: true) }
+        #expect(rig.input.counters.lost == 0 && rig.input.counters.recovered == 1, "\(rig.input.counters)")
+        #expect(rig.delivered == Array(1...10), "\(rig.delivered)")
+    }
+}
+
+extension InOrderTests {
     @Test("past the budget, holes are given up until an eighth of it is free: one look through the streams for many messages")
     func budgetFreesAnEighth() throws {
         var settings = InOrderInput.Settings()
