@@ -591,8 +591,9 @@ public final class Ingestor {
             var (earliest, latest) = (Double.infinity, -Double.infinity)
             // The readings kept, once one is left out (else all of them, and no array is made).
             var some: [Range<Int>]?
-            if let times = message.readingTimes(), times.count == slices.count, times.allSatisfy(\.isFinite) {
-                // Every reading has its time, most often read in the pass that checked the frame.
+            if let times = message.readingTimesOnReceipt, times.count == slices.count, times.allSatisfy(\.isFinite) {
+                // Every reading has its time, read in the pass that checked the frame (frames as
+                // bridges write them); else each reading is searched once, below.
                 for t in times { (earliest, latest) = (min(earliest, t), max(latest, t)) }
             } else {
                 for (index, slice) in slices.enumerated() {

@@ -129,6 +129,16 @@ public struct BusMessage: Sendable {
         }
     }
 
+    /// The times of a sample's readings as read on receipt (`ReadOnReceipt`), nil when they were
+    /// not: no search of the readings.
+    public var readingTimesOnReceipt: [Double]? {
+        switch read {
+        case .readings(let readings)?: return readings.times
+        case .times(let times)?: return times
+        case nil: return nil
+        }
+    }
+
     /// The times of a sample's readings, read from the frame without building the readings
     /// (its `samples` deferred on receipt); nil when one has no numeric `t`, the readings are
     /// not an array, or they were built on receipt (the caller then goes the long way,
@@ -136,11 +146,7 @@ public struct BusMessage: Sendable {
     /// the rest of a reading is checked when it is built.
     public func readingTimes() -> [Double]? {
         guard let deferred, deferred.key == "samples" else { return nil }
-        switch read {
-        case .readings(let readings)?: return readings.times
-        case .times(let times)?: return times
-        case nil: break
-        }
+        if let times = readingTimesOnReceipt { return times }
         // Located or checked, an array's elements were found on receipt (nil: not an array).
         guard let elements = deferred.elements else { return nil }
         var times: [Double] = []

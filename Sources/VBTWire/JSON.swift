@@ -1171,7 +1171,9 @@ extension JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }  // `{}` too
             let key = try skipString()
             guard key.ascii, !key.escaped, keyCount < keys.count else { return nil }
-            // ASCII without escapes: a key's bytes are its text.
+            // ASCII without escapes: a key's bytes are its text. Compared byte by byte here, not
+            // through `equal(_:_:)`: its `elementsEqual` measured about 800 instructions for a
+            // 40-byte name (callgrind, `RecurringNames`), and keys are a byte or a few.
             for seen in keys[..<keyCount] where seen.count == key.range.count {
                 var offset = 0
                 while offset < seen.count, bytes[seen.lowerBound + offset] == bytes[key.range.lowerBound + offset] { offset += 1 }

@@ -65,7 +65,7 @@ public final class RecurringNames {
     /// name's last word's high bytes, where station numbers are, picked no slot, and names of
     /// stations that differ only there shared one (callgrind of `vbt-bench --only recorder` at
     /// 1,000 stations: half the names made anew).
-    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+    private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let prime: UInt64 = 0x100_0000_01b3
         var at = 0

@@ -145,6 +145,7 @@ private struct EnvelopeScan {
         var deferred: DeferredMember?
         var read: ReadOnReceipt?
         var members = BridgeSampleMembers(sensor: "")
+        let checking = samples == .checked
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
         while true {
@@ -167,13 +168,12 @@ private struct EnvelopeScan {
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: nil, checked: false)
                     read = .times(times)
                     index = end
-                } else if samples == .checked, let (end, elements, times) = JSONParser.checkedReadings(in: bytes, at: index) {
+                } else if checking, let (end, elements, times) = JSONParser.checkedReadings(in: bytes, at: index) {
                     // Checked, each reading's place and time found in the same pass (the recorder's).
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: true)
                     read = .times(times)
                     index = end
                 } else {
-                    let checking = samples == .checked
                     guard let (end, elements) = JSONParser.arrayMember(in: bytes, at: index, checking: checking) else { return nil }
                     deferred = DeferredMember(key: "samples", range: index..<end, elements: elements, checked: checking)
                     index = end
