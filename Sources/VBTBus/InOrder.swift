@@ -481,10 +481,12 @@ public final class InOrderInput {
             let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
             let waited = now - due.since
-            let unknownTooLong =
+            // (Whether its producer keeps no journal is looked up last: it makes the instance's name.)
+            func unknownTooLong() -> Bool {
                 waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
-                || journalless.contains(String(streamInstance(src)))
-            if producers[src] == nil ? unknownTooLong || waited > settings.giveUpS : waited > settings.giveUpS && !inLine {
+                    || waited > settings.giveUpS || journalless.contains(String(streamInstance(src)))
+            }
+            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine {
                 giveUp(src)
                 continue
             }

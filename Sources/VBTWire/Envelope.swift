@@ -503,10 +503,18 @@ private func envelopeInteger(_ value: JSONValue?, _ key: String) throws(Malforme
 }
 
 /// The instance part of a stream's `src` (`<instance>/<topic>`): which process start published it.
-public func streamInstance(_ src: String) -> Substring { src.prefix { $0 != "/" } }
+/// (The slash is found among the UTF-8 bytes: walking the string's characters, which breaks
+/// graphemes, was 7.5 % of a posture-evaluator's samples in `perf` at 1,000 stations, issue 17.)
+public func streamInstance(_ src: String) -> Substring {
+    guard let slash = src.utf8.firstIndex(of: UInt8(ascii: "/")) else { return src[...] }
+    return src[..<slash]
+}
 
 /// The topic part of a stream's `src` (`<instance>/<topic>`); the whole `src` when it has no slash.
-public func streamTopic(_ src: String) -> Substring { src.split(separator: "/", maxSplits: 1).last ?? src[...] }
+public func streamTopic(_ src: String) -> Substring {
+    guard let slash = src.utf8.firstIndex(of: UInt8(ascii: "/")) else { return src[...] }
+    return src[src.utf8.index(after: slash)...]
+}
 
 /// A message's members other than the envelope's, written once: a replay
 /// publishes each recorded message at every copy of its station, and writing

@@ -433,3 +433,21 @@ struct ForgetTests {
         #expect(subscriber.stats.sources[finishedSrc]?.received == 1)
     }
 }
+
+extension EnvelopeTests {
+    @Test("a stream's src splits at its first slash into instance and topic")
+    func streamParts() {
+        let cases: [(src: String, instance: String, topic: String)] = [
+            ("bridge-7f3a/sample.rack-1", "bridge-7f3a", "sample.rack-1"),
+            ("a/b/c", "a", "b/c"),
+            ("no-slash", "no-slash", "no-slash"),
+            ("ends/", "ends", ""),
+            ("/starts", "", "starts"),
+            ("émile-1/sample.banc-é", "émile-1", "sample.banc-é"),
+        ]
+        for (src, instance, topic) in cases {
+            #expect(streamInstance(src) == instance[...], "\(src)")
+            #expect(streamTopic(src) == topic[...], "\(src)")
+        }
+    }
+}
