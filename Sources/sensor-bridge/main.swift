@@ -294,10 +294,13 @@ struct SensorBridge: AsyncParsableCommand {
         let finiteSources = finite
         let lingerS = linger
         let busConfig = config, batchPolicy = policy
-        // Live bridges say they are alive; a replay is a load generator, not a station, unless it journals
-        // (its heartbeat then says where to ask for what was missed).
+        // Live bridges say they are alive; a replay, a load generator and not a station, says so as
+        // `bridge-replay`. The heartbeat says where to ask for what was missed, or, without a journal,
+        // that nothing can be asked for: a consumer then gives up a hole in the replay's streams at
+        // once instead of waiting for an offer that never comes (issue 17: without a heartbeat, a
+        // rep-detector the bus had disconnected held every stream's later messages for nine seconds).
         let journalPlan = journalOptions.plan
-        let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : (journalPlan == nil ? nil : "bridge-replay")
+        let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : "bridge-replay"
         try await runProgram(
             "sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running",
             onShutdown: {

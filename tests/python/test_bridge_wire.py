@@ -37,13 +37,18 @@ def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Pat
     copies = 3
     fanned, fanned_stats = tmp_path / "replay.jsonl", tmp_path / "replay.stats.json"
     recorder2 = bus.spawn("record-replay", ["vbt", "record", "--out", str(fanned), "--stats", str(fanned_stats),
-                                            "--stats-interval", "0.1", "sample.", "status."])
+                                            "--stats-interval", "0.1", "sample.", "status.", "heartbeat.bridge-replay"])
     recorder2.wait_for_log("bus connected")
     bus.run(["sensor-bridge", "--replay", str(live), "--speed", "0", "--stations", str(copies)], timeout=60)
     want = readings(records) * copies
     wait_until(lambda: _readings_so_far(fanned) >= want, f"{want} replayed readings", detail=bus.describe)
     assert recorder2.terminate() == 0, recorder2.describe()
-    replayed = read_recording(fanned)
+    everything = read_recording(fanned)
+    # A replay without a journal says so: its heartbeat offers nothing to fetch, and a consumer
+    # gives up at once what it missed of the replay's streams.
+    beats = [r["msg"] for r in everything if r["msg"]["type"] == "heartbeat"]
+    assert beats and all(b["station"] == "bridge-replay" and "replay" not in b for b in beats), beats
+    replayed = [r for r in everything if r["msg"]["type"] != "heartbeat"]
     assert readings(replayed) == want
     assert {r["msg"]["station"] for r in replayed} == {f"sim-py-{i}" for i in range(1, copies + 1)}
     for record in replayed:
