@@ -407,7 +407,8 @@ public final class Ingestor {
     }
 
     /// Messages of kept streams missed and still waited for: the seqs in their holes, as committed.
-    /// A hole whose stream no producer offers to fetch stays open (one may yet), so it stays here.
+    /// A hole whose stream no producer offers to fetch stays open (one may yet), so it stays here,
+    /// unless its producer's heartbeat said it keeps no journal (`giveUpHoles`).
     public var outstanding: Int {
         guard (try? loadHoles()) != nil else { return 0 }
         var total = 0
@@ -513,6 +514,29 @@ public final class Ingestor {
         }
         holes[src] = list.isEmpty ? nil : list
         counters.lost += lost
+    }
+
+    /// Gives up every hole of `sources`, in one transaction, counted lost; returns how many
+    /// messages. For streams whose producer keeps no journal (its heartbeat offers none): a
+    /// bus that sheds a slow recorder leaves a hole in each of a thousand stations' streams at
+    /// once, and one write each was a thousand transactions (issue 17).
+    public func giveUpHoles(of sources: [String]) throws(StoreError) -> Int {
+        try loadHoles()
+        let given = sources.compactMap { src in holes[src].map { (src: src, list: $0) } }
+        guard !given.isEmpty else { return 0 }
+        try store.write { db in
+            for (src, list) in given {
+                try db.execute(sql: "UPDATE sources SET lost = lost + ? WHERE src = ?", arguments: [list.reduce(0) { $0 + $1.count }, src])
+                try Self.writeHoles(src, from: list, to: [], db: db)
+            }
+        }
+        var total = 0
+        for (src, list) in given {
+            holes[src] = nil
+            total += list.reduce(0) { $0 + $1.count }
+        }
+        counters.lost += total
+        return total
     }
 
     /// Remembers which producer (its heartbeat's station) answers for `src`.

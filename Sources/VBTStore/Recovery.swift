@@ -17,6 +17,11 @@ final class RecorderRecovery {
     /// instance it runs as now (its heartbeat's `src` before the slash).
     private var endpoints: [String: String] = [:]
     private var instances: [String: String] = [:]
+    /// Instances whose heartbeat came without an offer: they keep no journal, so a hole in one
+    /// of their streams that no producer offers is given up at the next pass, counted lost, as
+    /// the in-order input does (`InOrderInput`). Waiting kept it outstanding for good, and
+    /// every pass looked through the holes of a thousand streams again (issue 17).
+    private var journalless: Set<String> = []
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]
     private var clients: [String: ReplayClient] = [:]
@@ -57,7 +62,12 @@ final class RecorderRecovery {
     /// ask, and whether a stream has a tail this recorder never received.
     /// `seen` is the last seq the subscriber received of a stream.
     func note(heartbeat message: BusMessage, seen: (String) -> UInt64?) {
-        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self), let offer = heartbeat.replay else { return }
+        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self) else { return }
+        guard let offer = heartbeat.replay else {
+            journalless.insert(String(streamInstance(message.envelope.src)))
+            return
+        }
+        journalless.remove(String(streamInstance(message.envelope.src)))
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
         instances[producer] = String(streamInstance(message.envelope.src))
@@ -90,12 +100,32 @@ final class RecorderRecovery {
         }
         if now >= nextFetch {
             nextFetch = now + 0.2
+            giveUpJournalless()
             ask(now: now)
             let holes = (try? ingestor.streamHoles()) ?? [:]
             let missing = !tails.isEmpty || holes.contains { ingestor.keeps(src: $0.key) && producers[$0.key] != nil }
             catchUp.update(missing: missing, recovered: ingestor.counters.recovered, lost: ingestor.counters.lost, clock: clock, logger: logger)
         }
         return fetched
+    }
+
+    /// Gives up the holes no journal can fill: of streams no producer offers, whose instance's
+    /// heartbeat offered none. One line for them all, the first few named.
+    private func giveUpJournalless() {
+        guard !journalless.isEmpty, let holes = try? ingestor.streamHoles() else { return }
+        let sources = holes.keys.filter { producers[$0] == nil && journalless.contains(String(streamInstance($0))) }.sorted()
+        guard !sources.isEmpty else { return }
+        do {
+            let lost = try ingestor.giveUpHoles(of: sources)
+            logger.error(
+                "messages lost: their producer keeps no journal",
+                metadata: [
+                    "streams": "\(sources.count)", "count": "\(lost)",
+                    "src": "\(sources.prefix(Self.tailsNamed).joined(separator: ","))\(sources.count > Self.tailsNamed ? ",..." : "")",
+                ])
+        } catch {
+            logger.warning("loss not recorded; will retry", metadata: ["streams": "\(sources.count)", "error": "\(error.message)"])
+        }
     }
 
     private func recordTails(flush: () -> Bool) {

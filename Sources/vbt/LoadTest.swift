@@ -44,9 +44,9 @@ struct LoadTest: AsyncParsableCommand {
             or an RLIMIT_RTPRIO), they run as other programs do; the report's `scheduling` says which.
 
             A consumer's `still missing` is what it lacked and had neither fetched again nor given up when the run \
-            ended: the replay keeps no journal unless --journal, so what a consumer that fell behind missed stays \
-            missing, and the report says so. With --journal the replay journals as station bridges do and is waited \
-            for (--settle) while a consumer still fetches.
+            ended. The replay keeps no journal unless --journal, and its heartbeat says so: what a consumer that fell \
+            behind missed is then lost at once, counted, and the report says so. With --journal the replay journals \
+            as station bridges do and is waited for (--settle) while a consumer still fetches.
 
             --ramp runs doubling station counts up to N and reports the largest that held (nothing lost or still \
             missing, reps as expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \

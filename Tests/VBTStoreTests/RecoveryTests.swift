@@ -315,3 +315,29 @@ struct RecoveryTests {
         #expect(try Ingestor(store: store, logger: quietLogger).streamHoles().isEmpty)
     }
 }
+
+extension RecoveryTests {
+    @Test("a hole in a stream whose producer's heartbeat offers no journal is given up, counted lost; with no heartbeat at all it stays outstanding")
+    func journallessHoleGivenUp() throws {
+        for heard in [true, false] {
+            let rig = try Rig()
+            let (bus, store, recorder, producer) = (rig.bus, rig.store, rig.recorder, rig.producer)
+            // The producer's heartbeat without an offer: it keeps no journal (a replay's, `bridge-replay`).
+            if heard { try producer.heartbeat.tick(producer.publisher, inputs: nil, replay: nil) }
+            Self.dropSamples(bus) { (30...49).contains($0) }
+            try producer.samples(100)
+            try Self.settle(recorder, producer, bus)
+            #expect(try Self.rows(store) == 80, "what arrived live")
+            let ingestor = try Ingestor(store: store, logger: quietLogger)
+            if heard {
+                #expect(recorder.counters.lost == 20 && recorder.counters.recovered == 0, "\(recorder.counters)")
+                #expect(try ingestor.streamHoles().isEmpty && ingestor.outstanding == 0)
+                let lost = try store.read { db in try Int.fetchOne(db, sql: "SELECT sum(lost) FROM sources") }
+                #expect(lost == 20, "written with the stream")
+            } else {
+                #expect(recorder.counters.lost == 0, "\(recorder.counters)")
+                #expect(ingestor.outstanding == 20)
+            }
+        }
+    }
+}
