@@ -229,9 +229,24 @@ public struct HeartbeatSchedule {
         guard now >= next else { return }
         next = now + intervalS
         ThreadPriority.keep()
-        var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs())
+        try publish(publisher, now: now, inputs: inputs(), replay: replay, stopping: false)
+    }
+
+    /// Publishes the last heartbeat, `stopping`: the process stops as asked, so it is gone, not
+    /// silent. Its journal (`replay`) stays offered: a restarted producer answers where it did.
+    public mutating func part(_ publisher: Publisher, inputs: InputCounters?, replay: ReplayServer? = nil) throws {
+        let now = publisher.clock.monotonicSeconds()
+        try publish(publisher, now: now, inputs: inputs, replay: replay, stopping: true)
+        next = .infinity
+    }
+
+    private mutating func publish(_ publisher: Publisher, now: Double, inputs: InputCounters?, replay: ReplayServer?, stopping: Bool) throws {
+        let started = self.started ?? now
+        self.started = started
+        var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs)
         if let replay { message.replay = publisher.replayOffer(endpoint: replay.endpoint) }
         message.subscribes = subscribes
+        message.stopping = stopping ? true : nil
         try publisher.publish(message, station: name)
     }
 }

@@ -466,6 +466,12 @@ public struct Notifier: Sendable {
 
     mutating func handleHeartbeat(_ beat: HeartbeatMessage, name: String, now: Double) -> [NotifierOutput] {
         guard name != "bus", name != "notifier" else { return [] }
+        if beat.stopping == true {
+            // Gone as asked (proto/heartbeat.schema.json, `stopping`): no longer watched, so not
+            // raised as silent; its next heartbeat, if it starts again, watches it anew.
+            if state.heartbeats.removeValue(forKey: name) != nil { needsSave = true }
+            return clearAlert("\(name)/heartbeat-missing", message: "\(name) stopped", now: now)
+        }
         if state.heartbeats[name] == nil { needsSave = true }
         state.heartbeats[name] = WatchedHeartbeat(lastSeen: now, intervalS: max(0.01, beat.intervalS))
         return clearAlert("\(name)/heartbeat-missing", message: "\(name) is back: heartbeat received", now: now)

@@ -280,6 +280,10 @@ public final class BridgePublisher {
             if stop.isSet || (sourcesDone && clock.monotonicSeconds() - (endedAt ?? -.infinity) >= lingerS) {
                 try flushAll()
                 try journal?.sync()
+                // Gone, not silent: the notifier stops watching a bridge that says so (a station shut
+                // down for the night, a load test's replay that has ended) instead of raising it
+                // missing until it is back. A bridge that crashes says nothing, and is raised.
+                try heartbeat?.part(publisher, inputs: nil, replay: replay)
                 logger.info(
                     "bridge stopped",
                     metadata: [

@@ -587,6 +587,10 @@ public struct HeartbeatMessage: BusPayload, Equatable {
     public var replay: ReplayOffer?
     /// The topic prefixes the program subscribes to (`""`: everything), so `vbt topics` can say who listens.
     public var subscribes: [String]?
+    /// True in the last heartbeat of a process that stops as asked (a bridge stopped, or a replay
+    /// that has ended): it is gone, not silent, and the notifier stops watching it instead of
+    /// raising it missing for good. Nil otherwise (written only when true).
+    public var stopping: Bool?
 
     /// Where a producer answers replay requests (proto/replay.md), and how far each of its streams has gone,
     /// so a consumer sees a silent tail as well as a hole.
@@ -649,6 +653,11 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             replay = ReplayOffer(endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"))
         }
         subscribes = try fields.optionalStrings("subscribes")
+        switch fields["stopping"] {
+        case nil, .null?: stopping = nil
+        case .bool(let flag)?: stopping = flag ? true : nil
+        default: throw PayloadError("stopping must be a boolean")
+        }
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -707,6 +716,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             for prefix in subscribes { writer.string(prefix) }
             writer.endArray()
         }
+        if stopping == true { writer.key("stopping"); writer.bool(true) }
     }
 }
 

@@ -45,6 +45,9 @@ struct EnvelopeTests {
         (inputs.received, inputs.gaps, inputs.missing, inputs.lost, inputs.outstanding) = (1_000, 2, 30, 5, 25)
         let consumer = HeartbeatMessage(role: "session-recorder", uptimeS: 3, intervalS: 1, inputs: inputs)
         #expect(try roundTrip(consumer, station: "session-recorder").1 == consumer)
+        var parting = HeartbeatMessage(role: "sensor-bridge", uptimeS: 60, intervalS: 1)
+        parting.stopping = true
+        #expect(try roundTrip(parting, station: "bridge-replay").1 == parting)
         let command = CommandMessage(
             id: "c-1", command: "set.end", target: "rep-detector",
             args: JSONObject([("reason", .string("coach"))]))
@@ -266,6 +269,26 @@ struct EnvelopeTests {
         let bad = EncodedMembers(JSONObject([("samples", .array([.number(.nan)]))]))
         #expect(bad.sawNonFiniteNumber)
         #expect(throws: EncodeError.self) { try stamper.encode(type: "sample", station: "rack-3", ts: 7, members: bad) }
+    }
+
+    @Test("a heartbeat's stopping is true or absent: false reads as absent, anything else is refused")
+    func heartbeatStopping() throws {
+        func read(_ stopping: String) throws(PayloadError) -> HeartbeatMessage {
+            let json = #"{"role":"sensor-bridge","uptime_s":1,"interval_s":1,"stopping":"# + stopping + "}"
+            guard case .object(let fields)? = try? JSONParser.parse(Array(json.utf8)) else { throw PayloadError("not an object") }
+            return try HeartbeatMessage(fields: fields)
+        }
+        #expect(try read("true").stopping == true)
+        #expect(try read("false").stopping == nil)
+        #expect(try read("null").stopping == nil)
+        for bad in ["1", #""yes""#, "[]"] {
+            #expect(throws: PayloadError.self, "stopping \(bad)") { try read(bad) }
+        }
+        var writer = JSONWriter()
+        writer.beginObject()
+        HeartbeatMessage(role: "rep-detector", uptimeS: 1, intervalS: 1).write(to: &writer)
+        writer.endObject()
+        #expect(!String(decoding: writer.bytes, as: UTF8.self).contains("stopping"), "written only when true")
     }
 
     @Test("each malformed input is rejected with its reason", arguments: malformedCases)

@@ -435,6 +435,24 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(notifier.state.heartbeats["bus"] == nil)
     }
 
+    @Test func aProgramThatSaysItStopsIsNotRaisedMissingAndIsWatchedAgainWhenBack() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        let beat = busMessage(HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1), station: "bridge-replay")
+        var last = HeartbeatMessage(role: "sensor-bridge", uptimeS: 2, intervalS: 1)
+        last.stopping = true
+        let parting = busMessage(last, station: "bridge-replay")
+        _ = notifier.handle(beat, now: t0)
+        _ = notifier.handle(parting, now: t0 + 1)
+        #expect(notifier.state.heartbeats["bridge-replay"] == nil)
+        #expect(alerts(notifier.tick(now: t0 + 3_600)).isEmpty, "a replay that has ended is gone, not silent")
+        // Back: watched again, and raised when it goes silent without saying so.
+        _ = notifier.handle(beat, now: t0 + 3_601)
+        #expect(alerts(notifier.tick(now: t0 + 3_605)).map(\.alertId) == ["bridge-replay/heartbeat-missing"])
+        // Its stopping after it was raised clears the alert.
+        #expect(alerts(notifier.handle(parting, now: t0 + 3_606)).map(\.state) == [.cleared])
+        #expect(alerts(notifier.tick(now: t0 + 7_200)).isEmpty)
+    }
+
     @Test func messagesLostForGoodAreACriticalNoticeAtEachIncrease() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
         func recorder(lost: Int?) -> BusMessage {

@@ -41,13 +41,18 @@ def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Pat
     recorder2.wait_for_log("bus connected")
     bus.run(["sensor-bridge", "--replay", str(live), "--speed", "0", "--stations", str(copies)], timeout=60)
     want = readings(records) * copies
-    wait_until(lambda: _readings_so_far(fanned) >= want, f"{want} replayed readings", detail=bus.describe)
+    wait_until(lambda: _readings_so_far(fanned) >= want and _stopping_recorded(fanned), f"{want} replayed readings and the last heartbeat",
+               detail=bus.describe)
     assert recorder2.terminate() == 0, recorder2.describe()
     everything = read_recording(fanned)
     # A replay without a journal says so: its heartbeat offers nothing to fetch, and a consumer
-    # gives up at once what it missed of the replay's streams.
+    # gives up at once what it missed of the replay's streams. Its last heartbeat says it stops
+    # (ended, not silent: the notifier raises no alert for it), and only the last.
     beats = [r["msg"] for r in everything if r["msg"]["type"] == "heartbeat"]
     assert beats and all(b["station"] == "bridge-replay" and "replay" not in b for b in beats), beats
+    assert [b.get("stopping") for b in beats] == [None] * (len(beats) - 1) + [True], beats
+    for beat in beats:
+        validate_message(beat)
     replayed = [r for r in everything if r["msg"]["type"] != "heartbeat"]
     assert readings(replayed) == want
     assert {r["msg"]["station"] for r in replayed} == {f"sim-py-{i}" for i in range(1, copies + 1)}
@@ -68,6 +73,13 @@ def _published(stderr: str) -> dict[str, int]:
             if match and match[1]:
                 return {k: int(v) for k, v in (part.split("=") for part in match[1].split(","))}
     return {}
+
+
+def _stopping_recorded(path: Path) -> bool:
+    try:
+        return any(r["msg"]["type"] == "heartbeat" and r["msg"].get("stopping") for r in read_recording(path))
+    except (OSError, ValueError):
+        return False
 
 
 def _readings_so_far(path: Path) -> int:

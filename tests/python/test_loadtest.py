@@ -15,7 +15,7 @@ from pathlib import Path
 
 import fault_run
 from bus_tap import BusTap
-from test_wire import binary
+from test_wire import binary, wait_until
 
 
 def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
@@ -35,11 +35,28 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         def count(rep: dict) -> None:
             by_station[rep["station"]] = by_station.get(rep["station"], 0) + 1
         tap = BusTap(node.sub_endpoint, count, b"rep.")
-        result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "12", "--duration", "20",
-                                 "--json", "--svg", str(tmp_path / "loadtest.svg"), "--timings", str(tmp_path / "timings.csv")],
-                                env=node.env, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr + node.describe()
-        report = json.loads(result.stdout)
+
+        def watched() -> dict:
+            """The programs whose heartbeats the notifier watches, from its state file."""
+            try:
+                return json.loads((tmp_path / "notifier.json").read_text()).get("heartbeats", {})
+            except (OSError, ValueError):
+                return {}
+        run = subprocess.Popen([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", "12", "--duration", "20",
+                                "--json", "--svg", str(tmp_path / "loadtest.svg"), "--timings", str(tmp_path / "timings.csv")],
+                               env=node.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # While it runs, the notifier watches the replay's heartbeat (its state file is written within seconds).
+            wait_until(lambda: "bridge-replay" in watched() or run.poll() is not None, "the notifier to watch the replay",
+                       detail=lambda: f"{watched()}\n{node.describe()}")
+            watched_while_running = "bridge-replay" in watched()
+            stdout, stderr = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        assert run.returncode == 0, stderr + node.describe()
+        assert watched_while_running, watched()
+        report = json.loads(stdout)
         copies = 12 // len(recorded)
         names = {f"{station}-{i}" for station in recorded for i in range(1, copies + 1)}
         # Every contracted field is there.
@@ -101,6 +118,11 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert {"vbt-bus", "rep-detector", "session-recorder", "sensor-bridge (replay)"} <= processes
         assert all(p["rss_mb"] > 0 and p["cpu_pct"] >= 0 for p in report["processes"])
         assert (tmp_path / "loadtest.svg").read_text().startswith("<svg")
+        # The replay's last heartbeat said it stopped (`stopping`, proto/heartbeat.schema.json): the notifier
+        # no longer watches it, so it raises no `heartbeat-missing` for a load test that has ended (it did, and
+        # kept it raised, before).
+        wait_until(lambda: "rep-detector" in watched() and "bridge-replay" not in watched(), "the notifier to stop watching the ended replay",
+                   detail=lambda: f"{watched()}\n{node.describe()}")
         # More copies than a replaying bridge makes: refused at once, saying what to do.
         too_many = subprocess.run([binary("vbt"), "loadtest", "--recording", str(recording), "--stations", str(1_000 * len(recorded) + 1)],
                                   env=node.env, capture_output=True, text=True, timeout=60)
