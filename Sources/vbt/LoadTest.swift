@@ -30,7 +30,7 @@ struct LoadTest: AsyncParsableCommand {
             completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
             readings it also subscribes to; a rep the subscriber missed is fetched from the rep-detector's journal, \
             counted, not timed), what each consumer received, lost and missed (their heartbeats), \
-            each vbt process's CPU and memory on this computer, and this computer's own stalls beside them: a thread \
+            each vbt process's CPU and memory (at the end, and the most it has held since it started) on this computer, and this computer's own stalls beside them: a thread \
             that wakes every millisecond (under SCHED_FIFO where this user may) counts how often it woke over 2 ms \
             late, and the latency is also given for the reps no such stall touched (a virtual machine's host that \
             takes its cores away shows there, not in vbt).
@@ -297,11 +297,16 @@ struct LoadReport: Encodable, Sendable {
         var name: String
         var pid: Int32
         var cpuPct: Double
+        /// Resident memory at the end of the run.
         var rssMb: Double
+        /// The most it has held since it started (the kernel's high-water mark, `VmHWM` in proc(5)):
+        /// a budget is about the peak, not the end.
+        var rssMaxMb: Double
         enum CodingKeys: String, CodingKey {
             case name, pid
             case cpuPct = "cpu_pct"
             case rssMb = "rss_mb"
+            case rssMaxMb = "rss_max_mb"
         }
     }
     /// A timed rep (the slowest are where to look when the p99 is high).
@@ -436,9 +441,11 @@ struct LoadReport: Encodable, Sendable {
         text +=
             "vbt loadtest".padding(toLength: 18, withPad: " ", startingAt: 0)
             + String(format: " %9d %8d %8d (and %d malformed)\n", listener.received, listener.gaps, listener.missing, listener.malformed)
-        text += "process             pid      CPU %   RSS MB\n"
+        text += "process             pid      CPU %   RSS MB  peak MB\n"
         for p in processes {
-            text += p.name.padding(toLength: 18, withPad: " ", startingAt: 0) + String(format: " %6d %9.1f %8.1f\n", p.pid, p.cpuPct, p.rssMb)
+            text +=
+                p.name.padding(toLength: 18, withPad: " ", startingAt: 0)
+                + String(format: " %6d %9.1f %8.1f %8.1f\n", p.pid, p.cpuPct, p.rssMb, p.rssMaxMb)
         }
         if let growth = storeGrowth {
             text += "store: " + growth.keys.sorted().map { "\($0) +\(growth[$0]!)" }.joined(separator: ", ") + "\n"
@@ -601,7 +608,8 @@ struct LoadRun {
                 scheduling.replay = RealtimeScheduling.describe(process: bridge.processIdentifier) ?? "unknown"
                 if let use = Self.processes()[bridge.processIdentifier] {
                     replayUse = .init(
-                        name: "sensor-bridge (replay)", pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb)
+                        name: "sensor-bridge (replay)", pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb,
+                        rssMaxMb: use.rssMaxMb)
                 }
                 try stopBridge(bridge)
                 stopped = true
@@ -709,7 +717,10 @@ struct LoadRun {
         var processes: [LoadReport.ProcessUse] = []
         for (pid, after) in cpuAfter.sorted(by: { ($0.value.name, $0.key) < ($1.value.name, $1.key) }) {
             guard let before = cpuBefore[pid] else { continue }
-            processes.append(.init(name: after.name, pid: pid, cpuPct: 100 * (after.cpuS - before.cpuS) / elapsed, rssMb: after.rssMb))
+            processes.append(
+                .init(
+                    name: after.name, pid: pid, cpuPct: 100 * (after.cpuS - before.cpuS) / elapsed, rssMb: after.rssMb,
+                    rssMaxMb: after.rssMaxMb))
         }
         if let replayUse { processes.append(replayUse) }
         let consumers = consumerCounts(lastInputs, since: firstInputs)
@@ -807,9 +818,10 @@ struct LoadRun {
         last.reduce(into: [:]) { counts, entry in counts[entry.key] = .init(last: entry.value, since: first[entry.key] ?? InputCounters()) }
     }
 
-    /// Every vbt program on this computer: its name, CPU seconds so far and memory now (proc(5)).
-    static func processes() -> [Int32: (name: String, cpuS: Double, rssMb: Double)] {
-        var found: [Int32: (name: String, cpuS: Double, rssMb: Double)] = [:]
+    /// Every vbt program on this computer: its name, CPU seconds so far, memory now and the most it
+    /// has held (proc(5)).
+    static func processes() -> [Int32: (name: String, cpuS: Double, rssMb: Double, rssMaxMb: Double)] {
+        var found: [Int32: (name: String, cpuS: Double, rssMb: Double, rssMaxMb: Double)] = [:]
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let pid = Int32(entry), let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
@@ -821,14 +833,15 @@ struct LoadRun {
             else { continue }
             let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
             guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            var rss = 0.0
-            if let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
-                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-                let kb = Double(line.split(separator: " ").dropFirst().first ?? "")
-            {
-                rss = kb / 1024
+            let status = (try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8)) ?? ""
+            // A line such as `VmRSS:     1234 kB`, in MB (0 when absent).
+            func megabytes(_ key: String) -> Double {
+                guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }),
+                    let kb = Double(line.split(separator: " ").dropFirst().first ?? "")
+                else { return 0 }
+                return kb / 1024
             }
-            found[pid] = (name, (user + system) / ticks, rss)
+            found[pid] = (name, (user + system) / ticks, megabytes("VmRSS:"), megabytes("VmHWM:"))
         }
         return found
     }

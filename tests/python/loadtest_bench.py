@@ -152,7 +152,7 @@ def show(report: dict) -> str:
         f"{report['stations']:>5}", f"{report.get('stagger_s', 0):4.1f} s", f"{report['readings_per_s'] / 1000:6.1f} k",
         f"{report['reps_received']:>5} / {report['reps_expected']:<5}", f"{lost:>4}",
         f"{latency['p50']:7.2f}", f"{latency['p99']:8.2f}", f"{latency['max']:8.1f}",
-        "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}MB"
+        "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}/{processes[name]['rss_max_mb']:.0f}MB"
                   for name in DAEMONS if name in processes)
         + (f"  replay {processes[REPLAY]['cpu_pct']:3.0f}%" if REPLAY in processes else ""),
     ]
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
         rec = recording(folder / "rec-realtime")
-        print("stations | stagger | readings/s | reps received / expected | lost or still missing | p50 ms | p99 ms | max ms | CPU and RSS per daemon",
+        print("stations | stagger | readings/s | reps received / expected | lost or still missing | p50 ms | p99 ms | max ms | CPU and RSS per daemon (at the end / the most it held)",
               flush=True)
         failures = 0
         for stations, stagger in ((n, s) for n in args.stations for s in args.stagger):
