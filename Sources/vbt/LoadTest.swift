@@ -48,8 +48,10 @@ struct LoadTest: AsyncParsableCommand {
             behind missed is then lost at once, counted, and the report says so. With --journal the replay journals \
             as station bridges do and is waited for (--settle) while a consumer still fetches.
 
-            --ramp runs doubling station counts up to N and reports the largest that held (nothing lost or still \
-            missing, reps as expected, p99 within --p99-goal-ms). --json for scripts; --svg FILE charts latency and throughput over \
+            Each run ends with whether it held: nothing lost or still missing, the reps expected, p99 within \
+            --p99-goal-ms and every vbt daemon's peak memory within --rss-goal-mb (issue 17's goals at 1,000 \
+            stations: 5 ms, 100 MB); if not, what kept it from holding (`verdict` in --json). \
+            --ramp runs doubling station counts up to N and reports the largest that held. --json for scripts; --svg FILE charts latency and throughput over \
             time. In a secured installation the bridge needs a key a replay may use (a service key with program \
             sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
             """)
@@ -89,8 +91,11 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "With --journal: the most seconds to wait after --grace for consumers to fetch what they still miss.")
     var settle: Double = 60
 
-    @Option(help: "The latency a station count must keep to hold (--ramp), ms at p99.")
+    @Option(help: "The latency a run must keep to hold, ms at p99 (issue 17's goal: 5 ms at 1,000 stations).")
     var p99GoalMs: Double = 5
+
+    @Option(help: "The memory every vbt daemon on this computer must stay within to hold: the most it held, MB (the replay not counted).")
+    var rssGoalMb: Double = 100
 
     @Option(help: "SCHED_RR priority of the listener and the replaying bridge (the rep path's units'); 0: the normal scheduler.")
     var realtimePriority: Int32 = RealtimeScheduling.repPathPriority
@@ -113,8 +118,8 @@ struct LoadTest: AsyncParsableCommand {
         guard (1...5_000).contains(stations) else { throw ValidationError("--stations must be 1 to 5000") }
         guard duration >= 2, duration <= 86_400 else { throw ValidationError("--duration must be 2 s to a day") }
         guard stagger.isFinite, stagger >= 0, stagger < duration else { throw ValidationError("--stagger must be 0 or more, and less than --duration") }
-        guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0, settle >= 0, settle <= 600 else {
-            throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --settle 0 to 600 s, --p99-goal-ms more than 0")
+        guard (1...100).contains(probes), grace >= 0, grace <= 120, p99GoalMs > 0, rssGoalMb > 0, settle >= 0, settle <= 600 else {
+            throw ValidationError("--probes must be 1 to 100, --grace 0 to 120 s, --settle 0 to 600 s, --p99-goal-ms and --rss-goal-mb more than 0")
         }
         guard (0...StallProbe.priority - 1).contains(realtimePriority) else {
             throw ValidationError("--realtime-priority must be 0 (the normal scheduler) to \(StallProbe.priority - 1)")
@@ -148,15 +153,17 @@ struct LoadTest: AsyncParsableCommand {
             recording: recording, duration: duration, stagger: stagger, probes: probes, grace: grace, json: json, insecure: bus.insecure,
             keepTimings: timings != nil, realtimePriority: realtimePriority, journal: journal, settle: settle)
         let reports = LockedReports()
+        let (p99Goal, rssGoal) = (p99GoalMs, rssGoalMb)
         try await runLoop("vbt.loadtest", logger: logger) { context in
             for count in counts {
-                let report = try LoadRun(settings: settings, plan: plan, stations: count, config: config, logger: logger).run(context: context)
+                var report = try LoadRun(settings: settings, plan: plan, stations: count, config: config, logger: logger).run(context: context)
+                report.verdict = LoadReport.Verdict(report, p99GoalMs: p99Goal, rssGoalMb: rssGoal)
                 reports.append(report)
                 if !settings.json { FileHandle.standardError.write(Data((report.summaryLine + "\n").utf8)) }
             }
         }
         let results = reports.all
-        let held = results.filter { $0.held(p99GoalMs: p99GoalMs) }.map(\.stations).max()
+        let held = results.filter { $0.verdict?.held == true }.map(\.stations).max()
         if let svg { try? Self.chart(results).write(toFile: svg, atomically: true, encoding: .utf8) }
         if let timings {
             do { try Self.timingsCSV(results).write(to: URL(fileURLWithPath: timings), options: .atomic) } catch {
@@ -166,7 +173,7 @@ struct LoadTest: AsyncParsableCommand {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            let body: any Encodable = ramp ? RampReport(runs: results, largestHeld: held, p99GoalMs: p99GoalMs) : results[0]
+            let body: any Encodable = ramp ? RampReport(runs: results, largestHeld: held, p99GoalMs: p99GoalMs, rssGoalMb: rssGoalMb) : results[0]
             print(String(decoding: (try? encoder.encode(body)) ?? Data(), as: UTF8.self))
         } else {
             for result in results { print(result.table) }
@@ -386,6 +393,10 @@ struct LoadReport: Encodable, Sendable {
     var slowest: [SlowRep] = []
     /// Every rep timed, as it came (`--timings`; not in the JSON report).
     var timed: [SlowRep] = []
+    /// Whether it held the goals (`--p99-goal-ms`, `--rss-goal-mb`), once judged.
+    var verdict: Verdict?
+    /// The replaying bridge's name among `processes`: the load, not a daemon of the installation.
+    static let replayName = "sensor-bridge (replay)"
 
     enum CodingKeys: String, CodingKey {
         case stations, lost, consumers, listener, processes, windows, slowest
@@ -402,15 +413,56 @@ struct LoadReport: Encodable, Sendable {
         case machineStalls = "machine_stalls"
         case scheduling
         case storeGrowth = "store_growth"
+        case verdict
     }
 
     /// What the consumers missed and had neither fetched again nor given up when the run ended.
     var outstanding: Int { consumers.values.reduce(0) { $0 + $1.outstanding } }
 
-    /// Nothing lost and nothing still missing, at least 98 % of the expected reps, p99 within the goal.
-    func held(p99GoalMs: Double) -> Bool {
-        lost.values.allSatisfy { $0 == 0 } && outstanding == 0 && Double(repsReceived) >= 0.98 * Double(repsExpected)
-            && latencyMs.p99 <= p99GoalMs
+    /// Whether a run held its goals, and if not, what kept it from holding.
+    struct Verdict: Encodable, Sendable {
+        var held: Bool
+        /// What kept it from holding, in plain words; empty when it held.
+        var shortOf: [String]
+        var p99GoalMs: Double
+        var rssGoalMb: Double
+        enum CodingKeys: String, CodingKey {
+            case held
+            case shortOf = "short_of"
+            case p99GoalMs = "p99_goal_ms"
+            case rssGoalMb = "rss_goal_mb"
+        }
+
+        /// Held: nothing lost and nothing still missing, at least 98 % of the expected reps, p99 within
+        /// `p99GoalMs`, and every vbt daemon's peak memory within `rssGoalMb` (the replay, the load
+        /// itself, not counted).
+        init(_ report: LoadReport, p99GoalMs: Double, rssGoalMb: Double) {
+            var short: [String] = []
+            let lostTotal = report.lost.values.reduce(0, +)
+            if lostTotal > 0 {
+                let by = report.lost.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                short.append("\(lostTotal) messages lost (\(by.joined(separator: ", ")))")
+            }
+            if report.outstanding > 0 { short.append("\(report.outstanding) messages still missing") }
+            if Double(report.repsReceived) < 0.98 * Double(report.repsExpected) {
+                short.append("reps \(report.repsReceived) of \(report.repsExpected), under 98 %")
+            }
+            if report.latencyMs.p99 > p99GoalMs {
+                short.append(String(format: "p99 %.2f ms over the %g ms goal", report.latencyMs.p99, p99GoalMs))
+            }
+            for process in report.processes where process.name != LoadReport.replayName && process.rssMaxMb > rssGoalMb {
+                short.append(String(format: "%@ held up to %.0f MB, over the %g MB goal", process.name, process.rssMaxMb, rssGoalMb))
+            }
+            (held, shortOf, self.p99GoalMs, self.rssGoalMb) = (short.isEmpty, short, p99GoalMs, rssGoalMb)
+        }
+
+        var line: String {
+            held
+                ? String(
+                    format: "held: nothing lost or still missing, the reps expected, p99 within %g ms, every daemon within %g MB", p99GoalMs,
+                    rssGoalMb)
+                : "did not hold: " + shortOf.joined(separator: "; ")
+        }
     }
 
     var summaryLine: String {
@@ -452,6 +504,7 @@ struct LoadReport: Encodable, Sendable {
         } else {
             text += "store: unknown (the session-recorder did not answer its status query, before the run within 2 s or after it within 15 s)\n"
         }
+        if let verdict { text += verdict.line + "\n" }
         return text
     }
 }
@@ -460,10 +513,12 @@ struct RampReport: Encodable {
     var runs: [LoadReport]
     var largestHeld: Int?
     var p99GoalMs: Double
+    var rssGoalMb: Double
     enum CodingKeys: String, CodingKey {
         case runs
         case largestHeld = "largest_held"
         case p99GoalMs = "p99_goal_ms"
+        case rssGoalMb = "rss_goal_mb"
     }
 }
 
@@ -608,7 +663,7 @@ struct LoadRun {
                 scheduling.replay = RealtimeScheduling.describe(process: bridge.processIdentifier) ?? "unknown"
                 if let use = Self.processes()[bridge.processIdentifier] {
                     replayUse = .init(
-                        name: "sensor-bridge (replay)", pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb,
+                        name: LoadReport.replayName, pid: bridge.processIdentifier, cpuPct: 100 * use.cpuS / (now - runStart), rssMb: use.rssMb,
                         rssMaxMb: use.rssMaxMb)
                 }
                 try stopBridge(bridge)

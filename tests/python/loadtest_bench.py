@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{machine['over_5ms']}, worst {machine['worst_ms']:.1f} ms; the {outside['count']} reps it did not stall: "
                   f"p50 {outside['p50']:.2f} ms, p99 {outside['p99']:.2f} ms, max {outside['max']:.1f} ms", flush=True)
             print(f"  scheduled: listener {report['scheduling']['listener']}, replay {report['scheduling']['replay']}", flush=True)
+            verdict = report["verdict"]
+            print(f"  held (p99 <= {verdict['p99_goal_ms']:g} ms, every daemon <= {verdict['rss_goal_mb']:g} MB, nothing lost)"
+                  if verdict["held"] else f"  did not hold: {'; '.join(verdict['short_of'])}", flush=True)
             if report["db_reps"] < report["reps_received"]:
                 print(f"  the database holds {report['db_reps']} reps, fewer than the report's {report['reps_received']}")
                 failures += 1

@@ -118,6 +118,21 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert {"vbt-bus", "rep-detector", "session-recorder", "sensor-bridge (replay)"} <= processes
         assert all(0 < p["rss_mb"] <= p["rss_max_mb"] and p["cpu_pct"] >= 0 for p in report["processes"]), report["processes"]
         assert (tmp_path / "loadtest.svg").read_text().startswith("<svg")
+        # Whether it held the goals (defaults: p99 5 ms, 100 MB a daemon), judged here again from the report's own
+        # figures: each goal missed is named, and it held only when none was.
+        verdict = report["verdict"]
+        assert (verdict["p99_goal_ms"], verdict["rss_goal_mb"]) == (5, 100), verdict
+        daemons = [p for p in report["processes"] if p["name"] != "sensor-bridge (replay)"]
+        expected_short = {
+            "lost": sum(report["lost"].values()) > 0,
+            "still missing": sum(c["outstanding"] for c in report["consumers"].values()) > 0,
+            "under 98 %": report["reps_received"] < 0.98 * report["reps_expected"],
+            "p99": latency["p99"] > 5,
+            "MB goal": any(p["rss_max_mb"] > 100 for p in daemons),
+        }
+        for words, missed in expected_short.items():
+            assert any(words in reason for reason in verdict["short_of"]) == missed, (words, verdict, report)
+        assert verdict["held"] == (not verdict["short_of"]) == (not any(expected_short.values())), verdict
         # The replay's last heartbeat said it stopped (`stopping`, proto/heartbeat.schema.json): the notifier
         # no longer watches it, so it raises no `heartbeat-missing` for a load test that has ended (it did, and
         # kept it raised, before).
