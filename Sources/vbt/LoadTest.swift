@@ -451,7 +451,7 @@ struct LoadReport: Encodable, Sendable {
                 short.append(String(format: "p99 %.2f ms over the %g ms goal", report.latencyMs.p99, p99GoalMs))
             }
             for process in report.processes where process.name != LoadReport.replayName && process.rssMaxMb > rssGoalMb {
-                short.append(String(format: "%@ held up to %.0f MB, over the %g MB goal", process.name, process.rssMaxMb, rssGoalMb))
+                short.append(process.name + String(format: " held up to %.0f MB, over the %g MB goal", process.rssMaxMb, rssGoalMb))
             }
             (held, shortOf, self.p99GoalMs, self.rssGoalMb) = (short.isEmpty, short, p99GoalMs, rssGoalMb)
         }
