@@ -224,8 +224,6 @@ public struct HeartbeatSchedule {
     /// since the last heartbeat are given the program's niceness (`ThreadPriority.keep`).
     public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil) throws {
         let now = publisher.clock.monotonicSeconds()
-        let started = self.started ?? now
-        self.started = started
         guard now >= next else { return }
         next = now + intervalS
         ThreadPriority.keep()

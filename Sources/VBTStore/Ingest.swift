@@ -522,19 +522,16 @@ public final class Ingestor {
     /// once, and one write each was a thousand transactions (issue 17).
     public func giveUpHoles(of sources: [String]) throws(StoreError) -> Int {
         try loadHoles()
-        let given = sources.compactMap { src in holes[src].map { (src: src, list: $0) } }
+        let given = sources.compactMap { src in holes[src].map { (src: src, list: $0, lost: $0.reduce(0) { $0 + $1.count }) } }
         guard !given.isEmpty else { return 0 }
         try store.write { db in
-            for (src, list) in given {
-                try db.execute(sql: "UPDATE sources SET lost = lost + ? WHERE src = ?", arguments: [list.reduce(0) { $0 + $1.count }, src])
+            for (src, list, lost) in given {
+                try db.execute(sql: "UPDATE sources SET lost = lost + ? WHERE src = ?", arguments: [lost, src])
                 try Self.writeHoles(src, from: list, to: [], db: db)
             }
         }
-        var total = 0
-        for (src, list) in given {
-            holes[src] = nil
-            total += list.reduce(0) { $0 + $1.count }
-        }
+        for (src, _, _) in given { holes[src] = nil }
+        let total = given.reduce(0) { $0 + $1.lost }
         counters.lost += total
         return total
     }

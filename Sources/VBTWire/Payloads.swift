@@ -653,11 +653,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             replay = ReplayOffer(endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"))
         }
         subscribes = try fields.optionalStrings("subscribes")
-        switch fields["stopping"] {
-        case nil, .null?: stopping = nil
-        case .bool(let flag)?: stopping = flag ? true : nil
-        default: throw PayloadError("stopping must be a boolean")
-        }
+        stopping = try fields.optionalFlag("stopping") == true ? true : nil
     }
 
     public func write(to writer: inout JSONWriter) {

@@ -142,8 +142,17 @@ public struct CalibrationMessage: BusPayload, Equatable {
 extension JSONObject {
     /// A required boolean.
     func flag(_ key: String) throws(PayloadError) -> Bool {
-        guard case .bool(let value)? = self[key] else { throw PayloadError("\(key) must be a boolean") }
+        guard let value = try optionalFlag(key) else { throw PayloadError("\(key) must be a boolean") }
         return value
+    }
+
+    /// An optional boolean (absent or null gives nil).
+    func optionalFlag(_ key: String) throws(PayloadError) -> Bool? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .bool(let value)?: return value
+        default: throw PayloadError("\(key) must be a boolean")
+        }
     }
 
     /// A required array of arrays of numbers.
