@@ -15,8 +15,10 @@ build: deps
 # The pure and in-memory suites run apart from the process suites, so each
 # reports its own real duration (a process suite's waits would hold the rest).
 # The code follows .swift-format (`swift format -i -r Sources Tests Benchmarks` applies it).
+# Then scripts/lint-history.sh: no comment, help or log text names a tracker's issue.
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks Package.swift
+	@bash scripts/lint-history.sh
 
 test: build lint
 	$(SWIFT) build --build-tests
@@ -44,7 +46,7 @@ run: build
 # `caught up`; its store compared with a clean run's too. Last, the coach console: a rep on
 # the bus -> visible in a headless Chromium's DOM at 100 and 500 stations, beside a raw
 # subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
-# Then issue 17's load test: make run's stations replayed at 9 and 1,000 stations against a
+# Then the load test: make run's stations replayed at 9 and 1,000 stations against a
 # whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
 # once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
 # gym runs, with the static Swift standard library (a process maps none of the runtime's shared
@@ -58,7 +60,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
 
-# The long fault run of issue 13 (about 10 minutes): a recording of 4 simulated stations
+# The long fault run (about 10 minutes): a recording of 4 simulated stations
 # (6 sets each) replayed as 20 stations at speed 1 into a clean and a faulted installation;
 # in the faulted one 20 SIGKILLs of the recorder, detector, posture evaluator, notifier and
 # bus at seeded random moments, each restarted 0.5-5 s later; the two stores compared.
