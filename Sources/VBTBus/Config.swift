@@ -12,8 +12,7 @@ public struct BusConfig: Sendable, Equatable {
     public var subEndpoint = "tcp://127.0.0.1:7702"
     /// Messages queued per peer before libzmq drops (PUB/XPUB never block):
     /// 65,536, about 2.5 s of a 1,000-station gym (26,000 messages a second of
-    /// about 1 KiB; a full queue held 62-66 MB of the bus's memory in issue 17's
-    /// load test). A consumer that falls further behind loses messages at the
+    /// about 1 KiB; a full queue holds some 62-66 MB of the bus's memory). A consumer that falls further behind loses messages at the
     /// bus: it counts them as gaps and fetches them from the producers'
     /// journals (proto/replay.md) once it catches up. The bus's memory as a
     /// whole is held to its budget (`BusMemoryBudget`), however many queues fill.
@@ -21,9 +20,8 @@ public struct BusConfig: Sendable, Equatable {
     /// Messages a subscriber's own socket queues (its receive side; 0 is unbounded). The
     /// bus's queue for it (`highWaterMark`) is where a consumer that falls
     /// behind is waited for, within the bus's budget; the consumer's own
-    /// needs only ride out its short stalls. As deep as the bus's, it made
-    /// each consumer of a 1,000-station gym hold up to 100 MB of messages
-    /// of its own (issue 17).
+    /// needs only ride out its short stalls: as deep as the bus's, it let
+    /// each consumer of a 1,000-station gym hold up to 100 MB of messages.
     public var subscriberHighWaterMark: Int32 = 8_192
     /// The largest frame a bus socket reads (`ZMQSocket.setMaxFrameBytes`):
     /// the largest message any consumer accepts (`BusLimits.maxMessageBytes`).
@@ -50,8 +48,8 @@ public struct BusConfig: Sendable, Equatable {
     /// The default high-water mark (`highWaterMark`).
     public static let defaultHighWaterMark: Int32 = 65_536
     /// The memory budget the bus's systemd unit gives it, MiB of resident memory
-    /// (`BusMemoryBudget`, `vbt-bus --memory-budget-mb`), a ceiling under issue 17's
-    /// 100 MB a daemon (90 MiB is 94.4 MB). The program's own default is
+    /// (`BusMemoryBudget`, `vbt-bus --memory-budget-mb`), a ceiling under the load test's
+    /// goal of 100 MB a daemon (90 MiB is 94.4 MB). The program's own default is
     /// none (0): a flood in a test is then held by the high-water mark alone.
     public static let unitMemoryBudgetMB = 90
     /// The session-recorder's request/reply endpoint (it binds, clients connect). Env `VBT_QUERY_ENDPOINT`.

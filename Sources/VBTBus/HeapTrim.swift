@@ -6,12 +6,10 @@ import Glibc
 
 /// Gives the kernel back the heap pages a process freed.
 ///
-/// glibc's allocator keeps freed blocks for reuse: after a backlog of thousands
-/// of messages is written and freed, a daemon's resident memory stays at the
-/// backlog's peak (the session-recorder grew by tens of MB at each stall of the
-/// disk in issue 17's 10-minute load test, and never shrank; the bus kept its queue for a
-/// consumer that fell behind, `HeapTrimSchedule`). `malloc_trim(3)`
-/// returns every whole free page. Swift's Glibc module does not declare it, so it
+/// glibc's allocator keeps freed blocks for reuse, so after a backlog of thousands
+/// of messages is written and freed a daemon's resident memory stays at the
+/// backlog's peak (docs/decisions/0031-heap-trim.md). `malloc_trim(3)` returns
+/// every whole free page. Swift's Glibc module does not declare it, so it
 /// is looked up by name (dlsym(3)); elsewhere, or without it, nothing is done.
 public enum HeapTrim {
     private typealias Trim = @convention(c) (Int) -> Int32
@@ -55,8 +53,8 @@ extension HeapTrim {
 
 /// When a program whose memory rises and falls with its queues gives the
 /// freed part back (`HeapTrim`): the bus, whose queue for a consumer that fell
-/// behind held 80 MB of messages, and kept them resident after the consumer
-/// had caught up (issue 17: 29 -> 108 MB for the rest of a 10-minute run).
+/// behind may hold 80 MB of messages that would otherwise stay resident after
+/// the consumer has caught up.
 ///
 /// Due when the resident memory is `growthBytes` above the lowest seen after
 /// a trim (the program's own size), at most every `minIntervalS`: while a

@@ -4,57 +4,19 @@ import CZeroMQ
 import Glibc
 #endif
 
-/// Holds the bus to a budget of resident memory however many of its
-/// subscribers fall behind (issue 17: "memory bounded by design at any N").
+/// Holds the bus to a budget of resident memory however many of its subscribers fall behind.
 ///
-/// libzmq bounds each subscriber's queue in messages (the high-water mark),
-/// never the sum: with the bus's 65,536 a queue, one consumer that stopped took
-/// the bus from 26 to 92 MB in 2 s of issue 17's 1,000-station load, and two
-/// would take it past 150 MB. Lowering the mark of connected peers is no way
-/// out: libzmq 4.3's writer learns of a peer's reads only every "low-water
-/// mark" messages (the mark less 1,024, pipe.cpp `compute_lwm`), so a peer
-/// already past a lowered mark is taken for full until it reads up to a
-/// point it may never reach, and a subscriber that keeps up is cut off for good
-/// (tried here: a reader 500 messages behind stopped receiving at once).
-///
-/// So the bus reads its resident memory (`/proc/self/statm`) every
-/// `checkIntervalS` and, from seven eighths of the budget (`actBytes`),
-/// disconnects the one subscriber that is furthest behind: the one whose
-/// connection's send queue in the kernel (`SIOCOUTQ`) has been non-empty the
-/// longest, at least `behindS` (a consumer that keeps up empties it many times
-/// a second; a stopped one never does). libzmq frees its queue with the
-/// connection; the subscriber connects again at once, counts what it missed as
-/// gaps and fetches it from the producers' journals (proto/replay.md). A
-/// subscriber that keeps up is not chosen: with none behind, the bus says so
-/// and waits. From fifteen sixteenths (`hardBytes`: a flood fills the queues
-/// faster than `behindS` passes), the subscriber whose queue has been non-empty
-/// longest goes, however short that is. The budget itself is the ceiling: the
-/// bus acts below it because a queue is freed, and its heap given back, some
-/// milliseconds after the disconnection while the other queues go on growing
-/// (acting at the budget itself, the bus reached 94 MiB of a 90 MiB budget at
-/// 2,000 stations). While a disconnection settles (`settleS`) the bus waits,
-/// unless it comes within a thirty-second of the budget (`urgentBytes`).
-///
-/// Before choosing, the bus gives back the heap it freed (`trimRetryS`): what it holds
-/// after its queues emptied is no reason to disconnect anyone.
-///
-/// Of the subscribers behind, those that said they may go first (`BusPriority.bulk`: the
-/// session-recorder, which fetches what it missed from the journals and is on no rep's path)
-/// go before the rest, and those that said they are on the real-time path
-/// (`BusPriority.realtime`: the rep-detector) go last. Short of fifteen sixteenths, a subscriber
-/// goes only while no subscriber of a lower priority is connected, or was disconnected within
-/// `rejoinS`, whether its queue holds anything or not.
-/// A recorder connected again reads at once until libzmq's queue in its own process (8,192
-/// messages) and its socket's buffer are full, so its queue at the bus stays empty for half a
-/// second or more; a rule that looked at queues that held something within `behindS` let the bus
-/// take the posture-evaluator meanwhile, which then fell behind again as it recovered, and went
-/// 28 times in one 10-minute run at 1,000 stations (issue 17). The budget stays the ceiling: from
-/// fifteen sixteenths the rule below holds. By time alone, a burst at the budget
-/// once took the rep-detector with three others within a second (a 10-minute run at 1,000
-/// stations, issue 17: 12,887 readings it could not get back from a replay, which keeps no
-/// journal); choosing by kernel queue instead took a reader that kept up for the one behind
-/// (its backlog sits in libzmq's pipe, which the kernel does not see), so a subscriber says
-/// which it is.
+/// libzmq bounds each subscriber's queue in messages, never their sum, and lowering a connected
+/// peer's mark cuts off readers that keep up. So the bus reads its resident memory every
+/// `checkIntervalS`; from seven eighths of the budget (`actBytes`) it gives freed heap back
+/// (`trimRetryS`), then disconnects the subscriber whose kernel send queue (`SIOCOUTQ`) has been
+/// non-empty longest, at least `behindS`; from fifteen sixteenths (`hardBytes`) the one behind
+/// longest, however short. It acts below the ceiling because a freed queue takes milliseconds to
+/// leave the heap. Subscribers behind go by priority (`BusPriority.bulk` first, `.realtime`
+/// last): short of `hardBytes`, one goes only while none of a lower priority is connected or
+/// was disconnected within `rejoinS`. A subscriber disconnected connects again and fetches what
+/// it missed from the producers' journals (proto/replay.md). Why each rule, with the runs that
+/// measured the rules it replaced: docs/decisions/0030-memory-budget.md.
 ///
 /// The policy is here, as a value a test drives with its own numbers; the
 /// `Forwarder` reads the queues and closes the connection.
@@ -92,9 +54,8 @@ public struct BusMemoryBudget: Sendable {
     /// Per connection (descriptor): since when its send queue has not been empty.
     private var backedUp: [Int32: Double] = [:]
     /// How long a disconnected subscriber counts as connected, for the order of disconnection, s.
-    /// libzmq connects again after 0.1 s, but a recorder the bus disconnected at 1,000 stations
-    /// said its priority again up to 4 s later (the bus's log, in whole seconds: 40 % of 290 took
-    /// one or more), and with 1 s the bus took the posture-evaluator meanwhile (issue 17).
+    /// libzmq connects again after 0.1 s, but a recorder may say its priority again seconds later
+    /// (up to 4 s at 1,000 stations), and with a shorter time the next priority up went meanwhile.
     public var rejoinS = 5.0
     /// Per priority (`BusPriority.shedOrder`): when a subscriber of it was last disconnected.
     private var lastShed: [Int: Double] = [:]
@@ -107,9 +68,8 @@ public struct BusMemoryBudget: Sendable {
     /// of `megabytes` MiB: an eighth of it in messages of 1 KiB (11,520 for 90 MiB; a station's
     /// bridge sends some 70 a second). Past it libzmq stops reading that publisher, whose own
     /// queue then fills and drops what the consumers count as gaps and fetch from its journal.
-    /// With the high-water mark's 65,536 this queue was the budget's blind spot: a replay of 2,000
-    /// stations sends over one connection, and the bus once reached 126 MiB of a 90 MiB budget
-    /// with no subscriber behind (issue 17; 88-89 MiB at most in the runs since).
+    /// Bounded here because a replay of 2,000 stations sends over one connection: with the
+    /// high-water mark's 65,536 this queue alone took the bus past its budget, no subscriber behind.
     public static func inboundMark(megabytes: Int) -> Int32 {
         let (messages, overflow) = max(1, megabytes).multipliedReportingOverflow(by: 128)
         return overflow ? Int32.max : Int32(clamping: max(1_024, messages))
@@ -150,9 +110,8 @@ public struct BusMemoryBudget: Sendable {
         }
         peakBytes = max(peakBytes, bytes)
         // Memory the bus freed but still holds counts too: given back first (at most every
-        // `trimRetryS`), a subscriber is disconnected only if the queues themselves are too much.
-        // At 800 stations of issue 17's load the bus sat at 73 MiB of 90 with its queues short,
-        // and a recorder a moment behind was disconnected twenty times in 40 s, its queue lost each time.
+        // `trimRetryS`), a subscriber is disconnected only if the queues themselves are too much:
+        // heap freed but kept otherwise costs a subscriber a moment behind its queue, again and again.
         if bytes >= actBytes, now >= nextTrimTry {
             nextTrimTry = now + trimRetryS
             trim()

@@ -5,16 +5,12 @@ import Synchronization
 /// (`zmq_msg_init_data`), which libzmq's I/O thread gives back, once the frame
 /// is written, with one atomic store.
 ///
-/// Why by hand: `zmq_send` copies each frame into memory it allocates on the
-/// sending thread, and the I/O thread frees it. glibc frees a chunk of that size
-/// from another thread under the sending thread's arena lock, which that thread
-/// takes to allocate the next: a replay sending 63,000 frames a second (1,000
-/// stations, issue 17) had its two threads waiting on each other some 27,000
-/// times a second (`perf stat -e syscalls:sys_enter_futex`; `perf record`
-/// placed the waits in malloc under `zmq_send` and the wakes in free on the I/O
-/// thread). Here libzmq allocates only a frame's small descriptor, which glibc
-/// frees onto a list without a lock (a "fastbin", glibc's malloc/malloc.c).
-/// No library offers such a pool for libzmq, so it is written here.
+/// Why: `zmq_send` copies each frame into memory allocated on the sending thread
+/// and freed on the I/O thread, and glibc frees it under the sending thread's arena
+/// lock, so at tens of thousands of frames a second the two threads wait on each
+/// other. Here libzmq allocates only a frame's small descriptor, which glibc frees
+/// without a lock. No library offers such a pool for libzmq; the measurements are
+/// in docs/decisions/0032-send-buffers.md.
 ///
 /// A frame that does not fit a buffer, or finds the next buffer still held
 /// (libzmq keeps frames it cannot send yet), is sent the usual way.

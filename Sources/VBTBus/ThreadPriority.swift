@@ -10,9 +10,9 @@ import Glibc
 /// On Linux a niceness belongs to a thread, and a new thread inherits its
 /// creator's. The Swift runtime's threads are created by libdispatch, which
 /// sets each worker's niceness from its quality of service (0 for the default
-/// one), and the socket loop and ZeroMQ's I/O threads descend from those: the
-/// unit's `Nice=-5` stayed on the main thread, which only waits, and the
-/// loop ran at 0 (issue 17, seen in `ps -L`). So the loop thread takes the
+/// one), and the socket loop and ZeroMQ's I/O threads descend from those, so
+/// the unit's `Nice=` would stay on the main thread, which only waits, and the
+/// loop would run at 0 (`ps -L` shows each thread's). So the loop thread takes the
 /// main thread's niceness when it starts (ZeroMQ's threads, created by its
 /// first socket, inherit it), and `keep()` gives it to threads started later.
 ///
@@ -72,9 +72,8 @@ public enum ThreadPriority {
 /// come, not when the recorder or the notifier give up a core. Their systemd
 /// units set it (`CPUSchedulingPolicy=rr`, `CPUSchedulingPriority=`
 /// `repPathPriority`), and every thread a program starts inherits it. A
-/// niceness could not do this: on this 2-core machine (kernel 6.18, a 4 ms
-/// tick) a nice -5 bus thread still waited up to 5 ms behind a nice-0
-/// recorder that had the core (issue 17, measured with `perf sched`).
+/// niceness cannot do this: a nice -5 thread still waits up to a scheduler
+/// tick behind a nice-0 one that has the core (docs/decisions/0033-rep-path-scheduling.md).
 ///
 /// The kernel keeps 5 % of every second for the normal scheduler
 /// (`kernel.sched_rt_runtime_us`), so a real-time program that spins cannot

@@ -1,5 +1,5 @@
 """vbt-bus holds its resident memory to `--memory-budget-mb` however many of its
-subscribers fall behind (issue 17: "memory bounded by design at any N").
+subscribers fall behind: memory bounded by design at any number of stations.
 
 A real vbt-bus, two raw pyzmq subscribers on loopback (one reading, one that stops
 reading after its first message) and a raw publisher sending 1 KiB messages: without the
