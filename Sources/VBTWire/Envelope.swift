@@ -231,9 +231,9 @@ private enum Members: Sendable {
 }
 
 /// The members of a sample as a bridge writes it, as `decodeBridgeSample` reads them: the
-/// envelope's are the message's `Envelope`, the others kept as they are, and their order. Each
-/// sample was an object of nine members built and freed (a tenth of the rep-detector's work
-/// for each message, callgrind, issue 17); it is made only when asked for (`BusMessage.fields`).
+/// envelope's are the message's `Envelope`, the others kept as they are, and their order. The
+/// object of nine members (a tenth of the rep-detector's work a message when built for each)
+/// is made only when asked for (`BusMessage.fields`).
 struct BridgeSampleMembers: Sendable {
     /// A member a bridge's sample has (four bits, for `order`).
     enum Name: UInt8, CaseIterable {
@@ -359,15 +359,15 @@ public enum SampleReadings: Sendable, Equatable {
     case checked
     /// Only where they end found, and checked when built (`payload(as:)`):
     /// for a consumer that drops most samples unread (the posture-evaluator
-    /// uses one sample in sixteen; issue 17). The envelope is checked whole.
+    /// uses one sample in sixteen). The envelope is checked whole.
     case located
     /// Built at once for the sensors of the first set, in the pass that reads the envelope, when
     /// written as a bridge writes them (`SampleMessage.readings(sensor:in:at:)`); of the second
     /// set's only their times read in that pass (`JSONParser.readingTimes(in:at:)`,
     /// `BusMessage.readingTimes()`), the rest located; any other's, and any written otherwise,
     /// only located as `.located` locates them. For a consumer that uses every reading of some
-    /// sensors (the rep-detector every laser's, which it located on receipt and then went over
-    /// again to build) and only the times of others' (its bar IMU's while the laser speaks): issue 17.
+    /// sensors (the rep-detector every laser's, read once, not located and then read again) and
+    /// only the times of others' (its bar IMU's while the laser speaks).
     case read(Set<String>, times: Set<String> = [])
 }
 
@@ -504,7 +504,7 @@ private func envelopeInteger(_ value: JSONValue?, _ key: String) throws(Malforme
 
 /// The instance part of a stream's `src` (`<instance>/<topic>`): which process start published it.
 /// (The slash is found among the UTF-8 bytes: walking the string's characters, which breaks
-/// graphemes, was 7.5 % of a posture-evaluator's samples in `perf` at 1,000 stations, issue 17.)
+/// graphemes, was 7.5 % of a posture-evaluator's time at 1,000 stations.)
 public func streamInstance(_ src: String) -> Substring {
     guard let slash = src.utf8.firstIndex(of: UInt8(ascii: "/")) else { return src[...] }
     return src[..<slash]
@@ -518,8 +518,7 @@ public func streamTopic(_ src: String) -> Substring {
 
 /// A message's members other than the envelope's, written once: a replay
 /// publishes each recorded message at every copy of its station, and writing
-/// its readings again for each copy was most of the replaying bridge's work
-/// (issue 17).
+/// its readings again for each copy was most of the replaying bridge's work.
 public struct EncodedMembers: Sendable {
     /// The envelope's keys, which a fresh envelope replaces.
     public static let envelopeKeys: Set<String> = ["v", "type", "station", "src", "seq", "ts", "athlete"]
@@ -557,7 +556,7 @@ public struct EnvelopeStamper {
     /// strings, so the hot path builds no topic string.
     private var streams: [String: [String: Int]] = [:]
     /// The streams, counted in place (a stream read out of the tables to count it retained and
-    /// released its strings and the table it was in: a tenth of a replay's encoding, perf, issue 17).
+    /// released its strings and the table it was in: a tenth of a replay's encoding).
     private var kept: [Stream] = []
 
     private struct Stream {
@@ -566,7 +565,7 @@ public struct EnvelopeStamper {
         var seq: UInt64
         /// The body's first bytes, the same for every message of the stream: `{"v":1,"type":…,
         /// "station":…,"src":…,"seq":`, written once, not three strings escaped a message (the
-        /// replay at 1,000 stations spent a tenth of its publishing in them, perf, issue 17).
+        /// replay at 1,000 stations spent a tenth of its publishing in them).
         let head: [UInt8]
 
         init(topic: [UInt8], type: String, station: String, src: String, seq: UInt64) {
@@ -601,7 +600,7 @@ public struct EnvelopeStamper {
     ) throws(EncodeError) -> (topic: [UInt8], body: [UInt8]) {
         if members.sawNonFiniteNumber { throw EncodeError(reason: "\(type).\(station): a number is NaN or infinite") }
         // Room for all of it at once (grown from 256 bytes, an IMU message of three readings was
-        // copied twice on its way: a sixteenth of a replay's encoding, issue 17).
+        // copied twice on its way: a sixteenth of a replay's encoding).
         let room = members.bytes.count + (athlete?.utf8.count ?? 0) + 64
         return try encode(type: type, station: station, athlete: athlete, ts: ts, room: room) { writer in
             if !members.bytes.isEmpty { writer.raw(members.bytes) }

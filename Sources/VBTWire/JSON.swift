@@ -72,7 +72,7 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// A member of a top-level object that `JSONParser.parse(_:deferring:)` checked
 /// but did not build: where its value lies in the bytes and, for an array,
 /// where each element lies. A consumer that drops most samples unread builds
-/// no tree of their readings (issue 17: parsing was a fifth of each consumer).
+/// no tree of their readings (building them was a fifth of each consumer's work).
 public struct DeferredMember: Sendable, Equatable {
     /// The member's key.
     public var key: String
@@ -397,7 +397,7 @@ public struct JSONParser {
     /// of its elements lies (whitespace around them left out; an element missing between two
     /// commas is an empty range, refused when it is read). Nothing is checked: each element
     /// is when it is built or read. One pass: the rep-detector located the readings of each
-    /// IMU message, then went over them again for their elements (issue 17).
+    /// IMU message, then went over them again for their elements.
     private mutating func locateElements() throws(JSONParseError) -> [Range<Int>]? {
         guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else {
             try findEnd()
@@ -612,7 +612,7 @@ public struct JSONParser {
     /// whose word it is true of, or fewer than eight bytes before the end; the caller goes on a
     /// byte at a time from there. A string's loop passes words of plain characters
     /// (`mayHoldSpecial`: a byte at a time, reading strings was a quarter of reading an
-    /// envelope), `locateElements` words without a mark (`mayHoldMark`), issue 17.
+    /// envelope), `locateElements` words without a mark (`mayHoldMark`); see docs/decisions/0034-wire-codec-hot-paths.md.
     @inline(__always) private func pastWords(from start: Int, without holds: (UInt64) -> Bool) -> Int {
         guard let base = bytes.baseAddress else { return start }
         var at = start
@@ -625,7 +625,7 @@ public struct JSONParser {
     /// The first index from `start` on that is not an ASCII digit (or the end): eight bytes at a
     /// time, the first that is not a digit found by its bit in the word (`nonDigits`), the last
     /// few bytes one at a time. A reading's numbers end within their first or second word: found
-    /// a byte at a time there, their last digits were a third of checking them (callgrind, issue 17).
+    /// a byte at a time there, their last digits were a third of checking them.
     @inline(__always) private func pastDigits(from start: Int) -> Int {
         var at = start
         if let base = bytes.baseAddress {
@@ -688,7 +688,7 @@ public struct JSONParser {
 
     /// The keys and words every bus message repeats (proto/), by length: a string read from
     /// the bytes is one of these constants when its bytes are, and is not made again (making
-    /// each, its bytes checked a second time, was a fifth of reading an envelope, issue 17).
+    /// each, its bytes checked a second time, was a fifth of reading an envelope).
     /// Each word's bytes are packed into two integers, so a match is two compares.
     private static let knownWords: [[(low: UInt64, high: UInt64, text: String)]] = {
         let words = [
@@ -821,8 +821,8 @@ public struct JSONParser {
     }
 
     /// Ten to `exponent`, 0...22: each exactly a double (below 2^53 times a power of two). A
-    /// switch of literals, not a static table: reading a static went through its lazy
-    /// initializer's check (`swift_once`) for every number (perf, issue 17).
+    /// switch of literals, not a static table: a static is reached through its lazy
+    /// initializer's check (`swift_once`), paid for every number.
     @inline(__always) private static func exactPowerOfTen(_ exponent: Int) -> Double {
         switch exponent {
         case 0: 1e0
@@ -939,8 +939,7 @@ public struct JSONParser {
     private mutating func skipNumber() throws(JSONParseError) {
         // Most numbers on the bus have no exponent and a short integer part: their digits are
         // passed eight at a time (scanning them one by one, a mantissa built that nobody reads,
-        // was the largest part of checking a sample's readings, issue 17: `vbt-bench --only
-        // recorder` under perf). Anything else, and anything wrong, goes the long way from its
+        // was the largest part of checking a sample's readings). Anything else, and anything wrong, goes the long way from its
         // start, which refuses it with its reason.
         let start = index
         var at = index
@@ -1010,7 +1009,7 @@ extension JSONParser {
     /// value the generic way (`parse(_:range:depth:)`), which accepts it or says why not. So it
     /// accepts nothing `parse` would refuse, and a value it reads is the one `parse` builds
     /// (the same number reading), without a tree of `JSONValue`s: a bus message's readings are
-    /// read where they lie (issue 17: building their trees was a tenth of the rep-detector).
+    /// read where they lie (building their trees was a tenth of the rep-detector's work).
     public static func readFlatObjects<Reader: FlatObjectReader>(
         _ bytes: [UInt8], range: Range<Int>, keys: [[UInt8]], into reader: inout Reader
     ) -> Bool {
@@ -1026,7 +1025,7 @@ extension JSONParser {
     /// Reads the array at `start` of `buffer` as `readFlatObjects(_:range:keys:into:)` reads one,
     /// where a frame's member lies (what follows it is not read): where it ends, past its `]`;
     /// nil where that returns false. One pass for a consumer that builds the readings of every
-    /// sample it receives: the array was located on receipt and read again when built (issue 17).
+    /// sample it receives, which otherwise locates the array on receipt and reads it again when built.
     public static func readFlatObjects<Reader: FlatObjectReader>(
         in buffer: UnsafeBufferPointer<UInt8>, at start: Int, keys: [[UInt8]], into reader: inout Reader
     ) -> Int? {
@@ -1044,8 +1043,7 @@ extension JSONParser {
     /// elements are. Nil at anything else (a reading that is no object, or does not begin with
     /// its time, an object inside one, a bracket unmatched): the caller then locates the array.
     /// For the rep-detector, which uses only the times of a bar IMU's readings while the laser
-    /// speaks, and located each IMU message's readings, then read each one's time (a fifth of
-    /// its decoding: callgrind, issue 17).
+    /// speaks: locating the readings, then reading each one's time, was a fifth of its decoding.
     public static func readingTimes(in buffer: UnsafeBufferPointer<UInt8>, at start: Int) -> (times: [Double], end: Int)? {
         guard start >= 0, start < buffer.count else { return nil }
         var parser = JSONParser(buffer)
@@ -1104,9 +1102,8 @@ extension JSONParser {
     /// arrays of numbers, its keys ASCII without escapes (at most 16). Nil at anything else,
     /// malformed or written otherwise: the caller then goes the generic way, which accepts or
     /// refuses it with its reason. For the session-recorder, which stores every reading as
-    /// received: it checked the array through `skipValue` (nested calls, each object's keys kept
-    /// for the duplicate check), then read each reading's time again (`member(_:ofObjectAt:in:checked:)`);
-    /// the two were a third of its loop (callgrind of `vbt-bench --only recorder`, issue 17).
+    /// received: checking the array through `skipValue`, then reading each time again
+    /// (`member(_:ofObjectAt:in:checked:)`), was a third of its loop.
     public static func checkedReadings(
         in buffer: UnsafeBufferPointer<UInt8>, at start: Int
     ) -> (end: Int, elements: [Range<Int>], times: [Double])? {
@@ -1172,8 +1169,8 @@ extension JSONParser {
             let key = try skipString()
             guard key.ascii, !key.escaped, keyCount < keys.count else { return nil }
             // ASCII without escapes: a key's bytes are its text. Compared byte by byte here, not
-            // through `equal(_:_:)`: its `elementsEqual` measured about 800 instructions for a
-            // 40-byte name (callgrind, `RecurringNames`), and keys are a byte or a few.
+            // through `equal(_:_:)`: its `elementsEqual` takes about 800 instructions for a
+            // 40-byte name (`RecurringNames`), and keys are a byte or a few.
             for seen in keys[..<keyCount] where seen.count == key.range.count {
                 var offset = 0
                 while offset < seen.count, bytes[seen.lowerBound + offset] == bytes[key.range.lowerBound + offset] { offset += 1 }
@@ -1225,7 +1222,7 @@ extension JSONParser {
     /// The first index from `start` on of a quote, a bracket or a brace (or the end): eight
     /// bytes at a time, the first of them found by its bit in the word, not byte by byte. The
     /// same loop as `pastDigits`'s, each written out: one helper taking the test of a word
-    /// (as a function) cost the rep-detector and the recorder 0.4 % more instructions (callgrind).
+    /// (as a function) cost the rep-detector and the recorder 0.4 % more instructions.
     @inline(__always) private func nextNesting(from start: Int) -> Int {
         var at = start
         if let base = bytes.baseAddress {
@@ -1397,7 +1394,7 @@ public struct JSONWriter {
         var value = value
         value.withUTF8 { utf8 in
             // Most strings (ids, names, topics) need no escape: copied at once, not a byte at a
-            // time (appending a byte at a time was a tenth of a replaying sensor-bridge, issue 17).
+            // time (appending a byte at a time was a tenth of a replaying sensor-bridge's work).
             if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
                 bytes.append(contentsOf: utf8)
                 return
@@ -1475,7 +1472,7 @@ public struct JSONWriter {
         guard decimals > 0 else { return }
         bytes.append(UInt8(ascii: "."))
         // The fraction's digits, zeros first, written where they go (an array made for them
-        // was an allocation a timestamp: a twelfth of a replay's encoding, issue 17).
+        // would be an allocation a timestamp: a twelfth of a replay's encoding).
         var fraction = scaled % scale
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: decimals))

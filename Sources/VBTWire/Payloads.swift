@@ -267,7 +267,7 @@ public struct SampleMessage: BusPayload, Equatable {
         }
 
         /// The latest reading time (nil without readings), without an array of the times: the
-        /// rep-detector asks it of every message it feeds (issue 17).
+        /// rep-detector asks it of every message it feeds.
         public var latestTime: Double? {
             switch self {
             case .imu(let r): r.lazy.map(\.t).max()
@@ -396,7 +396,7 @@ extension SampleMessage {
 /// One sensor's readings built from their members as `JSONParser.readFlatObjects` reads them
 /// (`SampleMessage.readings(sensor:body:range:)`). A struct handed in place, not closures over
 /// local variables: those were boxed and every access to them checked for exclusivity at run
-/// time, a fifth of building readings (perf, issue 17).
+/// time, a fifth of building readings.
 private struct ReadingsBuilder: FlatObjectReader {
     enum Kind: String { case imu, distance, posture }
     let kind: Kind

@@ -1,9 +1,7 @@
 /// Names that recur on the bus, each stream's `src` and each topic, made into a `String` once
-/// and handed out again for every message that carries them. A consumer made each one anew for
-/// every message (a `src` is longer than a string kept in place, so each was an allocation and
-/// a free), then looked it up by source in several tables, where each comparison of two equal
-/// but separate strings went over their bytes; the same string compares at once (callgrind of
-/// the rep-detector, issue 17).
+/// and handed out again for every message that carries them: a `src` made anew is an
+/// allocation and a free, and the consumer's tables compare two equal but separate strings
+/// byte by byte, while the same string compares at once (docs/decisions/0034-wire-codec-hot-paths.md).
 ///
 /// Written by hand: a table this small and single-purpose (direct-mapped, a name replacing the
 /// one in its slot) is a few lines, and nothing in the package mirror offers one. A name not
@@ -42,7 +40,7 @@ public final class RecurringNames {
     }
 
     /// Whether `a` and `b` hold the same bytes, compared eight at a time (the standard library's
-    /// `elementsEqual` took some 800 instructions for a 40-byte name, callgrind).
+    /// `elementsEqual` takes some 800 instructions for a 40-byte name).
     private static func same(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         guard let x = a.baseAddress, let y = b.baseAddress else { return true }
@@ -63,8 +61,7 @@ public final class RecurringNames {
     /// github.com/aappleby/smhasher, public domain). Without the finalizer the table used the
     /// hash's low bits, which a word's high bytes never reach through the multiplications: a
     /// name's last word's high bytes, where station numbers are, picked no slot, and names of
-    /// stations that differ only there shared one (callgrind of `vbt-bench --only recorder` at
-    /// 1,000 stations: half the names made anew).
+    /// stations that differ only there shared one (half the names made anew at 1,000 stations).
     private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         let prime: UInt64 = 0x100_0000_01b3

@@ -1,7 +1,7 @@
 /// A `sample` of a sensor its consumer does not use, read only as far as its envelope and
 /// `sensor`: the posture-evaluator follows a station's samples for its wearable's readings,
 /// and the station's laser and bar IMU send three messages for each of the wearable's
-/// (issue 17: at 1,000 stations it checked 20,000 messages a second to drop three in four).
+/// (at 1,000 stations, 20,000 messages a second checked to drop three in four).
 /// The message still counts for its stream (a gap, a duplicate), so its envelope is read and
 /// checked as `decodeMessage` checks it; the rest of the frame (the readings) is not read at
 /// all, and the message is handed on with `sensor` as its only field and no body.
@@ -9,10 +9,8 @@
 /// Only the common spelling is read here: members before `sensor` that are short values,
 /// strings of printable ASCII without escapes, plain decimal numbers. Anything else (and a
 /// sensor the consumer uses) returns nil, and the caller decodes the frame whole, which
-/// accepts or refuses it with its reason. Written by hand, not with `JSONParser`, for speed:
-/// a pass of JSONParser's own reading of the same members (each value built, every skipped
-/// value checked), stopping at the last of them, was tried in its place and read these frames
-/// at 806 k/s against this scanner's 1.58 M/s (`vbt-bench --only codec`, 2026-11-29).
+/// accepts or refuses it with its reason. Written by hand, not with `JSONParser`: it reads
+/// these frames about twice as fast (docs/decisions/0034-wire-codec-hot-paths.md).
 public func decodeSkippedSample(topic topicBytes: [UInt8], body: [UInt8], using: Set<String>) -> BusMessage? {
     guard body.count <= BusLimits.maxMessageBytes, let (topicType, topicStation) = try? splitTopic(topicBytes),
         topicType == SampleMessage.type
@@ -46,10 +44,9 @@ private func skippedMessage(
 /// A `sample` exactly as a bridge writes it (`EnvelopeStamper` over `SampleMessage`), read in one
 /// pass: the envelope, `sensor`, `device` and `athlete` as plain strings and numbers, `samples`
 /// deferred (checked or only located as `samples` says), no other member. Every consumer of
-/// samples decodes tens of thousands of these a second at 1,000 stations; reading the envelope
-/// through the generic parser (each key a String, each member matched against the envelope's
-/// names afterwards) was about three quarters of the rep-detector's decode there (issue 17,
-/// `perf record` of the whole installation). Anything else returns nil and `decodeMessage` reads
+/// samples decodes tens of thousands of these a second at 1,000 stations, and the generic
+/// parser (each key a String, each member matched against the envelope's names afterwards)
+/// was about three quarters of the rep-detector's decode. Anything else returns nil and `decodeMessage` reads
 /// the frame the generic way, which accepts or refuses it with its reason: what this returns is
 /// the message the generic way returns, field for field (`BridgeSampleTests`).
 ///
