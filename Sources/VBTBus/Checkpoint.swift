@@ -89,9 +89,8 @@ extension ConsumerCheckpoint: Sendable where State: Sendable {}
 /// handed over while another runs replaces any still waiting. The thread is
 /// started when a job comes and ends when none is left.
 ///
-/// The rep-detector's learned patterns went to disk on its loop, and the
-/// fsync under the recorder's writes stalled the loop for milliseconds at a
-/// thousand stations: the slowest reps waited for it (issue 17).
+/// Off the loop because an fsync under the recorder's writes takes
+/// milliseconds at a thousand stations, and the reps behind it would wait.
 public final class BackgroundWriter: @unchecked Sendable {
     /// The thread's name.
     public let name: String
@@ -166,15 +165,14 @@ public final class BackgroundWriter: @unchecked Sendable {
     }
 }
 
-/// Writes a consumer's checkpoints with a `BackgroundWriter`. A thousand
-/// stations' detector state takes a second to write; at nine, the fsync
-/// alone was the slowest reps' wait (issue 17).
+/// Writes a consumer's checkpoints with a `BackgroundWriter`: a thousand
+/// stations' detector state takes a second to write, and even at nine the
+/// fsync alone would be the slowest reps' wait.
 ///
-/// The writing thread runs in the background (`runThreadInBackground`): at a
-/// thousand stations it wrote 90 MB in bursts of a core for most of a second
-/// while the two cores were the bus's and the consumers', and every rep in
-/// the burst waited (issue 17). Behind them it takes the time they leave,
-/// and the loop waits longer for the next (`lastDurationS`).
+/// The writing thread runs in the background (`runThreadInBackground`), so a
+/// write of tens of MB takes the time the bus and the consumers leave rather
+/// than a core they need; the loop waits longer for the next (`lastDurationS`).
+/// The figures: docs/decisions/0035-detector-memory-and-checkpoints.md.
 public final class CheckpointWriter<Element: Codable & Sendable>: Sendable {
     /// The file written.
     public let file: CheckpointFile
@@ -216,8 +214,8 @@ public struct CheckpointFile: Sendable {
     }
 
     /// Replaces the checkpoint with the pieces `produce` emits, in order: a
-    /// big checkpoint is never whole in memory (issue 17: a thousand stations'
-    /// detector state encoded at once took the rep-detector near a gigabyte).
+    /// big checkpoint is never whole in memory (a thousand stations' detector
+    /// state encoded at once would take the rep-detector near a gigabyte).
     public func write(_ produce: (_ emit: ([UInt8]) throws -> Void) throws -> Void) throws {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

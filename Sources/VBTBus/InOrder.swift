@@ -28,8 +28,8 @@ public final class InOrderInput {
         /// ...and until the bus has beaten this many times since (its heartbeat goes every second,
         /// through the same queue as the producers' own): a consumer working through a backlog
         /// would otherwise give up a stream whose producer's offer is queued behind the hole, its
-        /// own clock running on meanwhile (issue 17: a posture-evaluator the bus had disconnected
-        /// at 500 stations lost 950,000 messages its producer could have given it). Past
+        /// own clock running on meanwhile (a posture-evaluator the bus had disconnected at 500
+        /// stations lost 950,000 messages its producer could have given it that way). Past
         /// `giveUpS` the hole is given up all the same.
         public var unknownProducerBeats = 3
         /// How long one question may go unanswered before it is asked again.
@@ -42,7 +42,7 @@ public final class InOrderInput {
         /// something (asking, asking again, giving up), s. Each pass looks at every
         /// such stream: run for every message, it took a consumer the bus had
         /// disconnected (every stream missing what the bus dropped) past its core,
-        /// at 1,000 stations (issue 17). The first pass after none missed anything
+        /// at 1,000 stations. The first pass after none missed anything
         /// runs at once; what waits here is a fraction of `answerTimeoutS`.
         public var passIntervalS = 0.01
         /// Most messages held over every stream: the memory budget of a consumer
@@ -52,7 +52,7 @@ public final class InOrderInput {
         public var maxHeldTotal = 20_000
         /// Most questions in flight at once, over every stream. Each answer holds up to
         /// `maxRange` messages: a consumer the bus had disconnected at 500 stations asked for
-        /// every stream's hole at once and held 337 MB of answers (issue 17). A stream
+        /// every stream's hole at once and held 337 MB of answers. A stream
         /// waiting for its turn while its producer answers others is not given up.
         public var maxQuestions = 16
         /// Creates the defaults.
@@ -107,8 +107,7 @@ public final class InOrderInput {
     /// Messages held behind a stream's hole, by seq, and the lowest seq held (`Stream.wanted`,
     /// asked for every stream missing something at every recovery pass). Found by a scan of
     /// every key, each pass cost as much as all that was held: a posture-evaluator the bus
-    /// had disconnected at 500 stations spent 45 % of its time in its in-order input (issue
-    /// 17). Kept here, it is looked for again only when it is taken out, a few seqs on first
+    /// had disconnected at 500 stations spent 45 % of its time in its in-order input. Kept here, it is looked for again only when it is taken out, a few seqs on first
     /// (what is delivered is taken in order).
     struct HeldMessages {
         private var bySeq: [UInt64: BusMessage] = [:]
@@ -162,7 +161,7 @@ public final class InOrderInput {
         /// that holds nothing and misses nothing, and whose producer has said of nothing after
         /// it. False (nothing changed) otherwise: the caller takes the general way. Taking the
         /// stream out and putting it back, twice, hashed its name eight times a message, in
-        /// every consumer (issue 17).
+        /// every consumer.
         mutating func advanceInOrder(_ src: String, seq: UInt64) -> Bool {
             guard let index = all.index(forKey: src) else { return false }
             return Self.advance(&all.values[index], seq: seq)
@@ -179,7 +178,7 @@ public final class InOrderInput {
         // dictionary's modify accessor: in place). Read alone, `all.values[index].next` goes
         // through the getter, which copies the whole stream out (its held messages retained
         // and released): four such reads a message were a fifth of a posture-evaluator behind
-        // its input at 500 stations (issue 17).
+        // its input at 500 stations.
 
         /// Changes `src`'s stream in place, if there is one; what `change` returns.
         @discardableResult
@@ -260,9 +259,9 @@ public final class InOrderInput {
     /// Instances whose heartbeat came without a replay offer: they keep no journal, so a hole in
     /// one of their streams that no other producer offers is given up at once. A consumer
     /// waited `unknownProducerS` for an offer that might be queued behind the hole; once the
-    /// producer's own heartbeat has said it keeps none, nothing is coming (issue 17: the bus
-    /// disconnected a rep-detector at 1,000 stations of a replay that keeps no journal, and it
-    /// held every stream's later messages for nine seconds, reps 3.3 s late, until its budget).
+    /// producer's own heartbeat has said it keeps none, nothing is coming (waiting, a
+    /// rep-detector the bus disconnected at 1,000 stations of such a replay held every stream's
+    /// later messages for nine seconds, its reps 3.3 s late).
     private var journalless: Set<String> = []
     /// The bus's own heartbeats noted so far (`Settings.unknownProducerBeats`).
     private var busBeats = 0
@@ -342,7 +341,7 @@ public final class InOrderInput {
 
     /// Takes one message received on the bus and hands `deliver` what may be processed now, in
     /// order. A message in order with nothing held before it, nearly every one, goes straight
-    /// through: returned in an array, it cost an allocation a message (issue 17).
+    /// through: returned in an array, it would cost an allocation a message.
     public func accept(_ message: BusMessage, deliver: (BusMessage) throws -> Void) rethrows {
         if ready.isEmpty, streams.advanceInOrder(message.envelope.src, seq: message.envelope.seq) {
             try deliver(message)
@@ -388,7 +387,7 @@ public final class InOrderInput {
         // Down to seven eighths of the budget at once, the streams holding most first, ordered
         // once: finding the fullest looks through every stream that misses something, and done
         // for each message held past the budget it took a tenth of a consumer's time the bus
-        // had disconnected (issue 17).
+        // had disconnected.
         let target = settings.maxHeldTotal - settings.maxHeldTotal / 8
         while streams.heldTotal > target {
             let fullestFirst = streams.holdingMostFirst()
@@ -457,7 +456,7 @@ public final class InOrderInput {
         guard now >= nextPass else { return take() }
         nextPass = now + settings.passIntervalS
         // Changed in place, never copied out: a copy alive while `giveUp` drains the stream made
-        // every held message's dictionary be copied (issue 17, a consumer the bus had disconnected).
+        // every held message's dictionary be copied (seen in a consumer the bus had disconnected).
         let waiting = Array(streams.missing)
         questionsInFlight = waiting.reduce(0) { $0 + (streams.isAsking($1, now: now) ? 1 : 0) }
         for src in waiting {
@@ -602,7 +601,7 @@ public final class InOrderInput {
     /// again, or given up): its messages still fill what is missing, each seq
     /// once, and nothing is counted lost from it (proto/replay.md). A producer
     /// slow to answer, as a busy bridge is, was otherwise asked again and again,
-    /// each answer dropped, until the hole was given up as lost (issue 17).
+    /// each answer dropped, until the hole was given up as lost.
     /// Only seqs this consumer knows were published are taken (up to the last
     /// held or the heartbeat's tail), so a reply cannot push a stream ahead.
     private func takeLate(_ reply: ReplayReply, from endpoint: String) {

@@ -35,8 +35,8 @@ import Glibc
 // records begins, not by walking past every other stream's records between:
 // the file being written keeps that index as it grows, a closed file's is
 // built on the first read that needs it (a pass over its record headers) and
-// the last few are kept (issue 17: a recorder fetching a thousand streams'
-// holes after a stall made its producer walk the same files once per stream).
+// the last few are kept (a recorder fetching a thousand streams' holes after a
+// stall would otherwise make its producer walk the same files once per stream).
 
 /// How a journal is kept.
 public struct JournalSettings: Sendable, Equatable {
@@ -301,7 +301,7 @@ public final class Journal {
     /// Syncs when it is due; call it from the loop (cheap when it is not). What
     /// was appended is handed to the kernel here, and its `fdatasync` runs on
     /// another thread: one can take tens of milliseconds, and the loop's next
-    /// message would wait for it (issue 17: reps of 9 stations came 20 ms late).
+    /// message would wait for it (reps of 9 stations came 20 ms late that way).
     /// A sync that failed is thrown by the next tick.
     public func tick() throws(JournalError) {
         let now = clock.monotonicSeconds()

@@ -24,7 +24,7 @@ public struct ReplayStagger: Sendable, Equatable {
     /// replayed message, `lastMessageT` seconds after its first line), or its readings' span and one
     /// reading's interval if longer, so sensor time never goes back. `vbt loadtest` counts the reps
     /// it expects with the same length (a pass a few tenths of a second longer than the readings'
-    /// span moved each later pass's reps by as much, issue 17).
+    /// span would move each later pass's reps by as much).
     public static func passSeconds(lastMessageT: Double, readingSpan: Double, readings: Int) -> Double {
         max(lastMessageT, readingSpan + readingStep(readingSpan: readingSpan, readings: readings), 0.01)
     }

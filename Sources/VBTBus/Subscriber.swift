@@ -121,7 +121,7 @@ public final class Subscriber {
     private let logger: Logger
     /// Each source's count received, looked at once a minute to forget finished streams (not
     /// a time written for each message: one more hash of its source a message, in every
-    /// consumer, issue 17).
+    /// consumer).
     private var stillSources = StillCounts()
     private var nextEviction: Double
     /// Streams silent this long are forgotten (every process start and every
@@ -134,7 +134,7 @@ public final class Subscriber {
     /// The sensors whose samples the caller reads (nil: every one). Another sensor's sample is
     /// read only as far as its envelope (`decodeSkippedSample`), counted for its stream, and
     /// handed on with `sensor` its only field: the posture-evaluator uses one sample in four of
-    /// the stations it follows (issue 17). Its readings are then never checked here; the
+    /// the stations it follows. Its readings are then never checked here; the
     /// consumers that read them check them.
     public var sampleSensors: Set<String>?
     /// Each sample stream's `src` and topic, made once, not for every message (`RecurringNames`).
@@ -142,8 +142,8 @@ public final class Subscriber {
     /// How long `next` lets messages gather once the queue is empty before it
     /// waits on the socket, s (0: it waits at once). Waiting at once, a consumer
     /// that keeps up is woken for nearly every message: at 1,000 stations the
-    /// posture-evaluator spent a fifth of its time being switched in and out
-    /// (issue 17). A few milliseconds make it a few hundred wake-ups a second,
+    /// posture-evaluator spent a fifth of its time being switched in and out.
+    /// A few milliseconds make it a few hundred wake-ups a second,
     /// for a consumer whose answers are not on a rep's path. Only on a
     /// transport whose calls really wait (not the in-memory bus of tests).
     public var gatherS = 0.0
@@ -247,7 +247,7 @@ public final class Subscriber {
 
     /// Whether one of the prefixes asked for begins `topic`. Compared as bytes in place: the
     /// generic `starts(with:)` over the topic's UTF-8 view was a thirteenth of the time of a
-    /// subscriber with a hundred prefixes (`vbt loadtest`'s probe stations, issue 17).
+    /// subscriber with a hundred prefixes (`vbt loadtest`'s probe stations).
     private func wanted(_ topic: String) -> Bool {
         var topic = topic
         return topic.withUTF8 { bytes in

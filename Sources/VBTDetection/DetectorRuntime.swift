@@ -68,7 +68,7 @@ public final class DetectorRuntime {
     private let transport: any BusTransport
     private var replay: ReplayServer?
     /// Each station's detector and when its input last arrived: one look-up of the station a
-    /// message (two tables of it were a fifth of the runtime's hash look-ups, issue 17).
+    /// message (two tables of it were a fifth of the runtime's hash look-ups).
     private var stations: [String: Station] = [:]
     private struct Station {
         var detector: StationDetector
@@ -91,7 +91,7 @@ public final class DetectorRuntime {
     private func position(of src: String) -> Int { max(positions[src] ?? 0, input.position(of: src).map { Int($0) } ?? 0) }
     /// Each input stream's position, looked at once a minute: a stream that has not moved for
     /// an hour is forgotten (not a time written for each message: one hash of the stream's
-    /// name less a message, issue 17).
+    /// name less a message).
     private var stillStreams = StillCounts()
     private var nextStreamLook = 0.0
     /// Streams whose position stood still this long are forgotten, s.
@@ -165,12 +165,12 @@ public final class DetectorRuntime {
             priority: .realtime, logger: logger)
         // Of the bar IMU's readings only their times are read as they are received, the rest
         // checked as they are built, when used: they are not while the laser speaks (most of the
-        // bytes of a station with both: issue 17). Checking them on receipt as well was a second
+        // bytes of a station with both). Checking them on receipt as well was a second
         // pass over every sample (some 8 % of the detector's time at 1,000 stations); what it
         // builds and finds malformed is counted as the subscriber counts it (`process`). A
         // laser's readings, each of them used, are read whole as they are received. Both in the
         // envelope's pass: located, then read again, they were two fifths of the decoding
-        // (callgrind, issue 17). A wearable's are not the detector's: its samples are read only
+        // (docs/decisions/0034-wire-codec-hot-paths.md). A wearable's are not the detector's: its samples are read only
         // as far as their envelope.
         subscriber.samples = .read([SampleMessage.distanceSensor], times: [SampleMessage.imuSensor])
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
@@ -291,7 +291,7 @@ public final class DetectorRuntime {
     private var nextHousekeeping: Double?
     private var journalTried = false
 
-    /// Messages taken in one step at most: some 64 × 12 µs at 1,000 stations (issue 17), so
+    /// Messages taken in one step at most: some 64 × 12 µs at 1,000 stations, so
     /// the heartbeat and recovery are never held up by more than a millisecond or so.
     static let batch = 64
 
@@ -438,7 +438,7 @@ public final class DetectorRuntime {
         // A stream position already processed (restored from a hand-over) is skipped (one
         // look-up: the position is read and moved on in place). A sample in order is not looked
         // up again: at 1,000 stations a table of a thousand streams, each look-up a few cache
-        // misses (`vbt-bench --only runtime --rack-stations 1000`, issue 17).
+        // misses (`vbt-bench --only runtime --rack-stations 1000`).
         if !inOrder { guard Self.moveOn(&positions[message.envelope.src, default: 0], to: Int(message.envelope.seq)) else { return false } }
         let now = clock.monotonicSeconds()
         var command: CommandMessage?
@@ -458,8 +458,8 @@ public final class DetectorRuntime {
         // A command is kept by no journal: checkpointed at once. What readings made (reps, set
         // boundaries) is made again from the bridges' journals after a crash, and what was
         // already published is not sent twice (Publisher.resume): the regular checkpoint is
-        // enough (one at every set boundary was a whole checkpoint of every station, many a
-        // second in a busy gym: issue 17).
+        // enough (one at every set boundary would be a whole checkpoint of every station, many
+        // a second in a busy gym).
         if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
             if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
@@ -548,7 +548,7 @@ public final class DetectorRuntime {
     /// Makes the library's patterns the ones every station is given: each station takes them
     /// when it is next fed (`process`), not all at once (a thousand stations end their sets
     /// within seconds, and each set of 3 reps or more is a pattern learned: giving each to
-    /// every station was a million updates a wave, issue 17).
+    /// every station would be a million updates a wave).
     private func libraryChanged() {
         sharedPatterns = library.patterns.values.flatMap { $0 }
         patternsVersion += 1
@@ -610,7 +610,7 @@ public final class DetectorRuntime {
         }
         libraryChanged()
         // Written with the next housekeeping, at most once a second (a thousand stations end
-        // dozens of sets a second: the whole file each time was a tenth of the detector, issue 17).
+        // dozens of sets a second: the whole file each time was a tenth of the detector's work).
         patternsUnsaved = options.patternsPath != nil
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
@@ -653,8 +653,8 @@ public final class DetectorRuntime {
             }
             return AckMessage(answering: command, program: "rep-detector", refusal: refusal, detail: detail)
         }
-        if command.command == CommandName.setLoad {
-            do { _ = try SetLoad(args: command.args) } catch { return ([], answer(refusal: "set.load: \(error)")) }
+        do { try CommandName.checkArguments(command.command, command.args) } catch {
+            return ([], answer(refusal: "\(command.command): \(error)"))
         }
         let outputs: [DetectorOutput]
         do { outputs = try detector.apply(command) } catch { return ([], answer(refusal: "\(command.command): \(error)")) }

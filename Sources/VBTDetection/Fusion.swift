@@ -79,7 +79,7 @@ struct BoardGravity: Sendable, Equatable {
 /// The value at `rank` of `values` sorted (`values.sorted()[rank]`), found by Hoare's
 /// selection (Communications of the ACM 4(7), 1961, algorithm 65 "FIND") in expected linear
 /// time: sorting a station's 20 s of readings for their median was 3 % of the rep-detector's
-/// loop at 1,000 stations (perf, issue 17). Each round splits the range holding `rank`
+/// loop at 1,000 stations. Each round splits the range holding `rank`
 /// into the values below, equal to (or unordered with, as NaN is) and above the middle one;
 /// the middle part holds at least that value, so every round shrinks the range.
 func rankedValue(_ values: [Double], rank: Int) -> Double {

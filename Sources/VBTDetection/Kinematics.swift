@@ -51,7 +51,7 @@ struct LineFit {
     /// Fits the points (x[i], y[i]) for the indices both have: the same sums in the same
     /// order as the sequence's fit, so the same line to the last bit, read by index (`zip`'s
     /// iterator, not inlined, was most of `differentiate`, which fits two lines a point of
-    /// each rep's trace: callgrind, issue 17).
+    /// each rep's trace).
     init(_ x: UnsafeBufferPointer<Double>, _ y: UnsafeBufferPointer<Double>) {
         let pairs = min(x.count, y.count)
         guard pairs > 0 else { return }
@@ -117,7 +117,7 @@ protocol TimedHeight {
 /// The lowest bar height after a time, kept up to date as readings come: each look reads
 /// only the points added since the one before. (Read back to the time at every reading, a
 /// rise waiting up to 20 s for its lowering cost up to a thousand points a reading: a seventh
-/// of the rep detector's time; issue 17.) Points come in time order and are only appended.
+/// of the rep detector's time.) Points come in time order and are only appended.
 struct LowestHeight: Sendable, Equatable {
     /// Points after this time count.
     let after: Double

@@ -3,10 +3,8 @@ import Foundation
 // How a station's reading buffers are kept in a checkpoint or a hand-over.
 //
 // Written by hand because a checkpoint is a whole gym's detector state, every
-// two seconds: with each reading an object of named numbers, Foundation's
-// encoder wrote 64 MB for 600 stations (about 100 KB of each station's was its
-// last 20-25 s of laser readings) and spent a fifth of the rep-detector's CPU
-// doing it, in bursts of seconds that held every rep back (issue 17). Packed
+// two seconds: each reading as an object of named numbers made it tens of MB
+// and a fifth of the rep-detector's CPU (docs/decisions/0035-detector-memory-and-checkpoints.md). Packed
 // as bytes, the same doubles are a copy and a base64 pass, and each one reads
 // back bit for bit (NaN and infinities included).
 

@@ -112,7 +112,7 @@ struct SpikeGate: Sendable, Codable, Equatable {
     /// The velocity of `readings` over their last `span` seconds, when two or more span it.
     /// Fitted where they lie, with no array made and no sequence over them (a filtered lazy
     /// sequence into `LineFit` was four fifths of the gate, which runs this two or three times a
-    /// laser reading: callgrind, issue 17). The same sums in the same order as `LineFit`, so the
+    /// laser reading). The same sums in the same order as `LineFit`, so the
     /// same slope to the last bit.
     private static func velocity(_ readings: [Reading], over span: Double = 0.1) -> Double? {
         guard let last = readings.last else { return nil }

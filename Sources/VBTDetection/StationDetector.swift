@@ -208,7 +208,7 @@ public struct StationDetector: Sendable, Codable {
     private var lastRepEndT = -Double.infinity
     /// Learned patterns (all exercises): the runtime's pattern library, given again when it changes.
     /// Not checkpointed: the library has a file of its own, and written into each of a thousand
-    /// stations it was a sixth of the rep-detector's checkpoint (issue 17).
+    /// stations it would be a sixth of the rep-detector's checkpoint.
     public var patterns: [RepPattern] = []
     /// Which version of its pattern library the runtime last gave (`patterns`); not checkpointed,
     /// so a restored or handed-over station is given the library anew.
@@ -264,7 +264,7 @@ public struct StationDetector: Sendable, Codable {
 
     /// What feeding IMU readings at `times` does while the laser speaks (`usesIMU` false for
     /// each; their values are not used): the station's reading time moves on, and a set idle
-    /// long enough ends. The runtime then need not build the readings (issue 17).
+    /// long enough ends. The runtime then need not build the readings.
     public mutating func feedUnusedIMU(times: [Double]) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         for t in times {

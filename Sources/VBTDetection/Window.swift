@@ -1,12 +1,12 @@
 // A station's latest readings (its last 20 s, for every station of a gym
-// at once) are most of the rep-detector's memory: 1,000 stations' windows
-// (issue 17). Kept in one array each, they cost twice over:
+// at once) are most of the rep-detector's memory. Kept in one array each,
+// they would cost twice over:
 // - an array appended to doubles its storage when full, and trimming its
 //   front keeps the storage, so a window peaking just past a power of two
 //   holds nearly twice what it uses, for good;
 // - the checkpoint writer encodes a snapshot of every station's state off
 //   the loop (CheckpointWriter), and the loop's next append to each window
-//   copies the whole window, so for the length of a write the process held
+//   copies the whole window, so for the length of a write the process would hold
 //   every window twice.
 // Chunks of a fixed size fix both: a window holds at most two chunks beyond
 // what it uses, and an append after a snapshot copies one chunk. Swift's
@@ -17,10 +17,8 @@
 // A window also keeps its readings smaller than they are in use
 // (`WindowElement`): a reading's time as 32-bit microseconds from the
 // window's base, not a 64-bit Unix time, which halves a height (16 bytes to
-// 8) and takes a third off a bar IMU's reading (24 to 16). At 1,000
-// stations of issue 17's load test the rep-detector held 101 MB, and 2,000
-// took it to 192 MB, much of it these windows (86-88 MB and 152-168 MB
-// after this and emptying a bar's movement window at rest).
+// 8) and takes a third off a bar IMU's reading (24 to 16). The figures at
+// 1,000 and 2,000 stations: docs/decisions/0035-detector-memory-and-checkpoints.md.
 
 /// What a `ChunkedWindow` keeps of an element: a smaller form (`Stored`)
 /// whose time is 32-bit microseconds from the window's base. Storing an
