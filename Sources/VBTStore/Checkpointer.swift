@@ -7,8 +7,8 @@ import VBTQuery
 /// Copies the recorder's write-ahead log into the database from a thread and connection of
 /// its own (SQLite's passive checkpoint, sqlite.org/wal.html, "Checkpointing"), so the
 /// recorder's writes do not. Left to SQLite, the write that takes the log past 1,000 pages
-/// does the copying in its commit: at 600 stations of issue 17's load that was a fifth of the
-/// recorder's loop (`perf record`), time in which it read nothing from the bus. A passive
+/// does the copying in its commit: at 600 stations that was a fifth of the recorder's loop,
+/// time in which it read nothing from the bus. A passive
 /// checkpoint waits for no one and blocks no one: the recorder keeps writing meanwhile, and
 /// readers keep reading. Should this thread fall behind or stop, the recorder's own
 /// connection still checkpoints once the log passes `StoreSettings.walPagesBeforeWriterCopies`.

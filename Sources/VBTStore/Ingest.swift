@@ -235,7 +235,7 @@ public final class Ingestor {
             let envelope = message.envelope
             // The stream's progress in this batch, found once and changed in place (a lookup to read
             // it, one to write it back and one for the stored seq were a third of the hashing of a
-            // recorder's message, issue 17, `vbt-bench --only recorder` under perf).
+            // recorder's message; docs/decisions/0036-recorder-ingest.md).
             let slot: Dictionary<String, Progress>.Index
             let known: UInt64?
             if let found = result.progress.index(forKey: envelope.src) {
@@ -323,7 +323,7 @@ public final class Ingestor {
         if storedSamples > 0 { result.stored[SampleMessage.type, default: 0] += storedSamples }
         try samples.write(db: db)
         // Prepared once (a batch of a busy gym touches thousands of streams: preparing the
-        // statement for each was a twentieth of the recorder's time, issue 17).
+        // statement for each was a twentieth of the recorder's time).
         let upsert = try db.cachedStatement(
             sql: """
                 INSERT INTO sources (src, topic, last_seq, stored, gaps, missing, last_ts) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -331,8 +331,7 @@ public final class Ingestor {
                     gaps = gaps + excluded.gaps, missing = missing + excluded.missing, last_ts = excluded.last_ts
                 """)
         // Bound through the C API, as the readings' rows are: `execute(arguments:)` made an array of
-        // boxed values for every stream, a sixteenth of the recorder's loop (callgrind of
-        // `vbt-bench --only recorder`, issue 17).
+        // boxed values for every stream, a sixteenth of the recorder's loop).
         let handle = upsert.sqliteStatement
         for (src, p) in result.progress where p.touched {
             sqlite3_reset(handle)
@@ -357,7 +356,7 @@ public final class Ingestor {
     /// Changes a stream's rows of `source_holes` from `old` (as committed) to `new`: only the
     /// holes that changed are written. Rewriting a stream's every hole whenever one changed was a
     /// tenth of the recorder's time at 1,000 stations, and grew with the holes (a recorder the bus
-    /// disconnected every few seconds gains a hole a stream each time; issue 17, `perf record`).
+    /// disconnected every few seconds gains a hole a stream each time).
     private static func writeHoles(_ src: String, from old: [ClosedRange<UInt64>], to new: [ClosedRange<UInt64>], db: Database) throws {
         // A hole is keyed by its stream and first seq (the table's primary key).
         var ends: [UInt64: UInt64] = [:]
@@ -447,7 +446,7 @@ public final class Ingestor {
 
     /// Records `tails` (`addTail`) and their producers in one transaction: a recorder the bus
     /// disconnected learns of a thousand at one heartbeat, and a transaction each (two, with
-    /// the producer) was a fifth of its time at 800 stations (issue 17, `perf record`).
+    /// the producer) was a fifth of its time at 800 stations.
     public func addTails(_ tails: [Tail]) throws(StoreError) {
         precondition(pending.isEmpty, "flush before recording a tail")
         guard !tails.isEmpty else { return }
@@ -519,7 +518,7 @@ public final class Ingestor {
     /// Gives up every hole of `sources`, in one transaction, counted lost; returns how many
     /// messages. For streams whose producer keeps no journal (its heartbeat offers none): a
     /// bus that sheds a slow recorder leaves a hole in each of a thousand stations' streams at
-    /// once, and one write each was a thousand transactions (issue 17).
+    /// once, and one write each would be a thousand transactions.
     public func giveUpHoles(of sources: [String]) throws(StoreError) -> Int {
         try loadHoles()
         let given = sources.compactMap { src in holes[src].map { (src: src, list: $0, lost: $0.reduce(0) { $0 + $1.count }) } }
@@ -562,8 +561,8 @@ public final class Ingestor {
     /// sent it, so nothing of it is lost. The hot path of the recorder: a reading is sliced out
     /// of the received frame, never built or formatted, and only its `t` is read. A station's
     /// sensor sends some 25 messages a second, so a batch's row holds the readings of a few
-    /// (issue 17: a row and an index entry per message was most of the recorder's SQLite time
-    /// at 1,000 stations). A row's readings are in time order and within `rowSpanS` of each
+    /// (a row and an index entry per message was most of the recorder's SQLite time at 1,000
+    /// stations; docs/decisions/0036-recorder-ingest.md). A row's readings are in time order and within `rowSpanS` of each
     /// other: a message older than the row's latest reading (fetched again from a journal, say)
     /// or past that span starts a row of its own, so a row's `t` (retention deletes by it) is
     /// never far from any of its readings'. A lone message's array, with all its readings kept,
@@ -695,8 +694,8 @@ public final class Ingestor {
 
     /// Writes one non-sample message; returns false when it added nothing (a repeated rep).
     /// Its statements are prepared once (`cachedStatement`): compiled for every message, they and
-    /// the savepoint around them were 16 % of the recorder's samples at 400 stations, 4.5 % once
-    /// prepared (issue 17, `perf record`).
+    /// the savepoint around them were 16 % of the recorder's time at 400 stations, 4.5 % once
+    /// prepared.
     private func insert(_ message: BusMessage, db: Database) throws -> Bool {
         let envelope = message.envelope
         let station = envelope.station

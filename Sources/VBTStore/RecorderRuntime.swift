@@ -11,7 +11,7 @@ public struct RecorderSettings: Sendable, Equatable {
     /// A batch is written at once when this many messages wait. A batch's cost is mostly per
     /// stream (a row of readings and a progress row per station's sensor), so at 1,000 stations,
     /// 2,000 streams, batches of 10,000 messages cost 11 % less a message than batches of 5,000
-    /// (`vbt-bench --only recorder`, issue 17); they hold some 11 MB more.
+    /// (`vbt-bench --only recorder`); they hold some 11 MB more.
     public var flushAtMessages = 10_000
     /// First retry after a failed write, s; doubles up to `maxRetryS`.
     public var firstRetryS = 0.25
@@ -25,8 +25,8 @@ public struct RecorderSettings: Sendable, Equatable {
     /// After a pass that found the input's queue nearly empty, the loop rests this long before it
     /// looks again, s (0: never): what is stored waits `flushIntervalS` anyway, so the recorder
     /// is woken a couple of hundred times a second, not for every message, and what arrives
-    /// meanwhile is read in one pass (issue 17: waking for each of 35,000 messages a second was
-    /// a sixth of its time in the scheduler). A query waits at most this much longer.
+    /// meanwhile is read in one pass (woken for each of 35,000 messages a second, it spent a
+    /// sixth of its time in the scheduler). A query waits at most this much longer.
     public var gatherS = 0.004
     /// Creates the defaults.
     public init() {}
@@ -38,12 +38,9 @@ public struct RecorderSettings: Sendable, Equatable {
 ///
 /// It reads the bus on two connections. The history (reps, sets, what else it keeps, the stations'
 /// status and the producers' heartbeats) comes on one that says nothing of itself; raw samples,
-/// nearly every message, on one of their own that says `bulk` (`BusPriority`). At 1,000 stations the
-/// recorder keeps up with about a third of the samples, and the bus at its memory budget disconnects
-/// it every few seconds: on one connection each disconnection took the reps queued with the samples,
-/// and at the end of a 10-minute run the database held 24-38 k of the 85 k reps the rep-detector had
-/// published, the rest still to fetch from its journal (issue 17). Now only samples wait, and the
-/// history's connection is read first.
+/// nearly every message, on one of their own that says `bulk` (`BusPriority`), so that when the bus
+/// at its memory budget disconnects a recorder behind on samples, the reps are not lost with them;
+/// the history's connection is read first (docs/decisions/0036-recorder-ingest.md).
 public final class RecorderRuntime {
     /// The history's connection.
     private let subscriber: Subscriber
@@ -175,7 +172,7 @@ public final class RecorderRuntime {
             poller = polling
         }
         // Drain what is there, the history first, bounded so queries are answered in between, and no more than a
-        // batch: what waits is written before more is read (a backlog read 20,000 at a time held 40 MB more, issue 17).
+        // batch: what waits is written before more is read (a backlog read 20,000 at a time held 40 MB more).
         drainedLast = 0
         if busReady { drainedLast += try drain(subscriber) }
         if samplesReady, let samples { drainedLast += try drain(samples) }

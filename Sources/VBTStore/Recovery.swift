@@ -19,8 +19,8 @@ final class RecorderRecovery {
     private var instances: [String: String] = [:]
     /// Instances whose heartbeat came without an offer: they keep no journal, so a hole in one
     /// of their streams that no producer offers is given up at the next pass, counted lost, as
-    /// the in-order input does (`InOrderInput`). Waiting kept it outstanding for good, and
-    /// every pass looked through the holes of a thousand streams again (issue 17).
+    /// the in-order input does (`InOrderInput`). Waiting would keep it outstanding for good, and
+    /// every pass would look through the holes of a thousand streams again.
     private var journalless: Set<String> = []
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]

@@ -298,8 +298,8 @@ public enum Schema {
     /// Raw readings stored as the bridge sent them: a row holds a sample message's
     /// `samples` array byte for byte, or the readings of several consecutive messages of one
     /// station's sensor, each verbatim (`Ingestor.SampleRows`), not one row per reading
-    /// (issue 17: at 1,000 stations, 150 k readings/s, inserting each reading and its index
-    /// entry was most of the recorder's SQLite time). Rows are numbered by readings: a row's `id` is the number of
+    /// (at 1,000 stations, 150 k readings/s, a row and an index entry each would be most of the
+    /// recorder's SQLite time). Rows are numbered by readings: a row's `id` is the number of
     /// its last reading since the table began, `n` how many it holds, so the readings of
     /// all rows are numbered `id - n + 1 ... id` without gaps, and counting them needs no
     /// scan. `t` is the row's latest reading's time (retention deletes by it).

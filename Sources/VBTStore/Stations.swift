@@ -16,7 +16,7 @@ public final class StationSightings {
     /// Per station: first and last heard, and whether that changed since the last `persist`.
     /// The flag lives in the entry (not a set beside it), so a message costs one hash of its
     /// station, not three (a get, a set and an insert were a third of the hashing of a
-    /// recorder's message, issue 17, `vbt-bench --only recorder` under perf).
+    /// recorder's message).
     private var seen: [String: (first: Double, last: Double, dirty: Bool)] = [:]
 
     public init() {}

@@ -23,7 +23,7 @@ public struct StoreSettings: Sendable, Equatable {
     /// created with (a `VACUUM` out of WAL mode changes it). 16 KiB, not SQLite's 4: the recorder
     /// writes some 40 MB of raw readings a second at 1,000 stations, every page twice (the log,
     /// then the file), and a page is a write each time; at 16 KiB its loop spends 15 % less a
-    /// message (`vbt-bench --only recorder`, issue 17), and the store's queries are as fast.
+    /// message (`vbt-bench --only recorder`), and the store's queries are as fast.
     public var pageSizeBytes = 16_384
 
     /// The defaults, with `VBT_DB` applied.
