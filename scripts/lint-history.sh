@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fails when code, tests or their comments name a tracker's issue ("issue 17",
-# "Issues #13", "issue-15", or "issue" at a line's end with its number on the
-# next line): a comment or a help text says what holds now and why; the
+# Fails when code, tests or their comments name a tracker's issue (the word
+# "issue" or "issues", in any case, then a number, with a space, '#' or '-'
+# between, or at a line's end with its number on the next line): a comment or
+# a help text says what holds now and why; the
 # reasoning and the figures behind a choice live in docs/decisions/.
 # Run from the repository's root (`make lint` does).
 set -euo pipefail
@@ -14,7 +15,7 @@ for path in "${paths[@]}"; do
 done
 
 # "issue" or "issues" as a word, then an optional space, '#' or '-', then a number.
-# Case is ignored, so "Issue 17" counts; "an issue", "Issue.record" do not.
+# Case is ignored, so a capitalised one counts; "an issue" or "Issue.record" do not.
 pattern='\bissues?[ #-]?#?[0-9]+'
 
 found=0

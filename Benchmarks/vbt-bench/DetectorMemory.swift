@@ -3,7 +3,7 @@ import VBTDetection
 import VBTSensors
 import VBTWire
 
-// The rep-detector's memory per station (issue 17: every daemon within 100 MB
+// The rep-detector's memory per station (every daemon must stay within 100 MB
 // at 1,000 stations). Measured in a child process of its own (vbt-bench run
 // again with `--detector-memory-child`), so that what earlier sections freed
 // and the allocator kept does not hide what the stations take.

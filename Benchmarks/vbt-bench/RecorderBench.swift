@@ -1,5 +1,5 @@
 // The recorder section of `make bench` (vbt-bench --only recorder): the session-recorder's
-// whole path for one message at issue 17's load, the cost that decides how many stations
+// whole path for one message at the load test's rate, the cost that decides how many stations
 // one recorder keeps up with. RecorderRuntime runs over the in-memory bus (VBTTesting's
 // MemoryBus, a test double for libzmq: socket time is the bus section's), so each message
 // is checked (decodeMessage), counted per stream (Subscriber), noted for its station

@@ -41,8 +41,8 @@ if arguments.contains("--help") {
         --detector-only: only rep detection and posture evaluation.
         --only SECTION: only the named sections (repeatable): codec, bus, detector
           (rep detection and posture), runtime (of those, only the rep-detector
-          runtime at make run's rack, issue 17's load), store, recorder (the
-          session-recorder's whole loop at issue 17's load), recovery (the
+          runtime at make run's rack, at the load test's rate), store, recorder (the
+          session-recorder's whole loop at the load test's rate), recovery (the
           recorder fetching what it missed from a journal). Default: all of them.
         --store-readings N: raw readings per store run and sensor (default 200000).
         --store-sensors LIST: imu, distance or imu,distance (default imu: the largest rows).
@@ -119,7 +119,7 @@ struct FoundationSample: Codable {
 }
 let foundationSample = try JSONDecoder().decode(FoundationSample.self, from: Data(sampleFrames.body))
 
-/// Messages as the simulated bridges of `make run` send them under issue 17's load (two or three
+/// Messages as the simulated bridges of `make run` send them under the load test (two or three
 /// readings a message, full-precision IMU values): an IMU sample and a laser's, for the rep-detector's
 /// way with them (envelope checked, readings located, then built).
 let trafficFrames: [(topic: [UInt8], body: [UInt8])] = try {
@@ -177,7 +177,7 @@ func codecRates() throws -> (
             if case .string(let sensor)? = message.field("sensor") { readings &+= sensor.utf8.count }
         }
     }
-    // The rep-detector's way with the traffic of issue 17's load: envelope checked, readings located, then built.
+    // The rep-detector's way with the load test's traffic: envelope checked, readings located, then built.
     let trafficIterations = codecIterations / 2
     let traffic = try rate(trafficIterations * trafficFrames.count) {
         for _ in 0..<trafficIterations {
@@ -626,7 +626,7 @@ func detectorRuntimeReport() throws {
     }
 }
 
-/// make run's squat rack as a bridge sends it (issue 17's load): the laser at 50 Hz with its
+/// make run's squat rack as a bridge sends it under the load test: the laser at 50 Hz with its
 /// accelerometer, 2 readings a message; the bar IMU at 100 Hz, 4 a message; the posture
 /// wearable at 20 Hz, 4 a message. 55 messages and 170 readings a second a station: most
 /// of the bytes are the IMU's, unused while the laser speaks, and the posture's are not the

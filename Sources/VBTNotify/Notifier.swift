@@ -71,7 +71,7 @@ public struct Notifier: Sendable {
     /// earliest first, and the time last queued per station (an entry that differs is stale).
     /// Queued whenever a station's timer may have changed, so `tick` looks only at the stations
     /// due: sorting and copying a thousand stations at each of the notifier's thousand messages
-    /// a second was half of its CPU (issue 17).
+    /// a second would be half of its CPU.
     private var due = Heap<Due>()
     private var queued: [String: Double] = [:]
     private var nextSnapshot: Double

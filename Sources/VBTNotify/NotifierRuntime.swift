@@ -44,12 +44,12 @@ public final class NotifierRuntime {
     /// input positions it stands for, written together: a notifier killed before its next save
     /// restarts from the last one and fetches what came after it from the producers' journals,
     /// so saving at most this often loses nothing, and a gym's hundreds of set ends a second do
-    /// not each rewrite the whole file (issue 17).
+    /// not each rewrite the whole file.
     public var stateSaveIntervalS = 0.5
     /// At most this share of the loop's time goes to saving the state: a big state (a thousand
     /// stations' timers, the positions of every input stream) is saved less often than
     /// `stateSaveIntervalS`, in proportion to how long its last save took (Foundation's encoder
-    /// over the whole state was half of a notifier's time at 500 stations, issue 17).
+    /// over the whole state was half of a notifier's time at 500 stations).
     static let saveShare = 0.01
     /// How long the last save took, s.
     private var lastSaveDurationS = 0.0

@@ -259,8 +259,8 @@ public final class PostureRuntime {
     /// Connects on `transport` (its clock is the evaluator's); the recorder is asked at `queryEndpoint`.
     public init(transport: any BusTransport, queryEndpoint: String, settings: PostureSettings, storePath: String?, logger: Logger) throws(ZMQError) {
         // Samples come only from the stations that have a posture wearable (`follow`), learned from their
-        // status: at 1,000 stations of issue 17's load fifteen samples in sixteen were other sensors', and
-        // receiving and dropping them was most of the evaluator's time.
+        // status: at 1,000 stations fifteen samples in sixteen are other sensors', and receiving and
+        // dropping them was most of the evaluator's time.
         subscriber = try Subscriber(
             transport: transport, prefixes: MessageTypes.prefixes(StatusMessage.self, CommandMessage.self, HeartbeatMessage.self), logger: logger)
         // A followed station's other sensors' samples still come: read only as far as their envelope. A

@@ -157,7 +157,7 @@ public struct BatchPolicy: Sendable, Equatable {
     /// what arrived while the bridge was busy publishing leaves together, so
     /// messages grow only under load. Not the default yet: a reading a message
     /// is some 2.4 times the messages, and the fault run then lost readings a
-    /// bus restart left to fetch (issue 17's notes).
+    /// bus restart left to fetch.
     public var maxDelayS = 0.02
     /// Creates the defaults: 16 readings or 20 ms, whichever comes first.
     public init() {}

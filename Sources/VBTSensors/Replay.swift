@@ -170,10 +170,10 @@ public struct ReplaySource: SensorSource {
         let base = (startT ?? wallClockSeconds()) - (recording.firstReadingT ?? 0)
         // Looked at for every copy every round (a thousand copies a millisecond): each message's time and
         // station by number, not the message itself (copying it retained and released its strings:
-        // a third of this thread's time at 1,000 stations, perf, issue 17) nor its copies' names by a hash.
+        // a third of this thread's time at 1,000 stations) nor its copies' names by a hash.
         let times = messages.map(\.t)
         // Each message's type and athlete, likewise (reading them off the message copied it:
-        // its fields retained and released at every send, perf, issue 17).
+        // its fields retained and released at every send).
         let types = messages.map(\.type), athletes = messages.map(\.athlete)
         let stationNames = Array(Set(messages.map(\.station)))
         let stationNumbers = Dictionary(uniqueKeysWithValues: stationNames.enumerated().map { ($1, $0) })

@@ -297,8 +297,8 @@ struct SensorBridge: AsyncParsableCommand {
         // Live bridges say they are alive; a replay, a load generator and not a station, says so as
         // `bridge-replay`. The heartbeat says where to ask for what was missed, or, without a journal,
         // that nothing can be asked for: a consumer then gives up a hole in the replay's streams at
-        // once instead of waiting for an offer that never comes (issue 17: without a heartbeat, a
-        // rep-detector the bus had disconnected held every stream's later messages for nine seconds).
+        // once instead of waiting for an offer that never comes (without it, a rep-detector the bus
+        // had disconnected held every stream's later messages for nine seconds).
         let journalPlan = journalOptions.plan
         let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : "bridge-replay"
         try await runProgram(

@@ -49,8 +49,8 @@ struct LoadTest: AsyncParsableCommand {
             as station bridges do and is waited for (--settle) while a consumer still fetches.
 
             Each run ends with whether it held: nothing lost or still missing, the reps expected, p99 within \
-            --p99-goal-ms and every vbt daemon's peak memory within --rss-goal-mb (issue 17's goals at 1,000 \
-            stations: 5 ms, 100 MB); if not, what kept it from holding (`verdict` in --json). \
+            --p99-goal-ms and every vbt daemon's peak memory within --rss-goal-mb (by default 5 ms and 100 MB, \
+            the goals a gym of 1,000 stations must meet); if not, what kept it from holding (`verdict` in --json). \
             --ramp runs doubling station counts up to N and reports the largest that held. --json for scripts; --svg FILE charts latency and throughput over \
             time. In a secured installation the bridge needs a key a replay may use (a service key with program \
             sensor-bridge): VBT_REPLAY_CERT, else VBT_CERT.
@@ -91,7 +91,7 @@ struct LoadTest: AsyncParsableCommand {
     @Option(help: "With --journal: the most seconds to wait after --grace for consumers to fetch what they still miss.")
     var settle: Double = 60
 
-    @Option(help: "The latency a run must keep to hold, ms at p99 (issue 17's goal: 5 ms at 1,000 stations).")
+    @Option(help: "The latency a run must keep to hold, ms at p99 (the goal for a gym of 1,000 stations is 5 ms).")
     var p99GoalMs: Double = 5
 
     @Option(help: "The memory every vbt daemon on this computer must stay within to hold: the most it held, MB (the replay not counted).")
@@ -259,7 +259,7 @@ struct RecordingPlan: Sendable {
     /// seconds after the first copy's first pass began, each copy starting its own `delays` late
     /// (passes follow each other every `passS`): those whose completing reading came by then. (Counting
     /// each rep by its top, less half a second, against every rep received, the two counts parted at
-    /// the cut: 113-116 reps short of 20,369 at 1,000 stations over 150 s, 2 of 185 at 9, issue 17.)
+    /// the cut: 113-116 reps short of 20,369 at 1,000 stations over 150 s, 2 of 185 at 9.)
     func expectedReps(replayedS: Double, delays: [Double]) -> Int {
         guard spanS > 0, passS > 0 else { return 0 }
         var count = 0

@@ -4,7 +4,7 @@ import VBTWire
 
 /// Fetches the reps `vbt loadtest`'s own subscriber missed from the rep-detector's journal
 /// (proto/replay.md): the bus disconnects a subscriber that falls behind, the listener included, and
-/// a rep the listener never heard made the installation look short (issue 17: a 10-minute run at
+/// a rep the listener never heard would make the installation look short (a 10-minute run at
 /// 1,000 stations counted 85,151 reps of 85,170 while the rep-detector lost nothing). A rep fetched
 /// again is counted received, and as recovered; it is not timed (it came late to this listener,
 /// not to the installation's consumers). Owned by the listener's thread; never waits.

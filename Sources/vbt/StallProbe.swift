@@ -14,7 +14,7 @@ import Glibc
 /// ahead of every vbt thread, the rep path's SCHED_RR ones included, so what delays it is the computer itself: a
 /// virtual machine's host taking its cores away, or the kernel. On the 2-core
 /// development VM it found both cores stopped at once for 6-70 ms a few times
-/// a minute, idle or loaded (issue 17). Without the privilege it runs as vbt's
+/// a minute, idle or loaded. Without the privilege it runs as vbt's
 /// threads do and measures how late a thread with nothing to do is woken.
 final class StallProbe: @unchecked Sendable {
     /// A wake-up later than `stallMs`: when it was due (wall clock, Unix s) and how late it came.

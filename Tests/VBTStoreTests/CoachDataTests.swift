@@ -6,7 +6,7 @@ import VBTWire
 @testable import VBTQuery
 @testable import VBTStore
 
-// A coach's data (issue 18): exercises of their own, RPE and notes on sets, and plans with
+// A coach's data: exercises of their own, RPE and notes on sets, and plans with
 // %e1RM, per-set loads, pounds and velocity targets.
 
 @Suite("A coach's data")

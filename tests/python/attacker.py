@@ -1,5 +1,5 @@
-"""What an attacker on the gym's network tries against a secured installation
-(issue 15), run from its own network namespace by test_multihost.py. Every
+"""What an attacker on the gym's network tries against a secured installation,
+run from its own network namespace by test_multihost.py. Every
 message it publishes names the athlete "intruder", so the test can look for
 them downstream. Prints one JSON object: what it sent and what it got back.
 

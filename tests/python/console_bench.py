@@ -1,4 +1,4 @@
-"""The coach console's speed (`make bench`, issue 16): a rep on the bus -> visible in a
+"""The coach console's speed (`make bench`): a rep on the bus -> visible in a
 real browser's DOM, with N stations streaming, beside a raw pyzmq subscriber's latency on
 the same bus in the same run (the floor: what the bus and the loopback cost); and the
 console's CPU and memory at each N.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fault-injection run of issue 13: is anything lost or doubled when programs die?
+"""The fault-injection run: is anything lost or doubled when programs die?
 
 Real processes on loopback. One recording (simulated stations through a bus and
 `vbt record`, made at the start of the run) is replayed at speed 1 as many

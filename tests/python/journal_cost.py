@@ -1,4 +1,4 @@
-"""What journalling costs a sensor-bridge at gym scale (`make bench`, issue 13).
+"""What journalling costs a sensor-bridge at gym scale (`make bench`).
 
 Replays the fault run's short recording (4 simulated stations: a laser at
 50 Hz and a bar IMU at 100 Hz on the rack, IMUs on the others) as N stations

@@ -1,4 +1,4 @@
-"""Issue 17's load test as a benchmark (`make bench`): a whole installation on this
+"""The load test as a benchmark (`make bench`): a whole installation on this
 computer (bus, rep-detector, posture-evaluator, session-recorder, notifier, each run as
 its systemd unit runs it: journals, state files, the bus's memory budget, its `Nice=` and real-time priority), and `vbt loadtest` replaying a
 recording of the three simulated stations of `make run` (a squat rack with a laser at
@@ -37,7 +37,7 @@ import fault_run  # noqa: E402
 from test_wire import binary  # noqa: E402
 
 # `make run`'s stations (scripts/run.sh), with the sensor-bridge's default rates, recorded
-# in real time with readings batched up to 20 ms as issue 17 measured them (about 70 messages
+# in real time with readings batched up to 20 ms, as the load test first ran (about 70 messages
 # a second a station; a bridge now publishes each reading at once when idle, up to 170 a
 # second). Until 2026-11-28 the recording was simulated at 4 times real time, so a 20 ms batch
 # held 80 ms of readings: about 25 messages a second a station, as many readings.

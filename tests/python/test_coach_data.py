@@ -1,4 +1,4 @@
-"""A coach's data (issue 18) end to end over real processes: an exercise added with
+"""A coach's data end to end over real processes: an exercise added with
 `vbt exercise add` is listed, assigned and planned; `vbt set note` puts an RPE and a note
 on a stored set, shown by `vbt history` and carried by `vbt export` (CSV formula-safe); a
 plan's load as %e1RM is resolved from the profile the real rep-detector fitted to simulated

@@ -1,4 +1,4 @@
-"""deploy/ installs a hardened installation (issue 15), checked on a tree
+"""deploy/ installs a hardened installation, checked on a tree
 installed into a folder: `deploy/install.sh --root DIR` for a server and a
 station, then systemd's own checks of the installed units
 (`systemd-analyze verify` and `systemd-analyze security --offline`) and of

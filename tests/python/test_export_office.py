@@ -1,4 +1,4 @@
-"""An exported CSV opened by a spreadsheet shows text, not formulas (issue 18): athletes
+"""An exported CSV opened by a spreadsheet shows text, not formulas: athletes
 named like formulas (`=HYPERLINK(...)`, `+cmd|...`, `-2+3`, `@SUM(...)`) and one with
 non-ASCII letters are exported by `vbt export --format csv --bom` from a real recorder, then
 read by Python's csv module and by LibreOffice Calc (headless, converted to flat ODS: every

@@ -1,4 +1,4 @@
-"""Issue 13's acceptance, the short version: kill -9 each of session-recorder,
+"""The short fault run (nothing lost or doubled when programs die): kill -9 each of session-recorder,
 rep-detector, posture-evaluator, notifier and vbt-bus once at seeded random
 moments during a 20-station replay at speed 1, restart each 0.5-5 s later, and
 compare the store with a clean run of the same recording (tests/python/fault_run.py;

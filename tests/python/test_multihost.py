@@ -1,4 +1,4 @@
-"""A gym across hosts (issue 15): network namespaces joined by veth pairs and a
+"""A gym across hosts: network namespaces joined by veth pairs and a
 bridge, one namespace per host.
 
 - `srv`: the gym server: vbt-bus, session-recorder, rep-detector,

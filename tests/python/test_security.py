@@ -1,4 +1,4 @@
-"""The secured bus and query endpoint (issue 15, proto/security.md), on loopback.
+"""The secured bus and query endpoint (proto/security.md), on loopback.
 
 A gym with keys: vbt-bus, session-recorder and rep-detector with their
 certificates, three simulated stations each with its own bridge key, and a

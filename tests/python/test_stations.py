@@ -1,4 +1,4 @@
-"""Stations as data (issue 18), on a real installation: a bus, the session-recorder, the
+"""Stations as data, on a real installation: a bus, the session-recorder, the
 rep-detector, notifier and posture-evaluator, and a simulated station (`sensor-bridge
 --simulate`, with a posture wearable). A pyzmq subscriber keeps what is on the bus.
 
