@@ -187,8 +187,8 @@ func codecRates() throws -> (
             }
         }
     }
-    // The posture-evaluator's way with the same traffic (another sensor's samples): as it did until
-    // 2026-11-29 (envelope checked, readings located), and now (only the envelope read: decodeSkippedSample).
+    // The posture-evaluator's way with the same traffic (another sensor's samples): the generic
+    // way (envelope checked, readings located) beside its own (only the envelope read: decodeSkippedSample).
     let postureSensors: Set<String> = [SampleMessage.postureSensor]
     let trafficLocated = try rate(trafficIterations * trafficFrames.count) {
         for _ in 0..<trafficIterations {

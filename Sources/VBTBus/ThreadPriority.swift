@@ -10,9 +10,9 @@ import Glibc
 /// On Linux a niceness belongs to a thread, and a new thread inherits its
 /// creator's. The Swift runtime's threads are created by libdispatch, which
 /// sets each worker's niceness from its quality of service (0 for the default
-/// one), and the socket loop and ZeroMQ's I/O threads descend from those, so
-/// the unit's `Nice=` would stay on the main thread, which only waits, and the
-/// loop would run at 0 (`ps -L` shows each thread's). So the loop thread takes the
+/// one), and the socket loop and ZeroMQ's I/O threads descend from those: left
+/// alone, the unit's `Nice=` would stay on the main thread, which only waits, and
+/// the loop would run at 0 (`ps -L` shows each thread's). So the loop thread takes the
 /// main thread's niceness when it starts (ZeroMQ's threads, created by its
 /// first socket, inherit it), and `keep()` gives it to threads started later.
 ///
