@@ -157,14 +157,19 @@ public struct Notifier: Sendable {
     mutating func handle(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
         let forUs = command.target == "*" || command.target == "notifier"
         guard forUs else { return [] }
+        guard let spec = CommandName.spec(command.command), spec.programs.contains("notifier") else { return [] }
         let out: [NotifierOutput]
-        switch command.command {
-        case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
-        case CommandName.athleteUnassign: out = unassign(station: station, now: now)
-        case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
-        case CommandName.restPause, CommandName.restResume, CommandName.restSkip, CommandName.restExtend:
-            out = restCommand(command, station: station, now: now)
-        default: return []
+        do {
+            // Checked here for the commands that have no reader of their own (rest.pause, ...).
+            try spec.check(command.args)
+            switch command.command {
+            case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
+            case CommandName.athleteUnassign: out = unassign(station: station, now: now)
+            case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
+            default: out = restCommand(command, station: station, now: now)
+            }
+        } catch {
+            out = [.rejected(station: station, command: command.command, id: command.id, reason: "\(command.command): \(error)")]
         }
         // Every command it acts on is answered: done, or refused with the reason.
         let refusal = out.lazy.compactMap { output -> String? in

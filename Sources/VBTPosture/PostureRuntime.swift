@@ -475,8 +475,14 @@ public final class PostureRuntime {
             var state = tracker(station)
             switch command.command {
             case CommandName.postureCalibrate:
+                let calibrate: PostureCalibrate
+                do { calibrate = try PostureCalibrate(args: command.args) } catch {
+                    logger.warning(
+                        "command not carried out", metadata: ["station": "\(station)", "command": "\(command.command)", "reason": "\(error)"])
+                    try send(AckMessage(answering: command, program: "posture-evaluator", refusal: "posture.calibrate: \(error)"), station: station)
+                    return
+                }
                 follow(station)
-                let calibrate = (try? PostureCalibrate(args: command.args)) ?? PostureCalibrate(athlete: nil, seconds: nil)
                 let athlete = calibrate.athlete ?? state.athlete ?? station
                 let seconds = calibrate.seconds ?? 10
                 state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))

@@ -28,6 +28,13 @@ public enum CommandName {
     public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
     /// Every command a vbt program acts on.
     public static let all: Set<String> = Set([athleteAssign, athleteUnassign, planAssign, setEnd, setLoad, postureCalibrate]).union(rest)
+
+    /// Checks `args` against the declaration of `command` (`specs`): arguments it does not
+    /// take, wrong types and values out of bounds are refused, naming the argument. A command
+    /// no vbt program acts on is left alone (programs ignore commands they do not know).
+    public static func checkArguments(_ command: String, _ args: JSONObject) throws(PayloadError) {
+        try spec(command)?.check(args)
+    }
 }
 
 /// `set.load`'s arguments: the load now on the bar.
@@ -42,6 +49,7 @@ public struct SetLoad: Sendable, Equatable {
         let load = try args.number("load_kg")
         guard load >= 0, load <= 1_000 else { throw PayloadError("load_kg must be 0 to 1000") }
         loadKg = load
+        try CommandName.checkArguments(CommandName.setLoad, args)
     }
 
     /// The arguments as a command carries them.
@@ -62,6 +70,7 @@ public struct PostureCalibrate: Sendable, Equatable {
     public init(args: JSONObject) throws(PayloadError) {
         athlete = try args.optionalString("athlete")
         seconds = try args.optionalNumber("seconds")
+        try CommandName.checkArguments(CommandName.postureCalibrate, args)
     }
 
     /// The arguments as a command carries them.
@@ -86,6 +95,7 @@ public struct RestExtend: Sendable, Equatable {
             throw PayloadError("rest.extend needs args.seconds between -3600 and 3600")
         }
         self.seconds = seconds
+        try CommandName.checkArguments(CommandName.restExtend, args)
     }
 
     /// The arguments as a command carries them.
@@ -135,6 +145,7 @@ public struct AthleteAssign: Sendable, Equatable {
         romMm = try args.optionalNumber("rom_mm")
         mvtMps = try args.optionalNumber("mvt_mps")
         if let mvtMps, !(0.05...1.5).contains(mvtMps) { throw PayloadError("mvt_mps must be 0.05 to 1.5 m/s") }
+        try CommandName.checkArguments(CommandName.athleteAssign, args)
     }
 
     /// The arguments as a command carries them.
@@ -204,6 +215,7 @@ public struct Plan: Sendable, Codable, Equatable {
                     loadPctE1rm: try fields.optionalNumber("load_pct_e1rm"), loadUnit: unit == "lb" ? "lb" : nil, targetMeanVelocityMps: target))
         }
         items = list
+        try CommandName.checkArguments(CommandName.planAssign, args)
     }
 
     /// The plan as `plan.assign`'s arguments for `athlete`.

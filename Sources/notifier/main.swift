@@ -13,16 +13,22 @@ struct NotifierCommand: AsyncParsableCommand {
         commandName: "notifier",
         abstract: "Rest timers, the live workout and threshold alerts, on the bus and to a webhook.",
         discussion: """
-            Subscribes to set.*, rep.*, posture.*, status.*, heartbeat.* and cmd.*; publishes timer.<station>
-            (every second while resting), workout.<station> (plan progress, on change and every 5 s),
-            alert.<station> (raised, repeat, cleared, notice) and heartbeat.notifier.
-            A set's end starts a rest: the plan's rest, else athlete.assign's rest_s, else --default-rest.
-            Commands (target notifier or *): rest.pause, rest.resume, rest.skip, rest.extend {seconds}
-            (`vbt rest`), plan.assign, athlete.assign. When the plan moves to its next exercise the
-            notifier sends athlete.assign so the rep detector follows.
-            Timers, plans and open alerts are kept in --state and survive a restart.
-            --webhook URL posts every alert as JSON from its own task (bounded queue; a slow or dead
-            webhook never stalls the bus; drops are counted in heartbeat.notifier).
+            Subscribes to set.*, rep.*, posture.*, status.*, heartbeat.* and cmd.*; publishes \
+            timer.<station> (every second while resting), workout.<station> (plan progress, on \
+            change and every 5 s), alert.<station> (raised, repeat, cleared, notice) and \
+            heartbeat.notifier.
+
+            A set's end starts a rest: the plan's rest, else athlete.assign's rest_s, else \
+            --default-rest. When the plan moves to its next exercise the notifier sends \
+            athlete.assign so the rep detector follows. `vbt rest` sends the rest commands.
+
+            Commands it acts on (cmd.<station>, target notifier or *; an argument marked ? may be \
+            left out; proto/cmd.schema.json gives every argument's type and bounds):
+            \(CommandName.help(for: "notifier"))
+
+            Timers, plans and open alerts are kept in --state and survive a restart. --webhook URL \
+            posts every alert as JSON from its own task (bounded queue; a slow or dead webhook never \
+            stalls the bus; drops are counted in heartbeat.notifier).
             """,
         version: versionText("notifier"))
 

@@ -12,15 +12,22 @@ struct PostureEvaluator: AsyncParsableCommand {
         commandName: "posture-evaluator",
         abstract: "Turns the posture wearable's sample messages into posture and calibration messages.",
         discussion: """
-            Subscribes to status.* and cmd.*, and to sample.<station> of each station whose bridge says \
-            (its status) it has a posture wearable, or where a calibration is asked for; publishes posture.<station> (at most
-            --max-rate per second, and at once on every change of state) and calibration.<station>.
-            Commands (target posture-evaluator or *): posture.calibrate {athlete, seconds} collects
-            that many seconds of readings and fits the calibration (`vbt posture calibrate` sends it);
-            athlete.assign {athlete} loads the athlete's stored calibration. Calibrations are kept
-            per athlete in --calibrations and survive restarts.
-            --compute FILE fits a calibration offline from a JSON file {"acc": [[x,y,z],...],
-            "mag": [[x,y,z],...], "accPoints": [...], "magPoints": [...]} and prints it with the
+            Subscribes to status.* and cmd.*, and to sample.<station> of each station whose bridge \
+            says (its status) it has a posture wearable, or where a calibration is asked for; \
+            publishes posture.<station> (at most --max-rate per second, and at once on every change \
+            of state) and calibration.<station>.
+
+            posture.calibrate collects that many seconds of readings and fits the calibration (`vbt \
+            posture calibrate` sends it); athlete.assign loads the athlete's stored calibration (of \
+            its arguments only athlete matters here). Calibrations are kept per athlete in \
+            --calibrations and survive restarts.
+
+            Commands it acts on (cmd.<station>, target posture-evaluator or *; an argument marked ? \
+            may be left out; proto/cmd.schema.json gives every argument's type and bounds):
+            \(CommandName.help(for: "posture-evaluator"))
+
+            --compute FILE fits a calibration offline from a JSON file {"acc": [[x,y,z],...], \
+            "mag": [[x,y,z],...], "accPoints": [...], "magPoints": [...]} and prints it with the \
             densities of the points, then exits (for checking the maths).
             """,
         version: versionText("posture-evaluator"))

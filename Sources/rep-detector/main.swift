@@ -14,9 +14,11 @@ struct RepDetector: AsyncParsableCommand {
             Subscribes to sample.* and cmd.*; publishes rep.<station>, set.<station> and \
             rejected.<station>. A set starts at a station's first valid rep and ends after \
             --idle-timeout seconds without a rep (reading time), on a velocity-loss stop, or on a \
-            set.end command. Commands (cmd.<station>, target rep-detector or *): athlete.assign \
-            {athlete, exercise, load_kg, vl_threshold_pct, vl_reference, target_zone, rom_mm}, \
-            set.load {load_kg}, set.end.
+            set.end command.
+
+            Commands it acts on (cmd.<station>, target rep-detector or *; an argument marked ? may be \
+            left out; proto/cmd.schema.json gives every argument's type and bounds):
+            \(CommandName.help(for: "rep-detector"))
 
             A laser unit that sends its accelerometer (acc_g) and hangs from the bar has each rep \
             measured from both (Kalman smoother); a unit without one, or standing on the floor, is \

@@ -13,18 +13,24 @@ struct SessionRecorder: AsyncParsableCommand {
         commandName: "session-recorder",
         abstract: "Keeps the gym's history in SQLite and answers queries about it.",
         discussion: """
-            Subscribes to what it keeps, raw samples on a connection of their own (the bus at its
-            memory budget disconnects that one first: proto/README.md), and stores reps, sets, rejected
-            reps, load-velocity profiles, assignments (cmd athlete.assign and plan.assign), calibrations,
-            posture changes, alerts and raw samples (rows of up to a second of one sensor's readings,
-            kept --sample-retention-days) in --db, in WAL
-            mode with numbered migrations. Idempotent: a message seen twice (same src and seq, or the
-            same rep_id) is stored once; per-stream progress is stored, so a restart knows what it has.
-            Writes are batched (a transaction every 200 ms, or every 10,000 messages); when the disk is full, the file
+            Subscribes to what it keeps, raw samples on a connection of their own (the bus at its \
+            memory budget disconnects that one first: proto/README.md), and stores reps, sets, \
+            rejected reps, load-velocity profiles, assignments (the commands below), calibrations, \
+            posture changes, alerts and raw samples (rows of up to a second of one sensor's \
+            readings, kept --sample-retention-days) in --db, in WAL mode with numbered migrations.
+
+            Idempotent: a message seen twice (same src and seq, or the same rep_id) is stored once; \
+            per-stream progress is stored, so a restart knows what it has. Writes are batched (a \
+            transaction every 200 ms, or every 10,000 messages); when the disk is full, the file \
             read-only or locked, messages are kept in memory and retried, and nothing stored is lost.
-            Answers JSON queries on --query-endpoint (a ROUTER socket; proto/query.md): athletes,
-            exercises, plans, assignments, calibrations, patterns, history, progress, weekly
+
+            Answers JSON queries on --query-endpoint (a ROUTER socket; proto/query.md): athletes, \
+            exercises, plans, assignments, calibrations, patterns, history, progress, weekly \
             statistics, export pages. `vbt` is its client.
+
+            Commands it stores (cmd.<station>; proto/cmd.schema.json gives every argument's type and \
+            bounds):
+            \(CommandName.help(for: "session-recorder"))
             """,
         version: versionText("session-recorder"))
 

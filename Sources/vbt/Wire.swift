@@ -19,7 +19,11 @@ struct Wire: ParsableCommand {
             or {"ok":false,"line":N,"error":"..."}. The written message keeps the envelope's type, \
             station, athlete and ts; src and seq are the checker's own. Exits 1 if any line failed.
 
-            --types lists the message types this build speaks, one a line.
+            A cmd message's args are checked against its command's declaration too (proto/cmd.schema.json): \
+            an argument the command does not take, of the wrong type or out of bounds is refused.
+
+            --types lists the message types this build speaks, one a line. --commands prints the \
+            commands this build's programs act on, with their arguments, as one JSON array.
             """)
 
     @Argument(help: "JSON Lines of message frames (default: standard input).")
@@ -28,9 +32,18 @@ struct Wire: ParsableCommand {
     @Flag(help: "List the message types this build speaks and exit.")
     var types = false
 
+    @Flag(help: "Print the commands this build's programs act on, with their arguments and who acts on them (JSON), and exit.")
+    var commands = false
+
     func run() throws {
         if types {
             for name in WireTypes.all.keys.sorted() { print(name) }
+            return
+        }
+        if commands {
+            var writer = JSONWriter()
+            writer.value(.array(CommandName.specs.map(\.json)))
+            print(String(decoding: writer.bytes, as: UTF8.self))
             return
         }
         let text: String
@@ -98,6 +111,42 @@ enum WireTypes {
         guard let roundTrip = all[type] else {
             throw ValidationError("no message type \(type) in this build (vbt wire --types lists them)")
         }
+        if type == CommandMessage.type {
+            let command = try message.payload(as: CommandMessage.self)
+            try CommandName.checkArguments(command.command, command.args)
+        }
         return try roundTrip(message, &stamper)
+    }
+}
+
+extension CommandSpec {
+    /// The declaration as `vbt wire --commands` prints it.
+    var json: JSONValue {
+        .object(
+            JSONObject([
+                ("name", .string(name)), ("summary", .string(summary)), ("programs", .array(programs.map { .string($0) })),
+                ("arguments", .array(arguments.map(\.json))),
+            ]))
+    }
+}
+
+extension CommandArgument {
+    /// The argument as `vbt wire --commands` prints it: its JSON type, and for arrays their items'.
+    var json: JSONValue {
+        var fields: [(key: String, value: JSONValue)] = [("name", .string(name)), ("required", .bool(required))]
+        switch kind {
+        case .string: fields.append(("type", .string("string")))
+        case .choice(let allowed): fields += [("type", .string("string")), ("enum", .array(allowed.map { .string($0) }))]
+        case .number: fields.append(("type", .string("number")))
+        case .integer: fields.append(("type", .string("integer")))
+        case .numbers: fields += [("type", .string("array")), ("items", .object(JSONObject([("type", .string("number"))])))]
+        case .objects(let items):
+            fields += [("type", .string("array")), ("items", .array(items.map(\.json)))]
+        }
+        if let range {
+            fields += [("minimum", .number(range.lowerBound)), ("maximum", .number(range.upperBound))]
+        }
+        fields.append(("summary", .string(summary)))
+        return .object(JSONObject(fields))
     }
 }

@@ -67,4 +67,45 @@ struct CommandTests {
         }
         #expect(CommandName.rest == ["rest.pause", "rest.resume", "rest.skip", "rest.extend"])
     }
+
+    @Test("an argument a command does not take is refused, naming it and what the command takes")
+    func unknownArgument() throws {
+        do {
+            _ = try AthleteAssign(args: JSONObject([("athlete", .string("ana")), ("colour", .string("red"))]))
+            Issue.record("athlete.assign took an argument it does not declare")
+        } catch {
+            #expect(error.reason.contains("colour") && error.reason.contains("vl_threshold_pct"))
+        }
+        let item = JSONObject([("exercise", .string("squat")), ("sets", .number(3)), ("reps", .number(5)), ("tempo", .string("3-1-X-0"))])
+        #expect(throws: PayloadError.self, "a plan item's unknown field") {
+            try Plan(assignArgs: JSONObject([("athlete", .string("ana")), ("exercises", .array([.object(item)]))]))
+        }
+        #expect(throws: PayloadError.self, "set.end takes no arguments") {
+            try CommandName.checkArguments(CommandName.setEnd, JSONObject([("now", .bool(true))]))
+        }
+        try CommandName.checkArguments(CommandName.setEnd, JSONObject())
+        // A command no vbt program acts on is not ours to judge.
+        try CommandName.checkArguments("lights.dim", JSONObject([("level", .number(3))]))
+    }
+
+    @Test("a choice outside its values, a value out of bounds or a required argument left out is refused; null is absent")
+    func bounds() throws {
+        #expect(throws: PayloadError.self) { try AthleteAssign(args: JSONObject([("vl_reference", .string("slowest"))])) }
+        #expect(throws: PayloadError.self) { try AthleteAssign(args: JSONObject([("load_kg", .number(1_000.5))])) }
+        #expect(throws: PayloadError.self) { try AthleteAssign(args: JSONObject([("rom_mm", .number(.infinity))])) }
+        #expect(throws: PayloadError.self) { try CommandName.checkArguments(CommandName.restExtend, JSONObject()) }
+        #expect(try AthleteAssign(args: JSONObject([("athlete", .string("ana")), ("load_kg", .null)])) == AthleteAssign(athlete: "ana"))
+        let everyCommandDeclared = Set(CommandName.specs.map(\.name))
+        #expect(everyCommandDeclared == CommandName.all)
+    }
+
+    @Test("a program's --help lists the commands it acts on, arguments that may be left out marked ?")
+    func help() {
+        let lines = CommandName.help(for: "rep-detector").split(separator: "\n").map(String.init)
+        let commands = lines.filter { !$0.hasPrefix("      ") }.map { $0.split(separator: " ").first.map(String.init) ?? "" }
+        #expect(commands == ["athlete.assign", "athlete.unassign", "set.end", "set.load"])
+        #expect(lines.contains("  set.load {load_kg}"))
+        #expect(lines.allSatisfy { $0.count <= 78 })
+        #expect(lines.joined().contains("mvt_mps?}"))
+    }
 }
