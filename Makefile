@@ -15,10 +15,12 @@ build: deps
 # The pure and in-memory suites run apart from the process suites, so each
 # reports its own real duration (a process suite's waits would hold the rest).
 # The code follows .swift-format (`swift format -i -r Sources Tests Benchmarks` applies it).
-# Then scripts/lint-history.sh: no comment, help or log text names a tracker's issue.
+# Then scripts/lint-history.sh: no comment, help or log text names a tracker's issue;
+# and scripts/lint-commits.sh: every commit since the template follows it (CONTRIBUTING.md).
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Benchmarks Package.swift
 	@bash scripts/lint-history.sh
+	@bash scripts/lint-commits.sh
 
 test: build lint
 	$(SWIFT) build --build-tests
