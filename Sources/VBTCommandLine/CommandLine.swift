@@ -6,7 +6,7 @@ import VBTBus
 import VBTWire
 
 /// This build's version, the same for every program: raised with each
-/// release (CHANGELOG-free: the git history says what changed).
+/// release (CHANGELOG.md says what changed).
 public let vbtVersion = "0.15.0"
 
 /// What `--version` prints: the program, its version, the wire format it
@@ -26,12 +26,24 @@ public struct BusOptions: ParsableArguments {
     @Flag(
         help: ArgumentHelp(
             "Run without keys (plaintext; also VBT_INSECURE=1): only when every endpoint is on this computer.",
-            discussion: "Without it a program needs its keys (VBT_CERT and VBT_BUS_CERT; proto/security.md)."))
+            discussion: """
+                Without it a program needs its keys: VBT_CERT and VBT_BUS_CERT, and for vbt-bus and the session-recorder \
+                VBT_SERVER_CERT and VBT_AUTHORIZED too (proto/security.md).
+                """))
     public var insecure = false
 
     public init() {}
 
-    public func validate() throws { _ = try security() }
+    /// Missing or unreadable keys end the program here with one line saying what to do and
+    /// exit status 64 (EX_USAGE): thrown, the argument parser would print the whole `--help`
+    /// after it whenever the program was started without arguments, as units often are.
+    public func validate() throws {
+        do { _ = try security() } catch {
+            let program = URL(fileURLWithPath: CommandLine.arguments.first ?? "vbt").lastPathComponent
+            reportProblem("Error: \(program): \(error)")
+            Foundation.exit(64)
+        }
+    }
 
     /// The keys from the environment; nil (plaintext) only when asked for with
     /// --insecure or VBT_INSECURE=1. Every socket refuses a non-loopback

@@ -18,7 +18,7 @@ struct SensorBridge: AsyncParsableCommand {
               --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
               --serial PATH --protocol witmotion|arduino-distance [--baud N]
               --replay FILE [--speed X] [--loop] [--stations N [--stagger S]] [--t0 T]
-              --simulate [--exercise squat|bench|deadlift] [--load-kg KG] [--seed N] ...
+              --simulate [--exercise squat|bench|deadlift|press] [--load-kg KG] [--seed N] ...
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
             message: at most --batch-size readings, none waiting longer than --batch-delay; with
