@@ -179,3 +179,31 @@ def test_the_programs_index_links_every_page_and_the_common_options() -> None:
     assert not missing, f"docs/programs/README.md links no page for {missing}: add a row for each to its table"
     for option in sorted(EVERYWHERE):
         assert option in index, f"docs/programs/README.md does not mention {option}: add it to the conventions"
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors a Markdown page's headings make, as GitHub spells them."""
+    anchors = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#+\s+(.*)", line)
+        if heading:
+            anchors.add(re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def test_every_link_between_the_pages_reaches_a_file_and_heading():
+    root = ROOT
+    pages = [root / "README.md", root / "CONTRIBUTING.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md")),
+             *sorted((root / "proto").glob("*.md")), *sorted((root / "deploy").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists():
+                broken.append(f"{page.relative_to(root)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+                broken.append(f"{page.relative_to(root)}: {link} (no such heading)")
+    assert not broken, "links to fix:\n" + "\n".join(broken)
