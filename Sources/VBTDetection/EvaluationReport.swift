@@ -15,7 +15,8 @@ extension Evaluation {
         w.beginObject()
         w.key("recording"); w.string(recording)
         w.key("labelled"); w.bool(labelled)
-        w.key("tolerance_s"); w.number(toleranceS)
+        w.key("matching"); if let kind { w.string(kind.rawValue) } else { w.null() }
+        w.key("tolerance_s"); if kind == .order { w.null() } else { w.number(toleranceS) }
         w.key("messages"); w.int(run.messages)
         w.key("skipped_readings"); w.int(run.skippedReadings)
         w.key("unreadable_lines")
@@ -31,6 +32,10 @@ extension Evaluation {
         w.beginArray()
         for summary in stations { Self.write(summary, to: &w) }
         w.endArray()
+        w.key("exercises")
+        w.beginArray()
+        for summary in exercises { Self.write(summary, to: &w) }
+        w.endArray()
         w.key("overall"); Self.write(overall, to: &w)
         w.key("reps")
         w.beginArray()
@@ -40,19 +45,57 @@ extension Evaluation {
             w.key("station"); w.string(rep.station)
             w.key("set_id"); w.string(rep.setId)
             w.key("index"); w.int(rep.index)
+            w.key("exercise"); w.string(rep.exercise)
             w.key("t_top"); w.number(rep.tTop)
             w.key("mean_velocity_mps"); w.number(rep.meanVelocityMps)
             w.key("peak_velocity_mps"); w.number(rep.peakVelocityMps)
-            w.key("matched"); if labelled { w.bool(verdict.label != nil) } else { w.null() }
+            w.key("matched"); if labelled { w.bool(verdict.reference != nil) } else { w.null() }
             w.key("label")
-            if let label = verdict.label { Self.write(label, to: &w, dt: rep.tTop - label.tTop) } else { w.null() }
+            switch verdict.reference {
+            case .time(let label): Self.write(label, to: &w, dt: rep.tTop - label.tTop)
+            case .order(let label): Self.write(label, to: &w)
+            case nil: w.null()
+            }
             w.endObject()
         }
         w.endArray()
         w.key("unmatched_labels")
         w.beginArray()
-        for label in unmatchedLabels { Self.write(label, to: &w, dt: nil) }
+        for miss in unmatched {
+            switch miss.reference {
+            case .time(let label): Self.write(label, to: &w, dt: nil, exercise: miss.exercise)
+            case .order(let label): Self.write(label, to: &w, exercise: miss.exercise)
+            }
+        }
         w.endArray()
+        w.key("rejected")
+        w.beginArray()
+        for rejection in rejections {
+            w.beginObject()
+            w.key("station"); w.string(rejection.station)
+            w.key("t"); w.number(rejection.t)
+            w.key("reason"); w.string(rejection.reason)
+            w.key("detail"); w.string(rejection.detail)
+            w.endObject()
+        }
+        w.endArray()
+        w.key("sets")
+        if kind == .order {
+            w.beginArray()
+            for set in sets {
+                w.beginObject()
+                w.key("station"); w.string(set.station)
+                w.key("set"); if let number = set.labelSet { w.int(number) } else { w.null() }
+                w.key("set_id"); if let id = set.setId { w.string(id) } else { w.null() }
+                w.key("exercise"); w.string(set.exercise)
+                w.key("detected_reps"); w.int(set.detectedReps)
+                w.key("labels"); w.int(set.labels)
+                w.endObject()
+            }
+            w.endArray()
+        } else {
+            w.null()
+        }
         w.endObject()
         return String(decoding: w.bytes, as: UTF8.self)
     }
@@ -61,7 +104,7 @@ extension Evaluation {
         if let value { w.number(value) } else { w.null() }
     }
 
-    private static func write(_ label: ReferenceLabel, to w: inout JSONWriter, dt: Double?) {
+    private static func write(_ label: ReferenceLabel, to w: inout JSONWriter, dt: Double?, exercise: String? = nil) {
         w.beginObject()
         w.key("line"); w.int(label.line)
         w.key("station"); w.string(label.station)
@@ -69,12 +112,26 @@ extension Evaluation {
         w.key("mean_velocity_mps"); optional(label.meanVelocityMps, &w)
         w.key("peak_velocity_mps"); optional(label.peakVelocityMps, &w)
         if let dt { w.key("dt_s"); w.number(dt) }
+        if let exercise { w.key("exercise"); w.string(exercise) }
+        w.endObject()
+    }
+
+    private static func write(_ label: OrderLabel, to w: inout JSONWriter, exercise: String? = nil) {
+        w.beginObject()
+        w.key("line"); w.int(label.line)
+        w.key("station"); w.string(label.station)
+        w.key("set"); w.int(label.set)
+        w.key("rep"); w.int(label.rep)
+        w.key("mean_velocity_mps"); optional(label.meanVelocityMps, &w)
+        w.key("peak_velocity_mps"); optional(label.peakVelocityMps, &w)
+        if let exercise { w.key("exercise"); w.string(exercise) }
         w.endObject()
     }
 
     private static func write(_ s: EvaluationSummary, to w: inout JSONWriter) {
         w.beginObject()
         if let station = s.station { w.key("station"); w.string(station) }
+        if let exercise = s.exercise { w.key("exercise"); w.string(exercise) }
         w.key("detected_reps"); w.int(s.detectedReps)
         w.key("rejected_attempts"); w.int(s.rejectedAttempts)
         w.key("average_mean_velocity_mps"); optional(s.averageMeanVelocityMps, &w)
@@ -99,6 +156,8 @@ extension Evaluation {
             w.key("sd_mps"); optional(a.sdMps, &w)
             w.key("loa_lower_mps"); optional(a.lowerLimitMps, &w)
             w.key("loa_upper_mps"); optional(a.upperLimitMps, &w)
+            w.key("sem_mps"); optional(a.semMps, &w)
+            w.key("sdc_mps"); optional(a.smallestDetectableChangeMps, &w)
             w.endObject()
         }
         w.endObject()
@@ -116,46 +175,78 @@ extension Evaluation {
         }
         if run.skippedReadings > 0 { out += ", \(run.skippedReadings) readings with implausible times skipped" }
         out += "\n\n"
-        let rows = stations + [overall]
-        func name(_ s: EvaluationSummary) -> String { s.station ?? "overall" }
-        if labelled {
-            out += "Detection (a rep matches a label within \(Self.fixed(toleranceS, 2)) s of its top)\n"
-            var table: [[String]] = [["station", "reps", "labels", "TP", "FP", "FN", "precision", "recall", "F1"]]
-            for s in rows {
-                let c = s.counts
-                table.append([
-                    name(s), "\(s.detectedReps)", "\(s.labels ?? 0)", "\(c?.truePositives ?? 0)", "\(c?.falsePositives ?? 0)",
-                    "\(c?.falseNegatives ?? 0)", Self.fixed(c?.precision, 3), Self.fixed(c?.recall, 3), Self.fixed(c?.f1, 3),
-                ])
+        func name(_ s: EvaluationSummary) -> String { s.station ?? s.exercise ?? "overall" }
+        /// Station rows, then a line `exercise` and the exercises' rows, then overall.
+        func rows(_ cells: (EvaluationSummary) -> [String], header: [String]) -> String {
+            var table = [header] + stations.map(cells)
+            if !exercises.isEmpty {
+                table.append(["exercise"] + Array(repeating: "", count: header.count - 1))
+                table += exercises.map(cells)
             }
-            out += Self.align(table)
+            table.append(cells(overall))
+            return Self.align(table)
+        }
+        if labelled {
+            if kind == .order {
+                out += "Detection (labels matched in order within each set: the detector's n-th set at a station is the labels' n-th)\n"
+            } else {
+                out += "Detection (a rep matches a label within \(Self.fixed(toleranceS, 2)) s of its top)\n"
+            }
+            out += rows(
+                { s in
+                    let c = s.counts
+                    return [
+                        name(s), "\(s.detectedReps)", "\(s.labels ?? 0)", "\(c?.truePositives ?? 0)", "\(c?.falsePositives ?? 0)",
+                        "\(c?.falseNegatives ?? 0)", Self.fixed(c?.precision, 3), Self.fixed(c?.recall, 3), Self.fixed(c?.f1, 3),
+                    ]
+                }, header: ["station", "reps", "labels", "TP", "FP", "FN", "precision", "recall", "F1"])
             for (title, pick) in [("Mean velocity", \EvaluationSummary.meanVelocity), ("Peak velocity", \EvaluationSummary.peakVelocity)] {
-                out += "\n\(title), detected - reference, m/s (Bland-Altman: LoA = bias +- 1.96 SD)\n"
-                var table: [[String]] = [["station", "n", "bias", "MAE", "SD", "LoA low", "LoA high"]]
-                for s in rows {
-                    let a = s[keyPath: pick]
+                out += "\n\(title), detected - reference, m/s (Bland-Altman: LoA = bias +- 1.96 SD; SDC = 1.96 SD)\n"
+                out += rows(
+                    { s in
+                        let a = s[keyPath: pick]
+                        return [
+                            name(s), "\(a?.n ?? 0)", Self.fixed(a?.biasMps, 3), Self.fixed(a?.meanAbsoluteErrorMps, 3),
+                            Self.fixed(a?.sdMps, 3), Self.fixed(a?.lowerLimitMps, 3), Self.fixed(a?.upperLimitMps, 3),
+                            Self.fixed(a?.smallestDetectableChangeMps, 3),
+                        ]
+                    }, header: ["station", "n", "bias", "MAE", "SD", "LoA low", "LoA high", "SDC"])
+            }
+            if kind == .order, !sets.isEmpty {
+                out += "\nSets (the detector's n-th set at a station beside the labels' n-th)\n"
+                var table: [[String]] = [["station", "label set", "detector set", "exercise", "reps", "labels"]]
+                for set in sets {
                     table.append([
-                        name(s), "\(a?.n ?? 0)", Self.fixed(a?.biasMps, 3), Self.fixed(a?.meanAbsoluteErrorMps, 3),
-                        Self.fixed(a?.sdMps, 3), Self.fixed(a?.lowerLimitMps, 3), Self.fixed(a?.upperLimitMps, 3),
+                        set.station, set.labelSet.map { "\($0)" } ?? "-", set.setId ?? "-", set.exercise, "\(set.detectedReps)", "\(set.labels)",
                     ])
                 }
-                out += Self.align(table)
+                out += Self.align(table, leftColumns: [2, 3])
             }
-            if !unmatchedLabels.isEmpty {
+            if !unmatched.isEmpty {
                 out += "\nLabels without a rep (false negatives): "
-                out += unmatchedLabels.prefix(10).map { "\($0.station) t_top \(Self.fixed($0.tTop, 3)) (line \($0.line))" }.joined(separator: ", ")
-                out += unmatchedLabels.count > 10 ? ", ...\n" : "\n"
+                out += unmatched.prefix(10).map { miss in
+                    switch miss.reference {
+                    case .time(let l): "\(l.station) t_top \(Self.fixed(l.tTop, 3)) (line \(l.line))"
+                    case .order(let l): "\(l.station) set \(l.set) rep \(l.rep) (line \(l.line))"
+                    }
+                }.joined(separator: ", ")
+                out += unmatched.count > 10 ? ", ...\n" : "\n"
             }
         } else {
             out += "Detected reps (no labels given: add --labels FILE to compare)\n"
-            var table: [[String]] = [["station", "reps", "rejected", "mean velocity m/s", "peak velocity m/s"]]
-            for s in rows {
-                table.append([
-                    name(s), "\(s.detectedReps)", "\(s.rejectedAttempts)", Self.fixed(s.averageMeanVelocityMps, 3),
-                    Self.fixed(s.averagePeakVelocityMps, 3),
-                ])
-            }
-            out += Self.align(table)
+            out += rows(
+                { s in
+                    [
+                        name(s), "\(s.detectedReps)", "\(s.rejectedAttempts)", Self.fixed(s.averageMeanVelocityMps, 3),
+                        Self.fixed(s.averagePeakVelocityMps, 3),
+                    ]
+                }, header: ["station", "reps", "rejected", "mean velocity m/s", "peak velocity m/s"])
+        }
+        if !rejections.isEmpty {
+            out += "\nRejected attempts (\(rejections.count); t is the top of the attempt, sensor time)\n"
+            var table: [[String]] = [["t", "station", "reason", "detail"]]
+            for r in rejections { table.append([Self.fixed(r.t, 3), r.station, r.reason, r.detail]) }
+            out += Self.align(table, leftColumns: [1, 2, 3])
         }
         return out
     }
@@ -165,15 +256,15 @@ extension Evaluation {
         return String(format: "%.\(decimals)f", value)
     }
 
-    /// Columns: the first left-aligned, the rest right-aligned, two spaces apart.
-    static func align(_ rows: [[String]]) -> String {
+    /// Columns: the first (and `leftColumns`) left-aligned, the rest right-aligned, two spaces apart.
+    static func align(_ rows: [[String]], leftColumns: Set<Int> = []) -> String {
         guard let columns = rows.first?.count else { return "" }
         let widths = (0..<columns).map { c in rows.map { $0[c].count }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { c, cell in
                 let padding = String(repeating: " ", count: widths[c] - cell.count)
-                return c == 0 ? cell + padding : padding + cell
-            }.joined(separator: "  ")
+                return c == 0 || leftColumns.contains(c) ? cell + padding : padding + cell
+            }.joined(separator: "  ").trimmingTrailingSpaces()
         }.joined(separator: "\n") + "\n"
     }
 
@@ -184,6 +275,15 @@ extension Evaluation {
     /// bias and the 95 % limits of agreement (pooled over every station).
     public func blandAltmanSVG(title: String) -> String {
         BlandAltmanPlot.svg(points: meanVelocityPoints, agreement: overall.meanVelocity ?? Agreement(differences: []), title: title)
+    }
+}
+
+extension String {
+    /// The string without spaces at its end (a table's last column left-aligned pads them).
+    fileprivate func trimmingTrailingSpaces() -> String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
     }
 }
 

@@ -277,3 +277,156 @@ struct TruthLabelsTests {
         }
     }
 }
+
+@Suite("vbt eval: order-only labels")
+struct OrderLabelsTests {
+    func pairs(_ detectedSets: [Int], _ labels: [(Int, Int)]) -> [[Int]] {
+        OrderMatching.match(detectedSets: detectedSets, labels: labels.map { (set: $0.0, rep: $0.1) }).map { [$0.label, $0.set, $0.rep] }
+    }
+
+    @Test("set numbers count by rank, rep numbers by value; what one side lacks stays unmatched")
+    func matching() {
+        // Labels number their sets 4 and 9: the detector's first and second sets.
+        #expect(pairs([2, 1], [(9, 1), (4, 2), (4, 1)]) == [[0, 1, 0], [1, 0, 1], [2, 0, 0]])
+        // A label rep past the detector's last rep of the set: unmatched (a false negative).
+        #expect(pairs([2], [(1, 1), (1, 2), (1, 3)]) == [[0, 0, 0], [1, 0, 1]])
+        // A rep the labels skip (1, 3): the detector's 2nd rep stays unmatched (a false positive), its 3rd is rep 3.
+        #expect(pairs([3], [(1, 1), (1, 3)]) == [[0, 0, 0], [1, 0, 2]])
+        // More label sets than detected sets: the last set's labels are unmatched; no detected sets, none match.
+        #expect(pairs([1], [(1, 1), (2, 1)]) == [[0, 0, 0]])
+        #expect(pairs([], [(1, 1)]).isEmpty)
+        #expect(pairs([3, 3], []).isEmpty)
+    }
+
+    func run(_ reps: [(station: String, set: String, t: Double, exercise: String)]) -> OfflineRun {
+        var run = OfflineRun()
+        run.stations = Array(Set(reps.map(\.station))).sorted()
+        run.reps = reps.map { r in
+            EvaluatedRep(station: r.station, setId: r.set, tTop: r.t, meanVelocityMps: 0.5, peakVelocityMps: 0.8, exercise: r.exercise)
+        }
+        return run
+    }
+
+    @Test("an evaluation: extra and missing reps, a set only the labels have, exercises of the false negatives")
+    func evaluation() throws {
+        var offline = run([
+            ("a", "a-1", 10, "squat"), ("a", "a-1", 13, "squat"), ("a", "a-1", 16, "squat"),
+            ("a", "a-2", 40, "bench"), ("a", "a-2", 43, "bench"),
+        ])
+        offline.exerciseSpans["a"] = [ExerciseSpan(sinceT: 0, exercise: "squat"), ExerciseSpan(sinceT: 30, exercise: "bench")]
+        offline.rejections = [EvaluatedRejection(station: "a", t: 44, reason: "partial", detail: "ROM 150 mm below 400 mm", exercise: "bench")]
+        offline.rejectedByStation = ["a": 1]
+        let labels = [
+            OrderLabel(station: "a", set: 1, rep: 1, meanVelocityMps: 0.45, peakVelocityMps: 0.9, line: 2),
+            OrderLabel(station: "a", set: 1, rep: 2, meanVelocityMps: 0.55, line: 3),
+            // Set 1's third rep is not in the labels: the detector's third rep is a false positive.
+            OrderLabel(station: "a", set: 2, rep: 1, meanVelocityMps: 0.50, line: 4),
+            OrderLabel(station: "a", set: 2, rep: 2, meanVelocityMps: 0.50, line: 5),
+            OrderLabel(station: "a", set: 2, rep: 3, meanVelocityMps: 0.50, line: 6),  // the detector's set 2 has 2 reps: FN (bench)
+            OrderLabel(station: "a", set: 3, rep: 1, line: 7),  // a set the detector did not count: FN (bench, at the end)
+            OrderLabel(station: "z", set: 1, rep: 1, line: 8),  // a silent station: FN under the default exercise
+        ]
+        let e = Evaluation(run: offline, file: .order(labels))
+        #expect(e.kind == .order && e.labelled)
+        #expect(e.reps.map { $0.reference?.line } == [2, 3, nil, 4, 5])
+        #expect(e.reps.allSatisfy { $0.label == nil })
+        #expect(e.unmatched.map(\.reference.line) == [6, 7, 8])
+        #expect(e.unmatched.map(\.exercise) == ["bench", "bench", ExerciseProfile.defaultExercise])
+        #expect(e.stations.map(\.station) == ["a", "z"])
+        #expect(e.stations[0].counts == DetectionCounts(truePositives: 4, falsePositives: 1, falseNegatives: 2))
+        #expect(e.exercises.map(\.exercise) == ["bench", "generic", "squat"])
+        #expect(e.exercises[0].counts == DetectionCounts(truePositives: 2, falsePositives: 0, falseNegatives: 2))
+        #expect(e.exercises[0].rejectedAttempts == 1 && e.exercises[2].rejectedAttempts == 0)
+        #expect(e.exercises[2].counts == DetectionCounts(truePositives: 2, falsePositives: 1, falseNegatives: 0))
+        #expect(e.overall.counts == DetectionCounts(truePositives: 4, falsePositives: 1, falseNegatives: 3))
+        // Mean velocity differences: 0.05, -0.05, 0, 0 (bias 0, SD 0.0408248); peak: -0.1 only.
+        #expect(e.overall.meanVelocity?.n == 4 && near(e.overall.meanVelocity?.biasMps, 0, 1e-12))
+        #expect(near(e.overall.meanVelocity?.smallestDetectableChangeMps, 1.96 * 0.040824829046386, 1e-12))
+        #expect(e.overall.peakVelocity?.n == 1 && e.overall.peakVelocity?.smallestDetectableChangeMps == nil)
+        #expect(e.sets.map(\.labelSet) == [1, 2, 3, 1])
+        #expect(e.sets.map(\.setId) == ["a-1", "a-2", nil, nil])
+        #expect(e.sets.map(\.detectedReps) == [3, 2, 0, 0] && e.sets.map(\.labels) == [2, 3, 1, 1])
+        let json = e.json(recording: "r.jsonl")
+        guard case .object(let object) = try JSONParser.parse(Array(json.utf8)), case .array(let rejected)? = object["rejected"],
+            case .array(let exercises)? = object["exercises"]
+        else {
+            Issue.record("not a JSON object with rejected and exercises: \(json)")
+            return
+        }
+        #expect(rejected.count == 1 && exercises.count == 3)
+        #expect(object["tolerance_s"] == .null && object["matching"] == .string("order"))
+        let table = e.table(recording: "r.jsonl")
+        #expect(table.contains("a set 2 rep 3 (line 6)") && table.contains("partial") && table.contains("SDC"))
+    }
+
+    @Test("more detected sets than label sets: the detector's later sets are false positives")
+    func moreDetectedSets() {
+        let offline = run([("a", "a-1", 10, "squat"), ("a", "a-2", 40, "squat"), ("a", "a-3", 70, "squat")])
+        let e = Evaluation(run: offline, file: .order([OrderLabel(station: "a", set: 5, rep: 1, meanVelocityMps: 0.5, line: 2)]))
+        #expect(e.reps.map { $0.reference?.line } == [2, nil, nil])
+        #expect(e.overall.counts == DetectionCounts(truePositives: 1, falsePositives: 2, falseNegatives: 0))
+        #expect(e.sets.map(\.labelSet) == [5, nil, nil])
+    }
+
+    @Test("time labels' false negatives count under the exercise assigned at their time")
+    func timeLabelExercise() {
+        var offline = run([("a", "a-1", 10, "squat")])
+        offline.exerciseSpans["a"] = [ExerciseSpan(sinceT: 20, exercise: "bench")]
+        let e = Evaluation(
+            run: offline,
+            labels: [
+                ReferenceLabel(station: "a", tTop: 5, line: 2), ReferenceLabel(station: "a", tTop: 10, line: 3),
+                ReferenceLabel(station: "a", tTop: 25, line: 4),
+            ])
+        #expect(e.kind == .time)
+        #expect(e.unmatched.map(\.exercise) == [ExerciseProfile.defaultExercise, "bench"])
+        #expect(e.unmatchedLabels.map(\.line) == [2, 4])
+    }
+
+    let header = ReferenceLabels.orderHeader
+
+    @Test("a good file: either header is recognised, empty velocities are nil, line numbers kept")
+    func good() throws {
+        let file = try ReferenceLabels.parseFile("\u{FEFF}\(header)\r\nrack-01,2,1,0.61,\r\n\r\nrack-01,1,01,,1.2\r\n")
+        #expect(
+            file
+                == .order([
+                    OrderLabel(station: "rack-01", set: 2, rep: 1, meanVelocityMps: 0.61, line: 2),
+                    OrderLabel(station: "rack-01", set: 1, rep: 1, peakVelocityMps: 1.2, line: 4),
+                ]))
+        #expect(
+            try ReferenceLabels.parseFile("\(ReferenceLabels.header)\nrack-01,5,0.5,0.6\n")
+                == .time([ReferenceLabel(station: "rack-01", tTop: 5, meanVelocityMps: 0.5, peakVelocityMps: 0.6, line: 2)]))
+        // The same set and rep at two stations is two reps.
+        #expect(try ReferenceLabels.parseOrder("\(header)\na,1,1,,\nb,1,1,,\n").count == 2)
+    }
+
+    @Test("errors name the file, the line and what is wrong, on one line")
+    func errors() {
+        let cases: [(text: String, line: Int, says: String)] = [
+            ("", 1, "empty file"),
+            ("station,set,rep,mean_velocity_mps\na,1,1,0.5\n", 1, "the header must be exactly"),
+            ("station,set,rep,mean,peak\n", 1, ReferenceLabels.orderHeader),
+            ("\(header)\na,1,1,0.5\n", 2, "expected 5 comma-separated fields"),
+            ("\(header)\na,0,1,0.5,0.6\n", 2, "set `0` is not a positive integer"),
+            ("\(header)\na,-1,1,0.5,0.6\n", 2, "set `-1`"),
+            ("\(header)\na,one,1,0.5,0.6\n", 2, "set `one`"),
+            ("\(header)\na,,1,0.5,0.6\n", 2, "set ``"),
+            ("\(header)\na,1,1.0,0.5,0.6\n", 2, "rep `1.0` is not a positive integer"),
+            ("\(header)\na,1,0,0.5,0.6\n", 2, "rep `0`"),
+            ("\(header)\na,1,99999999999999999999,0.5,0.6\n", 2, "rep `99999999999999999999`"),
+            ("\(header)\na,1,1,0.5,0.6\na,1,2,0.5,0.6\n\na,1,1,0.4,0.6\n", 5, "a set 1 rep 1 is also on line 2"),
+            ("\(header)\na,1,1,fast,0.6\n", 2, "mean_velocity_mps `fast`"),
+            ("\(header)\na,1,1,0.5,-1\n", 2, "peak_velocity_mps"),
+            ("\(header)\nrack 01,1,1,0.5,0.6\n", 2, "station"),
+        ]
+        for c in cases {
+            let error: LabelsError?
+            do { _ = try ReferenceLabels.parseFile(c.text, source: "o.csv"); error = nil } catch let refused { error = refused }
+            #expect(error?.line == c.line, "\(c.text)")
+            #expect(error?.message.hasPrefix("o.csv line \(c.line): ") == true, "\(String(describing: error))")
+            #expect(error?.message.contains(c.says) == true, "\(String(describing: error))")
+            #expect(error?.message.contains("\n") == false)
+        }
+    }
+}
