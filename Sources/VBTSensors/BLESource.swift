@@ -108,7 +108,9 @@ public struct BLESource: SensorSource {
             ])
         onSubscribed()
 
-        var witmotion = WitMotionDecoder()
+        // Readings come in bursts (several notifications a connection event); the stream's clock
+        // spreads them by the sensor's rate.
+        var witmotion = WitMotionStream(rateHz: Double(spec.rateHz))
         var posture = PostureLineDecoder()
         var rate = RateEstimator()
         var stamper = MonotonicStamper()
@@ -143,15 +145,24 @@ public struct BLESource: SensorSource {
             let t = wallClockSeconds()
             switch spec.kind {
             case .witmotion:
-                var readings: [SampleMessage.IMUReading] = []
-                for frame in witmotion.feed(value) {
+                // The rest of the burst: whatever came with this notification.
+                var burst = [value]
+                var lost: SensorError?
+                do {
+                    while let (more, moreValue) = try connection.nextNotification(timeoutS: 0) {
+                        if more == notify.valueHandle { burst.append(moreValue) }
+                    }
+                } catch {
+                    lost = error  // what came before the loss is still published
+                }
+                let (readings, other) = witmotion.feed(burst, arrivalS: t)
+                for reading in readings { rate.add(reading.t) }
+                for frame in other {
                     switch frame {
-                    case .imu(let acc, let gyro, let angle):
-                        let stamped = stamper.stamp(t)
-                        rate.add(stamped)
-                        readings.append(.init(t: stamped, accG: acc, gyroDps: gyro, angleDeg: angle))
                     case .registers(let start, let values) where start == WitMotion.rateRegister:
                         confirmedRate = WitMotion.rate(forCode: UInt8(truncatingIfNeeded: values[0]))
+                        // A sensor that kept another rate: its readings are that far apart.
+                        if let confirmedRate { witmotion.clock.nominalPeriodS = 1 / Double(confirmedRate) }
                         logger.info(
                             "ble sensor output rate read back",
                             metadata: [
@@ -165,6 +176,7 @@ public struct BLESource: SensorSource {
                     }
                 }
                 if !readings.isEmpty { queue.push(.readings(station: station, device: device, .imu(readings))) }
+                if let lost { throw lost }
             case .posture:
                 let readings = posture.feed(value).map { reading -> SampleMessage.PostureReading in
                     let stamped = stamper.stamp(t)
