@@ -119,6 +119,7 @@ extension SimulatedSensors {
     /// Every laser reading of the session in the order a bridge would deliver
     /// them, with the configured faults.
     public mutating func distanceStream(wallOrigin: Double) -> [SampleMessage.DistanceReading] {
+        if let video = config.modes.videoTrack { return videoStream(video, wallOrigin: wallOrigin) }
         var faultRandom = SeededGenerator(seed: config.seed ^ 0xFA17)
         let faults = config.faults
         let (times, delivery) = faults.schedule(rateHz: config.distanceRateHz, duration: timeline.duration, random: &faultRandom)
@@ -140,7 +141,9 @@ extension SimulatedSensors {
     }
 
     /// Every IMU reading of the session in delivery order, with the configured faults.
+    /// With `modes.imuBursts`, the bursts' readings in order (the bursts replace the faults' timing).
     public mutating func imuStream(wallOrigin: Double) -> [SampleMessage.IMUReading] {
+        if config.modes.imuBursts != nil { return imuBursts(wallOrigin: wallOrigin).flatMap(\.readings) }
         var faultRandom = SeededGenerator(seed: config.seed ^ 0x1A0F)
         let (times, delivery) = config.faults.schedule(rateHz: config.imuRateHz, duration: timeline.duration, random: &faultRandom)
         let readings = times.map { imu(at: $0, wallOrigin: wallOrigin) }

@@ -102,6 +102,9 @@ public struct SimulationConfig: Sendable {
     public var touchAndGoShare = 0.3
     /// What real sensors do that tidy ones don't (none by default; `.realWorld` for all of it).
     public var faults = SensorFaults()
+    /// What real lifts and real sensors do beyond the defaults: short ROMs, shrinking depth,
+    /// sticking points, tempo, lockout creep, overshoot, a video track, BLE bursts (none by default).
+    public var modes = SimulationModes()
     /// Time factor: 1 real time, 0 as fast as possible.
     public var speed = 1.0
     /// Repeat the whole session forever (`make run`).
@@ -131,26 +134,34 @@ public struct BarTimeline: Sendable {
         var duration: Double
         var from: Double  // mm above the bottom of the rep
         var to: Double
+        /// A velocity ramp (`SimulationModes`' shaped rises): velocity goes from
+        /// `v0` to `v1` m/s along half a cosine; false: a move from rest to rest.
+        var ramp = false
+        var v0 = 0.0
+        var v1 = 0.0
     }
 
-    private var segments: [Segment] = []
+    var segments: [Segment] = []
     /// Every rep, in order.
-    public private(set) var reps: [SimulatedRep] = []
+    public internal(set) var reps: [SimulatedRep] = []
     /// When the bar was picked up before a set (seconds from the start): rises that are no rep.
-    public private(set) var pickups: [ClosedRange<Double>] = []
+    public internal(set) var pickups: [ClosedRange<Double>] = []
     /// Total length in seconds.
-    public private(set) var duration = 0.0
+    public internal(set) var duration = 0.0
 
     /// Builds the session of `config` from its seed.
     public init(_ config: SimulationConfig) {
         var random = SeededGenerator(seed: config.seed)
-        let rom = config.exercise.romMm
+        // The modes draw from their own generator: without them the session is as it always was.
+        var modeRandom = SeededGenerator(seed: config.seed ^ 0x30DE5)
+        let modes = config.modes
+        let rom = config.effectiveExercise.romMm
         let rackHeight = rom + 40  // the bar sits in the hooks a little above the top of the rep
         let intensity = min(1, max(0.2, config.loadKg / config.oneRepMaxKg))
         // Near-linear load-velocity relation: 1.6 m/s unloaded down to MVT at 1RM.
         let firstVelocity = config.exercise.mvtMps + (1.6 - config.exercise.mvtMps) * (1 - intensity)
         if config.exercise.startsAtBottom {
-            buildBottomStart(config, random: &random, firstVelocity: firstVelocity)
+            buildBottomStart(config, random: &random, modeRandom: &modeRandom, firstVelocity: firstVelocity)
             return
         }
         hold(rackHeight, 2.0)
@@ -162,16 +173,28 @@ public struct BarTimeline: Sendable {
             move(rom - 8, rom, 0.5)
             hold(rom, 1.0 + random.normal(sd: 0.1).magnitude)
             let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
-            for index in 1...max(1, config.repsPerSet) {
-                let depth = rom * (1 + random.normal(sd: 0.01))
-                let eccentricS = 1.0 + 0.3 * Double.random(in: 0...1, using: &random)
-                let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
+            let count = max(1, config.repsPerSet)
+            for index in 1...count {
+                var depth = rom * (1 + random.normal(sd: 0.01))
+                if let fade = modes.shrinkingDepth { depth *= fade.romMm(rep: index, of: count) / rom }
+                var eccentricS = 1.0 + 0.3 * Double.random(in: 0...1, using: &random)
+                var touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
+                if let tempo = modes.tempo {
+                    eccentricS = tempo.eccentricS
+                    touchAndGo = false
+                }
                 move(rom, rom - depth, eccentricS)
-                if !touchAndGo { hold(rom - depth, 0.2 + 0.5 * Double.random(in: 0...1, using: &random)) }
+                if !touchAndGo {
+                    var pauseS = 0.2 + 0.5 * Double.random(in: 0...1, using: &random)
+                    if let tempo = modes.tempo { pauseS = Double.random(in: tempo.pauseS, using: &modeRandom) }
+                    hold(rom - depth, pauseS)
+                }
                 let velocity = max(
                     config.exercise.mvtMps * 0.8,
                     firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
-                lift(from: rom - depth, to: rom, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
+                rise(
+                    from: rom - depth, to: rom, velocity: velocity, set: set, index: index, of: count, touchAndGo: touchAndGo, modes: modes,
+                    random: &modeRandom)
                 // Touch-and-go is at the bottom; at the top the lifter still breathes between reps.
                 hold(rom, 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
             }
@@ -185,8 +208,11 @@ public struct BarTimeline: Sendable {
     /// Sets of reps that start at the bottom (a press, a deadlift from the
     /// floor): lift, a moment at the top, lower; before each set the bar may
     /// be picked up from below (`pickupMm`) and after it put back there.
-    private mutating func buildBottomStart(_ config: SimulationConfig, random: inout SeededGenerator, firstVelocity: Double) {
-        let rom = config.exercise.romMm, pickup = config.exercise.pickupMm
+    private mutating func buildBottomStart(
+        _ config: SimulationConfig, random: inout SeededGenerator, modeRandom: inout SeededGenerator, firstVelocity: Double
+    ) {
+        let modes = config.modes
+        let rom = config.effectiveExercise.romMm, pickup = config.exercise.pickupMm
         let rest = -pickup  // where the bar waits between sets
         hold(rest, 2.0)
         for set in 1...max(1, config.sets) {
@@ -200,16 +226,27 @@ public struct BarTimeline: Sendable {
                 hold(0, 0.5)
             }
             let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
-            for index in 1...max(1, config.repsPerSet) {
-                let height = rom * (1 + random.normal(sd: 0.01))
+            let count = max(1, config.repsPerSet)
+            for index in 1...count {
+                var height = rom * (1 + random.normal(sd: 0.01))
+                if let fade = modes.shrinkingDepth { height *= fade.romMm(rep: index, of: count) / rom }
                 let velocity = max(
                     config.exercise.mvtMps * 0.8,
                     firstVelocity * (1 - lossPerRep * Double(index - 1)) * (1 + random.normal(sd: 0.015)))
-                let touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
-                if index > 1, !touchAndGo { hold(0, 0.3 + 0.6 * Double.random(in: 0...1, using: &random)) }
-                lift(from: 0, to: height, velocity: velocity, set: set, index: index, touchAndGo: touchAndGo)
+                var touchAndGo = index > 1 && Double.random(in: 0...1, using: &random) < config.touchAndGoShare
+                if modes.tempo != nil { touchAndGo = false }
+                if index > 1, !touchAndGo {
+                    var pauseS = 0.3 + 0.6 * Double.random(in: 0...1, using: &random)
+                    if let tempo = modes.tempo { pauseS = Double.random(in: tempo.pauseS, using: &modeRandom) }
+                    hold(0, pauseS)
+                }
+                rise(
+                    from: 0, to: height, velocity: velocity, set: set, index: index, of: count, touchAndGo: touchAndGo, modes: modes,
+                    random: &modeRandom)
                 hold(height, 0.3 + 0.7 * Double.random(in: 0...1, using: &random))
-                move(height, 0, 1.0 + 0.4 * Double.random(in: 0...1, using: &random))
+                var eccentricS = 1.0 + 0.4 * Double.random(in: 0...1, using: &random)
+                if let tempo = modes.tempo { eccentricS = tempo.eccentricS }
+                move(height, 0, eccentricS)
             }
             hold(0, 0.5)
             if pickup > 0 { move(0, rest, 0.8) }
@@ -218,7 +255,7 @@ public struct BarTimeline: Sendable {
     }
 
     /// A concentric phase at `velocity` (mean), recorded as a rep.
-    private mutating func lift(from: Double, to: Double, velocity: Double, set: Int, index: Int, touchAndGo: Bool) {
+    mutating func lift(from: Double, to: Double, velocity: Double, set: Int, index: Int, touchAndGo: Bool) {
         let rom = to - from
         let concentricS = rom / 1000 / velocity
         let start = duration
@@ -230,14 +267,14 @@ public struct BarTimeline: Sendable {
                 romMm: rom, touchAndGo: touchAndGo))
     }
 
-    private mutating func hold(_ position: Double, _ seconds: Double) {
+    mutating func hold(_ position: Double, _ seconds: Double) {
         segments.append(Segment(start: duration, duration: seconds, from: position, to: position))
         duration += seconds
     }
 
     /// A smooth move: position follows half a cosine, so velocity is a sine arch
     /// (peak = mean x pi/2) and acceleration is continuous inside the move.
-    private mutating func move(_ from: Double, _ to: Double, _ seconds: Double) {
+    mutating func move(_ from: Double, _ to: Double, _ seconds: Double) {
         segments.append(Segment(start: duration, duration: seconds, from: from, to: to))
         duration += seconds
     }
@@ -255,6 +292,7 @@ public struct BarTimeline: Sendable {
     public func state(at t: Double) -> (positionMm: Double, velocityMps: Double, accelerationMps2: Double) {
         let s = segment(at: min(max(t, 0), duration))
         let x = min(max((t - s.start) / s.duration, 0), 1)
+        if s.ramp { return s.rampState(x) }
         let span = s.to - s.from
         let position = s.from + span * (1 - cos(.pi * x)) / 2
         let velocity = span / 1000 * .pi / (2 * s.duration) * sin(.pi * x)
@@ -298,7 +336,7 @@ public struct SimulatedSensors: Sendable {
         let state = timeline.state(at: t)
         let phase: SampleMessage.DistanceReading.State =
             state.velocityMps > 0.05 ? .concentric : state.velocityMps < -0.05 ? .eccentric : .idle
-        let mm = config.exercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
+        let mm = config.effectiveExercise.bottomDistanceMm + state.positionMm + random.normal(sd: config.distanceNoiseMm)
         return .init(
             t: ((wallOrigin + t) * 1e6).rounded() / 1e6, distanceMm: (mm * 10).rounded() / 10, state: phase,
             accG: config.laserAccelerometer ? boardAcceleration(at: t - config.laserAccelerometerLeadS) : nil)
@@ -325,7 +363,8 @@ public struct SimulatedSensors: Sendable {
     /// seen through a small tilt; gyro is the tilt's rate; all with noise.
     public mutating func imu(at t: Double, wallOrigin: Double) -> SampleMessage.IMUReading {
         if config.faults.phoneGradeIMU { return phoneGradeIMU(at: t, wallOrigin: wallOrigin) }
-        let state = timeline.state(at: t)
+        var state = timeline.state(at: t)
+        if config.modes.imuMeanOverPeriod { state.accelerationMps2 = meanIMUAcceleration(at: t) }
         let roll = 2.0 + 1.5 * sin(0.7 * t), pitch = -1.5 + 1.0 * sin(0.45 * t + 1), yaw = 30 + 0.2 * t
         let rollRate = 1.5 * 0.7 * cos(0.7 * t), pitchRate = 1.0 * 0.45 * cos(0.45 * t + 1), yawRate = 0.2
         let world = Vector3(0, 0, 1 + state.accelerationMps2 / 9.80665)
@@ -349,6 +388,12 @@ extension SimulatedSensors {
     public mutating func distanceMessages(perMessage: Int, wallOrigin: Double) -> [SampleMessage] {
         var messages: [SampleMessage] = []
         var batch: [SampleMessage.DistanceReading] = []
+        if config.modes.videoTrack != nil {
+            let stream = distanceStream(wallOrigin: wallOrigin)
+            return stride(from: 0, to: stream.count, by: perMessage).map {
+                SampleMessage(.distance(Array(stream[$0..<min($0 + perMessage, stream.count)])), device: "sim")
+            }
+        }
         var t = 0.0
         while t <= timeline.duration {
             batch.append(distance(at: t, wallOrigin: wallOrigin))
@@ -401,8 +446,9 @@ public struct SimulatorSource: SensorSource {
         var pass = 0
         var origin = wallClockSeconds()
         let device = "sim"
-        if config.distanceRateHz > 0 {
-            queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "distance", device: device, rateHz: config.distanceRateHz)))
+        if config.distanceReadingRateHz > 0 {
+            queue.push(
+                .status(station: config.station, StatusMessage(state: .connected, sensor: "distance", device: device, rateHz: config.distanceReadingRateHz)))
         }
         if config.imuRateHz > 0 {
             queue.push(.status(station: config.station, StatusMessage(state: .connected, sensor: "imu", device: device, rateHz: config.imuRateHz)))
@@ -430,12 +476,20 @@ public struct SimulatorSource: SensorSource {
 
             // Every reading of the pass, in delivery order, paced by sensor time
             // (a late or repeated reading goes out when its neighbours do).
-            enum Due { case distance(SampleMessage.DistanceReading), imu(SampleMessage.IMUReading), posture(SampleMessage.PostureReading), status }
+            enum Due {
+                case distance(SampleMessage.DistanceReading), imu(SampleMessage.IMUReading), imuBurst([SampleMessage.IMUReading])
+                case posture(SampleMessage.PostureReading), status
+            }
             var due: [(at: Double, what: Due)] = []
             var paceAt = 0.0
             for r in sensors.distanceStream(wallOrigin: origin) { paceAt = max(paceAt, r.t - origin); due.append((paceAt, .distance(r))) }
             paceAt = 0
-            for r in sensors.imuStream(wallOrigin: origin) { paceAt = max(paceAt, r.t - origin); due.append((paceAt, .imu(r))) }
+            if config.modes.imuBursts != nil {
+                // A burst goes out as it arrived: its readings together.
+                for burst in sensors.imuBursts(wallOrigin: origin) { due.append((burst.arrivalS, .imuBurst(burst.readings))) }
+            } else {
+                for r in sensors.imuStream(wallOrigin: origin) { paceAt = max(paceAt, r.t - origin); due.append((paceAt, .imu(r))) }
+            }
             if config.postureRateHz > 0 {
                 var t = 0.0
                 while t <= duration { due.append((t, .posture(sensors.posture(at: t, wallOrigin: origin)))); t += 1 / config.postureRateHz }
@@ -453,15 +507,17 @@ public struct SimulatorSource: SensorSource {
                 switch what {
                 case .distance(let r): queue.push(.readings(station: config.station, device: device, .distance([r])))
                 case .imu(let r): queue.push(.readings(station: config.station, device: device, .imu([r])))
+                case .imuBurst(let readings): queue.push(.readings(station: config.station, device: device, .imu(readings)))
                 case .posture(let r): queue.push(.readings(station: config.station, device: device, .posture([r])))
                 case .status:
-                    for (sensor, rate) in [("distance", config.distanceRateHz), ("imu", config.imuRateHz), ("posture", config.postureRateHz)] where rate > 0 {
+                    for (sensor, rate) in [("distance", config.distanceReadingRateHz), ("imu", config.imuRateHz), ("posture", config.postureRateHz)]
+                    where rate > 0 {
                         queue.push(
                             .status(station: config.station, StatusMessage(state: .streaming, sensor: sensor, device: device, rateHz: rate, batteryPct: 100)))
                     }
                 }
             }
-            let distanceStep = config.distanceRateHz > 0 ? 1 / config.distanceRateHz : .infinity
+            let distanceStep = config.distanceReadingRateHz > 0 ? 1 / config.distanceReadingRateHz : .infinity
             let imuStep = config.imuRateHz > 0 ? 1 / config.imuRateHz : .infinity
             let postureStep = config.postureRateHz > 0 ? 1 / config.postureRateHz : .infinity
             origin += duration + min(distanceStep, imuStep, postureStep)

@@ -18,7 +18,17 @@ struct SensorBridge: AsyncParsableCommand {
               --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
               --serial PATH --protocol witmotion|arduino-distance [--baud N]
               --replay FILE [--speed X] [--loop] [--stations N [--stagger S]] [--t0 T]
-              --simulate [--exercise squat|bench|deadlift|press] [--load-kg KG] [--seed N] ...
+              --simulate [--exercise squat|bench|deadlift|press] [--load-kg KG] [--seed N] [--mode M] ...
+            Simulation modes (--mode M, repeatable; truth as a reference transducer sees it):
+              short-rom        every rep's ROM --rom-mm (250), the lockout unchanged
+              shrinking-depth  ROM shrinking over each set, --depth-mm FIRST:LAST
+              sticking         velocity dips to 0.02-0.1 m/s for 0.2-0.6 s mid-rise
+              paused           a 3 s descent, a 1-3 s pause at the bottom (3-1-X)
+              creep            the bar creeps on 4-8 mm over 0.45-0.65 s at lockout
+              overshoot        reps of 0.6 m/s+ rise 10-25 mm past the top, settle
+              video            the distance a 30 fps video track: 2-4 mm, jumps
+              ble-bursts       a 99 Hz WitMotion over BLE: bursts of 4 every 31 ms
+              imu-10hz         a 10 Hz IMU, each reading the mean over its period
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
             message: at most --batch-size readings, none waiting longer than --batch-delay; with
@@ -143,6 +153,19 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(help: "Simulated athlete name for the envelope's athlete field.")
     var athlete: String?
 
+    @Option(
+        name: .customLong("mode"),
+        help: ArgumentHelp(
+            "Simulation: what real lifts and sensors do beyond the default athlete, repeatable (listed above).",
+            valueName: SimulationMode.allCases.map(\.rawValue).joined(separator: "|")))
+    var modes: [String] = []
+
+    @Option(help: "Simulation: every rep's ROM in mm, the lockout where the catalogue's is (--mode short-rom; 250 unless given).")
+    var romMm: Double?
+
+    @Option(help: "Simulation: each set's ROM from FIRST to LAST mm, e.g. 600:400 (--mode shrinking-depth; the ROM to 2/3 of it unless given).")
+    var depthMm: String?
+
     // Batching
     @Option(help: "Most readings in one sample message.")
     var batchSize: Int = 16
@@ -196,8 +219,17 @@ struct SensorBridge: AsyncParsableCommand {
         }
         guard batchSize >= 1, batchSize <= 1000 else { throw ValidationError("--batch-size must be between 1 and 1000") }
         guard batchDelay >= 0, batchDelay <= 1 else { throw ValidationError("--batch-delay must be between 0 and 1 second") }
-        if !simulate, realSensors || truth != nil {
-            throw ValidationError("--real-sensors and --truth describe a simulation: add --simulate")
+        if !simulate, realSensors || truth != nil || !modes.isEmpty || romMm != nil || depthMm != nil {
+            throw ValidationError("--real-sensors, --truth, --mode, --rom-mm and --depth-mm describe a simulation: add --simulate")
+        }
+        for mode in modes where SimulationMode(rawValue: mode) == nil {
+            throw ValidationError("--mode must be one of \(SimulationMode.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        if let romMm, !(romMm.isFinite && romMm >= 50 && romMm <= 1500) {
+            throw ValidationError("--rom-mm must be between 50 and 1500")
+        }
+        if let depthMm, Self.depthRange(depthMm) == nil {
+            throw ValidationError("--depth-mm must be FIRST:LAST in mm, each between 50 and 1500, e.g. 600:400")
         }
         if simulate {
             guard SimExercise.all[exercise] != nil else {
@@ -259,6 +291,10 @@ struct SensorBridge: AsyncParsableCommand {
             sim.speed = speed
             sim.forever = loop
             if realSensors { sim.faults = .realWorld }
+            // --rom-mm and --depth-mm first: the modes keep what is set.
+            if let romMm { sim.modes.romMm = romMm }
+            if let depthMm, let (first, last) = Self.depthRange(depthMm) { sim.modes.shrinkingDepth = .init(firstMm: first, lastMm: last) }
+            for mode in modes.compactMap(SimulationMode.init(rawValue:)) { mode.apply(to: &sim) }
             var truthFile: TruthWriter?
             if let truth {
                 do {
@@ -329,6 +365,13 @@ struct SensorBridge: AsyncParsableCommand {
             }
             try bridge.run(stop: stop, finiteSources: finiteSources, lingerS: lingerS)
         }
+    }
+
+    /// `FIRST:LAST` in mm, each 50-1500.
+    static func depthRange(_ text: String) -> (Double, Double)? {
+        let parts = text.split(separator: ":").compactMap { Double($0) }
+        guard parts.count == 2, parts.allSatisfy({ $0.isFinite && $0 >= 50 && $0 <= 1500 }) else { return nil }
+        return (parts[0], parts[1])
     }
 
     /// Sets `flag` when `signal` comes (its default action, ending the process, is turned off): kept
