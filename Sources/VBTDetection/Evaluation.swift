@@ -113,7 +113,8 @@ public enum OfflineRunner {
 
     /// Feeds, in file order, every `sample` message to its station's detector
     /// and every `cmd` addressed to `*` or `rep-detector` through `apply`; other
-    /// types are ignored. At the end each station is given an hour of silence
+    /// types are ignored. At the end each station's readings end (`finish`: a rise in
+    /// progress is judged where it stands) and it is given an hour of silence
     /// (`closeIdleSet(at: lastReadingT + 3600)`) so its last set closes. A
     /// sample or command whose fields are not usable is reported as an
     /// unreadable line and skipped.
@@ -209,7 +210,9 @@ public enum OfflineRunner {
         mutating func finish() -> OfflineRun {
             for station in order {
                 guard var detector = detectors[station] else { continue }
-                let outputs = detector.closeIdleSet(at: detector.lastReadingT + 3_600)
+                // The recording has ended: a rise in progress or held is judged where it stands.
+                var outputs = detector.finish(at: detector.lastReadingT)
+                outputs += detector.closeIdleSet(at: detector.lastReadingT + 3_600)
                 detectors[station] = detector
                 collect(outputs, station: station, exercise: detector.assignment.exercise)
             }

@@ -57,15 +57,51 @@ public func measureConcentric(
     var firstMoving = peakIndex, lastMoving = peakIndex
     while firstMoving > 0, trace[firstMoving - 1].velocityMps > 0.1 * peakVelocity { firstMoving -= 1 }
     while lastMoving < trace.count - 1, trace[lastMoving + 1].velocityMps > 0.1 * peakVelocity { lastMoving += 1 }
+    // A grinder slows towards zero at its sticking point without reversing: a part of the rise
+    // (between its lowest and highest point) moving again beyond the run, and taking the bar
+    // `stickingM` further, is the same rep.
+    // The fits' windows scale with the runs at each end (a grinder's first and last parts).
+    var (firstRunEnd, lastRunStart) = (lastMoving, firstMoving)
+    // (A run counts only if it takes the bar past where it had been on the run's side of the
+    // dip: a reading in a pause at the top whose noisy velocity passes the threshold does not.)
+    let moving = { (index: Int) in trace[index].velocityMps > 0.1 * peakVelocity }
+    var index = lastMoving + 1
+    while index <= to {
+        guard moving(index) else { index += 1; continue }
+        var end = index
+        while end < trace.count - 1, moving(end + 1) { end += 1 }
+        let sofar = trace[min(from, firstMoving)...lastMoving].map(\.positionM)
+        let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
+        let further = max(stickingM, stickingShare * (highest - lowest))
+        if trace[index...end].contains(where: { $0.positionM > highest + further }) { (lastMoving, lastRunStart) = (end, index) }
+        index = end + 1
+    }
+    index = firstMoving - 1
+    while index >= from {
+        guard moving(index) else { index -= 1; continue }
+        var start = index
+        while start > 0, moving(start - 1) { start -= 1 }
+        let sofar = trace[firstMoving...max(firstMoving, min(to, trace.count - 1))].map(\.positionM)
+        let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
+        let further = max(stickingM, stickingShare * (highest - lowest))
+        if trace[start...index].contains(where: { $0.positionM < lowest - further }) { (firstMoving, firstRunEnd) = (start, index) }
+        index = start - 1
+    }
     let bottom: (t: Double, p: Double), top: (t: Double, p: Double)
     switch endpoints {
     case .fittedPositions:
         // The window scales with the phase: a slow lift (2-3 s) rises only a few
         // millimetres in its first quarter second, and a 0.25 s cap put its start
         // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
-        let window = min(0.6, max(0.06, 0.25 * (trace[lastMoving].t - trace[firstMoving].t)))
-        bottom = refineTurningPoint(trace, near: trace[firstMoving].t, halfWindowS: window, minimum: true)
-        top = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window, minimum: false)
+        func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(0.06, 0.25 * (trace[to].t - trace[from].t))) }
+        // The fit finds when the bar turns; where it was then is read from the readings (the
+        // fit's own p0 is biased wherever a turn is no parabola: a touch-and-go's V, a ramp).
+        let start = refineTurningPoint(
+            trace, near: trace[firstMoving].t, halfWindowS: window(firstMoving, max(firstMoving, firstRunEnd)), minimum: true
+        ).t
+        let end = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window(lastRunStart, lastMoving), minimum: false).t
+        bottom = (start, interpolatedPosition(trace, at: start))
+        top = (end, interpolatedPosition(trace, at: end))
     case .velocityZeros:
         bottom = velocityZero(trace, edge: firstMoving, rising: true)
         top = velocityZero(trace, edge: lastMoving, rising: false)
@@ -107,6 +143,12 @@ public func measureConcentric(
         meanPowerW: loadKg.map { _ in powerSum / duration })
 }
 
+/// How much further a rise must take the bar past a dip in its velocity to be the same rep's:
+/// at least `stickingM` and `stickingShare` of the rise before the dip (a re-rack after a pause
+/// at the top, 60-80 mm, is no part of a 0.6 m squat; the rest of a grinder is).
+let stickingM = 0.02
+let stickingShare = 0.25
+
 /// Where the velocity reaches zero next to the moving run that begins (or,
 /// `rising` false, ends) at sample `edge`, and the bar's position there.
 /// From `edge`, the velocity is extrapolated to zero with the acceleration of
@@ -136,6 +178,14 @@ func velocityZero(_ trace: [KinematicSample], edge: Int, rising: Bool) -> (t: Do
         t = min(max(extrapolated, min(trace[edge].t, b.t)), max(trace[edge].t, b.t))
     }
     return (t, position(trace, at: t))
+}
+
+/// The bar's position at `t` read between the two readings around it (linearly).
+func interpolatedPosition(_ trace: [KinematicSample], at t: Double) -> Double {
+    guard let after = trace.firstIndex(where: { $0.t >= t }) else { return trace.last?.positionM ?? 0 }
+    guard after > 0 else { return trace[0].positionM }
+    let a = trace[after - 1], b = trace[after]
+    return b.t > a.t ? a.positionM + (b.positionM - a.positionM) * (t - a.t) / (b.t - a.t) : b.positionM
 }
 
 /// The bar's position at `t` inside a trace: from the sample before, moved
@@ -168,10 +218,28 @@ public struct ConcentricCandidate: Sendable, Equatable, Codable {
     /// twice, so its ROM is far less certain than a laser's. The ROM test
     /// widens by three of these.
     public var riseUncertaintyM = 0.0
+    /// The rise ended in a pause at the top, not in a drop: the bar may yet go on up (a grinder
+    /// past its sticking point), so a rise shorter than a rep is held a moment (StationDetector).
+    public var endedInPause = false
 
     /// Creates a candidate.
     public init(valleyT: Double, peakT: Double, riseM: Double, completedT: Double) {
         (self.valleyT, self.peakT, self.riseM, self.completedT) = (valleyT, peakT, riseM, completedT)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case valleyT, peakT, riseM, completedT, descentBeforeM, peakM, riseUncertaintyM, endedInPause
+    }
+
+    /// Reads a candidate; one a checkpoint of an earlier build wrote has no `endedInPause` (false).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        (valleyT, peakT) = (try c.decode(Double.self, forKey: .valleyT), try c.decode(Double.self, forKey: .peakT))
+        (riseM, completedT) = (try c.decode(Double.self, forKey: .riseM), try c.decode(Double.self, forKey: .completedT))
+        descentBeforeM = try c.decodeIfPresent(Double.self, forKey: .descentBeforeM) ?? 0
+        peakM = try c.decodeIfPresent(Double.self, forKey: .peakM) ?? 0
+        riseUncertaintyM = try c.decodeIfPresent(Double.self, forKey: .riseUncertaintyM) ?? 0
+        endedInPause = try c.decodeIfPresent(Bool.self, forKey: .endedInPause) ?? false
     }
 }
 
@@ -213,13 +281,24 @@ public struct TurningPoints: Sendable, Codable, Equatable {
             if t - highT < settleS { return nil }
         }
         if p <= high - hysteresisM || t - highT >= settleS {
-            let candidate = ConcentricCandidate(valleyT: lowT, peakT: highT, riseM: high - low, completedT: t)
+            var candidate = ConcentricCandidate(valleyT: lowT, peakT: highT, riseM: high - low, completedT: t)
+            candidate.endedInPause = p > high - hysteresisM
             rising = false
             low = p
             lowT = t
             return candidate
         }
         return nil
+    }
+
+    /// The rise in progress, if any, as complete at `t`: the readings have ended (the end of a
+    /// recording) with the bar still on its way up or at its top.
+    public mutating func finish(at t: Double) -> ConcentricCandidate? {
+        guard rising else { return nil }
+        var candidate = ConcentricCandidate(valleyT: lowT, peakT: highT, riseM: high - low, completedT: t)
+        candidate.endedInPause = true
+        reset()
+        return candidate
     }
 
     /// Resets to looking for a valley from `p` (after a gap in the data).

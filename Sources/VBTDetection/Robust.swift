@@ -79,11 +79,14 @@ struct SpikeGate: Sendable, Codable, Equatable {
             suspect = abs(miss) <= gate(dt, soft: false)
             return []
         }
-        // Held readings ride the jump and move as the bar does: a step back
-        // by about the jump, seen from the held readings' own track, ends a spike.
+        // Held readings ride the jump and move as the bar does: a step off the held readings'
+        // own track back to where the track before the jump would be ends a spike. A step
+        // anywhere else is the bar's own (a touch-and-go's sharp turn, then a stop at the top):
+        // the held readings stay held until they have lasted `maxSpikeS`, and pass on.
         let heldMiss = m - predictHeld(at: t)
         let heldDt = t - held.last!.t
-        if abs(heldMiss) > gate(heldDt, soft: suspect), abs(heldMiss + jumpM) < abs(heldMiss) {
+        let backMiss = m - (predict(at: t) ?? m)
+        if abs(heldMiss) > gate(heldDt, soft: suspect), abs(heldMiss + jumpM) < abs(heldMiss), abs(backMiss) < abs(heldMiss) {
             dropped += held.count
             // The track goes on from the held readings with the jump taken off
             // (the bar's motion during the spike), then this reading.
@@ -143,6 +146,15 @@ struct SpikeGate: Sendable, Codable, Equatable {
 
     /// The position predicted at `t` from the track: its last reading moved
     /// on by the track's velocity over the last 0.1 s.
+    /// The readings held as a possible spike, passed on as real: the readings have ended, so
+    /// nothing can show them to be a spike (a recording ending mid-rise keeps its rise).
+    mutating func finish() -> [Reading] {
+        let real = held
+        held.removeAll()
+        for r in real { accept(r) }
+        return real
+    }
+
     private func predict(at t: Double) -> Double? {
         guard let last = track.last else { return nil }
         return last.m + (Self.velocity(track) ?? 0) * (t - last.t)

@@ -196,6 +196,9 @@ public struct StationDetector: Sendable, Codable {
     private var openSet: OpenSet?
     /// A rise waiting for what follows it (see `returnShare`).
     private var pending: Pending?
+    /// A rise shorter than a rep that ended in a pause: held a moment in case the bar goes on up
+    /// without coming down first (a grinder past its sticking point), when the two are one rep.
+    private var held: Pending?
     /// How low the bar has gone since the pending rise's peak, kept between readings. Not
     /// checkpointed: a restored station looks back over its points once.
     private var pendingLow: PendingLow?
@@ -228,8 +231,28 @@ public struct StationDetector: Sendable, Codable {
 
     /// What a checkpoint or a hand-over keeps: everything but the patterns (see `patterns`).
     private enum CodingKeys: String, CodingKey {
-        case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, learnedRomMm, learnedRomSdMm, romMisses
+        case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, held, learnedRomMm, learnedRomSdMm, romMisses
         case lastRepEndT, profilePoints, lastReadingT
+    }
+
+    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        station = try c.decode(String.self, forKey: .station)
+        settings = try c.decode(DetectorSettings.self, forKey: .settings)
+        assignment = try c.decode(Assignment.self, forKey: .assignment)
+        distance = try c.decode(DistanceTracker.self, forKey: .distance)
+        imu = try c.decode(IMUTracker.self, forKey: .imu)
+        lastDistanceT = try c.decode(Double.self, forKey: .lastDistanceT)
+        openSet = try c.decodeIfPresent(OpenSet.self, forKey: .openSet)
+        pending = try c.decodeIfPresent(Pending.self, forKey: .pending)
+        held = try c.decodeIfPresent(Pending.self, forKey: .held)
+        learnedRomMm = try c.decode([String: Double].self, forKey: .learnedRomMm)
+        learnedRomSdMm = try c.decode([String: Double].self, forKey: .learnedRomSdMm)
+        romMisses = try c.decode([String: [Double]].self, forKey: .romMisses)
+        lastRepEndT = try c.decode(Double.self, forKey: .lastRepEndT)
+        profilePoints = try c.decode([String: [Double: Double]].self, forKey: .profilePoints)
+        lastReadingT = try c.decode(Double.self, forKey: .lastReadingT)
     }
 
     /// Creates a detector for `station`.
@@ -253,9 +276,29 @@ public struct StationDetector: Sendable, Codable {
         lastReadingT = max(lastReadingT, t)
         lastDistanceT = t
         for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
-            out += consider(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
+            out += arrive(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
+        out += resolveHeld(at: t)
         out += resolvePending(by: .distance, at: t)
+        return out
+    }
+
+    /// The readings have ended (the end of a recording): a rise in progress is complete where
+    /// it stands, a held one is judged, and one still waiting for its lowering is no rep. Every
+    /// attempt the readings hold is then a rep or a rejection.
+    public mutating func finish(at t: Double) -> [DetectorOutput] {
+        var out: [DetectorOutput] = []
+        for (candidate, trace, endpoints) in distance.finish(at: t) {
+            out += arrive(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
+        }
+        if let waiting = held {
+            held = nil
+            out += consider(waiting)
+        }
+        if let waiting = pending {
+            pending = nil
+            out += notARep(waiting, because: "it was neither lowered into nor lowered from before the readings ended")
+        }
         return out
     }
 
@@ -330,6 +373,72 @@ public struct StationDetector: Sendable, Codable {
     /// A rise not lowered from within this long is no rep.
     static let pendingLimitS = 20.0
 
+    /// How long a rise shorter than a rep that ended in a pause is held (`held`), seconds.
+    static let holdS = 0.5
+    /// A rise under this share of the ROM expected ending in a pause is held: grinders stick
+    /// around the middle of their range; a rep of the athlete's own ROM is never held.
+    static let holdShare = 0.7
+    /// Longest a held rise waits while the bar goes on up from it, seconds.
+    static let holdLimitS = 10.0
+    /// The bar's mean height over the last `goingOnS` this far above the held rise's top: it is
+    /// going on up (well past a lidar's noise, averaged).
+    static let goingOnM = 0.015
+    static let goingOnS = 0.15
+
+    /// A rise the tracker found: held when it may be the first part of a grinder, joined to
+    /// the held one when it goes on up from it, else considered.
+    private mutating func arrive(_ rise: Pending) -> [DetectorOutput] {
+        var rise = rise
+        var out: [DetectorOutput] = []
+        if let earlier = held {
+            held = nil
+            let valleyM = rise.candidate.peakM - rise.candidate.riseM
+            if valleyM >= earlier.candidate.peakM - settings.hysteresisM, let joined = joined(earlier, rise) {
+                rise = joined
+            } else {
+                out += consider(earlier)
+            }
+        }
+        // Only a rise lowered into is held: one that was not (a pick-up to the shoulders) waits
+        // for its lowering anyway, and must not be joined to the press that follows it.
+        let loweredInto = rise.candidate.descentBeforeM >= Self.returnShare * rise.candidate.riseM
+        if rise.sensor == "distance", loweredInto, rise.candidate.endedInPause, rise.candidate.riseM * 1000 < Self.holdShare * expectedRomMm {
+            held = rise
+            return out
+        }
+        return out + consider(rise)
+    }
+
+    /// The held rise and the one that went on up from it as one rise, measured anew over both.
+    private func joined(_ earlier: Pending, _ later: Pending) -> Pending? {
+        guard let (trace, endpoints) = distance.trace(from: earlier.candidate.valleyT - 0.5, to: later.candidate.completedT) else { return nil }
+        var candidate = later.candidate
+        candidate.valleyT = earlier.candidate.valleyT
+        candidate.riseM = later.candidate.peakM - (earlier.candidate.peakM - earlier.candidate.riseM)
+        candidate.descentBeforeM = earlier.candidate.descentBeforeM
+        return Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: later.sensor)
+    }
+
+    /// Judges the held rise once the bar has come down from it, or has stayed where it stopped
+    /// for `holdS`; while the bar goes on up it waits for the rest of the rise (`arrive`).
+    private mutating func resolveHeld(at t: Double) -> [DetectorOutput] {
+        guard let waiting = held else { return [] }
+        let low = distance.extremes(after: waiting.candidate.peakT).low
+        let cameDown = (low ?? .infinity) <= waiting.candidate.peakM - settings.hysteresisM
+        let wentOnUp = (distance.recentMean(overS: Self.goingOnS) ?? -.infinity) >= waiting.candidate.peakM + Self.goingOnM
+        let waited = t - waiting.candidate.completedT
+        guard cameDown || (waited > Self.holdS && !wentOnUp) || waited > Self.holdLimitS else { return [] }
+        held = nil
+        return consider(waiting)
+    }
+
+    /// The ROM this station's athlete is expected to move in the exercise: the coach's, else
+    /// learned from their reps, else the catalogue's.
+    private var expectedRomMm: Double { assignment.romMm ?? learnedRomMm[romKey] ?? exercise.romMm }
+
+    /// Whose ROM is learned: the athlete's (else the station's) in the exercise.
+    private var romKey: String { "\(assignment.athlete ?? station)|\(exercise.name)" }
+
     /// Judges a rise at once when it was lowered into; otherwise waits for what follows.
     private mutating func consider(_ rise: Pending) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
@@ -340,6 +449,8 @@ public struct StationDetector: Sendable, Codable {
                 var decided = waiting
                 decided.candidate.completedT = rise.candidate.valleyT
                 out += judge(decided)
+            } else {
+                out += notARep(waiting, because: "it was neither lowered into nor lowered from before the next rise")
             }
         }
         if rise.candidate.descentBeforeM >= Self.returnShare * rise.candidate.riseM {
@@ -359,8 +470,38 @@ public struct StationDetector: Sendable, Codable {
             waiting.candidate.completedT = t
             return judge(waiting)
         }
-        if t - waiting.candidate.completedT > Self.pendingLimitS { pending = nil }
+        if t - waiting.candidate.completedT > Self.pendingLimitS {
+            pending = nil
+            return notARep(waiting, because: String(format: "it was neither lowered into nor lowered from within %.0f s", Self.pendingLimitS))
+        }
         return []
+    }
+
+    /// A rise that is no rep (un-racking, re-racking, a walk-out, a lift to the shoulders),
+    /// published as a rejection so that no movement of the bar goes unaccounted for.
+    private func notARep(_ rise: Pending, because why: String) -> [DetectorOutput] {
+        let measurement = measure(rise)
+        let detail = String(format: "a rise of %.0f mm: not a rep, as %@", rise.candidate.riseM * 1000, why)
+        let rejected = RejectedRep(
+            station: station, reason: "not-a-rep", detail: detail, measurement: measurement, tEnd: rise.candidate.completedT, sensor: rise.sensor)
+        return [.rejected(rejected)]
+    }
+
+    /// The rise measured as a rep is, or, where its trace cannot say (too few readings, no clear
+    /// turning point), from its turning points as the tracker found them.
+    private func measure(_ rise: Pending) -> RepMeasurement {
+        let candidate = rise.candidate
+        if let measured = measureConcentric(
+            rise.trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg, endpoints: rise.endpoints)
+        {
+            return measured
+        }
+        let duration = max(candidate.peakT - candidate.valleyT, 1e-3)
+        let mean = candidate.riseM / duration
+        return RepMeasurement(
+            concentricStartT: candidate.valleyT, concentricEndT: candidate.peakT, peakSampleT: candidate.peakT, meanVelocityMps: mean,
+            peakVelocityMps: rise.trace.map(\.velocityMps).max() ?? mean, meanPropulsiveVelocityMps: mean, romMm: candidate.riseM * 1000,
+            concentricS: duration, timeToPeakS: duration / 2, meanPowerW: nil)
     }
 
     /// Ends an open set because of a command.
@@ -405,42 +546,43 @@ public struct StationDetector: Sendable, Codable {
     }
 
     private mutating func judge(_ rise: Pending) -> [DetectorOutput] {
-        let (candidate, trace, endpoints, sensor) = (rise.candidate, rise.trace, rise.endpoints, rise.sensor)
-        let expected = assignment.romMm ?? learnedRomMm[exercise.name] ?? exercise.romMm
-        // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are not attempts.
-        // (0.8 of the share first: a pattern match may relax it below.)
-        guard candidate.riseM * 1000 >= 0.8 * settings.attemptShare * expected else { return [] }
-        guard
-            let measurement = measureConcentric(
-                trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg,
-                endpoints: endpoints)
-        else {
-            return []
-        }
+        let (candidate, sensor) = (rise.candidate, rise.sensor)
+        let expected = expectedRomMm
+        let measurement = measure(rise)
         // Pattern learning: a live curve that matches how this athlete lifts relaxes the thresholds.
-        let curve = RepPattern.curve(trace, from: measurement.concentricStartT, to: measurement.concentricEndT)
+        let curve = RepPattern.curve(rise.trace, from: measurement.concentricStartT, to: measurement.concentricEndT)
         let matched =
             curve.map { curve in
                 patterns.filter { $0.exercise == exercise.name }
                     .contains { $0.score(against: curve, loadKg: assignment.loadKg, now: candidate.completedT) >= RepPattern.adoptionScore }
             } ?? false
         let amplitude = matched ? 0.8 : 1.0, duration = matched ? 0.7 : 1.0
-        guard candidate.riseM * 1000 >= amplitude * settings.attemptShare * expected else { return [] }
         func reject(_ reason: String, _ detail: String) -> [DetectorOutput] {
             [.rejected(RejectedRep(station: station, reason: reason, detail: detail, measurement: measurement, tEnd: candidate.completedT, sensor: sensor))]
         }
-        // Until the athlete's own ROM is known, the catalogue's is only a rough guide.
-        let known = assignment.romMm != nil || learnedRomMm[exercise.name] != nil
-        // A sensor whose heights are uncertain widens the band (within reason).
-        // (A ROM learned from such a sensor is as uncertain as its reps were.)
-        let learnedSd = assignment.romMm == nil ? learnedRomSdMm[exercise.name] ?? 0 : 0
+        // Movements far below a rep (un-racking, re-racking, walk-outs, bar bounces) are no attempt.
+        guard candidate.riseM * 1000 >= amplitude * settings.attemptShare * expected else {
+            return notARep(rise, because: String(format: "it is under %.0f %% of the %.0f mm a rep moves", settings.attemptShare * 100, expected))
+        }
+        // The band a rep's ROM falls in. The athlete's own reps set it, following a depth that
+        // changes over a set; a coach's ROM holds as given; the catalogue's is only a prior, wide
+        // enough for the shortest lifters (an arched bench press moves 0.2 m of a catalogue 0.45).
+        let learned = learnedRomMm[romKey]
+        let coach = assignment.romMm
+        // A sensor whose heights are uncertain widens the band (within reason); a ROM learned
+        // from such a sensor is as uncertain as its reps were.
+        let learnedSd = coach == nil ? learnedRomSdMm[romKey] ?? 0 : 0
         let riseSd = candidate.riseUncertaintyM * 1000
         let noise = min(3 * (riseSd * riseSd + learnedSd * learnedSd).squareRoot(), Self.noiseShareLimit * expected)
-        let low = (known ? expected * (1 - settings.romTolerance) - 10 : expected * 0.6) * amplitude - noise
-        let high = (known ? expected * (1 + settings.romTolerance) + 10 : expected * 1.5) + noise
+        let (lowShare, highShare, margin) =
+            coach != nil
+            ? (1 - settings.romTolerance, 1 + settings.romTolerance, 10.0)
+            : learned != nil ? (Self.learnedLowShare, Self.learnedHighShare, 10.0) : (Self.priorLowShare, Self.priorHighShare, 0.0)
+        let low = (expected * lowShare - margin) * amplitude - noise
+        let high = expected * highShare + margin + noise
         if measurement.romMm < low || measurement.romMm > high {
-            // Consistent attempts outside a learned ROM mean the ROM is wrong
-            // (learned from a bad first rep, or the athlete changed stance).
+            // Consistent attempts outside the band mean the ROM is wrong (a changed stance, a
+            // coach's ROM for someone else).
             if !relearnRom(measurement.romMm, sdMm: riseSd) {
                 if measurement.romMm < low {
                     return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
@@ -465,6 +607,17 @@ public struct StationDetector: Sendable, Codable {
 
     /// A sensor's noise widens the ROM band by at most this share of the ROM.
     static let noiseShareLimit = 0.25
+    /// With a ROM learned from the athlete's reps, a rep moves at least this share of it: a
+    /// partial rep (a failed one, a half squat) is well short of it, while depth that shrinks
+    /// as a lifter tires moves a little each rep and the learned ROM follows it.
+    static let learnedLowShare = 0.6
+    /// ... and at most this share (an IMU's ROM, integrated twice, varies 30-50 % in a set).
+    static let learnedHighShare = 1.6
+    /// With only the catalogue's ROM, a rep moves at least this share of it: the shortest
+    /// real lifts (an arched bench press, 0.2 m of 0.45) pass; a movement of a third does not.
+    static let priorLowShare = 0.4
+    /// ... and at most this share.
+    static let priorHighShare = 1.6
     /// Slower than this share of the exercise's 1RM velocity is no lift (a
     /// walk-out, an adjustment): nobody completes a rep that slowly.
     static let slowestShareOfMVT = 0.5
@@ -476,24 +629,25 @@ public struct StationDetector: Sendable, Codable {
     /// it and the ones before it agree, so the learned ROM is replaced by
     /// theirs and the attempt counts. A ROM the coach assigned is never replaced.
     private mutating func relearnRom(_ romMm: Double, sdMm: Double) -> Bool {
-        guard assignment.romMm == nil, learnedRomMm[exercise.name] != nil else { return false }
-        var misses = (romMisses[exercise.name] ?? []) + [romMm]
+        guard assignment.romMm == nil, learnedRomMm[romKey] != nil else { return false }
+        var misses = (romMisses[romKey] ?? []) + [romMm]
         misses = Array(misses.suffix(Self.relearnAfter))
-        romMisses[exercise.name] = misses
+        romMisses[romKey] = misses
         guard misses.count == Self.relearnAfter else { return false }
         let median = misses.sorted()[misses.count / 2]
         guard misses.allSatisfy({ abs($0 - median) <= settings.romTolerance * median + 10 }) else { return false }
-        learnedRomMm[exercise.name] = median
-        learnedRomSdMm[exercise.name] = sdMm
+        learnedRomMm[romKey] = median
+        learnedRomSdMm[romKey] = sdMm
         return true
     }
 
     private mutating func accept(_ measurement: RepMeasurement, romSdMm: Double, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
-        romMisses[exercise.name] = nil
+        romMisses[romKey] = nil
         lastRepEndT = measurement.concentricEndT
-        learnedRomMm[exercise.name] = learnedRomMm[exercise.name].map { 0.7 * $0 + 0.3 * measurement.romMm } ?? measurement.romMm
-        learnedRomSdMm[exercise.name] = learnedRomSdMm[exercise.name].map { 0.7 * $0 + 0.3 * romSdMm } ?? romSdMm
+        // Half of each new rep: the learned ROM follows a depth that changes over a set.
+        learnedRomMm[romKey] = learnedRomMm[romKey].map { 0.5 * $0 + 0.5 * measurement.romMm } ?? measurement.romMm
+        learnedRomSdMm[romKey] = learnedRomSdMm[romKey].map { 0.5 * $0 + 0.5 * romSdMm } ?? romSdMm
         if openSet == nil {
             let set = OpenSet(
                 setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
@@ -593,6 +747,38 @@ struct DistanceTracker: Sendable, Codable {
     /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.
     func lowest(_ lowest: inout LowestHeight) -> Double? { lowest.update(points) }
 
+    /// The mean height of the readings in the last `overS` seconds (nil: none).
+    func recentMean(overS: Double) -> Double? {
+        guard let newest = points.last?.t else { return nil }
+        var sum = 0.0, count = 0.0
+        for point in points.reversed() {
+            guard newest - point.t <= overS else { break }
+            sum += point.m
+            count += 1
+        }
+        return count > 0 ? sum / count : nil
+    }
+
+    /// The lowest and highest the bar has been after `t` (nil: no reading since).
+    func extremes(after t: Double) -> (low: Double?, high: Double?) {
+        var low: Double?, high: Double?
+        for point in points.reversed() {
+            guard point.t > t else { break }
+            low = min(low ?? point.m, point.m)
+            high = max(high ?? point.m, point.m)
+        }
+        return (low, high)
+    }
+
+    /// The trace of the readings from `from` to `to`, as a rise's is made (`measured`); nil
+    /// with too few readings.
+    func trace(from: Double, to: Double) -> ([KinematicSample], ConcentricEndpoints)? {
+        let window = points.filter { $0.t >= from && $0.t <= to }
+        guard window.count >= 4 else { return nil }
+        if let fused = fusedTrace(from: from - 0.5, to: to) { return (fused, .velocityZeros) }
+        return (differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)
+    }
+
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
@@ -602,6 +788,19 @@ struct DistanceTracker: Sendable, Codable {
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
+        return measured(candidate, lastM: m)
+    }
+
+    /// The rise in progress as complete: the readings have ended (a recording's end).
+    mutating func finish(at t: Double) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+        var found: [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] = []
+        for reading in gate.finish() { found += feedAccepted(reading) }
+        guard let last = points.last, let candidate = turning.finish(at: max(t, last.t)) else { return found }
+        return found + measured(candidate, lastM: last.m)
+    }
+
+    /// A rise the turning points found, located on the unlagged readings, with its trace.
+    private mutating func measured(_ candidate: ConcentricCandidate, lastM m: Double) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         // The EMA lags: widen the window so the true valley and peak are inside
         // (but not back into the previous rise, which may have ended lower).
         let window = points.filter { $0.t >= max(candidate.valleyT - 0.5, lastPeakT) && $0.t <= candidate.completedT }

@@ -44,9 +44,9 @@ func rejections(_ outputs: [DetectorOutput]) -> [RejectedRep] {
 
 @Suite("Seed scenarios")
 struct SeedScenarioTests {
-    @Test("one rep 523 -> 135 -> 520 mm, then 0.5 s idle, at 50 Hz: exactly 1 rep with ROM > 300 mm")
+    @Test("one rep 523 -> 135 -> 520 mm, then 0.5 s idle and the end of the readings, at 50 Hz: exactly 1 rep with ROM > 300 mm")
     func oneRep() {
-        let out = run(distancePath([(523, 0), (523, 0.5), (135, 1.2), (520, 0.9), (520, 0.5)]))
+        let out = runToEnd(distancePath([(523, 0), (523, 0.5), (135, 1.2), (520, 0.9), (520, 0.5)]))
         let found = reps(out)
         #expect(found.count == 1)
         #expect((found.first?.measurement.romMm ?? 0) > 300)
@@ -60,9 +60,9 @@ struct SeedScenarioTests {
         #expect(reps(out).map(\.index) == [1, 2])
     }
 
-    @Test("a partial rep 523 -> 350 -> 520: 0 reps, rejected with its reason")
+    @Test("a partial rep 523 -> 350 -> 520, then the end of the readings: 0 reps, rejected with its reason")
     func partial() {
-        let out = run(distancePath([(523, 0), (523, 0.4), (350, 0.8), (520, 0.7), (520, 0.6)]))
+        let out = runToEnd(distancePath([(523, 0), (523, 0.4), (350, 0.8), (520, 0.7), (520, 0.6)]))
         #expect(reps(out).isEmpty)
         #expect(rejections(out).map(\.reason) == ["partial"])
         #expect(rejections(out).first?.detail.contains("ROM") == true)

@@ -136,26 +136,30 @@ struct RomLearningTests {
         return path
     }
 
-    @Test("a ROM learned from a bad first rep is replaced when three attempts in a row agree outside it; the third counts")
-    func relearned() {
+    @Test("a bad first rep does not lock the set out: the reps after it count, and the learned ROM follows them")
+    func badFirstRep() {
         var assignment = Assignment()
         assignment.exercise = "squat"
-        let out = run(distancePath(squats([800, 600, 610, 595, 605])), assignment: assignment)
+        let out = runToEnd(distancePath(squats([800, 600, 610, 595, 605])), assignment: assignment)
         let roms = reps(out).map(\.measurement.romMm)
-        #expect(roms.count == 3)
-        #expect(zip(roms, [800.0, 595, 605]).allSatisfy { abs($0 - $1) < 15 }, "\(roms)")
-        #expect(rejections(out).map(\.reason) == ["partial", "partial"])
+        #expect(zip(roms, [800.0, 600, 610, 595, 605]).allSatisfy { abs($0 - $1) < 15 } && roms.count == 5, "\(roms)")
+        #expect(rejections(out).isEmpty)
     }
 
-    @Test("attempts that disagree with each other never replace the learned ROM; a coach's ROM is never replaced")
-    func notRelearned() {
+    @Test("a rep well short of the athlete's own ROM is partial; three agreeing in a row replace it; a coach's ROM is never replaced")
+    func partialAndRelearned() {
         var assignment = Assignment()
         assignment.exercise = "squat"
-        let scattered = run(distancePath(squats([600, 420, 800, 430, 810])), assignment: assignment)
-        #expect(reps(scattered).count == 1)
-        #expect(rejections(scattered).count == 4)
+        // A half squat in a set of full ones: partial, and the set goes on.
+        let half = runToEnd(distancePath(squats([600, 610, 280, 600, 605])), assignment: assignment)
+        #expect(reps(half).count == 4)
+        #expect(rejections(half).map(\.reason) == ["partial"])
+        // A stance changed for good: the third short rep in a row counts, and so do the rest.
+        let changed = runToEnd(distancePath(squats([600, 610, 330, 320, 325, 330])), assignment: assignment)
+        #expect(zip(reps(changed).map(\.measurement.romMm), [600.0, 610, 325, 330]).allSatisfy { abs($0 - $1) < 15 } && reps(changed).count == 4)
+        #expect(rejections(changed).map(\.reason) == ["partial", "partial"])
         assignment.romMm = 800
-        let coached = run(distancePath(squats([600, 600, 600, 600])), assignment: assignment)
+        let coached = runToEnd(distancePath(squats([600, 600, 600, 600])), assignment: assignment)
         #expect(reps(coached).isEmpty)
         #expect(rejections(coached).map(\.reason) == ["partial", "partial", "partial", "partial"])
     }

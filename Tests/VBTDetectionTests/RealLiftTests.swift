@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+import VBTBus
+import VBTWire
+
+@testable import VBTDetection
+@testable import VBTSensors
+
+/// A bar path of straight lines between waypoints, sampled at `rateHz` from `start`: what the
+/// seeds' own unit scenarios feed (constant velocity, no easing at the turning points).
+func linearPath(
+    _ waypoints: [(mm: Double, seconds: Double)], start: Double = 1_763_812_345, rateHz: Double = 50, noiseMm: Double = 0, seed: UInt64 = 1
+) -> [(t: Double, mm: Double)] {
+    var random = SeededGenerator(seed: seed)
+    var readings: [(t: Double, mm: Double)] = [(start, waypoints[0].mm)]
+    var t = 0.0
+    var from = waypoints[0].mm
+    for waypoint in waypoints.dropFirst() {
+        let steps = max(1, Int((waypoint.seconds * rateHz).rounded()))
+        for step in 1...steps {
+            t += 1 / rateHz
+            let mm = from + (waypoint.mm - from) * Double(step) / Double(steps)
+            readings.append((start + t, mm + (noiseMm > 0 ? random.normal(sd: noiseMm) : 0)))
+        }
+        from = waypoint.mm
+    }
+    return readings
+}
+
+/// Feeds `readings` and then ends the recording (`finish`), as `vbt eval` does at a recording's end.
+func runToEnd(_ readings: [(t: Double, mm: Double)], assignment: Assignment = Assignment()) -> [DetectorOutput] {
+    var detector = StationDetector(station: "rack-01")
+    detector.assignment = assignment
+    var out = readings.flatMap { detector.feedDistance(t: $0.t, distanceMm: $0.mm) }
+    out += detector.finish(at: (readings.last?.t ?? 0) + 0.02)
+    return out
+}
+
+@Suite("The seeds' unit scenarios, as the seeds feed them")
+struct SeedUnitScenarioTests {
+    // The seeds' helpers: a descent of 21 readings, a rise of 16, at 50 Hz, straight lines.
+    @Test("one rep 523 -> 135 -> 520 mm and 0.5 s at the top: 1 rep, ROM over 300 mm; with 1 mm of noise too")
+    func oneRep() {
+        for noise in [0.0, 1.0] {
+            let out = runToEnd(linearPath([(523, 0), (135, 0.4), (520, 0.3), (520, 0.5)], noiseMm: noise))
+            #expect(reps(out).count == 1, "noise \(noise): \(rejections(out).map(\.detail))")
+            #expect((reps(out).first?.measurement.romMm ?? 0) > 300)
+            #expect(rejections(out).isEmpty)
+        }
+    }
+
+    @Test("two touch-and-go reps, the recording ending at the second's top: 2 reps")
+    func touchAndGo() {
+        let out = runToEnd(linearPath([(523, 0), (135, 0.4), (518, 0.3), (140, 0.4), (520, 0.3)]))
+        #expect(reps(out).count == 2, "\(rejections(out).map(\.detail))")
+    }
+
+    @Test("a partial rep 523 -> 350 -> 520: no rep, one rejection saying partial")
+    func partial() {
+        let out = runToEnd(linearPath([(523, 0), (350, 0.4), (520, 0.3), (520, 0.5)]))
+        #expect(reps(out).isEmpty)
+        #expect(rejections(out).map(\.reason) == ["partial"])
+    }
+}
+
+@Suite("Real lifts: what recordings of real lifts show")
+struct RealLiftTests {
+    /// A squat set from the top: each rep lowered by `roms[i]` and lifted back, a pause at each end.
+    func set(_ roms: [Double], top: Double = 900, downS: Double = 1.0, upS: Double = 0.8) -> [(mm: Double, seconds: Double)] {
+        var path: [(mm: Double, seconds: Double)] = [(top, 0), (top, 1.0)]
+        for rom in roms { path += [(top - rom, downS), (top - rom, 0.3), (top, upS), (top, 1.0)] }
+        return path
+    }
+
+    @Test("an arched bench of 210-300 mm is measured from its first rep, never locked out")
+    func shortBench() {
+        var assignment = Assignment()
+        assignment.exercise = "bench"
+        for rom in [210.0, 250, 300] {
+            let out = runToEnd(distancePath(set(Array(repeating: rom, count: 5), top: 700), noiseMm: 1.5, seed: UInt64(rom)), assignment: assignment)
+            #expect(reps(out).count == 5, "ROM \(rom): \(rejections(out).map(\.detail))")
+        }
+    }
+
+    @Test("depth that shrinks over a set (0.60 -> 0.40 m, 0.54 -> 0.27 m) counts every rep")
+    func shrinkingDepth() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        for (first, last) in [(600.0, 400.0), (540.0, 270.0)] {
+            let roms = (0..<8).map { first + (last - first) * Double($0) / 7 }
+            let out = runToEnd(distancePath(set(roms), noiseMm: 1.5, seed: 3), assignment: assignment)
+            #expect(reps(out).count == 8, "\(first) -> \(last): \(rejections(out).map(\.detail))")
+        }
+    }
+
+    @Test("a grinder whose velocity dips towards zero mid-rise is one rep, measured bottom to top")
+    func grinder() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        // 720 mm: 300 mm fast, a sticking point creeping 20 mm over 0.5 s, then the rest slowly.
+        let path: [(mm: Double, seconds: Double)] = [(900, 0), (900, 1), (180, 1.4), (180, 0.3), (480, 0.6), (500, 0.5), (900, 1.1), (900, 1.0)]
+        let out = runToEnd(distancePath(path, noiseMm: 1.5, seed: 5), assignment: assignment)
+        #expect(reps(out).count == 1, "\(rejections(out).map(\.detail))")
+        let rep = reps(out).first?.measurement
+        #expect(abs((rep?.romMm ?? 0) - 720) < 15)
+        // Truth: 720 mm in 2.2 s.
+        #expect(abs((rep?.meanVelocityMps ?? 0) - 720 / 2200) < 0.02)
+    }
+
+    @Test("a fast rep that overshoots its top ends at its highest point")
+    func overshoot() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        // 620 mm in 0.6 s to the overshoot, then 20 mm back down to settle.
+        let path: [(mm: Double, seconds: Double)] = [(900, 0), (900, 1), (300, 1.0), (300, 0.4), (920, 0.6), (900, 0.3), (900, 1.2)]
+        let out = runToEnd(distancePath(path, noiseMm: 1, seed: 9), assignment: assignment)
+        let rep = reps(out).first?.measurement
+        #expect(reps(out).count == 1)
+        #expect(abs((rep?.meanVelocityMps ?? 0) - 620 / 600) < 0.03, "\(String(describing: rep))")
+    }
+
+    @Test("every rise of a few centimetres or more is a rep or a rejection with its reason: un-racking and re-racking included")
+    func nothingSilent() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        // From the hooks: lift off (60 mm), walk out down to the top, 3 reps, re-rack (80 mm up).
+        let path: [(mm: Double, seconds: Double)] = [
+            (880, 0), (880, 1), (940, 0.5), (860, 0.8), (860, 1), (260, 1.1), (260, 0.3), (860, 0.8), (860, 1),
+            (260, 1.1), (260, 0.3), (860, 0.8), (860, 1), (260, 1.1), (260, 0.3), (860, 0.8), (860, 1), (940, 0.7), (880, 0.4), (880, 2),
+        ]
+        let out = runToEnd(distancePath(path, noiseMm: 1, seed: 11), assignment: assignment)
+        #expect(reps(out).count == 3)
+        // The lift-off and the re-rack: each a rejection, not silence.
+        #expect(rejections(out).map(\.reason) == ["not-a-rep", "not-a-rep"], "\(rejections(out).map(\.detail))")
+    }
+}
