@@ -160,8 +160,11 @@ public struct Notifier: Sendable {
         guard let spec = CommandName.spec(command.command), spec.programs.contains("notifier") else { return [] }
         let out: [NotifierOutput]
         do {
-            // Checked here for the commands that have no reader of their own (rest.pause, ...).
-            try spec.check(command.args)
+            // The commands with no reader of their own (athlete.unassign, rest.pause, rest.resume,
+            // rest.skip) are checked here; the others' readers check their arguments, in their words.
+            if [CommandName.athleteUnassign, CommandName.restPause, CommandName.restResume, CommandName.restSkip].contains(command.command) {
+                try spec.check(command.args)
+            }
             switch command.command {
             case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
             case CommandName.athleteUnassign: out = unassign(station: station, now: now)
