@@ -40,7 +40,7 @@ struct RealSensorTests {
 
     /// Runs every exercise with `sensor` on `seeds` and scores the reps by
     /// matching each to the true rep whose top is nearest (within 0.5 s).
-    static func score(_ sensor: Sensor, seeds: [UInt64]) -> Score {
+    static func score(_ sensor: Sensor, seeds: [UInt64], modes: [SimulationMode] = []) -> Score {
         var score = Score()
         for seed in seeds {
             for c in exercises {
@@ -57,6 +57,7 @@ struct RealSensorTests {
                 config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
                 config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
                 config.imuRateHz = sensor == .imu60 ? 60 : 0
+                for mode in modes { mode.apply(to: &config) }
                 var sensors = SimulatedSensors(config)
                 var detector = StationDetector(station: config.station)
                 detector.assignment.exercise = c.exercise.name
@@ -69,6 +70,7 @@ struct RealSensorTests {
                 } else {
                     for r in sensors.distanceStream(wallOrigin: origin) { outputs += detector.feed(.distance([r])) }
                 }
+                outputs += detector.finish(at: origin + sensors.timeline.duration)
                 outputs += detector.closeIdleSet(at: origin + sensors.timeline.duration + 60)
                 var found = reps(outputs)
                 var matched = 0
@@ -231,5 +233,29 @@ struct SpikeGateTests {
         #expect(gate.dropped == 0)
         #expect(passed.count == 40)
         #expect(passed.map(\.t) == readings(40).map(\.t))
+    }
+}
+
+extension RealSensorTests {
+    /// The simulator's modes of what real lifts show, with each sensor, where the detector holds
+    /// the targets today (unseen seeds, every exercise). Not yet held, and so not here: lockout
+    /// creep (its top is found before the creep: F1 0.12-0.16, the tops off by more than 0.5 s),
+    /// the IMU with a bottom pause (F1 0.19), a sticking point (0.75) or at 10 Hz (0.92), a short
+    /// ROM at 20 Hz (F1 0.975) and its mean velocity at 50 Hz (MAE 0.026), and the mean velocity
+    /// at 20 Hz of a shrinking depth and of a bottom pause (MAE 0.027-0.030, at the bound).
+    static let heldModes: [(SimulationMode, Sensor)] = [
+        (.shortROM, .imu60), (.shrinkingDepth, .laser50), (.shrinkingDepth, .imu60), (.sticking, .laser50), (.sticking, .lidar20),
+        (.paused, .laser50), (.overshoot, .laser50), (.overshoot, .lidar20), (.video, .laser50), (.bleBursts, .imu60),
+    ]
+
+    @Test(
+        "what real lifts show (the simulator's modes), every exercise, unseen seeds: rep F1 >= 0.99, mean-velocity MAE within the sensor's bound",
+        arguments: heldModes)
+    func mode(_ mode: SimulationMode, sensor: Sensor) {
+        // Two of the unseen seeds (160 reps a mode and sensor), so `make test` stays short.
+        let score = Self.score(sensor, seeds: Array(Self.unseenSeeds.prefix(2)), modes: [mode])
+        let counts = "TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives)"
+        print("mode \(mode.rawValue) \(sensor): F1 \(score.f1) \(counts) MAE \(score.mae)")
+        Self.check(score, maxMAE: sensor == .laser50 ? 0.02 : sensor == .lidar20 ? 0.03 : 0.05)
     }
 }
