@@ -6,10 +6,11 @@ import VBTWire
 @testable import VBTDetection
 @testable import VBTSensors
 
-/// A bar path from straight segments eased with half-cosines, sampled at `rateHz`.
+/// A bar path from straight segments eased with half-cosines (`eased` false: straight lines),
+/// sampled at `rateHz` after `start`.
 func distancePath(
     _ waypoints: [(mm: Double, seconds: Double)], start: Double = 1_763_812_345, rateHz: Double = 50,
-    noiseMm: Double = 0, seed: UInt64 = 1
+    noiseMm: Double = 0, seed: UInt64 = 1, eased: Bool = true
 ) -> [(t: Double, mm: Double)] {
     var random = SeededGenerator(seed: seed)
     var readings: [(t: Double, mm: Double)] = []
@@ -19,7 +20,7 @@ func distancePath(
         let steps = max(1, Int((waypoint.seconds * rateHz).rounded()))
         for step in 1...steps {
             let x = Double(step) / Double(steps)
-            let mm = from + (waypoint.mm - from) * (1 - cos(.pi * x)) / 2
+            let mm = from + (waypoint.mm - from) * (eased ? (1 - cos(.pi * x)) / 2 : x)
             t += 1 / rateHz
             readings.append((start + t, mm + (noiseMm > 0 ? random.normal(sd: noiseMm) : 0)))
         }

@@ -6,25 +6,14 @@ import VBTWire
 @testable import VBTDetection
 @testable import VBTSensors
 
-/// A bar path of straight lines between waypoints, sampled at `rateHz` from `start`: what the
-/// seeds' own unit scenarios feed (constant velocity, no easing at the turning points).
+/// A bar path of straight lines between waypoints, sampled at `rateHz` from `start` itself: what
+/// the seeds' own unit scenarios feed (constant velocity, no easing at the turning points).
 func linearPath(
     _ waypoints: [(mm: Double, seconds: Double)], start: Double = 1_763_812_345, rateHz: Double = 50, noiseMm: Double = 0, seed: UInt64 = 1
 ) -> [(t: Double, mm: Double)] {
-    var random = SeededGenerator(seed: seed)
-    var readings: [(t: Double, mm: Double)] = [(start, waypoints[0].mm)]
-    var t = 0.0
-    var from = waypoints[0].mm
-    for waypoint in waypoints.dropFirst() {
-        let steps = max(1, Int((waypoint.seconds * rateHz).rounded()))
-        for step in 1...steps {
-            t += 1 / rateHz
-            let mm = from + (waypoint.mm - from) * Double(step) / Double(steps)
-            readings.append((start + t, mm + (noiseMm > 0 ? random.normal(sd: noiseMm) : 0)))
-        }
-        from = waypoint.mm
-    }
-    return readings
+    var random = SeededGenerator(seed: seed ^ 0x5eed)
+    let first = waypoints[0].mm + (noiseMm > 0 ? random.normal(sd: noiseMm) : 0)
+    return [(start, first)] + distancePath(waypoints, start: start, rateHz: rateHz, noiseMm: noiseMm, seed: seed, eased: false)
 }
 
 /// Feeds `readings` and then ends the recording (`finish`), as `vbt eval` does at a recording's end.
