@@ -37,8 +37,10 @@ public struct BusOptions: ParsableArguments {
     /// Missing or unreadable keys end the program here with one line saying what to do and
     /// exit status 64 (EX_USAGE): thrown, the argument parser would print the whole `--help`
     /// after it whenever the program was started without arguments, as units often are.
+    /// (With `--help` or `--version` asked for, the parser answers them whatever the keys.)
     public func validate() throws {
-        do { _ = try security() } catch {
+        let answering = CommandLine.arguments.dropFirst().contains { ["--help", "-h", "--version"].contains($0) }
+        do { _ = try security() } catch where !answering {
             let program = URL(fileURLWithPath: CommandLine.arguments.first ?? "vbt").lastPathComponent
             reportProblem("Error: \(program): \(error)")
             Foundation.exit(64)
