@@ -40,7 +40,7 @@ public struct BusOptions: ParsableArguments {
     /// (With `--help` or `--version` asked for, the parser answers them whatever the keys.)
     public func validate() throws {
         let answering = CommandLine.arguments.dropFirst().contains { ["--help", "-h", "--version"].contains($0) }
-        do { _ = try security() } catch  where !answering {
+        do { _ = try security() } catch let error where !answering {
             let program = URL(fileURLWithPath: CommandLine.arguments.first ?? "vbt").lastPathComponent
             reportProblem("Error: \(program): \(error)")
             Foundation.exit(64)
