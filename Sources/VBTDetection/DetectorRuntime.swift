@@ -640,8 +640,7 @@ public final class DetectorRuntime {
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
     private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
-        let acted = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setEnd, CommandName.setLoad]
-        guard acted.contains(command.command) else { return ([], nil) }
+        guard CommandName.spec(command.command)?.programs.contains("rep-detector") == true else { return ([], nil) }
         func answer(refusal: String?, detail: String? = nil) -> AckMessage {
             if let refusal {
                 logger.warning(

@@ -423,7 +423,8 @@ public struct StationDetector: Sendable, Codable {
     /// for `holdS`; while the bar goes on up it waits for the rest of the rise (`arrive`).
     private mutating func resolveHeld(at t: Double) -> [DetectorOutput] {
         guard let waiting = held else { return [] }
-        let low = distance.extremes(after: waiting.candidate.peakT).low
+        var since = LowestHeight(after: waiting.candidate.peakT)
+        let low = distance.lowest(&since)
         let cameDown = (low ?? .infinity) <= waiting.candidate.peakM - settings.hysteresisM
         let wentOnUp = (distance.recentMean(overS: Self.goingOnS) ?? -.infinity) >= waiting.candidate.peakM + Self.goingOnM
         let waited = t - waiting.candidate.completedT
@@ -757,17 +758,6 @@ struct DistanceTracker: Sendable, Codable {
             count += 1
         }
         return count > 0 ? sum / count : nil
-    }
-
-    /// The lowest and highest the bar has been after `t` (nil: no reading since).
-    func extremes(after t: Double) -> (low: Double?, high: Double?) {
-        var low: Double?, high: Double?
-        for point in points.reversed() {
-            guard point.t > t else { break }
-            low = min(low ?? point.m, point.m)
-            high = max(high ?? point.m, point.m)
-        }
-        return (low, high)
     }
 
     /// The trace of the readings from `from` to `to`, as a rise's is made (`measured`); nil

@@ -26,8 +26,8 @@ public enum CommandName {
     public static let restExtend = "rest.extend"
     /// The rest-timer commands, all for the notifier.
     public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
-    /// Every command a vbt program acts on.
-    public static let all: Set<String> = Set([athleteAssign, athleteUnassign, planAssign, setEnd, setLoad, postureCalibrate]).union(rest)
+    /// Every command a vbt program acts on: the ones declared (`specs`).
+    public static let all: Set<String> = Set(specs.map(\.name))
 
     /// Checks `args` against the declaration of `command` (`specs`): arguments it does not
     /// take, wrong types and values out of bounds are refused, naming the argument. A command
