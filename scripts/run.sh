@@ -12,6 +12,8 @@
 set -euo pipefail
 bin=${1:?usage: run.sh BIN_DIR}
 pids=()
+# Only the supervisor's pid files live outside data/ (removed when make run stops); every
+# program's state (keys, journals, checkpoints, the database, the notifier's state) is in data/.
 state=$(mktemp -d "${TMPDIR:-/tmp}/vbt-run.XXXXXX")
 cleanup() {
     [ -d "$state" ] || return 0  # already done (TERM, then EXIT)
@@ -103,8 +105,10 @@ pids+=($!)
   for _ in 1 2 3 4 5; do "$bin/vbt" posture calibrate --station rack-01 --athlete ana --seconds 10 >/dev/null && break; sleep 1; done ) &
 supervise posture-evaluator env "$(key posture-evaluator)" "$bin/posture-evaluator" --journal data/journal/posture-evaluator &
 pids+=($!)
-# Rest timers after each set and alerts (velocity loss, posture, sensors).
-supervise notifier env "$(key notifier)" "$bin/notifier" --state "${TMPDIR:-/tmp}/vbt-run-notifier.json" --journal data/journal/notifier &
+# Rest timers after each set and alerts (velocity loss, posture, sensors). Its state file sits
+# under data/ beside its journal: they describe the same streams, so `rm -rf data` starts both
+# afresh (a state kept elsewhere would go on with streams the new journals never held).
+supervise notifier env "$(key notifier)" "$bin/notifier" --state data/notifier.json --journal data/journal/notifier &
 pids+=($!)
 
 # The coach console, with a demo coach account made on the first run (vbt console user add for real ones).
