@@ -75,6 +75,13 @@ public final class DetectorRuntime {
         /// When a message of the station last came (monotonic); nil for a station handed over
         /// and not heard from since, which is never ended as silent.
         var arrived: Double?
+        /// The newest laser reading time fed, and the newest bar IMU reading time received.
+        var laserT = -Double.infinity
+        var imuT = -Double.infinity
+        /// IMU messages waiting for the laser to pass their last reading (`imuWaitS`), oldest first.
+        var heldIMU: [(message: BusMessage, lastT: Double)] = []
+        /// The readings were ended (`finish`) when the station went silent, and none came since.
+        var ended = false
     }
     /// The last seq processed of each input stream the in-order input does not keep (commands,
     /// and a stream restored or handed over before the input delivered any of it).
@@ -453,7 +460,9 @@ public final class DetectorRuntime {
         // Fed in place in the dictionary (its buffers have one owner and are changed where
         // they lie): nothing else may hold the station's detector meanwhile (a second
         // reference would make the first append copy its buffers).
-        let (outputs, inputT, ack, athleteBefore, athleteAfter) = arrive(at: station, now: now) { feed(message, command: command, into: &$0) }
+        let (outputs, inputT, ack, athleteBefore, athleteAfter) = arrive(at: station, now: now) {
+            feedInTimeOrder(message, command: command, into: &$0)
+        }
         changed = true
         // A command is kept by no journal: checkpointed at once. What readings made (reps, set
         // boundaries) is made again from the bridges' journals after a crash, and what was
@@ -474,6 +483,59 @@ public final class DetectorRuntime {
         guard seq > position else { return false }
         position = seq
         return true
+    }
+
+    /// A station's bar IMU readings wait, at most this long in reading time, for its laser's
+    /// readings of the same time: which of the two is used (`StationDetector.usesIMU`) then
+    /// depends on the readings alone, not on which stream's message came first.
+    static let imuWaitS = 2.0
+
+    /// What one message makes of a station: fed in reading-time order across its sensors.
+    /// The laser's readings go on at once; an IMU message waits until the laser has passed its
+    /// last reading, or until the IMU is `imuWaitS` past it (the laser has stopped, or trails
+    /// beyond the bound), and is fed then, in arrival order. A station with no laser waits for
+    /// nothing. Commands and other sensors go on at once.
+    private func feedInTimeOrder(
+        _ message: BusMessage, command: CommandMessage?, into slot: inout Station
+    ) -> (
+        outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?
+    ) {
+        let sensor = command == nil ? message.sensor : nil
+        if sensor == SampleMessage.imuSensor, slot.laserT > -.infinity {
+            guard let lastT = message.readingTimes()?.max() ?? (try? message.payload(as: SampleMessage.self))?.readings.latestTime else {
+                return feed(message, command: command, into: &slot.detector)
+            }
+            slot.imuT = max(slot.imuT, lastT)
+            if slot.heldIMU.isEmpty, lastT <= slot.laserT { return feed(message, command: command, into: &slot.detector) }
+            slot.heldIMU.append((message, lastT))
+            let athlete = slot.detector.assignment.athlete
+            var result: (outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?) =
+                ([], nil, nil, athlete, athlete)
+            releaseIMU(of: &slot, into: &result)
+            return result
+        }
+        var result = feed(message, command: command, into: &slot.detector)
+        if sensor == SampleMessage.distanceSensor, let t = result.inputT {
+            slot.laserT = max(slot.laserT, t)
+            releaseIMU(of: &slot, into: &result)
+        }
+        return result
+    }
+
+    /// Feeds the held IMU messages the laser has passed (or, with `all`, every one: the
+    /// readings have ended), adding what they make to `result`.
+    private func releaseIMU(
+        of slot: inout Station, all: Bool = false,
+        into result: inout (outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?)
+    ) {
+        let passed = max(slot.laserT, slot.imuT - Self.imuWaitS)
+        while let first = slot.heldIMU.first, all || first.lastT <= passed {
+            slot.heldIMU.removeFirst()
+            let made = feed(first.message, command: nil, into: &slot.detector)
+            result.outputs += made.outputs
+            result.inputT = [result.inputT, made.inputT].compactMap { $0 }.max()
+            result.athleteAfter = made.athleteAfter
+        }
     }
 
     /// What one message (a sample, or a command for this detector) makes of a station's
@@ -537,10 +599,11 @@ public final class DetectorRuntime {
 
     /// Notes a message's arrival at `station` (its detector made if new) and changes its detector
     /// where it lies, in one look-up.
-    private func arrive<T>(at station: String, now: Double, _ change: (inout StationDetector) -> T) -> T {
+    private func arrive<T>(at station: String, now: Double, _ change: (inout Station) -> T) -> T {
         func arrived(_ slot: inout Station) -> T {
             slot.arrived = now
-            return change(&slot.detector)
+            slot.ended = false
+            return change(&slot)
         }
         return arrived(&stations[station, default: Station(detector: StationDetector(station: station, settings: options.settings), arrived: now)])
     }
@@ -719,8 +782,8 @@ public final class DetectorRuntime {
         }
     }
 
-    /// Ends the sets of stations that have gone silent (wall time), and forgets
-    /// input streams that ended long ago.
+    /// Ends the readings of stations silent for `idleTimeoutS` of wall time (their rises
+    /// judged, their sets ended), and forgets input streams that ended long ago.
     private func closeSilentStations() throws {
         guard case .active = mode else { return }
         let now = clock.monotonicSeconds()
@@ -732,14 +795,24 @@ public final class DetectorRuntime {
             }
         }
         let silent = stations.compactMap { station, slot -> (String, Double)? in
-            guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS, slot.detector.setIsOpen else { return nil }
+            guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS, !slot.ended else { return nil }
             return (station, arrived)
         }
         for (station, arrived) in silent {
             // A station whose readings are being fetched is not silent.
-            guard !input.isRecovering(topic: SampleMessage.topic(station: station)), var detector = stations[station]?.detector else { continue }
-            let outputs = detector.closeIdleSet(at: detector.lastReadingT + (now - arrived))
-            stations[station]?.detector = detector
+            guard !input.isRecovering(topic: SampleMessage.topic(station: station)), var slot = stations[station] else { continue }
+            // Its readings have ended, as a recording's do at its end (`vbt eval`): the IMU
+            // readings held for the laser are fed, and a rise in progress, held or waiting
+            // for its lowering is judged where it stands, so every movement is accounted for.
+            var released: (outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?) =
+                ([], nil, nil, nil, nil)
+            releaseIMU(of: &slot, all: true, into: &released)
+            var outputs = released.outputs
+            outputs += slot.detector.finish(at: slot.detector.lastReadingT)
+            outputs += slot.detector.closeIdleSet(at: slot.detector.lastReadingT + (now - arrived))
+            slot.ended = true
+            let detector = slot.detector
+            stations[station] = slot
             // Ended by the wall clock, which no journal replays: checkpointed at once.
             if !outputs.isEmpty { checkpointDue = 0 }
             for output in outputs {

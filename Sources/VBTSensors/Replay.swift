@@ -137,6 +137,16 @@ public struct ReplaySource: SensorSource {
                     if wait > 0, !stop.sleep(wait) { break }
                 }
                 let fields = message.type == SampleMessage.type ? Self.shifted(message.fields, by: offset) : message.fields
+                // One station's readings are batched again by the bridge's --batch-size and
+                // --batch-delay, as a live bridge's are: a replay then tries the consumers with
+                // other groupings than the recording's. Copies (a load test) keep the recorded
+                // messages, written once for every copy.
+                if stations == 1, message.type == SampleMessage.type, message.athlete == nil,
+                    let sample = try? SampleMessage(fields: fields), let device = sample.device
+                {
+                    queue.push(.readings(station: message.station, device: device, sample.readings))
+                    continue
+                }
                 let members = EncodedMembers(fields)
                 for station in copies(of: message.station) {
                     queue.push(.message(type: message.type, station: station, athlete: message.athlete, members: members))
