@@ -23,6 +23,9 @@ public final class InOrderInput {
     public struct Settings: Sendable {
         /// How long a hole may wait for a producer that answers before it is counted lost.
         public var giveUpS = 15.0
+        /// The longest any hole waits without a reply that fills part of it, even while its
+        /// producer answers other streams first (or answers it with nothing): every wait is bounded.
+        public var maxWaitS = 60.0
         /// How long a hole waits when no heartbeat has said who can answer for its stream.
         public var unknownProducerS = 3.0
         /// ...and until the bus has beaten this many times since (its heartbeat goes every second,
@@ -485,7 +488,7 @@ public final class InOrderInput {
                 waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
                     || waited > settings.giveUpS || journalless.contains(String(streamInstance(src)))
             }
-            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine {
+            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine || waited > settings.maxWaitS {
                 giveUp(src)
                 continue
             }
@@ -537,6 +540,7 @@ public final class InOrderInput {
             return takeLate(reply, from: endpoint)
         }
         guard var stream = streams.take(src) else { return }
+        let nextBefore = stream.next
         stream.asked = nil
         stream.unanswered = false
         var returned: [UInt64: BusMessage] = [:]
@@ -591,7 +595,9 @@ public final class InOrderInput {
         streams[src] = stream
         drain(src)
         if streams[src]?.wanted != nil {
-            streams[src]?.missingSince = clock.monotonicSeconds()
+            // The wait starts again only when the reply filled some of the hole: a producer that
+            // answers with nothing (the seqs run past what it has published) is not waited for forever.
+            if (streams[src]?.next ?? 0) > nextBefore { streams[src]?.missingSince = clock.monotonicSeconds() }
             // Waiting for what the producer has not published yet: not asked again at once.
             if aheadOfProducer { streams[src]?.asked = ("", end...end, clock.monotonicSeconds() + 1, asked.endpoint) }
         }

@@ -406,8 +406,8 @@ public final class Ingestor {
     }
 
     /// Messages of kept streams missed and still waited for: the seqs in their holes, as committed.
-    /// A hole whose stream no producer offers to fetch stays open (one may yet), so it stays here,
-    /// unless its producer's heartbeat said it keeps no journal (`giveUpHoles`).
+    /// A hole stays here while a journal may yet fill it, within the recovery's bounded wait
+    /// (`HolePatience`); past it, it is given up (`giveUpHoles`) and counted lost.
     public var outstanding: Int {
         guard (try? loadHoles()) != nil else { return 0 }
         var total = 0

@@ -28,6 +28,8 @@ public struct RecorderSettings: Sendable, Equatable {
     /// meanwhile is read in one pass (woken for each of 35,000 messages a second, it spent a
     /// sixth of its time in the scheduler). A query waits at most this much longer.
     public var gatherS = 0.004
+    /// How long a hole waits for a journal to fill it before it is counted lost (`HolePatience`).
+    public var holePatience = HolePatience.history
     /// Creates the defaults.
     public init() {}
 }
@@ -99,7 +101,7 @@ public final class RecorderRuntime {
         }
         ingestor = Ingestor(store: store, logger: logger)
         ingestor.maxPending = settings.maxPending
-        do { recovery = try RecorderRecovery(transport: transport, ingestor: ingestor, logger: logger) } catch {
+        do { recovery = try RecorderRecovery(transport: transport, ingestor: ingestor, patience: settings.holePatience, logger: logger) } catch {
             logger.error("recovery from journals off: the database cannot be read", metadata: ["error": "\(error.message)"])
             recovery = nil
         }

@@ -6,8 +6,10 @@ import VBTWire
 /// The recorder's side of replay (proto/replay.md): it learns from the
 /// producers' heartbeats where each stream can be asked for, turns a stream's
 /// silent tail into a hole, fetches every hole from the producer's journal,
-/// and counts what no journal holds any more as lost. Owned by the recorder's
-/// loop thread; never waits.
+/// and counts what no journal holds any more as lost. A hole no journal answers
+/// for is counted lost after a bounded wait (`HolePatience`), so none stays
+/// outstanding for good: the heartbeat's `inputs.lost` grows and the notifier
+/// raises `data-lost`. Owned by the recorder's loop thread; never waits.
 final class RecorderRecovery {
     private let transport: any BusTransport
     private let ingestor: Ingestor
@@ -22,6 +24,10 @@ final class RecorderRecovery {
     /// the in-order input does (`InOrderInput`). Waiting would keep it outstanding for good, and
     /// every pass would look through the holes of a thousand streams again.
     private var journalless: Set<String> = []
+    /// How long holes wait, when each stream's began to (monotonic), and who answers.
+    private let patience: HolePatience
+    private var holeSince: [String: Double] = [:]
+    private var liveness = ProducerLiveness()
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]
     private var clients: [String: ReplayClient] = [:]
@@ -50,8 +56,9 @@ final class RecorderRecovery {
     /// Streams already reported as running ahead of their producer (logged once each).
     private var warnedAhead: Set<String> = []
 
-    init(transport: any BusTransport, ingestor: Ingestor, logger: Logger) throws(StoreError) {
+    init(transport: any BusTransport, ingestor: Ingestor, patience: HolePatience = .history, logger: Logger) throws(StoreError) {
         self.transport = transport
+        self.patience = patience
         self.ingestor = ingestor
         self.logger = logger
         clock = transport.clock
@@ -63,12 +70,13 @@ final class RecorderRecovery {
     /// `seen` is the last seq the subscriber received of a stream.
     func note(heartbeat message: BusMessage, seen: (String) -> UInt64?) {
         guard let heartbeat = try? message.payload(as: HeartbeatMessage.self) else { return }
+        let producer = message.envelope.station
+        liveness.heard(producer, endpoint: heartbeat.replay?.endpoint, at: clock.monotonicSeconds())
         guard let offer = heartbeat.replay else {
             journalless.insert(String(streamInstance(message.envelope.src)))
             return
         }
         journalless.remove(String(streamInstance(message.envelope.src)))
-        let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
         instances[producer] = String(streamInstance(message.envelope.src))
         // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
@@ -90,8 +98,11 @@ final class RecorderRecovery {
     func step(flush: () -> Bool) -> [BusMessage] {
         recordTails(flush: flush)
         var fetched: [BusMessage] = []
-        for client in clients.values {
-            while let reply = try? client.nextReply() { fetched += take(reply) }
+        for (endpoint, client) in clients {
+            while let reply = try? client.nextReply() {
+                liveness.answered(endpoint)
+                fetched += take(reply)
+            }
         }
         let now = clock.monotonicSeconds()
         for (src, question) in asked where now > question.deadline {
@@ -100,7 +111,7 @@ final class RecorderRecovery {
         }
         if now >= nextFetch {
             nextFetch = now + 0.2
-            giveUpJournalless()
+            giveUpStale(now: now)
             ask(now: now)
             let holes = (try? ingestor.streamHoles()) ?? [:]
             let missing = !tails.isEmpty || holes.contains { ingestor.keeps(src: $0.key) && producers[$0.key] != nil }
@@ -109,22 +120,42 @@ final class RecorderRecovery {
         return fetched
     }
 
-    /// Gives up the holes no journal can fill: of streams no producer offers, whose instance's
-    /// heartbeat offered none. One line for them all, the first few named.
-    private func giveUpJournalless() {
-        guard !journalless.isEmpty, let holes = try? ingestor.streamHoles() else { return }
-        let sources = holes.keys.filter { producers[$0] == nil && journalless.contains(String(streamInstance($0))) }.sorted()
-        guard !sources.isEmpty else { return }
-        do {
-            let lost = try ingestor.giveUpHoles(of: sources)
-            logger.error(
-                "messages lost: their producer keeps no journal",
-                metadata: [
-                    "streams": "\(sources.count)", "count": "\(lost)",
-                    "src": "\(sources.prefix(Self.tailsNamed).joined(separator: ","))\(sources.count > Self.tailsNamed ? ",..." : "")",
-                ])
-        } catch {
-            logger.warning("loss not recorded; will retry", metadata: ["streams": "\(sources.count)", "error": "\(error.message)"])
+    /// Gives up the holes that waited past their bound (`HolePatience`): counted lost, in one
+    /// transaction per reason, one line each with the first few streams named. A stream whose
+    /// producer keeps no journal goes at once; one no producer offers, or whose producer is heard
+    /// while its endpoint answers nothing, after half a minute; one whose producer is silent (a
+    /// partitioned station), once its journal would no longer hold the hole anyway.
+    private func giveUpStale(now: Double) {
+        guard let holes = try? ingestor.streamHoles() else { return }
+        var byReason: [String: [String]] = [:]
+        for src in holes.keys where ingestor.keeps(src: src) {
+            let since = holeSince[src] ?? now
+            holeSince[src] = since
+            let producer = producers[src]
+            let endpoint = producer.flatMap { endpoints[$0] }
+            let verdict = liveness.verdict(
+                since: since, now: now, producer: producer, endpoint: endpoint, journalless: journalless.contains(String(streamInstance(src))),
+                unusable: endpoint.map { unusable.contains($0) } ?? false, patience: patience)
+            if case .giveUp(let reason) = verdict { byReason[reason, default: []].append(src) }
+        }
+        if holeSince.count > holes.count { holeSince = holeSince.filter { holes[$0.key] != nil } }
+        for (reason, list) in byReason {
+            let sources = list.sorted()
+            do {
+                let lost = try ingestor.giveUpHoles(of: sources)
+                for src in sources {
+                    asked[src] = nil
+                    holeSince[src] = nil
+                }
+                logger.error(
+                    "messages lost for good: no journal answered for them",
+                    metadata: [
+                        "reason": "\(reason)", "streams": "\(sources.count)", "count": "\(lost)",
+                        "src": "\(sources.prefix(Self.tailsNamed).joined(separator: ","))\(sources.count > Self.tailsNamed ? ",..." : "")",
+                    ])
+            } catch {
+                logger.warning("loss not recorded; will retry", metadata: ["streams": "\(sources.count)", "error": "\(error.message)"])
+            }
         }
     }
 
@@ -177,6 +208,7 @@ final class RecorderRecovery {
                 let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
                 clients[endpoint] = client
                 guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
+                liveness.asked(endpoint, at: now)
                 asked[src] = (id, range, now + Self.answerTimeoutS)
                 lastAsked = src
                 requests += 1

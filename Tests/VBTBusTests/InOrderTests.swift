@@ -43,6 +43,26 @@ struct InOrderTests {
         #expect(!rig.input.isRecovering)
     }
 
+    @Test("a held seq a little past what the producer has published, which it never reaches: the hole is given up though the producer answers every question")
+    func aheadOfProducerBounded() throws {
+        let rig = try Rig()
+        try rig.beat()
+        try rig.samples(10)
+        for _ in 0..<20 { try rig.pass(serve: true) }
+        // A message copied with seq 15 (within a question's range of the producer's 10), and the producer falls idle.
+        let journal = try #require(rig.producer.journal)
+        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let original = try #require(try journal.read(src: src, from: 10, to: 10).first)
+        let copy = String(decoding: original.body, as: UTF8.self).replacingOccurrences(of: "\"seq\":10,", with: "\"seq\":15,")
+        try rig.bus.publisherLink(lingerMs: 0).send(topic: original.topic, body: Array(copy.utf8))
+        for _ in 0..<Int(rig.input.settings.giveUpS / 0.05) - 40 { try rig.pass(serve: true) }
+        #expect(rig.input.isRecovering, "waited for: the producer may publish 11-14 yet")
+        for _ in 0..<80 { try rig.pass(serve: true) }
+        #expect(!rig.input.isRecovering, "given up after giveUpS without a reply that filled any of it, not waited for forever")
+        #expect(rig.input.counters.lost == 4 && rig.input.outstanding == 0, "\(rig.input.counters)")
+        #expect(rig.delivered == Array(1...10) + [15])
+    }
+
     @Test("a producer that answers every question after it has timed out still fills the hole: nothing lost, each message once, in order")
     func lateAnswers() throws {
         let rig = try Rig()

@@ -317,7 +317,7 @@ struct RecoveryTests {
 }
 
 extension RecoveryTests {
-    @Test("a hole in a stream whose producer's heartbeat offers no journal is given up, counted lost; with no heartbeat at all it stays outstanding")
+    @Test("a hole in a stream whose producer's heartbeat offers no journal is given up, counted lost; with no heartbeat at all, after 30 s")
     func journallessHoleGivenUp() throws {
         for heard in [true, false] {
             let rig = try Rig()
@@ -336,8 +336,77 @@ extension RecoveryTests {
                 #expect(lost == 20, "written with the stream")
             } else {
                 #expect(recorder.counters.lost == 0, "\(recorder.counters)")
-                #expect(ingestor.outstanding == 20)
+                #expect(ingestor.outstanding == 20, "waited for a producer to offer it")
+                bus.manualClock.advance(HolePatience.history.unknownProducerS)
+                try Self.settle(recorder, producer, bus)
+                #expect(recorder.counters.lost == 20, "none did: given up, counted (\(recorder.counters))")
+                #expect(try Ingestor(store: store, logger: quietLogger).outstanding == 0)
             }
+        }
+    }
+
+    /// Runs the recorder for `seconds` of the clock in 50 ms steps; the producer beats once a
+    /// second when `heard`, and answers replay when `answers`.
+    static func run(_ rig: Rig, seconds: Double, heard: Bool, answers: Bool) throws {
+        for step in 0..<Int(seconds / 0.05) {
+            if heard, step % 20 == 0 { try rig.producer.beat() }
+            try rig.recorder.step(maxWaitMs: 0)
+            if answers { try rig.producer.server.serve() }
+            rig.bus.manualClock.advance(0.05)
+        }
+    }
+
+    /// The recorder's heartbeat's `inputs.lost` (what the notifier turns into a data-lost alert).
+    static func heartbeatLost(_ rig: Rig, _ heartbeats: Subscriber) throws -> Int? {
+        var said: Int?
+        while let beat = try heartbeats.next(timeoutMs: 0) { said = try beat.payload(as: HeartbeatMessage.self).inputs?.lost }
+        return said
+    }
+
+    @Test(
+        "a producer heard while its replay endpoint answers nothing (an ipc:// endpoint on another computer): its hole is counted lost after 30 s, and the heartbeat says so"
+    )
+    func heardButUnansweredGivenUp() throws {
+        let rig = try Rig()
+        let heartbeats = try Subscriber(transport: rig.bus, prefixes: [HeartbeatMessage.topic(station: "session-recorder")], logger: quietLogger)
+        try rig.producer.beat()
+        Self.dropSamples(rig.bus) { (30...49).contains($0) }
+        try rig.producer.samples(100)
+        try Self.run(rig, seconds: 20, heard: true, answers: false)
+        #expect(rig.recorder.counters.lost == 0, "still waited for after 20 s (\(rig.recorder.counters))")
+        #expect(try Ingestor(store: rig.store, logger: quietLogger).outstanding == 20)
+        try Self.run(rig, seconds: 15, heard: true, answers: false)
+        #expect(rig.recorder.counters.lost == 20, "\(rig.recorder.counters)")
+        #expect(try Ingestor(store: rig.store, logger: quietLogger).outstanding == 0, "no hole left outstanding")
+        #expect(try Self.heartbeatLost(rig, heartbeats) == 20)
+    }
+
+    @Test(
+        "a producer neither heard nor answering (a partitioned station) is waited for: back after 10 minutes, its hole is fetched whole; silent past the journal's 30 minutes, counted lost"
+    )
+    func silentProducerWaitedForWithinRetention() throws {
+        for back in [true, false] {
+            let rig = try Rig()
+            try rig.producer.beat()
+            Self.dropSamples(rig.bus) { (30...49).contains($0) }
+            try rig.producer.samples(100)
+            rig.bus.manualClock.advance(1)
+            try rig.producer.beat()  // offers the stream's journal
+            try Self.run(rig, seconds: 1, heard: false, answers: false)
+            // The link is down: nothing heard, nothing answered, the recorder asking all along.
+            for _ in 0..<(back ? 10 : 31) {
+                rig.bus.manualClock.advance(59)
+                try Self.run(rig, seconds: 1, heard: false, answers: false)
+            }
+            if back {
+                #expect(rig.recorder.counters.lost == 0, "waited for (\(rig.recorder.counters))")
+                try Self.run(rig, seconds: 10, heard: true, answers: true)
+                #expect(rig.recorder.counters.recovered == 20 && rig.recorder.counters.lost == 0, "\(rig.recorder.counters)")
+                #expect(try Self.rows(rig.store) == 100, "every reading, once")
+            } else {
+                #expect(rig.recorder.counters.lost == 20, "given up past the journal's retention (\(rig.recorder.counters))")
+            }
+            #expect(try Ingestor(store: rig.store, logger: quietLogger).outstanding == 0)
         }
     }
 }
