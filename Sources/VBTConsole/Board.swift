@@ -15,6 +15,9 @@ public struct ConsoleBoard: Sendable {
     public var rejectedKept = 5
     /// Answers to commands kept per station, newest last (a page waits for its command's).
     public var acksKept = 16
+    /// The velocity zones, slowest first (the detector's; coach-console sets them), for the
+    /// target band of an athlete assigned a `target_zone`.
+    public var zones: [ZoneFloor] = []
 
     public private(set) var stations: [String: StationState] = [:]
     /// Open alerts that belong to no single station (a program's missing heartbeat), by id.
@@ -42,7 +45,8 @@ public struct ConsoleBoard: Sendable {
         switch message.envelope.type {
         case RepMessage.type:
             guard let rep = decode(RepMessage.self) else { return }
-            update(station, athlete: athlete) { $0.take(rep, now: now) }
+            let zones = self.zones
+            update(station, athlete: athlete) { $0.take(rep, now: now, zones: zones) }
         case SetMessage.type:
             guard let set = decode(SetMessage.self) else { return }
             // A set's end may come after its station was unassigned: only its start says who is there.
@@ -116,7 +120,8 @@ public struct ConsoleBoard: Sendable {
             if command.command == CommandName.athleteUnassign {
                 update(station, athlete: nil) { $0.unassign() }
             } else if command.command == CommandName.athleteAssign, let assign = try? AthleteAssign(args: command.args) {
-                update(station, athlete: nil) { $0.take(assign) }
+                let zones = self.zones
+                update(station, athlete: nil) { $0.take(assign, zones: zones) }
             }
         default:
             return
@@ -169,6 +174,9 @@ public struct StationState: Sendable, Equatable, Codable {
     public var velocityLossPct: Double?
     /// The athlete's velocity-loss threshold: the plan's or assignment's, else the detector's default (20 %).
     public var vlThresholdPct = 20.0
+    /// The band each rep is held against: the plan's velocity target, else the zone the athlete
+    /// was assigned (`athlete.assign`'s `target_zone`); nil without either.
+    public var target: TargetBand?
     public var lastSet: LastSet?
     public var rejected: [RejectedView] = []
     public var posture: PostureView?
@@ -199,9 +207,10 @@ public struct StationState: Sendable, Equatable, Codable {
         case velocityLossPct = "velocity_loss_pct"
         case vlThresholdPct = "vl_threshold_pct"
         case lastSet = "last_set"
+        case target
     }
 
-    mutating func take(_ rep: RepMessage, now: Double) {
+    mutating func take(_ rep: RepMessage, now: Double, zones: [ZoneFloor] = []) {
         if rep.setId != setId {
             // A rep of a set whose start was not seen (the console started mid-set): begin it here.
             setId = rep.setId
@@ -212,7 +221,7 @@ public struct StationState: Sendable, Equatable, Codable {
         reps.append(
             .init(
                 index: rep.index, meanVelocityMps: rep.meanVelocityMps, peakVelocityMps: rep.peakVelocityMps, zone: rep.zone,
-                velocityLossPct: rep.velocityLossPct))
+                velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps)))
         reps.sort { $0.index < $1.index }
         velocityLossPct = rep.velocityLossPct
         if let exercise = rep.exercise { self.exercise = exercise }
@@ -248,14 +257,24 @@ public struct StationState: Sendable, Equatable, Codable {
         workoutState = workout.state.rawValue
         plan = workout.plan
         vlThresholdPct = workout.vlThresholdPct
+        if let mps = workout.targetMeanVelocityMps {
+            target = TargetBand(plan: mps)
+        } else if target?.source == TargetBand.Source.plan.rawValue {
+            target = nil
+        }
     }
 
     /// Nobody at the station any more.
     mutating func unassign() {
         (athlete, exercise, loadKg, plan, sets, set, plannedReps, workoutState) = (nil, nil, nil, nil, nil, nil, nil, nil)
+        target = nil
     }
 
-    mutating func take(_ assign: AthleteAssign) {
+    mutating func take(_ assign: AthleteAssign, zones: [ZoneFloor] = []) {
+        // A plan's target stays while the plan runs; a zone follows each assignment.
+        if target?.source != TargetBand.Source.plan.rawValue || plan == nil {
+            target = assign.targetZone.flatMap { TargetBand(zone: $0, in: zones) }
+        }
         if let athlete = assign.athlete { self.athlete = athlete }
         if let exercise = assign.exercise { self.exercise = exercise }
         if let load = assign.loadKg { loadKg = load }
@@ -270,12 +289,64 @@ public struct RepBar: Sendable, Equatable, Codable {
     public var peakVelocityMps: Double
     public var zone: String?
     public var velocityLossPct: Double
+    /// Where the rep fell against the station's target band when it came: below, in or above.
+    public var band: String?
 
     enum CodingKeys: String, CodingKey {
-        case index, zone
+        case index, zone, band
         case meanVelocityMps = "mean_velocity_mps"
         case peakVelocityMps = "peak_velocity_mps"
         case velocityLossPct = "velocity_loss_pct"
+    }
+}
+
+/// A velocity zone's lower bound (the detector's zones, slowest first).
+public struct ZoneFloor: Sendable, Equatable {
+    public var name: String
+    public var fromMps: Double
+
+    public init(name: String, fromMps: Double) { (self.name, self.fromMps) = (name, fromMps) }
+}
+
+/// The mean velocities a rep should fall within: a plan's target +- `planToleranceMps`, or
+/// a velocity zone's range.
+public struct TargetBand: Sendable, Equatable, Codable {
+    /// Where the band comes from.
+    public enum Source: String, Sendable { case plan, zone }
+    /// Half the width of a plan target's band, m/s: about the smallest change a bar sensor
+    /// tells from noise (docs/detection.md), so a rep on target is not called off it.
+    public static let planToleranceMps = 0.05
+
+    public var lowMps: Double
+    /// Nil for the fastest zone (no upper bound).
+    public var highMps: Double?
+    /// `plan` or `zone`.
+    public var source: String
+    public var zone: String?
+    public var targetMps: Double?
+
+    init(plan mps: Double) {
+        (lowMps, highMps, source, zone, targetMps) = (max(0, mps - Self.planToleranceMps), mps + Self.planToleranceMps, Source.plan.rawValue, nil, mps)
+    }
+
+    init?(zone name: String, in zones: [ZoneFloor]) {
+        guard let index = zones.firstIndex(where: { $0.name == name }) else { return nil }
+        let high = index + 1 < zones.count ? zones[index + 1].fromMps : nil
+        (lowMps, highMps, source, zone, targetMps) = (zones[index].fromMps, high, Source.zone.rawValue, name, nil)
+    }
+
+    /// `below`, `in` or `above` the band (the low bound is in, the high one above).
+    public func band(of mps: Double) -> String {
+        if mps < lowMps { return "below" }
+        if let highMps, mps >= highMps { return "above" }
+        return "in"
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case source, zone
+        case lowMps = "low_mps"
+        case highMps = "high_mps"
+        case targetMps = "target_mps"
     }
 }
 

@@ -29,8 +29,11 @@ public final class LiveBoard: Sendable {
         public var malformed = 0
     }
 
-    public init(silentAfterS: Double = 3) {
-        state.withLock { $0.board.silentAfterS = silentAfterS }
+    public init(silentAfterS: Double = 3, zones: [ZoneFloor] = []) {
+        state.withLock {
+            $0.board.silentAfterS = silentAfterS
+            $0.board.zones = zones
+        }
     }
 
     /// Applies messages and the clock (the bus thread), then wakes the watchers once if anything changed.
@@ -78,6 +81,19 @@ public final class LiveBoard: Sendable {
                 gymAlerts: state.board.gymAlertsVersion > version || version == 0
                     ? state.board.gymAlerts.values.sorted { $0.alertId < $1.alertId } : nil,
                 bus: state.bus)
+        }
+    }
+
+    /// What a rack display bound to `station` that last drew `version` must be sent: that
+    /// station alone, without the answers to commands, no gym alerts and no bus counters.
+    /// The server narrows it; the page is never trusted to.
+    public func update(since version: UInt64, station: String) -> BoardUpdate {
+        state.withLock { state in
+            var stations = state.board.changed(since: version).filter { $0.station == station }
+            for index in stations.indices { stations[index].acks = [] }
+            return BoardUpdate(
+                version: state.board.version, full: version == 0, stations: stations, gymAlerts: nil,
+                bus: BusLink(connected: state.bus.connected))
         }
     }
 

@@ -12,6 +12,8 @@ enum Assets {
           const csrf = document.querySelector('meta[name="csrf"]').content;
           const role = document.querySelector('meta[name="role"]').content;
           const only = document.body.dataset.stationView || null;
+          // The rack page (/rack/NAME): one station for the athlete under the bar, with sound.
+          const rackView = document.body.classList.contains('rack');
           const states = new Map(), receivedAt = new Map(), cards = new Map();
           let socket = null, retry = 500, bus = null, gymAlerts = [];
           const grid = () => document.getElementById('stations');
@@ -33,6 +35,11 @@ enum Assets {
           function card(name) {
             let c = cards.get(name);
             if (c) return c;
+            if (rackView) {
+              c = document.querySelector('[data-station]');
+              cards.set(name, c);
+              return c;
+            }
             c = make('article', 'station');
             c.dataset.station = name;
             const head = make('header', 'card-head');
@@ -101,7 +108,7 @@ enum Assets {
             c.dataset.zone = last && last.zone ? last.zone : '';
             c.classList.toggle('in-set', s.in_set);
             const bars = c.querySelector('[data-field="bars"]');
-            bars.replaceChildren(...s.reps.map(r => {
+            if (bars) bars.replaceChildren(...s.reps.map(r => {
               const b = make('span', 'bar');
               b.style.height = Math.min(100, Math.round(r.mean_velocity_mps / 1.5 * 100)) + '%';
               b.dataset.zone = r.zone || '';
@@ -110,16 +117,17 @@ enum Assets {
               return b;
             }));
             const sensors = c.querySelector('[data-field="sensors"]');
-            sensors.replaceChildren(...Object.keys(s.sensors).sort().map(k => {
+            if (sensors) sensors.replaceChildren(...Object.keys(s.sensors).sort().map(k => {
               const v = s.sensors[k];
               const e = make('span', 'sensor ' + (s.silent ? 'silent' : v.state),
                 k + ' ' + (s.silent ? 'silent' : (v.state === 'streaming' && v.rate_hz != null ? Math.round(v.rate_hz) + ' Hz' : v.state)));
               return e;
             }));
             const alerts = c.querySelector('[data-field="alerts"]');
-            alerts.replaceChildren(...Object.values(s.alerts).map(a => make('li', 'alert ' + a.severity, a.message)));
+            if (alerts) alerts.replaceChildren(...Object.values(s.alerts).map(a => make('li', 'alert ' + a.severity, a.message)));
             drawRest(s, c);
-            if (only === s.station) drawDetail(s);
+            if (rackView) drawRack(s, c);
+            else if (only === s.station) drawDetail(s);
           }
 
           function drawRest(s, c) {
@@ -129,14 +137,28 @@ enum Assets {
             c.classList.toggle('resting', left != null);
           }
 
-          function drawDetail(s) {
-            const svg = document.getElementById('bars');
+          // The set's reps as bars, coloured by zone, with the velocity-loss threshold as a line. The
+          // line's label sits in a gutter right of the bars, so it never covers a bar or its value.
+          function drawBars(svg, s, width, height, fit) {
             const ns = 'http://www.w3.org/2000/svg';
-            const top = Math.max(1.2, ...s.reps.map(r => r.mean_velocity_mps));
-            const width = 600, height = 240, pad = 24;
-            const step = (width - 2 * pad) / Math.max(8, s.reps.length);
+            // The station page keeps one scale (1.2 m/s or more); the rack's fits the set and its band.
+            const fastest = Math.max(0, ...s.reps.map(r => r.mean_velocity_mps));
+            const top = fit ? Math.max(0.4, fastest * 1.25, s.target && s.target.high_mps ? s.target.high_mps * 1.1 : 0)
+              : Math.max(1.2, fastest) * 1.08;
+            const pad = 24, gutter = Math.round(width * 0.2), right = width - gutter;
+            const step = (right - pad) / Math.max(8, s.reps.length);
             const y = v => height - pad - (v / top) * (height - 2 * pad);
-            const shapes = s.reps.map((r, i) => {
+            const shapes = [];
+            if (s.target) {
+              // The target band behind the bars.
+              const band = document.createElementNS(ns, 'rect');
+              const high = s.target.high_mps == null ? top : Math.min(top, s.target.high_mps);
+              band.setAttribute('x', pad); band.setAttribute('width', right - pad);
+              band.setAttribute('y', y(high)); band.setAttribute('height', Math.max(0, y(s.target.low_mps) - y(high)));
+              band.setAttribute('class', 'target-band');
+              shapes.push(band);
+            }
+            s.reps.forEach((r, i) => {
               const rect = document.createElementNS(ns, 'rect');
               rect.setAttribute('x', pad + i * step + step * 0.15);
               rect.setAttribute('width', step * 0.7);
@@ -147,32 +169,171 @@ enum Assets {
               label.setAttribute('x', pad + i * step + step / 2);
               label.setAttribute('y', y(r.mean_velocity_mps) - 6);
               label.setAttribute('text-anchor', 'middle');
+              label.setAttribute('class', 'bar-value');
               label.textContent = fixed(r.mean_velocity_mps, 2);
-              return [rect, label];
-            }).flat();
+              shapes.push(rect, label);
+            });
             const best = s.reps.length ? Math.max(...s.reps.map(r => r.mean_velocity_mps)) : null;
             if (best != null) {
               const limit = best * (1 - s.vl_threshold_pct / 100);
               const line = document.createElementNS(ns, 'line');
-              line.setAttribute('x1', pad); line.setAttribute('x2', width - pad);
+              line.setAttribute('x1', pad); line.setAttribute('x2', right);
               line.setAttribute('y1', y(limit)); line.setAttribute('y2', y(limit));
               line.setAttribute('class', 'threshold');
               const text = document.createElementNS(ns, 'text');
-              text.setAttribute('x', width - pad); text.setAttribute('y', y(limit) - 4);
-              text.setAttribute('text-anchor', 'end'); text.setAttribute('class', 'threshold-label');
-              text.textContent = 'stop at ' + fixed(limit, 2) + ' m/s (−' + fixed(s.vl_threshold_pct, 0) + ' %)';
+              text.setAttribute('x', right + 8); text.setAttribute('y', y(limit));
+              text.setAttribute('class', 'threshold-label');
+              text.dataset.field = 'vl-line';
+              const first = document.createElementNS(ns, 'tspan');
+              first.textContent = 'stop ' + fixed(limit, 2);
+              const second = document.createElementNS(ns, 'tspan');
+              second.setAttribute('x', right + 8); second.setAttribute('dy', '1.2em');
+              second.textContent = 'm/s (−' + fixed(s.vl_threshold_pct, 0) + ' %)';
+              text.append(first, second);
               shapes.push(line, text);
             }
             svg.replaceChildren(...shapes);
-            const summary = document.getElementById('summary');
+          }
+
+          function summaryText(s) {
             const l = s.last_set;
-            summary.textContent = !s.in_set && l
+            return !s.in_set && l
               ? 'Set ended: ' + l.reps + ' reps, best ' + fixed(l.best_mean_velocity_mps, 2) + ' m/s, last ' + fixed(l.last_mean_velocity_mps, 2) +
                 ' m/s, velocity loss ' + fixed(l.velocity_loss_pct, 0) + ' %' + (l.reason ? ' (' + l.reason + ')' : '')
               : (s.in_set ? 'Set in progress' : '');
+          }
+
+          function drawDetail(s) {
+            drawBars(document.getElementById('bars'), s, 600, 240);
+            document.getElementById('summary').textContent = summaryText(s);
             document.getElementById('rejected').replaceChildren(...s.rejected.slice().reverse().map(r =>
               make('li', '', r.reason + ': ' + r.detail + ' (' + fixed(r.mean_velocity_mps, 2) + ' m/s)')));
             checkCommands(s);
+          }
+
+          // The rack page: the last rep against the target band, the set so far, and a cue per event.
+          // `cued` holds what has had its cue; what the first update shows is history and has none.
+          const cued = new Set();
+          let rackDrawn = false, restState = null;
+          function drawRack(s, c) {
+            const last = s.reps.length ? s.reps[s.reps.length - 1] : null;
+            const band = last && last.band ? last.band : '';
+            put(c, 'band', band);
+            c.dataset.band = band;
+            const t = s.target;
+            put(c, 'target', t ? (t.source === 'plan' ? 'target ' + fixed(t.target_mps, 2) + ' m/s'
+              : (t.zone || '') + ' ' + fixed(t.low_mps, 2) + (t.high_mps != null ? '–' + fixed(t.high_mps, 2) : '+') + ' m/s') : '');
+            const stopped = !s.in_set && s.last_set && s.last_set.reason === 'velocity-loss' && s.last_set.set_id === s.set_id;
+            put(c, 'vl-stop', stopped ? 'stop: velocity loss reached' : '');
+            c.classList.toggle('vl-stopped', !!stopped);
+            put(c, 'set-summary', summaryText(s));
+            put(c, 'posture-warning', s.posture && s.posture.sustained_bad ? 'Posture! Straighten up' : '');
+            drawBars(c.querySelector('[data-field="rack-bars"]'), s, 800, 320, true);
+            const rest = s.rest ? s.rest.state : null;
+            if (!rackDrawn) {
+              s.reps.forEach(r => cued.add(s.set_id + '/' + r.index));
+              if (stopped) cued.add('stop/' + s.last_set.set_id);
+            } else {
+              for (const r of s.reps) {
+                const key = s.set_id + '/' + r.index;
+                if (cued.has(key)) continue;
+                cued.add(key);
+                cue('rep', { mv: r.mean_velocity_mps, band: r.band || null, index: r.index, set_id: s.set_id });
+              }
+              if (stopped && !cued.has('stop/' + s.last_set.set_id)) {
+                cued.add('stop/' + s.last_set.set_id);
+                cue('vl-stop', { velocity_loss_pct: s.last_set.velocity_loss_pct, set_id: s.last_set.set_id });
+              }
+              if (rest === 'over' && restState !== 'over' && restState != null) cue('rest-over', {});
+            }
+            restState = rest;
+          }
+
+          // Always through window.vbtCue, looked up at each call, so a test (or a gym's own
+          // script) can wrap it.
+          function cue(kind, detail) {
+            try { window.vbtCue(kind, detail); } catch (e) { console.error('vbtCue', e); }
+          }
+
+          // Sound made in the browser (Web Audio, no file to fetch): in the band one clear tone,
+          // above it two rising beeps, below it one low long tone; a falling triplet when velocity
+          // loss ends the set, a rising chime when the rest is over; the velocity spoken where the
+          // browser can speak. Mute, volume and speech are kept in this browser.
+          const sound = (() => {
+            const saved = JSON.parse(localStorage.getItem('vbt-rack-sound') || '{}');
+            const settings = { muted: !!saved.muted, volume: saved.volume == null ? 0.8 : saved.volume, speak: !!saved.speak };
+            let audio = null;
+            const save = () => localStorage.setItem('vbt-rack-sound', JSON.stringify(settings));
+            function context() {
+              const AudioContext = window.AudioContext || window.webkitAudioContext;
+              if (!AudioContext) return null;
+              if (!audio) audio = new AudioContext();
+              if (audio.state === 'suspended') audio.resume();
+              return audio;
+            }
+            function tones(list, wave) {
+              const a = context();
+              if (!a || settings.muted || settings.volume <= 0) return;
+              let at = a.currentTime + 0.01;
+              for (const [hz, seconds, gap] of list) {
+                const osc = a.createOscillator(), gain = a.createGain();
+                osc.type = wave || 'sine';
+                osc.frequency.value = hz;
+                gain.gain.setValueAtTime(0.0001, at);
+                gain.gain.exponentialRampToValueAtTime(Math.max(0.0002, settings.volume), at + 0.01);
+                gain.gain.exponentialRampToValueAtTime(0.0001, at + seconds);
+                osc.connect(gain).connect(a.destination);
+                osc.start(at);
+                osc.stop(at + seconds + 0.02);
+                at += seconds + (gap || 0.04);
+              }
+            }
+            const words = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'];
+            function say(mv) {
+              if (!settings.speak || settings.muted || !window.speechSynthesis || mv == null) return;
+              const text = Number(mv).toFixed(2).split('').map(d => d === '.' ? 'point' : words[Number(d)]).join(' ');
+              const u = new SpeechSynthesisUtterance(text);
+              u.volume = settings.volume;
+              u.rate = 1.1;
+              speechSynthesis.cancel();
+              speechSynthesis.speak(u);
+            }
+            function play(kind, detail) {
+              if (kind === 'rep') {
+                const band = detail && detail.band;
+                if (band === 'in') tones([[880, 0.18]]);
+                else if (band === 'above') tones([[988, 0.09], [1319, 0.12]], 'triangle');
+                else if (band === 'below') tones([[330, 0.38]], 'sawtooth');
+                else tones([[660, 0.12]]);
+                say(detail && detail.mv);
+              } else if (kind === 'vl-stop') {
+                tones([[784, 0.16], [587, 0.16], [392, 0.4]], 'square');
+              } else if (kind === 'rest-over') {
+                tones([[523, 0.14], [659, 0.14], [784, 0.3]], 'triangle');
+              }
+            }
+            return { settings, save, play, context, canSpeak: !!window.speechSynthesis };
+          })();
+          window.vbtCue = (kind, detail) => sound.play(kind, detail);
+
+          function wireSound() {
+            const mute = document.getElementById('mute'), volume = document.getElementById('volume'), speak = document.getElementById('speak');
+            if (!mute) return;
+            const show = () => {
+              mute.textContent = sound.settings.muted ? 'Sound off' : 'Sound on';
+              mute.setAttribute('aria-pressed', String(sound.settings.muted));
+              volume.value = String(Math.round(sound.settings.volume * 100));
+              speak.checked = sound.settings.speak;
+            };
+            mute.addEventListener('click', () => { sound.settings.muted = !sound.settings.muted; sound.save(); sound.context(); show(); });
+            volume.addEventListener('input', () => { sound.settings.volume = Number(volume.value) / 100; sound.save(); });
+            speak.addEventListener('change', () => { sound.settings.speak = speak.checked; sound.save(); });
+            speak.disabled = !sound.canSpeak;
+            // Browsers start sound only after a touch or a key: the first one anywhere unlocks it.
+            const unlock = () => { sound.context(); document.removeEventListener('pointerdown', unlock); document.removeEventListener('keydown', unlock); };
+            document.addEventListener('pointerdown', unlock);
+            document.addEventListener('keydown', unlock);
+            show();
           }
 
           function order() {
@@ -230,9 +391,17 @@ enum Assets {
             bus = update.bus;
             drawGym();
             if (!only) order();
+            rackDrawn = true;
             requestAnimationFrame(() => {
               if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ drawn: update.version }));
             });
+          }
+
+          function unpaired() {
+            document.body.classList.add('unpaired');
+            const note = document.getElementById('unpaired');
+            if (note) note.hidden = false;
+            drawLink('this display was removed: ask a coach for a new code', true);
           }
 
           function connect() {
@@ -242,6 +411,14 @@ enum Assets {
             socket.onmessage = e => { const u = JSON.parse(e.data); if (u.type === 'board') apply(u); };
             socket.onclose = () => {
               drawLink('console unreachable: reconnecting', true);
+              if (rackView) {
+                // A display that was removed is refused its own page: it says so and stops.
+                setTimeout(() => fetch(location.pathname, { credentials: 'same-origin' }).then(r => {
+                  if (r.status === 401 || r.status === 403) unpaired(); else connect();
+                }, connect), Math.min(retry, 1000));
+                retry = Math.min(retry * 2, 5000);
+                return;
+              }
               setTimeout(() => {
                 // A session that ended (logged out elsewhere, account removed) goes back to the login page.
                 fetch('/api/board', { credentials: 'same-origin' }).then(r => {
@@ -341,6 +518,7 @@ enum Assets {
             if (f) f.addEventListener('input', order);
             if (o) o.addEventListener('change', order);
             wireCommands();
+            wireSound();
             connect();
           });
         })();
@@ -427,5 +605,63 @@ enum Assets {
         .chart svg { max-width: 100%; height: auto; border-radius: 12px; }
         .two { display: flex; gap: 24px; flex-wrap: wrap; align-items: flex-start; }
         .tabs a { margin-right: 12px; padding: 4px 10px; border-radius: 8px; } .tabs a.on { background: #26303b; }
+        .bars-chart .threshold-label { font-size: 15px; font-weight: 700; }
+        .bars-chart .target-band { fill: var(--ok); opacity: 0.14; }
+        .legend { display: flex; flex-wrap: wrap; gap: 6px 16px; list-style: none; padding: 0; margin: 0 0 12px; font-size: 14px; color: var(--muted); }
+        .legend li { display: flex; align-items: center; gap: 6px; }
+        .legend .swatch { width: 14px; height: 14px; border-radius: 3px; background: var(--strength); }
+        .legend [data-zone="max-strength"] .swatch { background: var(--max-strength); } .legend [data-zone="strength-speed"] .swatch { background: var(--strength-speed); }
+        .legend [data-zone="speed"] .swatch { background: var(--speed); } .legend [data-zone="max-speed"] .swatch { background: var(--max-speed); }
+        .legend .over .swatch { background: var(--bad); }
+        /* The rack display: one station, read from 4 m on a TV or a tablet, landscape or portrait.
+           The last rep's velocity is 30 % of the screen's height (half its width in portrait), in a narrow face. */
+        body.rack { height: 100vh; overflow: hidden; }
+        .rack main { padding: 1.5vh 2vw; height: 100vh; display: flex; flex-direction: column; gap: 1vh; }
+        .rack-station { flex: 1; min-height: 0; display: grid; gap: 1vh 3vw; grid-template-columns: 3fr 2fr; grid-template-rows: auto 1fr;
+          grid-template-areas: "head head" "now set"; overflow: hidden; border: 6px solid transparent; border-radius: 18px; padding: 1vh 1.5vw; background: var(--card); }
+        @media (orientation: portrait) { .rack-station { grid-template-columns: 1fr; grid-template-rows: auto auto 1fr; grid-template-areas: "head" "now" "set"; } }
+        .rack-head { grid-area: head; display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; align-items: baseline; font-size: max(20px, 3.2vh); }
+        .rack-head .rack-name { font-weight: 800; } .rack-head .athlete { font-weight: 700; } .rack-head .what { color: var(--muted); }
+        .rack-head .link { margin-left: auto; font-size: max(14px, 1.8vh); }
+        .rack-now { grid-area: now; display: flex; flex-direction: column; justify-content: center; min-width: 0; }
+        .rack-mv { font-weight: 800; line-height: 1; font-variant-numeric: tabular-nums; white-space: nowrap; }
+        .rack-mv .mv { font-size: min(30vh, 50vw); line-height: 1; display: inline-block; letter-spacing: -0.02em;
+          font-family: "Liberation Sans Narrow", "Arial Narrow", "Roboto Condensed", "DejaVu Sans Condensed", system-ui, sans-serif; font-stretch: condensed; }
+        .rack-mv .unit { font-size: max(20px, 4vh); color: var(--muted); margin-left: 0.3em; }
+        .rack-station[data-zone="max-strength"] .mv { color: var(--max-strength); } .rack-station[data-zone="strength"] .mv { color: var(--strength); }
+        .rack-station[data-zone="strength-speed"] .mv { color: var(--strength-speed); } .rack-station[data-zone="speed"] .mv { color: var(--speed); }
+        .rack-station[data-zone="max-speed"] .mv { color: var(--max-speed); }
+        .rack-band { font-size: max(22px, 4.5vh); font-weight: 700; }
+        .rack-band .band { padding: 0.05em 0.4em; border-radius: 0.3em; }
+        .rack-band .band:empty { display: none; }
+        .rack-station[data-band="in"] .band { background: var(--ok); color: #000; } .rack-station[data-band="in"] .band::before { content: "● "; }
+        .rack-station[data-band="above"] .band { background: var(--strength); color: #fff; } .rack-station[data-band="above"] .band::before { content: "▲ "; }
+        .rack-station[data-band="below"] .band { background: var(--warn); color: #000; } .rack-station[data-band="below"] .band::before { content: "▼ "; }
+        .rack-station[data-band="in"] { border-color: var(--ok); } .rack-station[data-band="below"] { border-color: var(--warn); }
+        .rack-band .target { color: var(--muted); font-weight: 400; }
+        .rack-rep { font-size: max(24px, 6vh); font-weight: 700; font-variant-numeric: tabular-nums; }
+        .rack-stop, .rack-posture { font-size: max(24px, 5vh); font-weight: 800; border-radius: 12px; }
+        .rack-stop:not(:empty) { background: var(--bad); color: #000; padding: 0.15em 0.5em; }
+        .rack-posture:not(:empty) { background: var(--warn); color: #000; padding: 0.15em 0.5em; margin-top: 0.5vh; }
+        .rack-station.vl-stopped { border-color: var(--bad); }
+        .rack-set { grid-area: set; display: flex; flex-direction: column; gap: 1vh; min-height: 0; font-size: max(18px, 3vh); font-variant-numeric: tabular-nums; }
+        .rack-set .rack-bars { max-width: none; flex: 1 1 auto; min-height: 0; }
+        .rack-set .bars-chart text { font-size: 22px; } .rack-set .bars-chart .threshold-label { font-size: 20px; }
+        .rack-set .loss, .rack-set .rest, .rack-set .posture, .rack-head .counts { font-size: inherit; }
+        .rack-set .rest .rest-s { font-size: max(28px, 7vh); font-weight: 800; }
+        .rack-set .summary { font-size: max(18px, 2.8vh); margin: 0; }
+        .rack-sound { display: flex; gap: 2vw; align-items: center; font-size: max(14px, 1.8vh); color: var(--muted); }
+        .rack-sound input[type="range"] { width: 12em; }
+        .rack-set .rest .unit { font-size: 0.6em; }
+        @media (orientation: portrait) {
+          .rack-mv .mv { font-size: min(27vh, 50vw); }
+          .rack-band .target { font-size: 0.6em; white-space: nowrap; }
+          .rack-set { display: grid; grid-template-columns: 1fr 1fr; align-content: start; align-items: baseline; }
+          .rack-set .rack-bars { grid-column: 1 / -1; height: 17vh; min-height: 0; }
+          .rack-set .summary { grid-column: 1 / -1; }
+          .rack-set .posture { display: none; }
+        }
+        .unpaired .rack-station { opacity: 0.25; }
+        .unpaired-note { font-size: 4vh; }
         """#
 }

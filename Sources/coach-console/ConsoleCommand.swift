@@ -6,6 +6,7 @@ import Prometheus
 import VBTBus
 import VBTCommandLine
 import VBTConsole
+import VBTDetection
 import VBTWire
 
 @main
@@ -78,7 +79,12 @@ struct ConsoleCommand: AsyncParsableCommand {
             logger.warning(
                 "no accounts yet: nobody can log in", metadata: ["users": "\(usersPath)", "add": "vbt console user add NAME --role coach"])
         }
-        let live = LiveBoard()
+        let displays: DisplayBook
+        do { displays = try DisplayBook(path: DisplaysFile.path(forUsers: usersPath)) } catch {
+            reportProblem("coach-console: \(error.description)")
+            throw ExitCode.failure
+        }
+        let live = LiveBoard(zones: VelocityZone.defaults.map { ZoneFloor(name: $0.name, fromMps: $0.fromMps) })
         let registry = PrometheusCollectorRegistry()
         let metrics = GymMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let outbox = CommandOutbox()
@@ -86,7 +92,8 @@ struct ConsoleCommand: AsyncParsableCommand {
         let queries = QueryWorker()
         let history = HistoryPages(queries: queries, utcOffsetS: TimeZone.current.secondsFromGMT())
         let server = ConsoleServer(
-            live: live, history: history, registry: registry, accounts: accounts, outbox: outbox, host: host, port: port, sessionS: sessionHours * 3_600,
+            live: live, history: history, registry: registry, accounts: accounts, displays: displays, outbox: outbox, host: host, port: port,
+            sessionS: sessionHours * 3_600,
             secureCookie: secureCookie, logger: logger)
         let busConfig = bus.config
         ConsoleServer.warmUp(logger: logger)

@@ -1,4 +1,5 @@
 import VBTConsole
+import VBTDetection
 
 /// The console's pages: small HTML shells; the script (Assets.swift) draws the stations from
 /// the WebSocket's updates. Nothing is loaded from elsewhere (the Content-Security-Policy
@@ -32,6 +33,7 @@ enum Pages {
                   </select></label>
                   <span id="count" class="muted"></span>
                 </div>
+                \(zoneLegend())
                 <div id="gym-alerts" class="gym-alerts"></div>
                 <div id="stations" class="grid"><p class="muted waiting">Waiting for the first station…</p></div>
                 """)
@@ -77,6 +79,7 @@ enum Pages {
                 </div>
                 <section class="set-view">
                   <h2>This set</h2>
+                  \(zoneLegend())
                   <svg id="bars" class="bars-chart" viewBox="0 0 600 240" role="img" aria-label="mean velocity of each rep"></svg>
                   <div id="summary" class="summary" data-field="set-summary"></div>
                   <h2>Rejected attempts</h2>
@@ -101,7 +104,7 @@ enum Pages {
                 </header>
                 """
             } ?? ""
-        let script = user == nil ? "" : #"<script src="/assets/console.js" defer></script>"#
+        let script = user == nil && body != "rack" ? "" : #"<script src="/assets/console.js" defer></script>"#
         let stationAttribute = station.map { #" data-station-view="\#(escape($0))""# } ?? ""
         return """
             <!doctype html>
@@ -123,6 +126,80 @@ enum Pages {
             </body>
             </html>
             """
+    }
+
+    /// What each zone's colour means, with its range (the detector's zones).
+    static func zoneLegend() -> String {
+        let zones = VelocityZone.defaults
+        let items = zones.enumerated().map { index, zone in
+            let range =
+                index + 1 < zones.count
+                ? (index == 0 ? "< \(format(zones[index + 1].fromMps))" : "\(format(zone.fromMps))–\(format(zones[index + 1].fromMps))")
+                : "≥ \(format(zone.fromMps))"
+            return #"<li data-zone="\#(escape(zone.name))"><span class="swatch"></span>\#(escape(zone.name)) \#(range) m/s</li>"#
+        }
+        return
+            #"<ul class="legend" aria-label="Velocity zones (colour of the last rep and of the bars)">\#(items.joined())<li class="over"><span class="swatch"></span>velocity loss reached</li></ul>"#
+    }
+
+    private static func format(_ mps: Double) -> String {
+        let hundredths = Int((mps * 100).rounded())
+        return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+    }
+
+    /// The rack display: one station for the athlete under the bar, readable from 4 m, with
+    /// sound and no commands. `user` names the coach who looks at it, nil for a paired display.
+    static func rack(_ name: String, user: String?) -> String {
+        let station = escape(name)
+        return page(
+            title: "vbt: \(name)", body: "rack", station: name, role: user == nil ? nil : .viewer,
+            main: """
+                <article class="rack-station" data-station="\(station)">
+                  <header class="rack-head">
+                    <span class="rack-name">\(station)</span>
+                    <span data-field="athlete" class="athlete"></span>
+                    <span class="what"><span data-field="exercise"></span> <span data-field="load" class="load"></span></span>
+                    <span class="counts">Set <span data-field="set"></span><span data-field="sets" class="of"></span></span>
+                    <span id="link" class="link" data-field="bus">connecting…</span>
+                  </header>
+                  <section class="rack-now" aria-label="Last rep">
+                    <div class="rack-mv"><span data-field="last-mv" class="mv"></span><span class="unit">m/s</span></div>
+                    <div class="rack-band"><span data-field="band" class="band"></span> <span data-field="target" class="target"></span></div>
+                    <div class="rack-rep">Rep <span data-field="rep-count"></span><span data-field="planned-reps" class="of"></span></div>
+                    <div class="rack-stop" data-field="vl-stop" role="alert"></div>
+                    <div class="rack-posture" data-field="posture-warning" role="alert"></div>
+                  </section>
+                  <section class="rack-set" aria-label="This set">
+                    <svg data-field="rack-bars" class="bars-chart rack-bars" viewBox="0 0 800 320" role="img" aria-label="mean velocity of each rep"></svg>
+                    <div class="loss">Velocity loss <span data-field="velocity-loss"></span> % of <span data-field="vl-threshold"></span> %</div>
+                    <div class="rest">Rest <span data-field="rest" class="rest-s"></span><span class="unit">s</span> <span data-field="rest-state" class="muted"></span></div>
+                    <div class="summary" data-field="set-summary"></div>
+                    <div class="posture">Posture <span data-field="posture"></span></div>
+                  </section>
+                </article>
+                <footer class="rack-sound">
+                  <button id="mute" type="button">Sound on</button>
+                  <label>Volume <input id="volume" type="range" min="0" max="100" step="5"></label>
+                  <label><input id="speak" type="checkbox"> Speak the velocity</label>
+                </footer>
+                <p id="unpaired" class="notice unpaired-note" role="alert" hidden>This display was removed. Ask a coach for a new code: vbt console display add \(station)</p>
+                """)
+    }
+
+    /// Where a display types its pairing code (the URL `vbt console display add` prints carries it).
+    static func pair(message: String?) -> String {
+        let notice = message.map { #"<p class="notice" role="alert">\#(escape($0))</p>"# } ?? ""
+        return page(
+            title: "vbt: pair this display", body: "login",
+            main: """
+                <form class="login" method="get" action="/pair">
+                  <h1>Pair this display</h1>
+                  \(notice)
+                  <p class="muted">A coach runs <code>vbt console display add STATION</code> and reads you the code.</p>
+                  <label>Code <input name="code" placeholder="XXXX-XXXX" autocomplete="off" required autofocus></label>
+                  <button type="submit">Pair</button>
+                </form>
+                """)
     }
 
     /// A page of the recorder's history (no live updates: its link shows the page's own state).

@@ -6,6 +6,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOEmbedded
+import NIOWebSocket
 import Prometheus
 import ServiceLifecycle
 import Synchronization
@@ -28,6 +29,9 @@ struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestCo
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<ConsoleContext>
     let sessions: SessionContext<ConsoleSession>
+    /// The rack display this request comes from (its `vbt_display` cookie), once `RequireLogin`
+    /// has checked it against the displays file; it reaches its own station's page only.
+    var display: ConsoleDisplay?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -45,6 +49,7 @@ struct ConsoleServer {
     let history: HistoryPages
     let registry: PrometheusCollectorRegistry
     let accounts: AccountBook
+    let displays: DisplayBook
     let outbox: CommandOutbox
     let host: String
     let port: Int
@@ -54,6 +59,10 @@ struct ConsoleServer {
     /// The least time between two updates to one browser (at most 50 a second), on top of
     /// waiting until it has drawn the last.
     static let minUpdateIntervalMs = 20
+    /// How often a display's open WebSocket checks that the display is still paired.
+    static let displayCheckMs = 500
+    /// The display cookie's name; its value is `id.secret` (Displays.swift).
+    static let displayCookie = "vbt_display"
 
     /// The services to run beside the bus loop: the session store's tidying and the HTTP server.
     var services: [any Service] {
@@ -62,14 +71,17 @@ struct ConsoleServer {
         let sessions = SessionMiddleware<ConsoleContext>(
             storage: storage,
             configuration: .init(sessionCookieParameters: cookie, keyPrefix: "console.", defaultSessionExpiration: .seconds(Int64(sessionS))))
+        let displayChecks = LoginChecks()
         let router = Router(context: ConsoleContext.self)
         router.add(middleware: SecurityHeaders())
         router.add(middleware: sessions)
-        router.add(middleware: RequireLogin(accounts: accounts, logger: logger))
+        router.add(middleware: RequireLogin(accounts: accounts, displays: displays, displayChecks: displayChecks, secureCookie: secureCookie, logger: logger))
         addPages(router)
+        addDisplays(router)
         let webSocketRouter = Router(context: ConsoleContext.self)
         webSocketRouter.add(middleware: sessions)
-        webSocketRouter.add(middleware: RequireLogin(accounts: accounts, logger: logger))
+        webSocketRouter.add(
+            middleware: RequireLogin(accounts: accounts, displays: displays, displayChecks: displayChecks, secureCookie: secureCookie, logger: logger))
         addPush(webSocketRouter)
         let app = Application(
             router: router,
@@ -257,16 +269,70 @@ struct ConsoleServer {
         }
     }
 
+    /// Rack displays: pairing with a code, and the rack page (a display's own station; any
+    /// station for a logged-in coach or viewer).
+    private func addDisplays(_ router: Router<ConsoleContext>) {
+        let displays = self.displays, logger = self.logger, secureCookie = self.secureCookie
+        let checking = LoginChecks()
+        router.get("/pair") { request, context -> Response in
+            guard let code = request.uri.queryParameters["code"].map(String.init), !code.isEmpty else { return html(Pages.pair(message: nil)) }
+            let now = monotonicSeconds()
+            guard !displays.isThrottled(now: now) else {
+                var response = html(Pages.pair(message: "Too many wrong codes: wait a minute and try again."))
+                response.status = .tooManyRequests
+                return response
+            }
+            // bcrypt, off the event loop and a few at once, as logins are.
+            guard checking.begin() else { return problem(.serviceUnavailable, "too many pairings at once; try again in a moment") }
+            let paired = await Task.detached { displays.pair(code: code, monotonic: now) }.value
+            checking.end()
+            guard let (display, token) = paired else {
+                logger.notice("pairing refused", metadata: ["throttled": "\(displays.isThrottled(now: now))"])
+                var response = html(Pages.pair(message: "That code is wrong, used or expired: ask a coach for a new one."))
+                response.status = .forbidden
+                return response
+            }
+            logger.info("display paired", metadata: ["display": "\(display.id)", "station": "\(display.station)"])
+            var response = Response.redirect(to: "/rack/" + display.station, type: .normal)
+            // Until it is removed: a rack's screen is not logged in again every morning. At most
+            // 400 days, the longest browsers keep a cookie.
+            response.setCookie(
+                Cookie(
+                    name: ConsoleServer.displayCookie, value: token, maxAge: 400 * 86_400, path: "/", secure: secureCookie, httpOnly: true,
+                    sameSite: .strict))
+            return response
+        }
+        router.get("/rack/{name}") { _, context -> Response in
+            let name = context.parameters.get("name") ?? ""
+            guard isStationName(name) else { return problem(.notFound, "no such station") }
+            if let session = context.session { return html(Pages.rack(name, user: session.user)) }
+            guard let display = context.display, display.station == name else { return problem(.forbidden, "a rack display shows its own station only") }
+            return html(Pages.rack(name, user: nil))
+        }
+    }
+
     private func addPush(_ router: Router<ConsoleContext>) {
-        let live = self.live, accounts = self.accounts
+        let live = self.live, accounts = self.accounts, displays = self.displays
         router.ws(
             "/ws",
             shouldUpgrade: { request, context in
-                guard context.session != nil, sameOrigin(request, required: true) else { return .dontUpgrade }
+                guard context.session != nil || context.display != nil, sameOrigin(request, required: true) else { return .dontUpgrade }
                 return .upgrade([:])
             },
             onUpgrade: { inbound, outbound, context in
                 let user = context.requestContext.session?.user ?? ""
+                // A rack display is sent its own station only, and is closed within half a second of
+                // its removal from the displays file.
+                let display = context.requestContext.session == nil ? context.requestContext.display : nil
+                let watchdog = display.map { display in
+                    Task {
+                        while !Task.isCancelled, displays.isPaired(id: display.id) {
+                            try await Task.sleep(for: .milliseconds(ConsoleServer.displayCheckMs))
+                        }
+                        guard !Task.isCancelled else { return }
+                        try await outbound.close(.policyViolation, reason: "this display was removed")
+                    }
+                }
                 // The browser says which version it has drawn; the next update waits for that.
                 let drawn = DrawnVersion()
                 let (wake, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -281,8 +347,12 @@ struct ConsoleServer {
                     for await _ in wake {
                         if awaiting && drawn.value.load(ordering: .relaxed) < sent { continue }
                         awaiting = false
-                        guard accounts.account(named: user) != nil else { break }  // the account was removed
-                        let update = live.update(since: sent)
+                        if let display {
+                            guard displays.isPaired(id: display.id) else { break }
+                        } else {
+                            guard accounts.account(named: user) != nil else { break }  // the account was removed
+                        }
+                        let update = display.map { live.update(since: sent, station: $0.station) } ?? live.update(since: sent)
                         if update.isEmpty(sameBus: update.bus == lastBus) { continue }
                         try await outbound.write(.text(String(decoding: live.json(update), as: UTF8.self)))
                         (sent, lastBus, awaiting) = (update.version, update.bus, true)
@@ -292,6 +362,7 @@ struct ConsoleServer {
                 defer {
                     waker.finish()
                     pusher.cancel()
+                    watchdog?.cancel()
                 }
                 for try await message in inbound.messages(maxSize: 1_024) {
                     guard case .text(let text) = message, let version = drawnVersion(text) else { continue }
@@ -336,11 +407,45 @@ func historyPage(_ context: ConsoleContext, title: String, _ body: () async thro
 struct RequireLogin: RouterMiddleware {
     typealias Context = ConsoleContext
     let accounts: AccountBook
+    let displays: DisplayBook
+    /// bcrypt checks of display secrets under way (the first request of each display after a start).
+    let displayChecks: LoginChecks
+    let secureCookie: Bool
     let logger: Logger
 
     func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
-        if path == "/login" || path == "/assets/console.css" { return try await next(request, context) }
+        if path == "/login" || path == "/assets/console.css" || path == "/pair" { return try await next(request, context) }
+        // A rack display (and no one logged in on that browser): its own station's page, its
+        // WebSocket and the page's assets; everything else is refused, whatever the page asks.
+        if context.session == nil, let token = request.cookies[ConsoleServer.displayCookie]?.value {
+            let displays = self.displays
+            var display = displays.cached(token: token)
+            if display == nil {
+                guard displayChecks.begin() else { return problem(.serviceUnavailable, "too many displays at once; try again in a moment") }
+                display = await Task.detached { displays.display(token: token) }.value
+                displayChecks.end()
+            }
+            guard let display else {
+                logger.notice("display refused", metadata: ["path": "\(path.prefix(64))"])
+                var response =
+                    path.hasPrefix("/rack/")
+                    ? html(Pages.pair(message: "This display was removed or its pairing ended: ask a coach for a new code."))
+                    : problem(.unauthorized, "this display is not paired: ask a coach for a new code (vbt console display add)")
+                response.status = .unauthorized
+                response.setCookie(
+                    Cookie(name: ConsoleServer.displayCookie, value: "", maxAge: 0, path: "/", secure: secureCookie, httpOnly: true, sameSite: .strict))
+                return response
+            }
+            guard Self.displayMayReach(path, station: display.station) else {
+                logger.notice(
+                    "display kept to its station", metadata: ["display": "\(display.id)", "station": "\(display.station)", "path": "\(path.prefix(64))"])
+                return problem(.forbidden, "a rack display shows its own station only: /rack/\(display.station)")
+            }
+            var context = context
+            context.display = display
+            return try await next(request, context)
+        }
         if var session = context.session {
             guard let account = accounts.account(named: session.user) else {
                 context.sessions.clearSession()
@@ -369,10 +474,15 @@ struct RequireLogin: RouterMiddleware {
         return refuse(request)
     }
 
+    /// What a display bound to `station` may reach: its page, the WebSocket, the page's assets.
+    static func displayMayReach(_ path: String, station: String) -> Bool {
+        path == "/rack/" + station || path == "/ws" || path == "/assets/console.js"
+    }
+
     private func refuse(_ request: Request) -> Response {
         // A page goes to the login form; anything else (the API, the WebSocket, scripts) is told it needs one.
         request.method == .get && !request.uri.path.hasPrefix("/api/") && request.uri.path != "/ws" && !request.uri.path.hasPrefix("/assets/")
-            ? .redirect(to: "/login", type: .normal) : problem(.unauthorized, "log in first at /login")
+            ? .redirect(to: request.uri.path.hasPrefix("/rack/") ? "/pair" : "/login", type: .normal) : problem(.unauthorized, "log in first at /login")
     }
 }
 

@@ -2,14 +2,15 @@ import ArgumentParser
 import Foundation
 import VBTBus
 import VBTConsole
+import VBTWire
 
 // `vbt console`: the coach console's accounts (proto/console.md).
 
 struct ConsoleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "console",
-        abstract: "The coach console's accounts.",
-        subcommands: [User.self])
+        abstract: "The coach console's accounts and rack displays.",
+        subcommands: [User.self, Display.self])
 
     struct User: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -19,6 +20,96 @@ struct ConsoleCommand: ParsableCommand {
                 The running console reads the file again when it changes: no restart needed.
                 """,
             subcommands: [Add.self, Remove.self, List.self])
+    }
+
+    struct Display: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pair, remove and list rack displays: one station's screen, with no password.",
+            discussion: """
+                `add STATION` prints a one-time pairing code and the URL to open on the rack's tablet or TV; \
+                the display then sees that station's page and nothing else, until `remove`. Displays are kept \
+                beside the accounts file (FILE.displays), hashed; the running console reads it again when it changes.
+                """,
+            subcommands: [DisplayAdd.self, DisplayRemove.self, DisplayList.self])
+    }
+
+    struct DisplayAdd: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add",
+            abstract: "Add a display for a station: prints its pairing code (valid once, for 24 hours) and URL.")
+
+        @Argument(help: "The station it shows, e.g. rack-01.")
+        var station: String
+
+        @OptionGroup var file: UsersFile
+
+        func validate() throws {
+            guard isStationName(station) else { throw ValidationError("a station's name is a-z, A-Z, 0-9, '.', '_', '-', e.g. rack-01") }
+        }
+
+        func run() throws {
+            let path = DisplaysFile.path(forUsers: file.path)
+            let code: String
+            do { (_, code) = try DisplaysFile.add(path: path, station: station) } catch {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            print("code: \(code)")
+            print("url: /pair?code=\(code)")
+            FileHandle.standardError.write(
+                Data(
+                    "open the url on \(station)'s display, after the console's address (e.g. http://127.0.0.1:8080/pair?code=\(code)); displays in \(path)\n"
+                        .utf8))
+        }
+    }
+
+    struct DisplayRemove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove",
+            abstract: "Remove a display, by its code, its station (every display of it) or its id: it is logged out within 2 s.")
+
+        @Argument(help: "The display's pairing code, station or id (vbt console display list).")
+        var display: String
+
+        @OptionGroup var file: UsersFile
+
+        func run() throws {
+            let path = DisplaysFile.path(forUsers: file.path)
+            let removed: [ConsoleDisplay]
+            do { removed = try DisplaysFile.remove(path: path, display) } catch {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            guard !removed.isEmpty else {
+                reportProblem("vbt console: no display \(display) in \(path) (vbt console display list)")
+                throw ExitCode.failure
+            }
+            for display in removed { print("removed display \(display.id) of \(display.station)") }
+        }
+    }
+
+    struct DisplayList: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the displays: id, station, whether paired, when added (never their codes).")
+
+        @OptionGroup var file: UsersFile
+
+        func run() throws {
+            let path = DisplaysFile.path(forUsers: file.path)
+            let displays: [ConsoleDisplay]
+            do { displays = try DisplaysFile.load(path: path) } catch {
+                reportProblem("vbt console: \(error.description)")
+                throw ExitCode.failure
+            }
+            if displays.isEmpty { print("no displays in \(path) (vbt console display add STATION)") }
+            let stamp = ISO8601DateFormatter()
+            for display in displays {
+                let state =
+                    display.pairedAt.map { "paired " + stamp.string(from: Date(timeIntervalSince1970: $0)) }
+                    ?? (Date().timeIntervalSince1970 - display.addedAt < DisplaysFile.codeLifetimeS ? "waiting for its code" : "code expired")
+                print("\(display.id)\t\(display.station)\t\(state)\tadded \(stamp.string(from: Date(timeIntervalSince1970: display.addedAt)))")
+            }
+        }
     }
 
     struct UsersFile: ParsableArguments {
