@@ -185,7 +185,7 @@ struct IMUTracker: Sendable, Codable {
             if let loud = loudSince, t - loud >= Self.loudResetS { quietSince = nil }
         }
         let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
-        let quiet = quietWindow && (isStill || longQuiet || hasStopped(at: t))
+        let quiet = quietWindow && (isStill || (longQuiet && !isGliding(at: t)) || hasStopped(at: t))
         if isStill {
             if quiet {
                 // At rest the vertical acceleration is zero: learn the offset (or,
@@ -271,6 +271,16 @@ struct IMUTracker: Sendable, Codable {
             Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
             + Self.samplingShare * recentPeak
         return residual < allowance && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps) && !midway
+    }
+
+    /// Whether the velocity integral says the bar glides on, beyond what noise (2 sigma) and
+    /// half the offset's uncertainty make of it over the movement: a tempo's 3 s descent is
+    /// quiet for over a second at a steady 0.2-0.3 m/s, which long quiet alone would call rest
+    /// (and the descent's lower half would be lost). Settled bars measured well inside it.
+    private func isGliding(at t: Double) -> Bool {
+        let sinceRest = moving.first.map { t - $0.t } ?? 0
+        let drift = Self.restMaxVelocityMps / 2 + 2 * velocityNoise(over: sinceRest) + offsetUncertaintyG / 2 * standardGravity * sinceRest
+        return sinceRest < Self.longestMovementS && abs(velocitySinceRest) > drift
     }
 
     /// Whether the bar is partway between the lowest and highest it has been
