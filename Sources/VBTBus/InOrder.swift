@@ -253,8 +253,10 @@ public final class InOrderInput {
     public private(set) var producers: [String: String]
     public private(set) var endpoints: [String: String]
     private var clients: [String: ReplayClient] = [:]
-    /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
+    /// Offered endpoints no socket may use (off this computer without a key: proto/security.md), logged once each.
     private var unusable: Set<String> = []
+    /// Per endpoint off this computer, the CURVE key its producer offers it with.
+    private var serverKeys: [String: String] = [:]
     private var ready: [BusMessage] = []
     private var catchUp = CatchUpReport()
     /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
@@ -407,6 +409,15 @@ public final class InOrderInput {
         }
     }
 
+    /// Remembers the key an endpoint is offered with; a new key makes a new client, and an
+    /// endpoint that could not be used is tried again (its producer came back with a key).
+    private func noteKey(_ offer: HeartbeatMessage.ReplayOffer) {
+        guard serverKeys[offer.endpoint] != offer.serverKey else { return }
+        serverKeys[offer.endpoint] = offer.serverKey
+        clients[offer.endpoint] = nil
+        unusable.remove(offer.endpoint)
+    }
+
     /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
     public func note(heartbeat message: BusMessage) {
         if message.topic == Subscriber.busHeartbeatTopic { busBeats += 1 }
@@ -418,6 +429,7 @@ public final class InOrderInput {
         journalless.remove(String(streamInstance(message.envelope.src)))
         let producer = message.envelope.station
         endpoints[producer] = offer.endpoint
+        noteKey(offer)
         instances[producer] = String(streamInstance(message.envelope.src))
         for (src, last) in offer.lastSeq where last > 0 {
             let topic = String(streamTopic(src))
@@ -495,7 +507,7 @@ public final class InOrderInput {
             guard questionsInFlight < settings.maxQuestions, let endpoint, !unusable.contains(endpoint) else { continue }
             let range = due.next...min(due.last, due.next + settings.maxRange - 1)
             do {
-                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
+                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint, serverKey: serverKeys[endpoint])
                 clients[endpoint] = client
                 guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
                 streams.update(src) { $0.asked = (id, range, now + settings.answerTimeoutS, endpoint) }

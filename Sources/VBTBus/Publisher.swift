@@ -242,7 +242,7 @@ public struct HeartbeatSchedule {
         let started = self.started ?? now
         self.started = started
         var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs)
-        if let replay { message.replay = publisher.replayOffer(endpoint: replay.endpoint) }
+        if let replay { message.replay = replay.offer(for: publisher) }
         message.subscribes = subscribes
         message.stopping = stopping ? true : nil
         try publisher.publish(message, station: name)

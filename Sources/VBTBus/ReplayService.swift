@@ -8,6 +8,8 @@ import VBTWire
 public final class ReplayServer {
     /// The endpoint it is bound on (for the heartbeat's offer).
     public let endpoint: String
+    /// The CURVE public key consumers connect with, for an endpoint off this computer (the offer's `server_key`).
+    public let serverKey: String?
     private let journal: Journal
     private let link: any FrameLink
     /// Most messages in one reply, and most bytes (a reply says `more` beyond either).
@@ -22,6 +24,14 @@ public final class ReplayServer {
         self.journal = journal
         self.endpoint = endpoint
         link = try transport.serverLink(endpoint: endpoint)
+        serverKey = transport.replayServerKey(endpoint: endpoint)
+    }
+
+    /// The heartbeat's offer of this endpoint for `publisher`'s journalled streams.
+    public func offer(for publisher: Publisher) -> HeartbeatMessage.ReplayOffer? {
+        guard var offer = publisher.replayOffer(endpoint: endpoint) else { return nil }
+        offer.serverKey = serverKey
+        return offer
     }
 
     /// The socket under it, for a loop that polls it beside others; nil without sockets.
@@ -99,10 +109,11 @@ public final class ReplayClient {
     private let link: any FrameLink
     private var counter = 0
 
-    /// Connects to `endpoint` (nothing is sent yet).
-    public init(transport: any BusTransport, endpoint: String) throws(ZMQError) {
+    /// Connects to `endpoint` (nothing is sent yet); `serverKey` is its producer's offered key,
+    /// for an endpoint off this computer.
+    public init(transport: any BusTransport, endpoint: String, serverKey: String? = nil) throws(ZMQError) {
         self.endpoint = endpoint
-        link = try transport.clientLink(endpoint: endpoint)
+        link = try transport.clientLink(endpoint: endpoint, serverKey: serverKey)
     }
 
     /// Asks for `src` from `from` through `to`; returns the request's id, or

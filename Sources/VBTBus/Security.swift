@@ -95,6 +95,12 @@ public enum PeerRole: Sendable, Hashable, CustomStringConvertible {
         return true
     }
 
+    /// May this role ask a producer's replay endpoint across the network? Services only.
+    public var mayFetchFromJournals: Bool {
+        if case .service = self { return true }
+        return false
+    }
+
     /// May this role change what the query endpoint stores? Coaches and services.
     public var mayWriteQueries: Bool {
         switch self {
@@ -368,6 +374,8 @@ public struct BusSecurity: Sendable, Equatable {
 
     /// The ZAP domain every vbt server socket enforces.
     public static let domain = "vbt"
+    /// The ZAP domain of a producer's replay endpoint off its computer: service keys only.
+    public static let replayDomain = "vbt-replay"
 
     /// Reads `VBT_CERT`, `VBT_BUS_CERT`, `VBT_SERVER_CERT`, `VBT_AUTHORIZED`;
     /// nil when none is set.
@@ -422,11 +430,11 @@ extension ZMQSocket {
 
     /// Makes this socket a CURVE server with `certificate`, each connection
     /// asked of the context's ZAP handler in the `vbt` domain (no handler, no connection).
-    public func secureAsServer(_ certificate: Certificate) throws(ZMQError) {
+    public func secureAsServer(_ certificate: Certificate, domain: String = BusSecurity.domain) throws(ZMQError) {
         guard let secret = certificate.secretKey else { throw ZMQError(code: EINVAL, operation: "CURVE: a server needs its secret key") }
         try setOption(ZMQ_CURVE_SERVER, 1)
         try setOption(ZMQ_CURVE_SECRETKEY, bytes: Array(secret.utf8))
-        try setOption(ZMQ_ZAP_DOMAIN, bytes: Array(BusSecurity.domain.utf8))
+        try setOption(ZMQ_ZAP_DOMAIN, bytes: Array(domain.utf8))
         // Refuse, rather than let in, when no ZAP handler answers. A libzmq built
         // without draft options refuses the option; the handler then never
         // stops without stopping the program (`ZAPHandler`), so it always answers.

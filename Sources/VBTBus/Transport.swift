@@ -63,6 +63,10 @@ public protocol BusTransport: AnyObject {
     func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink
     /// A client of the server at `endpoint`, as a query client.
     func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink
+    /// A client of a replay endpoint whose CURVE public key is `serverKey` (nil: a local one).
+    func clientLink(endpoint: String, serverKey: String?) throws(ZMQError) -> any FrameLink
+    /// The CURVE public key a replay endpoint bound at `endpoint` is offered with (nil: a local one).
+    func replayServerKey(endpoint: String) -> String?
     /// On a secured transport, who is allowed in (a received message's
     /// `userId` names its sender there); nil in plaintext.
     var authorized: AuthorizedKeys? { get }
@@ -70,6 +74,8 @@ public protocol BusTransport: AnyObject {
 
 extension BusTransport {
     public var authorized: AuthorizedKeys? { nil }
+    public func clientLink(endpoint: String, serverKey: String?) throws(ZMQError) -> any FrameLink { try clientLink(endpoint: endpoint) }
+    public func replayServerKey(endpoint: String) -> String? { nil }
 }
 
 /// The transport of a running program: libzmq sockets on the configured
@@ -130,21 +136,54 @@ public final class ZMQTransport: BusTransport {
         return SocketLink(socket)
     }
 
-    /// A producer's replay endpoint. Secured installations keep it on this
-    /// computer (the default `ipc://` in the journal's folder, readable by the
-    /// folder's owner only): a replay over the network would need the
-    /// consumers' keys at every station.
+    /// A producer's replay endpoint. On this computer (`ipc://` in the journal's folder,
+    /// readable by the folder's owner only, or loopback) it is plaintext. Off it (`tcp://HOST:PORT`,
+    /// so the server's consumers can fetch a station's journal) it is CURVE with the program's
+    /// own key, and its ZAP handler admits service keys only (`BusSecurity.replayDomain`): a
+    /// journal holds athletes' readings.
     public func serverLink(endpoint: String) throws(ZMQError) -> any FrameLink {
-        try requireLoopback(endpoint)
         let socket = try ZMQSocket(context, .router, lingerMs: 1_000)
         try socket.setMaxFrameBytes(BusConfig.maxRequestBytes)
+        if !isLoopback(endpoint) {
+            guard let security = config.security, let certificate = security.certificate, let folder = security.authorizedFolder else {
+                throw ZMQError(
+                    code: EINVAL,
+                    operation:
+                        "the replay endpoint \(endpoint) is off this computer: it needs VBT_CERT (this program's key) and VBT_AUTHORIZED (the installation's authorized/ folder, to admit the services)"
+                )
+            }
+            try startZAP(folder: folder)
+            try socket.secureAsServer(certificate, domain: BusSecurity.replayDomain)
+            try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs, pings: true)
+        }
         try socket.bind(endpoint)
         return SocketLink(socket)
     }
 
-    public func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink {
-        try requireLoopback(endpoint)
+    public func replayServerKey(endpoint: String) -> String? {
+        isLoopback(endpoint) ? nil : config.security?.certificate?.publicKey
+    }
+
+    public func clientLink(endpoint: String) throws(ZMQError) -> any FrameLink { try clientLink(endpoint: endpoint, serverKey: nil) }
+
+    /// A client of a replay endpoint. Off this computer it is CURVE with this program's key and
+    /// the producer's offered `serverKey`, and ZMTP liveness: a link that goes silent (a
+    /// partitioned station) is dropped and connected again, and what was asked is asked again
+    /// when its answer is late (proto/replay.md).
+    public func clientLink(endpoint: String, serverKey: String?) throws(ZMQError) -> any FrameLink {
         let socket = try ZMQSocket(context, .dealer, lingerMs: 0)
+        if !isLoopback(endpoint) {
+            guard let serverKey, let certificate = config.security?.certificate else {
+                throw ZMQError(
+                    code: EINVAL,
+                    operation: serverKey == nil
+                        ? "the replay endpoint \(endpoint) is off this computer and its producer offers no key for it"
+                        : "the replay endpoint \(endpoint) is off this computer: fetching from it needs VBT_CERT (a service's key)")
+            }
+            try socket.setMaxFrameBytes(BusConfig.maxFrameBytes)
+            try socket.setLiveness(intervalMs: BusConfig.livenessIntervalMs, timeoutMs: BusConfig.livenessTimeoutMs, pings: true)
+            try socket.secureAsClient(certificate, serverKey: serverKey)
+        }
         try socket.connect(endpoint)
         return SocketLink(socket)
     }

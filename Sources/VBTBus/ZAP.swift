@@ -95,14 +95,18 @@ public final class ZAPHandler: Sendable {
         let domain = String(decoding: frames[2], as: UTF8.self)
         let address = String(decoding: frames[3], as: UTF8.self)
         let mechanism = String(decoding: frames[5], as: UTF8.self)
-        guard domain == BusSecurity.domain else {
+        guard domain == BusSecurity.domain || domain == BusSecurity.replayDomain else {
             return (reply("400", "unknown domain"), (address, "domain \(domain) is not \(BusSecurity.domain)"))
         }
         guard mechanism == "CURVE", frames.count >= 7, let key = z85Encode(frames[6]) else {
             return (reply("400", "CURVE only"), (address, "mechanism \(mechanism): only CURVE is allowed"))
         }
-        guard authorized.peer(publicKey: key) != nil else {
+        guard let peer = authorized.peer(publicKey: key) else {
             return (reply("400", "key not authorized"), (address, "key \(key.prefix(8))... is not in \(authorized.folder)"))
+        }
+        // A journal holds a station's readings, athletes named: only the services fetch from it.
+        if domain == BusSecurity.replayDomain, !peer.role.mayFetchFromJournals {
+            return (reply("400", "replay is for services"), (address, "\(peer.name) (\(peer.role)) may not fetch from a journal: services only"))
         }
         return (reply("200", "OK", user: key), nil)
     }

@@ -95,7 +95,7 @@ public struct JournalOptions: ParsableArguments {
 
     @Option(
         help:
-            "The replay endpoint (default: ipc://<journal folder>/replay.sock, or an abstract ipc://@vbt-replay-<hash> when that path is too long for a socket); the heartbeat names it."
+            "The replay endpoint (default: ipc://<journal folder>/replay.sock, or an abstract ipc://@vbt-replay-<hash> when that path is too long for a socket); the heartbeat names it. tcp://ADDRESS:PORT (this computer's address) lets consumers on other computers fetch: CURVE with this program's key, service keys only (needs VBT_AUTHORIZED)."
     )
     public var replayEndpoint: String?
 

@@ -190,7 +190,7 @@ public final class NotifierRuntime {
         var heartbeat = base
         heartbeat.webhook = sink?.counters
         heartbeat.subscribes = subscriber.subscribedPrefixes
-        if let replay { heartbeat.replay = publisher.replayOffer(endpoint: replay.endpoint) }
+        if let replay { heartbeat.replay = replay.offer(for: publisher) }
         try publisher.publish(heartbeat, station: "notifier")
     }
 

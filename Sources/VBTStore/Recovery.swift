@@ -31,8 +31,10 @@ final class RecorderRecovery {
     /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
     private var producers: [String: String]
     private var clients: [String: ReplayClient] = [:]
-    /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
+    /// Offered endpoints no socket may use (off this computer without a key: proto/security.md), logged once each.
     private var unusable: Set<String> = []
+    /// Per endpoint off this computer, the CURVE key its producer offers it with.
+    private var serverKeys: [String: String] = [:]
     /// Per stream: the question asked and when to give up on it.
     private var asked: [String: (id: String, range: ClosedRange<UInt64>, deadline: Double)] = [:]
     /// Per stream: not asked again before this time (a reply's messages are being stored:
@@ -65,6 +67,15 @@ final class RecorderRecovery {
         producers = try ingestor.producers()
     }
 
+    /// Remembers the key an endpoint is offered with; a new key makes a new client, and an
+    /// endpoint that could not be used is tried again (its producer came back with a key).
+    private func noteKey(_ offer: HeartbeatMessage.ReplayOffer) {
+        guard serverKeys[offer.endpoint] != offer.serverKey else { return }
+        serverKeys[offer.endpoint] = offer.serverKey
+        clients[offer.endpoint] = nil
+        unusable.remove(offer.endpoint)
+    }
+
     /// Takes note of a heartbeat: a journalling producer's offer says where to
     /// ask, and whether a stream has a tail this recorder never received.
     /// `seen` is the last seq the subscriber received of a stream.
@@ -78,6 +89,7 @@ final class RecorderRecovery {
         }
         journalless.remove(String(streamInstance(message.envelope.src)))
         endpoints[producer] = offer.endpoint
+        noteKey(offer)
         instances[producer] = String(streamInstance(message.envelope.src))
         // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
         for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
@@ -205,10 +217,11 @@ final class RecorderRecovery {
             else { continue }
             let range = first.lowerBound...min(first.upperBound, first.lowerBound + Self.maxRange - 1)
             do {
-                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint)
+                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint, serverKey: serverKeys[endpoint])
                 clients[endpoint] = client
-                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
+                // Asked, as far as liveness goes, even when it cannot be queued (no connection yet).
                 liveness.asked(endpoint, at: now)
+                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
                 asked[src] = (id, range, now + Self.answerTimeoutS)
                 lastAsked = src
                 requests += 1

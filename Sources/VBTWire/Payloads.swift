@@ -599,9 +599,14 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var endpoint: String
         /// The last seq published on each stream this process journals (its own streams).
         public var lastSeq: [String: Int]
+        /// The CURVE public key (Z85) of a `tcp://` endpoint off the producer's computer, which
+        /// admits service keys only (proto/replay.md); nil for a local (`ipc://`, loopback) one.
+        public var serverKey: String?
 
         /// Creates an offer.
-        public init(endpoint: String, lastSeq: [String: Int]) { (self.endpoint, self.lastSeq) = (endpoint, lastSeq) }
+        public init(endpoint: String, lastSeq: [String: Int], serverKey: String? = nil) {
+            (self.endpoint, self.lastSeq, self.serverKey) = (endpoint, lastSeq, serverKey)
+        }
     }
 
     /// Creates a heartbeat.
@@ -650,7 +655,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             webhook = counters
         }
         if let object = try fields.optionalObject("replay") {
-            replay = ReplayOffer(endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"))
+            replay = ReplayOffer(
+                endpoint: try object.string("endpoint"), lastSeq: try object.seqMap("last_seq"), serverKey: try object.optionalString("server_key"))
         }
         subscribes = try fields.optionalStrings("subscribes")
         stopping = try fields.optionalFlag("stopping") == true ? true : nil
@@ -704,6 +710,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.beginObject()
             writer.field("endpoint", replay.endpoint)
             writer.writeSeqMap("last_seq", replay.lastSeq)
+            if let key = replay.serverKey { writer.field("server_key", key) }
             writer.endObject()
         }
         if let subscribes {

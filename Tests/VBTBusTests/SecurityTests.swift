@@ -102,6 +102,52 @@ struct SecurityTests {
         #expect(handler.answer(request(key: coach.publicKey)).reply[2] == Array("400".utf8))
     }
 
+    @Test("a replay endpoint off its computer (ZAP domain vbt-replay) admits service keys only; a bridge, a coach, a viewer are refused")
+    func zapReplayDomain() throws {
+        let dir = try TemporaryDirectory()
+        let folder = dir.url.appendingPathComponent("authorized").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        var keys: [String: Certificate] = [:]
+        for (name, metadata) in [
+            ("session-recorder", ["role": "service"]), ("rack-01", ["role": "bridge", "station": "rack-01"]), ("coach", ["role": "coach"]),
+            ("tv", ["role": "viewer"]),
+        ] {
+            keys[name] = try Certificate.generate(metadata: metadata.merging(["name": name]) { first, _ in first })
+            try keys[name]?.publicOnly.write(base: folder + "/" + name, comment: "test")
+        }
+        let handler = try ZAPHandler(
+            context: ZMQContext(), authorized: AuthorizedKeys(folder: folder), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        func code(_ name: String, domain: String) throws -> String {
+            var message = ReceivedMessage()
+            message.frames = ["1.0", "1", domain, "10.0.0.9", "", "CURVE"].map { Array($0.utf8) } + [z85Decode(try #require(keys[name]).publicKey) ?? []]
+            message.frameCount = message.frames.count
+            return String(decoding: handler.answer(message).reply[2], as: UTF8.self)
+        }
+        #expect(try code("session-recorder", domain: BusSecurity.replayDomain) == "200")
+        for name in ["rack-01", "coach", "tv"] {
+            #expect(try code(name, domain: BusSecurity.replayDomain) == "400", "\(name)")
+            #expect(try code(name, domain: BusSecurity.domain) == "200", "\(name) on the bus's own domain")
+        }
+    }
+
+    @Test("a replay endpoint off this computer needs this program's key and the authorized keys to bind, and the producer's offered key to connect")
+    func replayEndpointsOffThisComputer() throws {
+        let certificate = try Certificate.generate(metadata: ["name": "rack-01", "role": "bridge", "station": "rack-01"])
+        var config = freeBusConfig()
+        var security = BusSecurity()
+        security.certificate = certificate
+        security.serverKey = certificate.publicKey
+        config.security = security
+        let transport = ZMQTransport(context: ZMQContext(), config: config)
+        #expect(throws: ZMQError.self, "no VBT_AUTHORIZED: it could not tell services from others") {
+            try transport.serverLink(endpoint: "tcp://203.0.113.9:9000")
+        }
+        #expect(throws: ZMQError.self, "no offered key") { try transport.clientLink(endpoint: "tcp://203.0.113.9:9000", serverKey: nil) }
+        _ = try transport.clientLink(endpoint: "tcp://203.0.113.9:9000", serverKey: certificate.publicKey)
+        #expect(transport.replayServerKey(endpoint: "tcp://203.0.113.9:9000") == certificate.publicKey)
+        #expect(transport.replayServerKey(endpoint: "ipc:///tmp/x/replay.sock") == nil, "a local endpoint is offered without a key")
+    }
+
     @Test("without keys every socket refuses an endpoint off this computer, whatever the options said")
     func plaintextSockets() throws {
         var config = BusConfig()
