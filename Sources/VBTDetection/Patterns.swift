@@ -7,7 +7,9 @@ import VBTWire
 // matched against the stored patterns by dynamic time warping, and on a good
 // match the rep thresholds relax for it (minimum concentric duration x 0.7,
 // minimum amplitude x 0.8), so an athlete's own slightly short or quick reps
-// are not thrown away once the system has seen how they lift.
+// are not thrown away once the system has seen how they lift. A pattern is its
+// owner's (the athlete, else the station): it relaxes nobody else's reps, and a
+// station uses its own new pattern from its next set on, live as in `vbt eval`.
 
 /// One learned pattern.
 public struct RepPattern: Sendable, Codable, Equatable {
@@ -19,6 +21,9 @@ public struct RepPattern: Sendable, Codable, Equatable {
     public var reps: Int
     /// When it was recorded, Unix seconds (reading time).
     public var recordedT: Double
+    /// Whose lifting it is: the athlete's id, else the station's. Nil in patterns learned
+    /// before patterns had owners, which match nobody.
+    public var owner: String? = nil
 
     /// Points per curve.
     public static let length = 32
@@ -76,16 +81,21 @@ public struct RepPattern: Sendable, Codable, Equatable {
 public struct PatternLibrary: Sendable, Codable, Equatable, JSONFileStored {
     /// Patterns by exercise, newest last.
     public var patterns: [String: [RepPattern]] = [:]
-    /// At most this many per exercise (the oldest go).
-    public static let perExercise = 20
+    /// At most this many per owner and exercise, and per exercise in all (the oldest go):
+    /// a gym's athletes each keep their latest, in well under a megabyte.
+    public static let perOwner = 3
+    public static let perExercise = 400
 
     /// An empty library.
     public init() {}
 
-    /// Adds a pattern, dropping the oldest beyond the limit.
+    /// Adds a pattern, dropping the oldest beyond the limits.
     public mutating func add(_ pattern: RepPattern) {
         var list = patterns[pattern.exercise] ?? []
         list.append(pattern)
+        if list.count(where: { $0.owner == pattern.owner }) > Self.perOwner, let oldest = list.firstIndex(where: { $0.owner == pattern.owner }) {
+            list.remove(at: oldest)
+        }
         if list.count > Self.perExercise { list.removeFirst(list.count - Self.perExercise) }
         patterns[pattern.exercise] = list
     }

@@ -216,6 +216,9 @@ public struct StationDetector: Sendable, Codable {
     /// Which version of its pattern library the runtime last gave (`patterns`); not checkpointed,
     /// so a restored or handed-over station is given the library anew.
     public var patternsVersion = -1
+    /// Patterns this station learned since it was made, used from its next set on whether or
+    /// not the runtime has given its library again yet (so live and `vbt eval` match).
+    private var ownPatterns: [RepPattern] = []
     /// Fastest mean velocity per load, per athlete (or station) and exercise, this session.
     private var profilePoints: [String: [Double: Double]] = [:]
     /// Reading time of the newest reading seen.
@@ -440,6 +443,9 @@ public struct StationDetector: Sendable, Codable {
     /// Whose ROM is learned: the athlete's (else the station's) in the exercise.
     private var romKey: String { "\(assignment.athlete ?? station)|\(exercise.name)" }
 
+    /// Whose lifting a pattern learned here is, and whose patterns relax this station's reps.
+    private var patternOwner: String { assignment.athlete ?? station }
+
     /// Judges a rise at once when it was lowered into; otherwise waits for what follows.
     private mutating func consider(_ rise: Pending) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
@@ -513,7 +519,11 @@ public struct StationDetector: Sendable, Codable {
         // A set of 3 reps or more becomes a pattern of how this athlete lifts this exercise.
         if set.curves.count >= 3 {
             let curve = (0..<RepPattern.length).map { k in set.curves.reduce(0) { $0 + $1[k] } / Double(set.curves.count) }
-            out.append(.pattern(RepPattern(exercise: exercise.name, curve: curve, loadKg: assignment.loadKg, reps: set.curves.count, recordedT: t)))
+            let pattern = RepPattern(
+                exercise: exercise.name, curve: curve, loadKg: assignment.loadKg, reps: set.curves.count, recordedT: t, owner: patternOwner)
+            ownPatterns.append(pattern)
+            if ownPatterns.count > PatternLibrary.perOwner { ownPatterns.removeFirst() }
+            out.append(.pattern(pattern))
         }
         if let load = assignment.loadKg, let best = set.reps.max() {
             let key = "\(assignment.athlete ?? station)|\(exercise.name)"
@@ -552,9 +562,10 @@ public struct StationDetector: Sendable, Codable {
         let measurement = measure(rise)
         // Pattern learning: a live curve that matches how this athlete lifts relaxes the thresholds.
         let curve = RepPattern.curve(rise.trace, from: measurement.concentricStartT, to: measurement.concentricEndT)
+        let owner = patternOwner
         let matched =
             curve.map { curve in
-                patterns.filter { $0.exercise == exercise.name }
+                (ownPatterns + patterns).filter { $0.exercise == exercise.name && $0.owner == owner }
                     .contains { $0.score(against: curve, loadKg: assignment.loadKg, now: candidate.completedT) >= RepPattern.adoptionScore }
             } ?? false
         let amplitude = matched ? 0.8 : 1.0, duration = matched ? 0.7 : 1.0
