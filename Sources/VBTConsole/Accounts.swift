@@ -2,9 +2,10 @@ import Foundation
 import HummingbirdBcrypt
 import Synchronization
 
-/// What a console account may do: a coach sends commands, a viewer only looks.
+/// What a console account may do: a coach sends commands, a viewer only looks, an athlete
+/// sees their own page and nothing else.
 public enum ConsoleRole: String, Sendable, Codable, CaseIterable {
-    case coach, viewer
+    case coach, viewer, athlete
 }
 
 public struct AccountError: Error, Sendable, CustomStringConvertible {
@@ -12,14 +13,21 @@ public struct AccountError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// One account: its name, role and bcrypt hash (never the password).
+/// One account: its name, role and bcrypt hash (never the password); an athlete account's
+/// athlete id.
 public struct ConsoleAccount: Sendable, Equatable {
     public var name: String
     public var role: ConsoleRole
     public var hash: String
+    public var athlete: String?
+
+    public init(name: String, role: ConsoleRole, hash: String, athlete: String? = nil) {
+        (self.name, self.role, self.hash, self.athlete) = (name, role, hash, athlete)
+    }
 }
 
-/// The console's accounts file: a line `name:role:bcrypt-hash` per account, `#` comments,
+/// The console's accounts file: a line `name:role:bcrypt-hash` per account (an athlete's
+/// `name:athlete:bcrypt-hash:athlete-id`), `#` comments,
 /// written with mode 0600 by `vbt console user add` and read again by the running console
 /// whenever it changes (an account added or removed takes effect without a restart).
 public enum AccountsFile {
@@ -41,12 +49,15 @@ public enum AccountsFile {
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            let parts = trimmed.split(separator: ":", maxSplits: 2).map(String.init)
-            guard parts.count == 3, let role = ConsoleRole(rawValue: parts[1]), parts[2].hasPrefix("$2") else {
-                throw AccountError("line \(number + 1) is not name:role:bcrypt-hash with role coach or viewer")
+            // A bcrypt hash holds no ':'; an athlete's id follows it.
+            let parts = trimmed.split(separator: ":", maxSplits: 3).map(String.init)
+            guard parts.count >= 3, let role = ConsoleRole(rawValue: parts[1]), parts[2].hasPrefix("$2"),
+                (role == .athlete) == (parts.count == 4), parts.count == 3 || !parts[3].isEmpty
+            else {
+                throw AccountError("line \(number + 1) is not name:role:bcrypt-hash (coach or viewer) or name:athlete:bcrypt-hash:athlete-id")
             }
             try validate(name: parts[0])
-            accounts[parts[0]] = ConsoleAccount(name: parts[0], role: role, hash: parts[2])
+            accounts[parts[0]] = ConsoleAccount(name: parts[0], role: role, hash: parts[2], athlete: parts.count == 4 ? parts[3] : nil)
         }
         return accounts
     }
@@ -60,12 +71,17 @@ public enum AccountsFile {
         do { return try parse(text) } catch { throw AccountError("\(path): \(error.description)") }
     }
 
-    /// Adds (or replaces) an account, hashing its password; rewrites the file atomically.
-    public static func add(path: String, name: String, role: ConsoleRole, password: String) throws(AccountError) {
+    /// Adds (or replaces) an account, hashing its password; rewrites the file atomically. An
+    /// athlete account names its athlete.
+    public static func add(path: String, name: String, role: ConsoleRole, password: String, athlete: String? = nil) throws(AccountError) {
         try validate(name: name)
         guard password.count >= minPasswordLength else { throw AccountError("the password must have at least \(minPasswordLength) characters") }
+        guard (role == .athlete) == (athlete != nil) else { throw AccountError("an athlete account, and only one, names its athlete (--athlete ID)") }
+        if let athlete, athlete.isEmpty || athlete.contains(":") || athlete.contains("\n") || athlete.count > 64 {
+            throw AccountError("an athlete's id is 1 to 64 characters without ':' (as vbt athlete add made it)")
+        }
         var accounts = try load(path: path)
-        accounts[name] = ConsoleAccount(name: name, role: role, hash: Bcrypt.hash(password, cost: cost))
+        accounts[name] = ConsoleAccount(name: name, role: role, hash: Bcrypt.hash(password, cost: cost), athlete: athlete)
         try write(accounts, path: path)
     }
 
@@ -78,10 +94,10 @@ public enum AccountsFile {
     }
 
     static func write(_ accounts: [String: ConsoleAccount], path: String) throws(AccountError) {
-        var text = "# vbt coach-console accounts (vbt console user add|remove|list): name:role:bcrypt-hash\n"
+        var text = "# vbt coach-console accounts (vbt console user add|remove|list): name:role:bcrypt-hash[:athlete-id]\n"
         for name in accounts.keys.sorted() {
             let account = accounts[name]!
-            text += "\(account.name):\(account.role.rawValue):\(account.hash)\n"
+            text += "\(account.name):\(account.role.rawValue):\(account.hash)\(account.athlete.map { ":" + $0 } ?? "")\n"
         }
         let url = URL(fileURLWithPath: path)
         let folder = url.deletingLastPathComponent().path

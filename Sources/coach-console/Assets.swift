@@ -412,11 +412,13 @@ enum Assets {
             socket.onclose = () => {
               drawLink('console unreachable: reconnecting', true);
               if (rackView) {
-                // A display that was removed is refused its own page: it says so and stops.
-                setTimeout(() => fetch(location.pathname, { credentials: 'same-origin' }).then(r => {
-                  if (r.status === 401 || r.status === 403) unpaired(); else connect();
-                }, connect), Math.min(retry, 1000));
+                // A display that was removed is refused its own page at once: it says so and stops.
+                // Otherwise (the console restarting) it tries again, less and less often.
+                const wait = retry;
                 retry = Math.min(retry * 2, 5000);
+                fetch(location.pathname, { credentials: 'same-origin' }).then(r => {
+                  if (r.status === 401 || r.status === 403) unpaired(); else setTimeout(connect, r.ok ? 0 : wait);
+                }, () => setTimeout(connect, wait));
                 return;
               }
               setTimeout(() => {

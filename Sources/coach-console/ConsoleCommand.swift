@@ -18,8 +18,10 @@ struct ConsoleCommand: AsyncParsableCommand {
             Subscribes to rep.*, set.*, rejected.*, posture.*, timer.*, workout.*, status.*, alert.*, cmd.* and
             heartbeat.*, and serves the live board at / (pushed over a WebSocket at /ws, coalesced: a browser is
             sent the next change only once it has drawn the last). Every page but /login needs an account:
-            `vbt console user add NAME --role coach|viewer` (password on standard input) writes them to --users,
-            which the console reads again when it changes. Sessions are cookies (HttpOnly, SameSite=Strict);
+            `vbt console user add NAME --role coach|viewer|athlete` (password on standard input) writes them to --users,
+            which the console reads again when it changes; an athlete account sees its own page only. A rack display
+            (/rack/STATION) is paired with a code from `vbt console display add STATION` instead, and sees that
+            station only. Sessions are cookies (HttpOnly, SameSite=Strict);
             requests that change anything need the session's CSRF token and a same-origin Origin.
             Listening on anything but loopback is refused unless --allow-lan is given: put a TLS proxy in front
             (proto/console.md says how), as the passwords and cookies would otherwise cross the gym's Wi-Fi in clear.

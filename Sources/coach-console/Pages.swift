@@ -97,14 +97,14 @@ enum Pages {
                 """
                 <header class="top">
                   <a class="brand" href="/">vbt</a>
-                  <nav><a href="/">Board</a> <a href="/athletes">Athletes</a> <a href="/leaders">Leaderboards</a></nav>
+                  \(role == .athlete ? "" : #"<nav><a href="/">Board</a> <a href="/athletes">Athletes</a> <a href="/leaders">Leaderboards</a></nav>"#)
                   \(body == "history" ? "" : #"<span id="link" class="link" data-field="bus">connecting…</span>"#)
                   <span class="who">\(escape(user)) (\(role?.rawValue ?? ""))</span>
                   <form method="post" action="/logout"><input type="hidden" name="csrf" value="\(escape(csrf ?? ""))"><button>Log out</button></form>
                 </header>
                 """
             } ?? ""
-        let script = user == nil && body != "rack" ? "" : #"<script src="/assets/console.js" defer></script>"#
+        let script = (user == nil && body != "rack") || role == .athlete ? "" : #"<script src="/assets/console.js" defer></script>"#
         let stationAttribute = station.map { #" data-station-view="\#(escape($0))""# } ?? ""
         return """
             <!doctype html>

@@ -20,6 +20,8 @@ struct ConsoleSession: Codable, Sendable {
     var user: String
     var role: ConsoleRole
     var csrf: String
+    /// An athlete account's athlete: the one page it may see.
+    var athlete: String? = nil
 }
 
 /// Every request's context: Hummingbird's core, the session (HummingbirdAuth) and the
@@ -60,7 +62,7 @@ struct ConsoleServer {
     /// waiting until it has drawn the last.
     static let minUpdateIntervalMs = 20
     /// How often a display's open WebSocket checks that the display is still paired.
-    static let displayCheckMs = 500
+    static let displayCheckMs = 250
     /// The display cookie's name; its value is `id.secret` (Displays.swift).
     static let displayCookie = "vbt_display"
 
@@ -140,7 +142,8 @@ struct ConsoleServer {
                 logger.notice("login refused", metadata: ["user": "\(name.prefix(32))", "locked": "\(accounts.isLocked(name: name, now: now))"])
                 return .redirect(to: "/login?failed=1", type: .normal)
             }
-            context.sessions.createSession(ConsoleSession(user: account.name, role: account.role, csrf: randomToken()), expiresIn: .seconds(Int64(sessionS)))
+            context.sessions.createSession(
+                ConsoleSession(user: account.name, role: account.role, csrf: randomToken(), athlete: account.athlete), expiresIn: .seconds(Int64(sessionS)))
             logger.info("logged in", metadata: ["user": "\(account.name)", "role": "\(account.role.rawValue)"])
             return .redirect(to: "/", type: .normal)
         }
@@ -155,6 +158,7 @@ struct ConsoleServer {
         }
         router.get("/") { _, context -> Response in
             guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
+            if session.role == .athlete, let athlete = session.athlete { return .redirect(to: RequireLogin.athletePath(athlete), type: .normal) }
             return html(Pages.board(user: session.user, role: session.role, csrf: session.csrf))
         }
         router.get("/station/{name}") { _, context -> Response in
@@ -321,7 +325,7 @@ struct ConsoleServer {
             },
             onUpgrade: { inbound, outbound, context in
                 let user = context.requestContext.session?.user ?? ""
-                // A rack display is sent its own station only, and is closed within half a second of
+                // A rack display is sent its own station only, and is closed within a quarter of a second of
                 // its removal from the displays file.
                 let display = context.requestContext.session == nil ? context.requestContext.display : nil
                 let watchdog = display.map { display in
@@ -451,18 +455,28 @@ struct RequireLogin: RouterMiddleware {
                 context.sessions.clearSession()
                 return refuse(request)
             }
-            if account.role != session.role {
+            if account.role != session.role || account.athlete != session.athlete {
                 session.role = account.role
+                session.athlete = account.athlete
                 _ = context.sessions.updateSession(session)
+            }
+            // An athlete account: its own athlete's page (and `/`, which leads there), logging out.
+            if session.role == .athlete {
+                guard let athlete = session.athlete, path == Self.athletePath(athlete) || path == "/" || path == "/logout" else {
+                    return problem(.forbidden, "an athlete account sees its own page only: \(session.athlete.map(Self.athletePath) ?? "")")
+                }
             }
             return try await next(request, context)
         }
-        // A Prometheus server scrapes with HTTP Basic (any account; its scrape config's basic_auth).
+        // A Prometheus server scrapes with HTTP Basic (a coach or viewer account; its scrape config's basic_auth).
         if path == "/metrics" {
             if let (name, password) = basicCredentials(request) {
                 let now = monotonicSeconds()
                 let accounts = self.accounts
-                if await Task.detached(operation: { accounts.check(name: name, password: password, now: now) }).value != nil {
+                // A coach's or viewer's account: an athlete's sees its own page only.
+                if let account = await Task.detached(operation: { accounts.check(name: name, password: password, now: now) }).value,
+                    account.role != .athlete
+                {
                     return try await next(request, context)
                 }
                 logger.notice("metrics scrape refused", metadata: ["user": "\(name.prefix(32))"])
@@ -472,6 +486,11 @@ struct RequireLogin: RouterMiddleware {
             return response
         }
         return refuse(request)
+    }
+
+    /// An athlete's page, as a request's path spells it.
+    static func athletePath(_ athlete: String) -> String {
+        "/athlete/" + (athlete.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? athlete)
     }
 
     /// What a display bound to `station` may reach: its page, the WebSocket, the page's assets.

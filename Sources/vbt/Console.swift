@@ -16,7 +16,8 @@ struct ConsoleCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add, remove and list the console's accounts.",
             discussion: """
-                A coach account sends commands from the console's pages; a viewer account only looks.
+                A coach account sends commands from the console's pages; a viewer account only looks; an athlete \
+                account (--athlete ID) sees only that athlete's own page.
                 The running console reads the file again when it changes: no restart needed.
                 """,
             subcommands: [Add.self, Remove.self, List.self])
@@ -127,13 +128,19 @@ struct ConsoleCommand: ParsableCommand {
         @Argument(help: "The account's name (a-z, 0-9, '.', '_', '-').")
         var name: String
 
-        @Option(help: "coach (commands) or viewer (read-only).")
+        @Option(help: "coach (commands), viewer (read-only) or athlete (their own page only).")
         var role: String
+
+        @Option(help: "With --role athlete: the athlete's id (vbt athlete add).")
+        var athlete: String?
 
         @OptionGroup var file: UsersFile
 
         func validate() throws {
-            guard ConsoleRole(rawValue: role) != nil else { throw ValidationError("--role must be coach or viewer") }
+            guard let parsed = ConsoleRole(rawValue: role) else { throw ValidationError("--role must be coach, viewer or athlete") }
+            guard (parsed == .athlete) == (athlete != nil) else {
+                throw ValidationError("--athlete ID goes with --role athlete, and --role athlete needs it")
+            }
             do { try AccountsFile.validate(name: name) } catch { throw ValidationError(error.description) }
         }
 
@@ -143,7 +150,7 @@ struct ConsoleCommand: ParsableCommand {
             }
             let password = readPassword()
             do {
-                try AccountsFile.add(path: file.path, name: name, role: ConsoleRole(rawValue: role)!, password: password)
+                try AccountsFile.add(path: file.path, name: name, role: ConsoleRole(rawValue: role)!, password: password, athlete: athlete)
             } catch {
                 reportProblem("vbt console: \(error.description)")
                 throw ExitCode.failure
@@ -206,7 +213,10 @@ struct ConsoleCommand: ParsableCommand {
                 throw ExitCode.failure
             }
             if accounts.isEmpty { print("no accounts in \(file.path) (vbt console user add NAME --role coach)") }
-            for name in accounts.keys.sorted() { print("\(name)\t\(accounts[name]!.role.rawValue)") }
+            for name in accounts.keys.sorted() {
+                let account = accounts[name]!
+                print("\(name)\t\(account.role.rawValue)" + (account.athlete.map { "\t" + $0 } ?? ""))
+            }
         }
     }
 }

@@ -62,6 +62,23 @@ private func folder() -> String {
     }
 }
 
+@Suite struct AthleteAccountsTests {
+    @Test func anAthleteAccountNamesItsAthleteAndOnlyItDoes() throws {
+        let path = folder() + "/console-users"
+        try AccountsFile.add(path: path, name: "ana-login", role: .athlete, password: "ana's passphrase", athlete: "ana")
+        try AccountsFile.add(path: path, name: "coach", role: .coach, password: "coach's passphrase")
+        #expect(throws: AccountError.self) { try AccountsFile.add(path: path, name: "x", role: .athlete, password: "a passphrase") }
+        #expect(throws: AccountError.self) { try AccountsFile.add(path: path, name: "x", role: .viewer, password: "a passphrase", athlete: "ana") }
+        let accounts = try AccountsFile.load(path: path)
+        #expect(accounts["ana-login"]?.role == .athlete && accounts["ana-login"]?.athlete == "ana")
+        #expect(accounts["coach"]?.athlete == nil)
+        let book = try AccountBook(path: path)
+        #expect(book.check(name: "ana-login", password: "ana's passphrase", now: 1)?.athlete == "ana")
+        #expect(throws: AccountError.self) { try AccountsFile.parse("ana:athlete:$2b$10$abc\n") }
+        #expect(throws: AccountError.self) { try AccountsFile.parse("ana:coach:$2b$10$abc:ana\n") }
+    }
+}
+
 @Suite struct TargetBandTests {
     private let zones = [
         ZoneFloor(name: "max-strength", fromMps: 0), ZoneFloor(name: "strength", fromMps: 0.3), ZoneFloor(name: "strength-speed", fromMps: 0.5),

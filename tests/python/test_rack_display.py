@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from bus_tap import BusLog
-from test_console import ARTIFACTS, browser, fetch, field, log_in
+from test_console import ARTIFACTS, browser, fetch, field, log_in, scrape
+from test_recorder import Recorder
 from test_wire import Bus, binary, free_port, wait_until
 
 selenium = pytest.importorskip("selenium")
@@ -30,6 +31,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 
 STATION = "rack-01"
 COACH = ("coach-rack", "squat-heavy-7")
+ATHLETE = ("ana-login", "ana-lifts-light")
 # The athlete trains in the strength-speed zone (0.50-0.75 m/s): the band every rep is held against.
 ZONE = ("strength-speed", 0.50, 0.75)
 # Sound hook, installed before any of the page's scripts: whatever the page makes window.vbtCue,
@@ -56,10 +58,14 @@ class RackGym:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.users = tmp_path / "console-users"
-        added = subprocess.run([binary("vbt"), "console", "user", "add", COACH[0], "--role", "coach", "--users", str(self.users)],
-                               input=COACH[1] + "\n", text=True, capture_output=True, env=bus.env, timeout=30)
-        assert added.returncode == 0, added.stderr
+        for (name, password), role in ((COACH, ["coach"]), (ATHLETE, ["athlete", "--athlete", "ana"])):
+            added = subprocess.run([binary("vbt"), "console", "user", "add", name, "--role", *role, "--users", str(self.users)],
+                                   input=password + "\n", text=True, capture_output=True, env=bus.env, timeout=30)
+            assert added.returncode == 0, added.stderr
         self.tap = BusLog(bus.sub_endpoint, default_station=STATION)
+        self.recorder = Recorder(bus, tmp_path / "vbt.sqlite")  # sets VBT_QUERY_ENDPOINT for the console too
+        bus.run(["vbt", "athlete", "add", "ana", "--name", "Ana"])
+        bus.run(["vbt", "athlete", "add", "ben", "--name", "Ben"])
         self.console = self.start_console("coach-console")
         bus.spawn("rep-detector", ["rep-detector"]).wait_for_log("bus connected")
         # A short rest, over well before the simulated athlete's next set: the rest-over cue is heard.
@@ -263,6 +269,39 @@ def test_coach_pages_have_a_zone_legend_and_a_threshold_label_clear_of_the_bars(
         driver.quit()
 
 
+def test_an_athlete_account_sees_only_its_own_page(gym: RackGym):
+    driver = browser()
+    try:
+        driver.get(gym.base + "/login")
+        driver.find_element(By.NAME, "username").send_keys(ATHLETE[0])
+        driver.find_element(By.NAME, "password").send_keys(ATHLETE[1])
+        driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+        wait_until(lambda: driver.current_url == gym.base + "/athlete/ana", "ana's own page after logging in")
+        def sets_shown():
+            driver.get(gym.base + "/athlete/ana")
+            return driver.find_elements(By.CSS_SELECTOR, 'section[data-exercise="squat"]')
+        wait_until(sets_shown, "ana's squats on her page", timeout=60, interval=1, detail=gym.bus.describe)
+        assert not driver.find_elements(By.CSS_SELECTOR, "header.top nav"), "no way to the rest of the gym"
+        statuses = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const paths = ['/athlete/ben', '/athletes', '/leaders', '/station/rack-01', '/rack/rack-01', '/metrics', '/api/board', '/api/plans', '/ws'];
+            Promise.all(paths.map(p => fetch(p, {credentials: 'same-origin', redirect: 'manual'}).then(r => r.status))).then(done, () => done(null));""")
+        assert statuses == [403] * 9, statuses
+        status = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            fetch('/api/command', {method: 'POST', credentials: 'same-origin', headers: {'Content-Type': 'application/json',
+              'X-CSRF-Token': document.querySelector('meta[name="csrf"]').content},
+              body: JSON.stringify({station: 'rack-01', command: 'set.end'})}).then(r => done(r.status), () => done(0));""")
+        assert status == 403
+        assert scrape(gym.base, ATHLETE)[0] == 401, "nor /metrics with HTTP Basic"
+        driver.get(gym.base + "/")
+        assert driver.current_url == gym.base + "/athlete/ana"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "athlete-account.png"))
+    finally:
+        driver.quit()
+
+
 def test_display_survives_a_console_restart_and_removal_logs_it_out_within_2_s(gym: RackGym, display):
     driver = display
     cookie = cookie_header(driver)
@@ -271,7 +310,8 @@ def test_display_survives_a_console_restart_and_removal_logs_it_out_within_2_s(g
     # The same display, no new code: its page is served and its live updates come again.
     assert fetch(gym.base, "GET", f"/rack/{STATION}", {"Cookie": cookie})[0] == 200
     count = len(cues(driver, "rep"))
-    wait_until(lambda: len(cues(driver, "rep")) > count, "a rep cued after the restart", timeout=120, detail=gym.bus.describe)
+    wait_until(lambda: len(cues(driver, "rep")) > count, "a rep cued after the restart", timeout=120,
+               detail=lambda: gym.bus.describe() + f"\npage {driver.current_url}: {driver.find_element(By.TAG_NAME, 'body').text[:300]}")
     assert driver.find_element(By.ID, "link").text == "live"
     listed = gym.display("list")
     assert listed.returncode == 0 and re.search(rf"^[0-9a-f]{{8}}\t{STATION}\tpaired ", listed.stdout, re.M), listed.stdout
@@ -280,8 +320,10 @@ def test_display_survives_a_console_restart_and_removal_logs_it_out_within_2_s(g
     assert removed.returncode == 0, removed.stderr
     at = time.monotonic()
     wait_until(lambda: "unpaired" in driver.find_element(By.TAG_NAME, "body").get_attribute("class"), "the display logged out",
-               timeout=2)
-    assert time.monotonic() - at <= 2
+               timeout=2, detail=gym.console.describe)
+    elapsed = time.monotonic() - at
+    assert elapsed <= 2
+    (ARTIFACTS / "rack-logout.json").write_text(json.dumps({"removed_to_logged_out_s": round(elapsed, 3)}))
     assert driver.find_element(By.ID, "unpaired").is_displayed()
     status, _ = fetch(gym.base, "GET", f"/rack/{STATION}", {"Cookie": cookie})
     assert status == 401
