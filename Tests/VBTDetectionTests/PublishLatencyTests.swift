@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import VBTWire
+
+@testable import VBTDetection
+@testable import VBTSensors
+
+/// How long after a rep's top the detector gives the rep, in reading time: the
+/// time of the reading whose feeding produced the rep, less the rep's top
+/// (`concentricEndT`). Reading time, not processing time, so the figures are the
+/// same on any machine and the test is not timed (`make bench` times the calls).
+@Suite("Rep latency in reading time")
+struct PublishLatencyTests {
+    /// Latencies of every rep the detector gave over the real-sensor sessions
+    /// (every exercise of RealSensorTests, seeds 951-952), seconds, sorted; and
+    /// the reps that came out only when the readings ended.
+    static func latencies(_ sensor: RealSensorTests.Sensor) -> (seconds: [Double], atEnd: Int) {
+        var seconds: [Double] = []
+        var atEnd = 0
+        for seed: UInt64 in [951, 952] {
+            for c in RealSensorTests.exercises {
+                var config = SimulationConfig()
+                config.exercise = c.exercise
+                config.loadKg = c.load
+                config.oneRepMaxKg = c.oneRM
+                config.seed = seed
+                config.sets = 2
+                config.repsPerSet = 5
+                config.restS = 20
+                config.faults = .realWorld
+                config.laserAccelerometer = false
+                config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
+                config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
+                config.imuRateHz = sensor == .imu60 ? 60 : 0
+                var sensors = SimulatedSensors(config)
+                var detector = StationDetector(station: config.station)
+                detector.assignment.exercise = c.exercise.name
+                detector.assignment.loadKg = c.load
+                detector.assignment.velocityLossThresholdPct = 100
+                let origin = 1_763_812_345.0
+                // Each reading alone, as the rep-detector feeds a message's readings one by one.
+                let fed: [(t: Double, readings: SampleMessage.Readings)] =
+                    sensor == .imu60
+                    ? sensors.imuStream(wallOrigin: origin).map { ($0.t, .imu([$0])) }
+                    : sensors.distanceStream(wallOrigin: origin).map { ($0.t, .distance([$0])) }
+                for reading in fed {
+                    for rep in reps(detector.feed(reading.readings)) { seconds.append(reading.t - rep.measurement.concentricEndT) }
+                }
+                let end = origin + sensors.timeline.duration
+                atEnd += reps(detector.finish(at: end)).count + reps(detector.closeIdleSet(at: end + 60)).count
+            }
+        }
+        return (seconds.sorted(), atEnd)
+    }
+
+    /// The value below which `share` of the sorted `values` lie (nearest rank).
+    static func percentile(_ values: [Double], _ share: Double) -> Double {
+        values[min(values.count - 1, max(0, Int((Double(values.count) * share).rounded(.up)) - 1))]
+    }
+
+    // Figures from `swift test --filter PublishLatencyTests` (printed), reading time, 160 reps each:
+    // laser 50 Hz p50 0.277, p90 0.683, p99 1.709, max 1.742 s;
+    // lidar 20 Hz p50 0.659, p90 1.070, p99 1.725, max 1.851 s;
+    // phone-grade IMU 60 Hz p50 0.424, p90 2.237, p99 4.103, max 4.479 s.
+    // The late reps are the first of a deadlift or press set (1-1.8 s by distance, 2.2-4.5 s by
+    // the IMU) and, by the IMU, some sets' last rep (about 2 s). The laser's and lidar's bound is
+    // today's p99 with a margin, so a change that holds reps longer fails; the IMU's is the 0.5 s
+    // asked of it, not met today.
+    @Test(
+        "reps from real-sensor sessions (every exercise, seeds 951-952) come out after their top, none held to the readings' end, p99 in reading time within the sensor's bound (IMU: 0.5 s)",
+        arguments: [(RealSensorTests.Sensor.laser50, 2.0), (.lidar20, 2.0), (.imu60, 0.5)])
+    func latency(sensor: RealSensorTests.Sensor, p99BoundS: Double) {
+        let (seconds, atEnd) = Self.latencies(sensor)
+        #expect(seconds.count >= 150, "reps given while reading: \(seconds.count) of 160")
+        guard let first = seconds.first, let max = seconds.last else { return }
+        let p50 = Self.percentile(seconds, 0.5)
+        let p90 = Self.percentile(seconds, 0.9)
+        let p99 = Self.percentile(seconds, 0.99)
+        let figures = String(format: "p50 %.3f s, p90 %.3f s, p99 %.3f s, max %.3f s", p50, p90, p99, max)
+        print("rep latency \(sensor) (reading time): \(seconds.count) reps, \(figures); \(atEnd) at the end")
+        // A rep is measured from readings up to its top, so it cannot come out before it.
+        #expect(first >= 0, "a rep came out \(-first) s before its top")
+        #expect(atEnd == 0, "reps held until the readings ended: \(atEnd)")
+        if sensor == .imu60 {
+            withKnownIssue("phone-grade IMU 60 Hz: p99 4.10 s in reading time, over the 0.5 s asked (first reps of deadlift and press sets)") {
+                #expect(p99 <= p99BoundS, "p99 \(p99) s")
+            }
+        } else {
+            #expect(p99 <= p99BoundS, "p99 \(p99) s")
+        }
+    }
+}
