@@ -109,6 +109,25 @@ private func folder() -> String {
         #expect([0.54, 0.6, 0.66].map(plan.band(of:)) == ["below", "in", "above"])
     }
 
+    @Test func aDisplaysUpdateHoldsItsStationAloneWithoutCommandsOrGymCounters() {
+        let live = LiveBoard(zones: zones)
+        live.update { board, bus in
+            board.apply(rep(1, 0.6), now: 1)
+            var stamper = EnvelopeStamper(program: "test", instance: "test-0000abcd")
+            let frames = try! stamper.encode(SetMessage(setId: "o1", event: .start), station: "rack-02", athlete: "ben", ts: 1_790_000_000)
+            board.apply(try! decodeMessage(topic: frames.topic, body: frames.body), now: 1)
+            board.apply(message(AckMessage(cmdId: "c1", command: "set.end", program: "rep-detector", state: .done, reason: nil)), now: 1)
+            bus.connected = true
+            bus.messages = 42
+        }
+        let update = live.update(since: 0, station: "rack-01")
+        #expect(update.full && update.stations.map(\.station) == ["rack-01"])
+        #expect(update.stations[0].acks.isEmpty && update.gymAlerts == nil)
+        #expect(update.bus.connected && update.bus.messages == 0)
+        #expect(live.update(since: 0).stations.map(\.station) == ["rack-01", "rack-02"], "a coach's update has every station")
+        #expect(live.update(since: update.version, station: "rack-01").stations.isEmpty)
+    }
+
     @Test func eachRepIsHeldAgainstTheAssignedZoneThenThePlansTarget() {
         var board = ConsoleBoard()
         board.zones = zones

@@ -309,10 +309,13 @@ def test_display_survives_a_console_restart_and_removal_logs_it_out_within_2_s(g
     gym.console = gym.start_console("coach-console-again")
     # The same display, no new code: its page is served and its live updates come again.
     assert fetch(gym.base, "GET", f"/rack/{STATION}", {"Cookie": cookie})[0] == 200
+    def page() -> str:
+        return f"{gym.console.describe()}\npage {driver.current_url}: {driver.find_element(By.TAG_NAME, 'body').text[:300]}"
+    wait_until(lambda: [e for e in driver.find_elements(By.ID, "link") if e.text == "live"], "the display live again", timeout=30,
+               detail=page)
     count = len(cues(driver, "rep"))
     wait_until(lambda: len(cues(driver, "rep")) > count, "a rep cued after the restart", timeout=120,
-               detail=lambda: gym.bus.describe() + f"\npage {driver.current_url}: {driver.find_element(By.TAG_NAME, 'body').text[:300]}")
-    assert driver.find_element(By.ID, "link").text == "live"
+               detail=lambda: gym.bus.describe() + page())
     listed = gym.display("list")
     assert listed.returncode == 0 and re.search(rf"^[0-9a-f]{{8}}\t{STATION}\tpaired ", listed.stdout, re.M), listed.stdout
     assert driver.code not in (gym.users.parent / "console-users.displays").read_text(), "codes are kept hashed"
