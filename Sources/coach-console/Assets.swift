@@ -659,7 +659,11 @@ enum Assets {
           .rack-mv .mv { font-size: min(27vh, 50vw); }
           .rack-band .target { font-size: 0.6em; white-space: nowrap; }
           .rack-set { display: grid; grid-template-columns: 1fr 1fr; align-content: start; align-items: baseline; }
-          .rack-set .rack-bars { grid-column: 1 / -1; height: 17vh; min-height: 0; }
+          .rack-set .rack-bars { grid-column: 1 / -1; height: 15vh; min-height: 0; }
+          .rack-stop, .rack-posture { font-size: 3.6vh; }
+          .rack-set { font-size: 2.6vh; }
+          .rack-set .summary { font-size: 2.3vh; }
+          .rack-set .loss { white-space: nowrap; }
           .rack-set .summary { grid-column: 1 / -1; }
           .rack-set .posture { display: none; }
         }

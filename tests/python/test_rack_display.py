@@ -184,6 +184,11 @@ def test_display_shows_the_reps_on_the_bus_with_their_band_and_a_cue_for_each(gy
     wait_until(lambda: field(driver, "rest"), "a rest countdown on the display", timeout=60, detail=gym.bus.describe)
     wait_until(lambda: gym.tap.of("timer", state="over"), "a rest over on the bus", timeout=30, detail=gym.bus.describe)
     wait_until(lambda: cues(driver, "rest-over"), "the rest-over cue")
+    # Bad posture for long enough (as the posture-evaluator says it): a warning the athlete sees.
+    gym.bus.run(["vbt", "pub", f"posture.{STATION}", json.dumps({
+        "correct": False, "changed": True, "acc_density": 0.1, "mag_density": 0.0001, "acc_threshold": 4.6, "mag_threshold": 0.001,
+        "bad_for_s": 4.2, "sustained_bad": True, "t": time.time()}), "--rate", "0", "--athlete", "ana"])
+    wait_until(lambda: field(driver, "posture-warning") == "Posture! Straighten up", "the posture warning on the display")
     screen(driver, "rack-800x1280", 800, 1280)
     driver.set_window_size(1920, 1080)
 
