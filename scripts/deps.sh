@@ -13,6 +13,7 @@ pkg-config --exists zlib 2>/dev/null || apt_packages+=(zlib1g-dev)  # gzip-compr
 command -v tmux >/dev/null 2>&1 || apt_packages+=(tmux)  # vbt watch's test runs it in a real terminal
 command -v nm >/dev/null 2>&1 || apt_packages+=(binutils)  # the layering test reads the binaries' symbols
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test: a network namespace per host
+command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)  # the partition test drops a station's packets
 command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the deploy test checks the units with it
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
 command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)

@@ -14,6 +14,8 @@ final class MissedRepsFetcher {
     private let logger: Logger
     /// Per producer (heartbeat station): its replay endpoint.
     private var endpoints: [String: String] = [:]
+    /// The CURVE key each `tcp://` endpoint offered (its producer's), to connect to it with.
+    private var serverKeys: [String: String?] = [:]
     private var clients: [String: ReplayClient] = [:]
     /// Offered endpoints no socket may use (off this computer: proto/security.md), logged once each.
     private var unusable: Set<String> = []
@@ -39,6 +41,7 @@ final class MissedRepsFetcher {
     func note(heartbeat: HeartbeatMessage, envelope: Envelope) {
         guard let offer = heartbeat.replay else { return }
         endpoints[envelope.station] = offer.endpoint
+        serverKeys[offer.endpoint] = offer.serverKey
         tracker.offered(by: envelope.station, instance: String(streamInstance(envelope.src)), lastSeq: offer.lastSeq)
     }
 
@@ -65,7 +68,7 @@ final class MissedRepsFetcher {
         if let client = clients[endpoint] { return client }
         guard !unusable.contains(endpoint) else { return nil }
         do {
-            let client = try ReplayClient(transport: transport, endpoint: endpoint)
+            let client = try ReplayClient(transport: transport, endpoint: endpoint, serverKey: serverKeys[endpoint] ?? nil)
             clients[endpoint] = client
             return client
         } catch {
