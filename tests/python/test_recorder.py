@@ -314,9 +314,10 @@ def test_replayed_messages_leave_the_database_unchanged(bus: Bus, tmp_path: Path
 
 
 def test_a_hole_is_outstanding_until_filled(bus: Bus, tmp_path: Path):
-    """Messages a stream skipped that no producer offers to fetch stay outstanding (in the status and the
-    heartbeat), neither forgotten nor counted lost: one may yet offer them (filling a hole brings the count
-    back down: `HoleTests` and `InOrderTests` in the Swift suites)."""
+    """Messages a stream skipped that no producer offers to fetch stay outstanding for a while (in the status
+    and the heartbeat), not yet counted lost: one may yet offer them (filling a hole brings the count back
+    down: `HoleTests` and `InOrderTests` in the Swift suites). After a bounded wait (proto/replay.md) they
+    are counted lost; that is `HolePatience`'s unit tests'."""
     recorder = Recorder(bus, tmp_path / "vbt.sqlite")
     publisher = RawPublisher(bus, "rep.rack-06")
     tap = None
