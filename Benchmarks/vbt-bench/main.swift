@@ -6,7 +6,10 @@
 //   moving the same bytes with no JSON at all;
 // - store (StoreBench.swift): raw readings persisted through Ingestor.flush vs
 //   a raw SQLite prepared INSERT of the same rows, and query latency through
-//   QueryService.handle on a year of a 40-athlete gym.
+//   QueryService.handle on a year of a 40-athlete gym;
+// - detector-feed (DetectorBench.swift): StationDetector.feed's readings per second
+//   beside decoding the same readings, and reading -> rep latency in processing time
+//   (beside an ordinary call's) and in reading time.
 // Each figure is the median of several runs; the machine is noisy, so the
 // ratios matter more than the absolute numbers.
 
@@ -40,7 +43,9 @@ if arguments.contains("--help") {
 
         --detector-only: only rep detection and posture evaluation.
         --only SECTION: only the named sections (repeatable): codec, bus, detector
-          (rep detection and posture), runtime (of those, only the rep-detector
+          (rep detection and posture), detector-feed (StationDetector.feed over the
+          real-sensor sessions: throughput beside decoding, and reading -> rep latency in
+          processing and reading time), runtime (of the detector section, only the rep-detector
           runtime at make run's rack, at the load test's rate), store, recorder (the
           session-recorder's whole loop at the load test's rate), recovery (the
           recorder fetching what it missed from a journal). Default: all of them.
@@ -66,7 +71,7 @@ let busMessages = option("--messages", 300_000)
 let runs = option("--runs", 5)
 let rackStations = option("--rack-stations", 500)
 let codecIterations = 200_000
-let sectionNames: Set<String> = ["codec", "bus", "detector", "runtime", "store", "recorder", "recovery"]
+let sectionNames: Set<String> = ["codec", "bus", "detector", "detector-feed", "runtime", "store", "recorder", "recovery"]
 var chosenSections: Set<String> = []
 for (index, argument) in arguments.enumerated() where argument == "--only" {
     guard index + 1 < arguments.count, sectionNames.contains(arguments[index + 1]) else {
@@ -75,7 +80,7 @@ for (index, argument) in arguments.enumerated() where argument == "--only" {
     }
     chosenSections.insert(arguments[index + 1])
 }
-if arguments.contains("--detector-only") { chosenSections.insert("detector") }
+if arguments.contains("--detector-only") { chosenSections.formUnion(["detector", "detector-feed"]) }
 let onlySections = chosenSections
 func wants(_ section: String) -> Bool { onlySections.isEmpty || onlySections.contains(section) }
 
@@ -775,6 +780,10 @@ if wants("detector") {
     print("")
     print("rep-detector runtime over the in-memory bus (one core)")
     try rackRuntimeReport()
+}
+
+if wants("detector-feed") {
+    try detectorFeedReport(runs: runs)
 }
 
 if wants("store") {

@@ -60,7 +60,7 @@ struct PublishLatencyTests {
 
     // Figures from `swift test --filter PublishLatencyTests` (printed), reading time, 160 reps each:
     // laser 50 Hz p50 0.277, p90 0.683, p99 1.709, max 1.742 s;
-    // lidar 20 Hz p50 0.659, p90 1.070, p99 1.725, max 1.851 s;
+    // lidar 20 Hz p50 0.664, p90 1.187, p99 1.725, max 1.851 s;
     // phone-grade IMU 60 Hz p50 0.424, p90 2.237, p99 4.103, max 4.479 s.
     // The late reps are the first of a deadlift or press set (1-1.8 s by distance, 2.2-4.5 s by
     // the IMU) and, by the IMU, some sets' last rep (about 2 s). The laser's and lidar's bound is
