@@ -19,19 +19,7 @@ struct PublishLatencyTests {
         var atEnd = 0
         for seed: UInt64 in [951, 952] {
             for c in RealSensorTests.exercises {
-                var config = SimulationConfig()
-                config.exercise = c.exercise
-                config.loadKg = c.load
-                config.oneRepMaxKg = c.oneRM
-                config.seed = seed
-                config.sets = 2
-                config.repsPerSet = 5
-                config.restS = 20
-                config.faults = .realWorld
-                config.laserAccelerometer = false
-                config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
-                config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
-                config.imuRateHz = sensor == .imu60 ? 60 : 0
+                let config = RealSensorTests.session(sensor, c, seed: seed)
                 var sensors = SimulatedSensors(config)
                 var detector = StationDetector(station: config.station)
                 detector.assignment.exercise = c.exercise.name

@@ -38,25 +38,31 @@ struct RealSensorTests {
         (.deadliftFromFloor, 120, 180), (.deadliftFromFloor, 165, 180), (.press, 30, 60), (.press, 50, 60),
     ]
 
+    /// One exercise's session with `sensor` and real sensors' faults: 2 sets of 5, 20 s apart.
+    static func session(_ sensor: Sensor, _ c: (exercise: SimExercise, load: Double, oneRM: Double), seed: UInt64) -> SimulationConfig {
+        var config = SimulationConfig()
+        config.exercise = c.exercise
+        config.loadKg = c.load
+        config.oneRepMaxKg = c.oneRM
+        config.seed = seed
+        config.sets = 2
+        config.repsPerSet = 5
+        config.restS = 20
+        config.faults = .realWorld
+        config.laserAccelerometer = false
+        config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
+        config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
+        config.imuRateHz = sensor == .imu60 ? 60 : 0
+        return config
+    }
+
     /// Runs every exercise with `sensor` on `seeds` and scores the reps by
     /// matching each to the true rep whose top is nearest (within 0.5 s).
     static func score(_ sensor: Sensor, seeds: [UInt64], modes: [SimulationMode] = []) -> Score {
         var score = Score()
         for seed in seeds {
             for c in exercises {
-                var config = SimulationConfig()
-                config.exercise = c.exercise
-                config.loadKg = c.load
-                config.oneRepMaxKg = c.oneRM
-                config.seed = seed
-                config.sets = 2
-                config.repsPerSet = 5
-                config.restS = 20
-                config.faults = .realWorld
-                config.laserAccelerometer = false
-                config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
-                config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
-                config.imuRateHz = sensor == .imu60 ? 60 : 0
+                var config = Self.session(sensor, c, seed: seed)
                 for mode in modes { mode.apply(to: &config) }
                 var sensors = SimulatedSensors(config)
                 var detector = StationDetector(station: config.station)
