@@ -272,6 +272,9 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 // The start-up's one rehearsal of a connection's pipeline (ConsoleServer.warmUp).
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                // Byte buffers and the WebSocket close codes a removed display is sent.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
         ),
         // `make bench`: envelope codec and bus throughput beside raw libzmq.
