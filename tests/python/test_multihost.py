@@ -48,12 +48,14 @@ def sh(*args: str) -> None:
 
 
 class Network:
-    """The namespaces, named after this process so parallel runs do not meet."""
+    """The namespaces of `hosts` (name: last address byte on `subnet`) joined by a bridge in a
+    `lan` namespace, named after this process (and `prefix`) so parallel runs do not meet."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: dict[str, int] = HOSTS, subnet: str = SUBNET, prefix: str = "t") -> None:
         tag = os.getpid() % 100000
-        self.ns = {host: f"vbt{tag}{host}" for host in [*HOSTS, "lan"]}
-        self.veth = {host: f"v{tag}{host}" for host in HOSTS}
+        self.hosts, self.subnet = hosts, subnet
+        self.ns = {host: f"vb{prefix}{tag}{host}" for host in [*hosts, "lan"]}
+        self.veth = {host: f"{prefix}{tag}{host}" for host in hosts}
         self.made: list[str] = []
 
     def build(self) -> None:
@@ -62,7 +64,7 @@ class Network:
         self.made.append(lan)
         sh("ip", "-n", lan, "link", "add", "br0", "type", "bridge")
         sh("ip", "-n", lan, "link", "set", "br0", "up")
-        for host, number in HOSTS.items():
+        for host, number in self.hosts.items():
             ns, veth = self.ns[host], self.veth[host]
             sh("ip", "netns", "add", ns)
             self.made.append(ns)
@@ -70,7 +72,7 @@ class Network:
             sh("ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "p")
             sh("ip", "link", "set", veth, "netns", ns)
             sh("ip", "link", "set", veth + "p", "netns", lan)
-            sh("ip", "-n", ns, "addr", "add", f"{SUBNET}.{number}/24", "dev", veth)
+            sh("ip", "-n", ns, "addr", "add", f"{self.subnet}.{number}/24", "dev", veth)
             sh("ip", "-n", ns, "link", "set", veth, "up")
             sh("ip", "-n", lan, "link", "set", veth + "p", "master", "br0")
             sh("ip", "-n", lan, "link", "set", veth + "p", "up")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+import test_multihost as multihost
 from test_multihost import Host, Watched, namespaces_available, sh
 from test_wire import binary, wait_until
 
@@ -43,33 +44,11 @@ STATION_ADDRESS = f"{SUBNET}.{HOSTS['sa']}"
 STATION = "rack-01"
 
 
-class Network:
-    """The namespaces, named after this process so parallel runs do not meet."""
+class Network(multihost.Network):
+    """The multi-host test's namespaces with a station's packets dropped at will."""
 
     def __init__(self) -> None:
-        tag = os.getpid() % 100000
-        self.ns = {host: f"vbp{tag}{host}" for host in [*HOSTS, "lan"]}
-        self.veth = {host: f"p{tag}{host}" for host in HOSTS}
-        self.made: list[str] = []
-
-    def build(self) -> None:
-        lan = self.ns["lan"]
-        sh("ip", "netns", "add", lan)
-        self.made.append(lan)
-        sh("ip", "-n", lan, "link", "add", "br0", "type", "bridge")
-        sh("ip", "-n", lan, "link", "set", "br0", "up")
-        for host, number in HOSTS.items():
-            ns, veth = self.ns[host], self.veth[host]
-            sh("ip", "netns", "add", ns)
-            self.made.append(ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "p")
-            sh("ip", "link", "set", veth, "netns", ns)
-            sh("ip", "link", "set", veth + "p", "netns", lan)
-            sh("ip", "-n", ns, "addr", "add", f"{SUBNET}.{number}/24", "dev", veth)
-            sh("ip", "-n", ns, "link", "set", veth, "up")
-            sh("ip", "-n", lan, "link", "set", veth + "p", "master", "br0")
-            sh("ip", "-n", lan, "link", "set", veth + "p", "up")
+        super().__init__(HOSTS, SUBNET, prefix="p")
 
     def drop(self, host: str, percent: int) -> None:
         """Drops `percent` % of `host`'s packets, in and out (0: none, 100: every one)."""
@@ -83,9 +62,6 @@ class Network:
             rule = ["drop"] if percent >= 100 else ["numgen", "random", "mod", "100", "<", str(percent), "drop"]
             sh(*nft, "add", "rule", "inet", "vbtdrop", chain, "ip", "saddr" if chain == "in" else "daddr", SERVER, *rule)
 
-    def tear_down(self) -> None:
-        for ns in reversed(self.made):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 def test_a_partitioned_station_loses_nothing(tmp_path):
