@@ -384,7 +384,9 @@ enum Assets {
               receivedAt.set(s.station, now);
               draw(s);
             }
-            if (update.full) {
+            // A restarted console's first update may not know the station yet: the rack page's
+            // one card is part of the page and stays, to be filled when the station is heard.
+            if (update.full && !rackView) {
               for (const [name, c] of cards) if (!states.has(name)) { c.remove(); cards.delete(name); }
             }
             if (update.gym_alerts) gymAlerts = update.gym_alerts;

@@ -315,7 +315,9 @@ def test_display_survives_a_console_restart_and_removal_logs_it_out_within_2_s(g
     # The same display, no new code: its page is served and its live updates come again.
     assert fetch(gym.base, "GET", f"/rack/{STATION}", {"Cookie": cookie})[0] == 200
     def page() -> str:
-        return f"{gym.console.describe()}\npage {driver.current_url}: {driver.find_element(By.TAG_NAME, 'body').text[:300]}"
+        link = driver.execute_script("const l = document.getElementById('link'); return l ? l.outerHTML : 'no link'")
+        logs = driver.get_log("browser") if hasattr(driver, "get_log") else []
+        return f"{gym.console.describe()}\npage {driver.current_url}: link {link}; console {logs[-10:]}"
     wait_until(lambda: [e for e in driver.find_elements(By.ID, "link") if e.text == "live"], "the display live again", timeout=30,
                detail=page)
     count = len(cues(driver, "rep"))
