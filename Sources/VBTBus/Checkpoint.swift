@@ -100,6 +100,7 @@ public final class BackgroundWriter: @unchecked Sendable {
     private var running = false
     private var failure: String?
     private var lastDuration = 0.0
+    private var lastCPU = 0.0
 
     /// A writer whose thread is called `name`; `background` runs it under
     /// SCHED_IDLE (`runThreadInBackground`), for jobs that take a core for long.
@@ -133,10 +134,12 @@ public final class BackgroundWriter: @unchecked Sendable {
             next = nil
             condition.unlock()
             let started = DispatchTime.now().uptimeNanoseconds
+            let startedCPU = threadCPUSeconds()
             var failed: String?
             do { try job() } catch { failed = "\(error)" }
             condition.lock()
             lastDuration = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            lastCPU = threadCPUSeconds() - startedCPU
             if let failed { failure = failed }
             condition.unlock()
         }
@@ -154,6 +157,14 @@ public final class BackgroundWriter: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return lastDuration
+    }
+
+    /// The processor time the last job took, seconds: on a busy machine a background
+    /// job's wall time is mostly waiting for a core, which costs the others nothing.
+    public var lastCPUSeconds: Double {
+        condition.lock()
+        defer { condition.unlock() }
+        return lastCPU
     }
 
     /// Why the last failed job failed, once; nil when none has since asked.
@@ -191,6 +202,9 @@ public final class CheckpointWriter<Element: Codable & Sendable>: Sendable {
 
     /// How long the last write took, seconds.
     public var lastDurationS: Double { writer.lastDurationS }
+
+    /// The processor time the last write took, seconds.
+    public var lastCPUSeconds: Double { writer.lastCPUSeconds }
 
     /// Why the last failed write failed, once; nil when none has since asked.
     public func takeFailure() -> String? { writer.takeFailure() }
@@ -300,4 +314,11 @@ public func runThreadInBackground() {
     parameters.sched_priority = 0
     _ = pthread_setschedparam(pthread_self(), schedIdle, &parameters)
     #endif
+}
+
+/// The calling thread's processor time so far, seconds.
+func threadCPUSeconds() -> Double {
+    var spec = timespec()
+    guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec) == 0 else { return 0 }
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }

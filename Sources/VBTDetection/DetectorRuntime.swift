@@ -360,10 +360,12 @@ public final class DetectorRuntime {
                 state: stations.keys.sorted().compactMap { stations[$0]?.detector }))
         changed = false
         checkpoints += 1
-        // At most a twentieth of the time goes to checkpoints: with many stations the state is
+        // At most a twentieth of a core goes to checkpoints: with many stations the state is
         // big, and the next checkpoint waits longer (after a crash, more is fetched again from
-        // the bridges' journals; nothing is lost).
-        checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * checkpointWriter.lastDurationS)
+        // the bridges' journals; nothing is lost). Processor time, not wall time: on a busy
+        // machine the background writer waits for a core, which costs nobody, and waiting
+        // twenty times that left a crashed detector a minute of readings to fetch again.
+        checkpointDue = now + max(options.checkpointIntervalS, Self.checkpointShare * checkpointWriter.lastCPUSeconds)
     }
 
     /// Waits until the checkpoints handed over are written: before this process
