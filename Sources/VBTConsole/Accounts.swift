@@ -44,6 +44,16 @@ public enum AccountsFile {
         }
     }
 
+    /// Checks an athlete's id as an athlete account or phone names it: 1 to 64 characters,
+    /// no ':' (the files' separator), no line break, no space at either end (lines are trimmed).
+    public static func validate(athlete: String) throws(AccountError) {
+        guard (1...64).contains(athlete.count), !athlete.contains(where: { $0 == ":" || $0.isNewline }),
+            athlete.trimmingCharacters(in: .whitespaces) == athlete
+        else {
+            throw AccountError("an athlete's id is 1 to 64 characters without ':' (as vbt athlete add made it), not \(athlete.debugDescription)")
+        }
+    }
+
     public static func parse(_ text: String) throws(AccountError) -> [String: ConsoleAccount] {
         var accounts: [String: ConsoleAccount] = [:]
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -77,9 +87,7 @@ public enum AccountsFile {
         try validate(name: name)
         guard password.count >= minPasswordLength else { throw AccountError("the password must have at least \(minPasswordLength) characters") }
         guard (role == .athlete) == (athlete != nil) else { throw AccountError("an athlete account, and only one, names its athlete (--athlete ID)") }
-        if let athlete, athlete.isEmpty || athlete.contains(":") || athlete.contains("\n") || athlete.count > 64 {
-            throw AccountError("an athlete's id is 1 to 64 characters without ':' (as vbt athlete add made it)")
-        }
+        if let athlete { try validate(athlete: athlete) }
         var accounts = try load(path: path)
         accounts[name] = ConsoleAccount(name: name, role: role, hash: Bcrypt.hash(password, cost: cost), athlete: athlete)
         try write(accounts, path: path)

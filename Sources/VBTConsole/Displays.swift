@@ -2,13 +2,22 @@ import Foundation
 import HummingbirdBcrypt
 import Synchronization
 
-/// A rack display: a screen at one station, paired with a one-time code instead of a password.
-/// Only bcrypt hashes are kept: of the pairing code (to pair once, and to remove by code) and of
-/// the display's session secret (set at pairing; the cookie holds `id.secret`).
+/// A paired screen without a password: a rack display (one station's screen) or an athlete's
+/// phone (that athlete's own pages, as the athlete's account sees them). Only bcrypt hashes are
+/// kept: of the pairing code (to pair once, and to remove by code) and of the screen's session
+/// secret (set at pairing; the cookie holds `id.secret`).
 public struct ConsoleDisplay: Sendable, Equatable {
+    /// What a paired screen is for, and so all it may reach.
+    public enum Scope: Sendable, Equatable {
+        /// A rack display: this station's page.
+        case station(String)
+        /// An athlete's phone: this athlete's own pages.
+        case athlete(String)
+    }
+
     /// Random, 8 hex digits: names the display in `list` and in its session cookie.
     public var id: String
-    public var station: String
+    public var scope: Scope
     public var codeHash: String
     /// The session secret's hash once the display has paired; nil before.
     public var secretHash: String?
@@ -17,10 +26,29 @@ public struct ConsoleDisplay: Sendable, Equatable {
     public var pairedAt: Double?
 
     public var isPaired: Bool { secretHash != nil }
+
+    /// A rack display's station; nil for a phone.
+    public var station: String? {
+        if case .station(let station) = scope { station } else { nil }
+    }
+
+    /// A phone's athlete; nil for a rack display.
+    public var athlete: String? {
+        if case .athlete(let athlete) = scope { athlete } else { nil }
+    }
+
+    /// What it is for, as `vbt console display list` says it: the station, or `phone of ATHLETE`.
+    public var purpose: String {
+        switch scope {
+        case .station(let station): station
+        case .athlete(let athlete): "phone of " + athlete
+        }
+    }
 }
 
 /// The displays file: `<users>.displays` beside the accounts file, a line
-/// `display:id:station:code-hash:secret-hash-or--:added:paired-or--` per display, mode 0600,
+/// `display:id:station:code-hash:secret-hash-or--:added:paired-or--` per rack display and
+/// `phone:id:athlete:...` (the same fields) per athlete's phone, mode 0600,
 /// replaced by rename under an advisory lock (`vbt console display` and the console's pairing
 /// both write it). The running console reads it again when it changes, so a removed display
 /// is refused at once.
@@ -70,15 +98,16 @@ public enum DisplaysFile {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let parts = trimmed.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 7, parts[0] == "display", parts[3].hasPrefix("$2"), parts[4] == "-" || parts[4].hasPrefix("$2"),
-                let added = Double(parts[5]), parts[6] == "-" || Double(parts[6]) != nil
+            guard parts.count == 7, parts[0] == "display" || parts[0] == "phone", !parts[2].isEmpty, parts[3].hasPrefix("$2"),
+                parts[4] == "-" || parts[4].hasPrefix("$2"), let added = Double(parts[5]), parts[6] == "-" || Double(parts[6]) != nil
             else {
-                throw AccountError("line \(number + 1) is not display:id:station:code-hash:secret-hash:added:paired")
+                throw AccountError(
+                    "line \(number + 1) is not display:id:station:code-hash:secret-hash:added:paired or phone:id:athlete:code-hash:secret-hash:added:paired")
             }
             displays.append(
                 ConsoleDisplay(
-                    id: parts[1], station: parts[2], codeHash: parts[3], secretHash: parts[4] == "-" ? nil : parts[4], addedAt: added,
-                    pairedAt: Double(parts[6])))
+                    id: parts[1], scope: parts[0] == "phone" ? .athlete(parts[2]) : .station(parts[2]), codeHash: parts[3],
+                    secretHash: parts[4] == "-" ? nil : parts[4], addedAt: added, pairedAt: Double(parts[6])))
         }
         return displays
     }
@@ -93,16 +122,23 @@ public enum DisplaysFile {
     }
 
     /// Adds a display for `station`; returns it and its pairing code (shown once, kept hashed).
-    public static func add(
-        path: String, station: String, now: Double = Date().timeIntervalSince1970
-    ) throws(AccountError) -> (
-        ConsoleDisplay, String
-    ) {
+    public static func add(path: String, station: String, now: Double = Date().timeIntervalSince1970) throws(AccountError) -> (ConsoleDisplay, String) {
+        try add(path: path, scope: .station(station), now: now)
+    }
+
+    /// Adds an athlete's phone; returns it and its pairing code (shown once, kept hashed). The
+    /// athlete's id is checked as an athlete account's is.
+    public static func add(path: String, athlete: String, now: Double = Date().timeIntervalSince1970) throws(AccountError) -> (ConsoleDisplay, String) {
+        try AccountsFile.validate(athlete: athlete)
+        return try add(path: path, scope: .athlete(athlete), now: now)
+    }
+
+    static func add(path: String, scope: ConsoleDisplay.Scope, now: Double) throws(AccountError) -> (ConsoleDisplay, String) {
         let code = newCode()
         var generator = SystemRandomNumberGenerator()
         let id = String(format: "%08x", generator.next() as UInt32)
         let display = ConsoleDisplay(
-            id: id, station: station, codeHash: Bcrypt.hash(code, cost: AccountsFile.cost), secretHash: nil, addedAt: now, pairedAt: nil)
+            id: id, scope: scope, codeHash: Bcrypt.hash(code, cost: AccountsFile.cost), secretHash: nil, addedAt: now, pairedAt: nil)
         try update(path: path) { $0.append(display) }
         return (display, code)
     }
@@ -111,11 +147,25 @@ public enum DisplaysFile {
     /// Returns those removed (none when nothing matched).
     public static func remove(path: String, _ what: String) throws(AccountError) -> [ConsoleDisplay] {
         let code = normalize(code: what)
+        return try remove(path: path) { display in
+            display.station == what || display.id == what || code.map { Bcrypt.verify($0, hash: display.codeHash) } == true
+        }
+    }
+
+    /// Removes every phone of `athlete`; returns those removed.
+    public static func remove(path: String, athlete: String) throws(AccountError) -> [ConsoleDisplay] {
+        try remove(path: path) { $0.athlete == athlete }
+    }
+
+    /// Removes the display `id` alone (no bcrypt: a phone logging itself out); returns it, if it was there.
+    public static func remove(path: String, id: String) throws(AccountError) -> ConsoleDisplay? {
+        try remove(path: path) { $0.id == id }.first
+    }
+
+    static func remove(path: String, where matches: (ConsoleDisplay) -> Bool) throws(AccountError) -> [ConsoleDisplay] {
         var removed: [ConsoleDisplay] = []
         try update(path: path) { displays in
-            removed = displays.filter { display in
-                display.station == what || display.id == what || code.map { Bcrypt.verify($0, hash: display.codeHash) } == true
-            }
+            removed = displays.filter(matches)
             displays.removeAll { display in removed.contains { $0.id == display.id } }
         }
         return removed
@@ -138,10 +188,19 @@ public enum DisplaysFile {
     }
 
     static func write(_ displays: [ConsoleDisplay], path: String) throws(AccountError) {
-        var text = "# vbt coach-console rack displays (vbt console display add|remove|list): display:id:station:code-hash:secret-hash:added:paired\n"
+        var text = """
+            # vbt coach-console rack displays and athletes' phones (vbt console display add|remove|list):
+            # display:id:station:code-hash:secret-hash:added:paired or phone:id:athlete:code-hash:secret-hash:added:paired
+
+            """
         for display in displays {
             let paired = display.pairedAt.map { String(Int($0)) } ?? "-"
-            text += "display:\(display.id):\(display.station):\(display.codeHash):\(display.secretHash ?? "-"):\(Int(display.addedAt)):\(paired)\n"
+            let (kind, what) =
+                switch display.scope {
+                case .station(let station): ("display", station)
+                case .athlete(let athlete): ("phone", athlete)
+                }
+            text += "\(kind):\(display.id):\(what):\(display.codeHash):\(display.secretHash ?? "-"):\(Int(display.addedAt)):\(paired)\n"
         }
         let temporary = path + ".tmp-\(getpid())"
         guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -151,9 +210,9 @@ public enum DisplaysFile {
     }
 }
 
-/// The displays a running console pairs and checks: the file, read again when it changes.
-/// A display's session is checked against the file at every request (a removed display is
-/// refused at once); the bcrypt check of its secret is done once per console run and
+/// The displays and phones a running console pairs and checks: the file, read again when it
+/// changes. A display's session is checked against the file at every request (a removed
+/// display is refused at once); the bcrypt check of its secret is done once per console run and
 /// remembered in memory, as the console keeps its login sessions.
 public final class DisplayBook: Sendable {
     public let path: String
@@ -166,6 +225,9 @@ public final class DisplayBook: Sendable {
         var stamp = FileStamp()
         /// Session secrets already checked, by display id (with the hash they matched).
         var verified: [String: (secret: String, hash: String)] = [:]
+        /// The token a phone's pages carry in what they post (its log-out form), by display id:
+        /// random, made at its first use in this console run, as a login session's is.
+        var pageTokens: [String: String] = [:]
         var failures: [Double] = []
     }
     private let state = Mutex(State())
@@ -246,6 +308,17 @@ public final class DisplayBook: Sendable {
         return (paired, paired.id + "." + secret)
     }
 
+    /// The token the pages of display `id` carry in their forms this console run (checked
+    /// against what they post, as a login session's token is).
+    public func pageToken(id: String) -> String {
+        state.withLock { state in
+            if let token = state.pageTokens[id] { return token }
+            let token = DisplaysFile.newSecret()
+            state.pageTokens[id] = token
+            return token
+        }
+    }
+
     /// Whether pairing is paused because of recent failures.
     public func isThrottled(now: Double) -> Bool {
         state.withLock { state in
@@ -270,6 +343,8 @@ public final class DisplayBook: Sendable {
             $0.stamp = stamp
             let current = Set(displays.compactMap { $0.secretHash })
             $0.verified = $0.verified.filter { current.contains($0.value.hash) }
+            let ids = Set(displays.map(\.id))
+            $0.pageTokens = $0.pageTokens.filter { ids.contains($0.key) }
         }
     }
 }

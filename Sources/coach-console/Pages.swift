@@ -186,16 +186,18 @@ enum Pages {
                 """)
     }
 
-    /// Where a display types its pairing code (the URL `vbt console display add` prints carries it).
+    /// Where a rack display or an athlete's phone types its pairing code (the URL
+    /// `vbt console display add` prints carries it).
     static func pair(message: String?) -> String {
         let notice = message.map { #"<p class="notice" role="alert">\#(escape($0))</p>"# } ?? ""
         return page(
-            title: "vbt: pair this display", body: "login",
+            title: "vbt: pair this screen", body: "login",
             main: """
                 <form class="login" method="get" action="/pair">
-                  <h1>Pair this display</h1>
+                  <h1>Pair this screen</h1>
                   \(notice)
-                  <p class="muted">A coach runs <code>vbt console display add STATION</code> and reads you the code.</p>
+                  <p class="muted">A coach runs <code>vbt console display add STATION</code> for a rack's display, \
+                or <code>vbt console display add --athlete ID</code> for an athlete's phone, and reads you the code.</p>
                   <label>Code <input name="code" placeholder="XXXX-XXXX" autocomplete="off" required autofocus></label>
                   <button type="submit">Pair</button>
                 </form>

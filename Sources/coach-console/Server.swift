@@ -31,9 +31,13 @@ struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestCo
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<ConsoleContext>
     let sessions: SessionContext<ConsoleSession>
-    /// The rack display this request comes from (its `vbt_display` cookie), once `RequireLogin`
-    /// has checked it against the displays file; it reaches its own station's page only.
+    /// The rack display or athlete's phone this request comes from (its `vbt_display` cookie),
+    /// once `RequireLogin` has checked it against the displays file: a display reaches its own
+    /// station's page only, a phone what its athlete's account would.
     var display: ConsoleDisplay?
+    /// A phone's stand-in for a login session (its athlete's role and pages), set by
+    /// `RequireLogin`; nothing of it is stored, the displays file holds the phone.
+    var phone: ConsoleSession?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -41,8 +45,8 @@ struct ConsoleContext: RequestContext, WebSocketRequestContext, SessionRequestCo
         sessions = .init()
     }
 
-    /// The session, once `RequireLogin` has checked it.
-    var session: ConsoleSession? { sessions.session }
+    /// The session, once `RequireLogin` has checked it: a login's, or a paired phone's.
+    var session: ConsoleSession? { sessions.session ?? phone }
 }
 
 /// The console's HTTP side: pages, the WebSocket push, login and logout, commands.
@@ -65,6 +69,11 @@ struct ConsoleServer {
     static let displayCheckMs = 250
     /// The display cookie's name; its value is `id.secret` (Displays.swift).
     static let displayCookie = "vbt_display"
+
+    /// The display cookie emptied: what a removed display or a phone logging out is sent.
+    static func clearedDisplayCookie(secure: Bool) -> Cookie {
+        Cookie(name: displayCookie, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    }
 
     /// The services to run beside the bus loop: the session store's tidying and the HTTP server.
     var services: [any Service] {
@@ -120,6 +129,7 @@ struct ConsoleServer {
 
     private func addPages(_ router: Router<ConsoleContext>) {
         let accounts = self.accounts, outbox = self.outbox, live = self.live, logger = self.logger, sessionS = self.sessionS
+        let displays = self.displays, secureCookie = self.secureCookie
         let history = self.history
         let checking = LoginChecks()
         router.get("/login") { request, context -> Response in
@@ -152,6 +162,16 @@ struct ConsoleServer {
             let body = try await request.body.collect(upTo: 8_192)
             guard sameOrigin(request, required: true), FormFields(String(buffer: body))["csrf"] == session.csrf else {
                 return problem(.forbidden, "logout refused: the page's token is missing or stale; reload the page")
+            }
+            // A phone logging out is unpaired: it has no password to come back with, so its
+            // pairing would only linger in the file. It needs a new code.
+            if let phone = context.display, context.sessions.session == nil {
+                let path = displays.path
+                let removed = await Task.detached { try? DisplaysFile.remove(path: path, id: phone.id) }.value
+                logger.info("phone logged out", metadata: ["display": "\(phone.id)", "removed": "\(removed != nil)"])
+                var response = Response.redirect(to: "/pair", type: .normal)
+                response.setCookie(ConsoleServer.clearedDisplayCookie(secure: secureCookie))
+                return response
             }
             context.sessions.clearSession()
             return .redirect(to: "/login", type: .normal)
@@ -296,10 +316,16 @@ struct ConsoleServer {
                 response.status = .forbidden
                 return response
             }
-            logger.info("display paired", metadata: ["display": "\(display.id)", "station": "\(display.station)"])
-            var response = Response.redirect(to: "/rack/" + display.station, type: .normal)
-            // Until it is removed: a rack's screen is not logged in again every morning. At most
-            // 400 days, the longest browsers keep a cookie.
+            logger.info("display paired", metadata: ["display": "\(display.id)", "for": "\(display.purpose)"])
+            // A rack display to its station's page, a phone to its athlete's.
+            let landing: String =
+                switch display.scope {
+                case .station(let station): "/rack/" + station
+                case .athlete(let athlete): RequireLogin.athletePath(athlete)
+                }
+            var response = Response.redirect(to: landing, type: .normal)
+            // Until it is removed: a rack's screen (or a phone) is not logged in again every
+            // morning. At most 400 days, the longest browsers keep a cookie.
             response.setCookie(
                 Cookie(
                     name: ConsoleServer.displayCookie, value: token, maxAge: 400 * 86_400, path: "/", secure: secureCookie, httpOnly: true,
@@ -320,7 +346,9 @@ struct ConsoleServer {
         router.ws(
             "/ws",
             shouldUpgrade: { request, context in
-                guard context.session != nil || context.display != nil, sameOrigin(request, required: true) else { return .dontUpgrade }
+                // An athlete's session or phone never gets the gym's updates (RequireLogin refuses it first).
+                guard context.session?.role != .athlete, context.session != nil || context.display != nil, sameOrigin(request, required: true)
+                else { return .dontUpgrade }
                 return .upgrade([:])
             },
             onUpgrade: { inbound, outbound, context in
@@ -328,6 +356,7 @@ struct ConsoleServer {
                 // A rack display is sent its own station only, and is closed within a quarter of a second of
                 // its removal from the displays file.
                 let display = context.requestContext.session == nil ? context.requestContext.display : nil
+                let station = display?.station ?? ""
                 let watchdog = display.map { display in
                     Task {
                         while !Task.isCancelled, displays.isPaired(id: display.id) {
@@ -356,7 +385,7 @@ struct ConsoleServer {
                         } else {
                             guard accounts.account(named: user) != nil else { break }  // the account was removed
                         }
-                        let update = display.map { live.update(since: sent, station: $0.station) } ?? live.update(since: sent)
+                        let update = display == nil ? live.update(since: sent) : live.update(since: sent, station: station)
                         if update.isEmpty(sameBus: update.bus == lastBus) { continue }
                         try await outbound.write(.text(String(decoding: live.json(update), as: UTF8.self)))
                         (sent, lastBus, awaiting) = (update.version, update.bus, true)
@@ -421,7 +450,8 @@ struct RequireLogin: RouterMiddleware {
         let path = request.uri.path
         if path == "/login" || path == "/assets/console.css" || path == "/pair" { return try await next(request, context) }
         // A rack display (and no one logged in on that browser): its own station's page, its
-        // WebSocket and the page's assets; everything else is refused, whatever the page asks.
+        // WebSocket and the page's assets; an athlete's phone: what its athlete's account
+        // reaches. Everything else is refused, whatever the page asks.
         if context.session == nil, let token = request.cookies[ConsoleServer.displayCookie]?.value {
             let displays = self.displays
             var display = displays.cached(token: token)
@@ -432,22 +462,31 @@ struct RequireLogin: RouterMiddleware {
             }
             guard let display else {
                 logger.notice("display refused", metadata: ["path": "\(path.prefix(64))"])
+                // A page (a rack's, or a phone's: its athlete's or `/`) says so and offers the code's form.
                 var response =
-                    path.hasPrefix("/rack/")
-                    ? html(Pages.pair(message: "This display was removed or its pairing ended: ask a coach for a new code."))
+                    request.method == .get && (path.hasPrefix("/rack/") || path.hasPrefix("/athlete/") || path == "/")
+                    ? html(Pages.pair(message: "This display or phone was removed, or its pairing ended: ask a coach for a new code."))
                     : problem(.unauthorized, "this display is not paired: ask a coach for a new code (vbt console display add)")
                 response.status = .unauthorized
-                response.setCookie(
-                    Cookie(name: ConsoleServer.displayCookie, value: "", maxAge: 0, path: "/", secure: secureCookie, httpOnly: true, sameSite: .strict))
+                response.setCookie(ConsoleServer.clearedDisplayCookie(secure: secureCookie))
                 return response
-            }
-            guard Self.displayMayReach(path, station: display.station) else {
-                logger.notice(
-                    "display kept to its station", metadata: ["display": "\(display.id)", "station": "\(display.station)", "path": "\(path.prefix(64))"])
-                return problem(.forbidden, "a rack display shows its own station only: /rack/\(display.station)")
             }
             var context = context
             context.display = display
+            if let athlete = display.athlete {
+                // A phone is its athlete's account without a password: the same pages, the same refusals.
+                guard Self.athleteMayReach(path, athlete: athlete) else {
+                    logger.notice("phone kept to its athlete", metadata: ["display": "\(display.id)", "path": "\(path.prefix(64))"])
+                    return problem(.forbidden, "an athlete's phone sees its own page only: \(Self.athletePath(athlete))")
+                }
+                context.phone = ConsoleSession(user: athlete + "'s phone", role: .athlete, csrf: displays.pageToken(id: display.id), athlete: athlete)
+                return try await next(request, context)
+            }
+            guard let station = display.station, Self.displayMayReach(path, station: station) else {
+                logger.notice(
+                    "display kept to its station", metadata: ["display": "\(display.id)", "station": "\(display.purpose)", "path": "\(path.prefix(64))"])
+                return problem(.forbidden, "a rack display shows its own station only: /rack/\(display.purpose)")
+            }
             return try await next(request, context)
         }
         if var session = context.session {
@@ -462,7 +501,7 @@ struct RequireLogin: RouterMiddleware {
             }
             // An athlete account: its own athlete's page (and `/`, which leads there), logging out.
             if session.role == .athlete {
-                guard let athlete = session.athlete, path == Self.athletePath(athlete) || path == "/" || path == "/logout" else {
+                guard let athlete = session.athlete, Self.athleteMayReach(path, athlete: athlete) else {
                     return problem(.forbidden, "an athlete account sees its own page only: \(session.athlete.map(Self.athletePath) ?? "")")
                 }
             }
@@ -491,6 +530,12 @@ struct RequireLogin: RouterMiddleware {
     /// An athlete's page, as a request's path spells it.
     static func athletePath(_ athlete: String) -> String {
         "/athlete/" + (athlete.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? athlete)
+    }
+
+    /// What an athlete's account or phone may reach: the athlete's own page, `/` (which leads
+    /// there) and logging out.
+    static func athleteMayReach(_ path: String, athlete: String) -> Bool {
+        path == athletePath(athlete) || path == "/" || path == "/logout"
     }
 
     /// What a display bound to `station` may reach: its page, the WebSocket, the page's assets.

@@ -9,7 +9,7 @@ import VBTWire
 struct ConsoleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "console",
-        abstract: "The coach console's accounts and rack displays.",
+        abstract: "The coach console's accounts, rack displays and athletes' phones.",
         subcommands: [User.self, Display.self])
 
     struct User: ParsableCommand {
@@ -25,11 +25,13 @@ struct ConsoleCommand: ParsableCommand {
 
     struct Display: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Pair, remove and list rack displays: one station's screen, with no password.",
+            abstract: "Pair, remove and list rack displays and athletes' phones, with no password.",
             discussion: """
                 `add STATION` prints a one-time pairing code and the URL to open on the rack's tablet or TV; \
-                the display then sees that station's page and nothing else, until `remove`. Displays are kept \
-                beside the accounts file (FILE.displays), hashed; the running console reads it again when it changes.
+                the display then sees that station's page and nothing else, until `remove`. `add --athlete ID` \
+                does the same for an athlete's phone, which then sees what an athlete account of ID sees: \
+                that athlete's own pages and nothing else. Both are kept beside the accounts file \
+                (FILE.displays), hashed; the running console reads it again when it changes.
                 """,
             subcommands: [DisplayAdd.self, DisplayRemove.self, DisplayList.self])
     }
@@ -37,29 +39,39 @@ struct ConsoleCommand: ParsableCommand {
     struct DisplayAdd: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add",
-            abstract: "Add a display for a station: prints its pairing code (valid once, for 24 hours) and URL.")
+            abstract: "Add a display for a station, or an athlete's phone: prints its pairing code (valid once, for 24 hours) and URL.")
 
-        @Argument(help: "The station it shows, e.g. rack-01.")
-        var station: String
+        @Argument(help: "The station it shows, e.g. rack-01 (or --athlete).")
+        var station: String?
+
+        @Option(help: "Instead of a station: the athlete whose phone it is (vbt athlete add); it sees that athlete's own pages only.")
+        var athlete: String?
 
         @OptionGroup var file: UsersFile
 
         func validate() throws {
-            guard isStationName(station) else { throw ValidationError("a station's name is a-z, A-Z, 0-9, '.', '_', '-', e.g. rack-01") }
+            guard (station == nil) != (athlete == nil) else { throw ValidationError("name a STATION or --athlete ID, one of them") }
+            if let station, !isStationName(station) { throw ValidationError("a station's name is a-z, A-Z, 0-9, '.', '_', '-', e.g. rack-01") }
+            if let athlete {
+                do { try AccountsFile.validate(athlete: athlete) } catch { throw ValidationError(error.description) }
+            }
         }
 
         func run() throws {
             let path = DisplaysFile.path(forUsers: file.path)
-            let code: String
-            do { (_, code) = try DisplaysFile.add(path: path, station: station) } catch {
+            let display: ConsoleDisplay, code: String
+            do {
+                (display, code) = try athlete.map { try DisplaysFile.add(path: path, athlete: $0) } ?? DisplaysFile.add(path: path, station: station!)
+            } catch let error as AccountError {
                 reportProblem("vbt console: \(error.description)")
                 throw ExitCode.failure
             }
             print("code: \(code)")
             print("url: /pair?code=\(code)")
+            let screen = display.athlete.map { "\($0)'s phone" } ?? "\(display.purpose)'s display"
             FileHandle.standardError.write(
                 Data(
-                    "open the url on \(station)'s display, after the console's address (e.g. http://127.0.0.1:8080/pair?code=\(code)); displays in \(path)\n"
+                    "open the url on \(screen), after the console's address (e.g. http://127.0.0.1:8080/pair?code=\(code)); displays in \(path)\n"
                         .utf8))
         }
     }
@@ -67,31 +79,46 @@ struct ConsoleCommand: ParsableCommand {
     struct DisplayRemove: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "remove",
-            abstract: "Remove a display, by its code, its station (every display of it) or its id: it is logged out within 2 s.")
+            abstract:
+                "Remove a display or phone, by its code, its station (every display of it), its id, or --athlete (every phone of that athlete): it is logged out within 2 s."
+        )
 
         @Argument(help: "The display's pairing code, station or id (vbt console display list).")
-        var display: String
+        var display: String?
+
+        @Option(help: "Instead: remove every phone of this athlete.")
+        var athlete: String?
 
         @OptionGroup var file: UsersFile
+
+        func validate() throws {
+            guard (display == nil) != (athlete == nil) else { throw ValidationError("name a CODE|STATION|ID or --athlete ID, one of them") }
+        }
 
         func run() throws {
             let path = DisplaysFile.path(forUsers: file.path)
             let removed: [ConsoleDisplay]
-            do { removed = try DisplaysFile.remove(path: path, display) } catch {
+            do {
+                removed = try athlete.map { try DisplaysFile.remove(path: path, athlete: $0) } ?? DisplaysFile.remove(path: path, display!)
+            } catch let error as AccountError {
                 reportProblem("vbt console: \(error.description)")
                 throw ExitCode.failure
             }
             guard !removed.isEmpty else {
-                reportProblem("vbt console: no display \(display) in \(path) (vbt console display list)")
+                let what = athlete.map { "phone of \($0)" } ?? "display \(display!)"
+                reportProblem("vbt console: no \(what) in \(path) (vbt console display list)")
                 throw ExitCode.failure
             }
-            for display in removed { print("removed display \(display.id) of \(display.station)") }
+            for display in removed {
+                print(display.station.map { "removed display \(display.id) of \($0)" } ?? "removed \(display.purpose) (\(display.id))")
+            }
         }
     }
 
     struct DisplayList: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "list", abstract: "List the displays: id, station, whether paired, when added (never their codes).")
+            commandName: "list",
+            abstract: "List the displays and phones: id, what it is for (a station, or phone of ATHLETE), whether paired, when added (never their codes).")
 
         @OptionGroup var file: UsersFile
 
@@ -102,13 +129,13 @@ struct ConsoleCommand: ParsableCommand {
                 reportProblem("vbt console: \(error.description)")
                 throw ExitCode.failure
             }
-            if displays.isEmpty { print("no displays in \(path) (vbt console display add STATION)") }
+            if displays.isEmpty { print("no displays in \(path) (vbt console display add STATION, or --athlete ID)") }
             let stamp = ISO8601DateFormatter()
             for display in displays {
                 let state =
                     display.pairedAt.map { "paired " + stamp.string(from: Date(timeIntervalSince1970: $0)) }
                     ?? (Date().timeIntervalSince1970 - display.addedAt < DisplaysFile.codeLifetimeS ? "waiting for its code" : "code expired")
-                print("\(display.id)\t\(display.station)\t\(state)\tadded \(stamp.string(from: Date(timeIntervalSince1970: display.addedAt)))")
+                print("\(display.id)\t\(display.purpose)\t\(state)\tadded \(stamp.string(from: Date(timeIntervalSince1970: display.addedAt)))")
             }
         }
     }
