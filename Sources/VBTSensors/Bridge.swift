@@ -153,13 +153,12 @@ public struct MonotonicStamper: Sendable {
 public struct BatchPolicy: Sendable, Equatable {
     /// Most readings in one `sample` message.
     public var maxReadings = 16
-    /// Longest a reading waits for its batch, in seconds. At 0 none waits:
-    /// what arrived while the bridge was busy publishing leaves together, so
-    /// messages grow only under load. Not the default yet: a reading a message
-    /// is some 2.4 times the messages, and the fault run then lost readings a
-    /// bus restart left to fetch.
-    public var maxDelayS = 0.02
-    /// Creates the defaults: 16 readings or 20 ms, whichever comes first.
+    /// Longest a reading waits for its batch, in seconds. At 0 (the default)
+    /// none waits: the reading that completes a rep is on the bus as soon as
+    /// the bridge has it, and what arrived while the bridge was busy
+    /// publishing leaves together, so messages grow only under load.
+    public var maxDelayS = 0.0
+    /// Creates the defaults: at most 16 readings a message, none waiting.
     public init() {}
 }
 

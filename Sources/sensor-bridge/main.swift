@@ -31,9 +31,9 @@ struct SensorBridge: AsyncParsableCommand {
               imu-10hz         a 10 Hz IMU, each reading the mean over its period
             A missing adapter or device is reported in one line saying what to do, and the bridge
             keeps retrying (3 quick tries 2 s apart, then backing off). Readings are batched per
-            message: at most --batch-size readings, none waiting longer than --batch-delay; with
-            --batch-delay 0 each leaves at once when the bridge is idle, and what arrives while it is
-            busy leaves together.
+            message: at most --batch-size readings, none waiting longer than --batch-delay. By default
+            (0) a reading leaves at once when the bridge is idle, and what arrives while it is busy
+            publishing leaves together: messages grow only under load.
             SIGUSR1 ends a replay or a simulation (a --loop one too) as if it had run out: with
             --journal and --linger the bridge then answers replay requests that long before it exits
             (vbt loadtest --journal stops its replay so).
@@ -171,7 +171,7 @@ struct SensorBridge: AsyncParsableCommand {
     var batchSize: Int = 16
 
     @Option(help: "Longest a reading may wait for others to share its message, seconds (0: none waits).")
-    var batchDelay: Double = 0.02
+    var batchDelay: Double = 0
 
     func validate() throws {
         let standalone = [replay != nil, simulate].filter { $0 }.count
