@@ -50,20 +50,28 @@ public struct ConsoleBoard: Sendable {
         case SetMessage.type:
             guard let set = decode(SetMessage.self) else { return }
             // A set's end may come after its station was unassigned: only its start says who is there.
-            update(station, athlete: set.event == .start ? athlete : nil) { $0.take(set, now: now) }
+            update(station, athlete: set.event == .start ? athlete : nil) { $0.take(set, now: now, by: athlete) }
         case RejectedMessage.type:
             guard let rejected = decode(RejectedMessage.self) else { return }
             let kept = rejectedKept
             update(station, athlete: athlete) {
-                $0.rejected.append(.init(reason: rejected.reason, detail: rejected.detail, meanVelocityMps: rejected.meanVelocityMps))
+                $0.rejected.append(
+                    .init(reason: rejected.reason, detail: rejected.detail, meanVelocityMps: rejected.meanVelocityMps, athlete: athlete ?? $0.athlete))
                 if $0.rejected.count > kept { $0.rejected.removeFirst($0.rejected.count - kept) }
             }
         case PostureMessage.type:
             guard let posture = decode(PostureMessage.self) else { return }
             // Posture readings come at the wearable's rate; only a change is a change to draw.
             let view = PostureView(correct: posture.correct, badForS: (posture.badForS * 1).rounded(.down), sustainedBad: posture.sustainedBad)
-            guard stations[station]?.posture != view || (athlete != nil && stations[station]?.athlete != athlete) else { return }
-            update(station, athlete: athlete) { $0.posture = view }
+            let whose = athlete ?? stations[station]?.athlete
+            guard
+                stations[station]?.posture != view || (athlete != nil && stations[station]?.athlete != athlete)
+                    || stations[station]?.postureAthlete != whose
+            else { return }
+            update(station, athlete: athlete) {
+                $0.posture = view
+                $0.postureAthlete = whose
+            }
         case AckMessage.type:
             guard let ack = decode(AckMessage.self) else { return }
             let kept = acksKept
@@ -78,7 +86,10 @@ public struct ConsoleBoard: Sendable {
         case TimerMessage.type:
             guard let timer = decode(TimerMessage.self) else { return }
             // A timer cancelled by an unassignment still names the athlete who left.
-            update(station, athlete: nil) { $0.rest = RestView(timer) }
+            update(station, athlete: nil) {
+                $0.rest = RestView(timer)
+                $0.restAthlete = athlete ?? $0.athlete
+            }
         case WorkoutMessage.type:
             guard let workout = decode(WorkoutMessage.self) else { return }
             update(station, athlete: athlete) { $0.take(workout) }
@@ -191,11 +202,32 @@ public struct StationState: Sendable, Equatable, Codable {
     public var acks: [AckView] = []
     /// Monotonic seconds of the last sign of life from the bridge; the server's own, not sent.
     var bridgeSeenAt: Double?
+    /// Whose the reps (and the set's velocity loss), the last set, the rest and the posture are:
+    /// the athlete at the station when they came, who need not be the one there now. The
+    /// server's own, not sent; `seen(by:)` keeps to an athlete what is hers.
+    var repsAthlete: String?
+    var lastSetAthlete: String?
+    var restAthlete: String?
+    var postureAthlete: String?
 
     public init(station: String) { self.station = station }
 
     /// The last rep's mean velocity.
     public var lastMeanVelocityMps: Double? { reps.last?.meanVelocityMps }
+
+    /// The station as `athlete` may see it while she is the one there: what came while another
+    /// athlete was there (his reps and set, rest, posture, rejected attempts) is left out, and
+    /// so are the answers to commands, the alerts and the calibrations, which are the coaches'.
+    public func seen(by athlete: String) -> StationState {
+        var view = self
+        if repsAthlete != athlete { (view.reps, view.setId, view.inSet, view.velocityLossPct) = ([], nil, false, nil) }
+        if lastSetAthlete != athlete { view.lastSet = nil }
+        if restAthlete != athlete { view.rest = nil }
+        if postureAthlete != athlete { view.posture = nil }
+        view.rejected = rejected.filter { $0.athlete == athlete }
+        (view.acks, view.alerts, view.calibrations) = ([], [:], 0)
+        return view
+    }
 
     enum CodingKeys: String, CodingKey {
         case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts, plan, acks
@@ -223,23 +255,27 @@ public struct StationState: Sendable, Equatable, Codable {
                 index: rep.index, meanVelocityMps: rep.meanVelocityMps, peakVelocityMps: rep.peakVelocityMps, zone: rep.zone,
                 velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps)))
         reps.sort { $0.index < $1.index }
+        repsAthlete = athlete
         velocityLossPct = rep.velocityLossPct
         if let exercise = rep.exercise { self.exercise = exercise }
         if let load = rep.loadKg { loadKg = load }
     }
 
-    mutating func take(_ set: SetMessage, now: Double) {
+    /// `by`: the athlete the message names (a set's end may come after its athlete left).
+    mutating func take(_ set: SetMessage, now: Double, by: String? = nil) {
         switch set.event {
         case .start:
             setId = set.setId
             inSet = true
             reps = []
+            repsAthlete = by ?? athlete
             velocityLossPct = 0
             rest = nil
         case .end:
             inSet = false
             if let loss = set.velocityLossPct { velocityLossPct = loss }
             let own = set.setId == setId ? reps : []
+            lastSetAthlete = set.setId == setId ? repsAthlete : (by ?? athlete)
             lastSet = LastSet(
                 setId: set.setId, reps: set.reps ?? own.count, bestMeanVelocityMps: set.bestMeanVelocityMps ?? own.map(\.meanVelocityMps).max(),
                 lastMeanVelocityMps: own.last?.meanVelocityMps, velocityLossPct: set.velocityLossPct, reason: set.reason?.rawValue)
@@ -373,6 +409,8 @@ public struct RejectedView: Sendable, Equatable, Codable {
     public var reason: String
     public var detail: String
     public var meanVelocityMps: Double
+    /// Whose attempt it was; the server's own, not sent.
+    var athlete: String? = nil
 
     enum CodingKeys: String, CodingKey {
         case reason, detail

@@ -97,6 +97,24 @@ public final class LiveBoard: Sendable {
         }
     }
 
+    /// What an athlete's session (her account or her phone) must be sent: the stations whose
+    /// athlete is now she, each as `StationState.seen(by:)` shows it, and nothing of any other.
+    /// `shown` names the stations her browser holds (nil before the first update): when the
+    /// stations that are hers are others (she came to one, or left one for another athlete or
+    /// none), the update is full, so the browser drops what is no longer hers; otherwise it
+    /// carries her stations changed since `version`. The server narrows it; the page is never
+    /// trusted to.
+    public func update(since version: UInt64, athlete: String, shown: [String]?) -> BoardUpdate {
+        state.withLock { state in
+            let mine = state.board.stations.values.filter { $0.athlete == athlete }.sorted { $0.station < $1.station }
+            let full = version == 0 || shown != mine.map(\.station)
+            let stations = full ? mine : mine.filter { $0.version > version }
+            return BoardUpdate(
+                version: state.board.version, full: full, stations: stations.map { $0.seen(by: athlete) }, gymAlerts: nil,
+                bus: BusLink(connected: state.bus.connected))
+        }
+    }
+
     /// An update as the browser reads it:
     /// {"type":"board","version":N,"full":bool,"stations":[...],"gym_alerts":[...] (when changed),"bus":{...}}.
     public func json(_ update: BoardUpdate) -> [UInt8] {

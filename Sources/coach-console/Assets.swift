@@ -11,9 +11,12 @@ enum Assets {
         (() => {
           const csrf = document.querySelector('meta[name="csrf"]').content;
           const role = document.querySelector('meta[name="role"]').content;
-          const only = document.body.dataset.stationView || null;
+          // The athlete's own page (/athlete/ID) shows the rack's view of the station she is at now:
+          // the server sends her nothing but her stations, and a full update whenever they change.
+          const athleteNow = document.body.classList.contains('athlete-now');
+          let only = document.body.dataset.stationView || null;
           // The rack page (/rack/NAME): one station for the athlete under the bar, with sound.
-          const rackView = document.body.classList.contains('rack');
+          const rackView = document.body.classList.contains('rack') || athleteNow;
           const states = new Map(), receivedAt = new Map(), cards = new Map();
           let socket = null, retry = 500, bus = null, gymAlerts = [];
           const grid = () => document.getElementById('stations');
@@ -37,6 +40,7 @@ enum Assets {
             if (c) return c;
             if (rackView) {
               c = document.querySelector('[data-station]');
+              if (athleteNow) { c.dataset.station = name; put(c, 'station', name); }
               cards.set(name, c);
               return c;
             }
@@ -260,10 +264,13 @@ enum Assets {
           // loss ends the set, a rising chime when the rest is over; the velocity spoken where the
           // browser can speak. Mute, volume and speech are kept in this browser.
           const sound = (() => {
-            const saved = JSON.parse(localStorage.getItem('vbt-rack-sound') || '{}');
-            const settings = { muted: !!saved.muted, volume: saved.volume == null ? 0.8 : saved.volume, speak: !!saved.speak };
+            // An athlete's page keeps its own settings, muted until she turns the sound on (a phone in a pocket).
+            const key = athleteNow ? 'vbt-athlete-sound' : 'vbt-rack-sound';
+            const saved = JSON.parse(localStorage.getItem(key) || '{}');
+            const settings = { muted: saved.muted == null ? athleteNow : !!saved.muted, volume: saved.volume == null ? 0.8 : saved.volume,
+              speak: !!saved.speak };
             let audio = null;
-            const save = () => localStorage.setItem('vbt-rack-sound', JSON.stringify(settings));
+            const save = () => localStorage.setItem(key, JSON.stringify(settings));
             function context() {
               const AudioContext = window.AudioContext || window.webkitAudioContext;
               if (!AudioContext) return null;
@@ -375,8 +382,23 @@ enum Assets {
             if (bus) drawLink(bus.connected ? 'live' : 'bus unreachable: waiting for it', !bus.connected);
           }
 
+          // Which station the athlete's page shows: the one she is at (the first, were she at two),
+          // or none. A new one is drawn as the rack's first update is: what it holds has no cue.
+          function follow(update) {
+            const names = update.stations.map(s => s.station);
+            if (only == null || !names.includes(only)) {
+              only = names.length ? names[0] : null;
+              cards.clear();
+              rackDrawn = false;
+            }
+            const notHere = document.querySelector('[data-field="not-here"]'), live = document.querySelector('.now-live');
+            if (notHere) notHere.hidden = only != null;
+            if (live) live.hidden = only == null;
+          }
+
           function apply(update) {
             if (update.full) { states.clear(); }
+            if (athleteNow && update.full) follow(update);
             const now = performance.now();
             for (const s of update.stations) {
               if (only && s.station !== only) continue;
@@ -392,8 +414,8 @@ enum Assets {
             if (update.gym_alerts) gymAlerts = update.gym_alerts;
             bus = update.bus;
             drawGym();
-            if (!only) order();
-            rackDrawn = true;
+            if (!only && !rackView) order();
+            if (!athleteNow || only != null) rackDrawn = true;
             requestAnimationFrame(() => {
               if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ drawn: update.version }));
             });
@@ -411,15 +433,20 @@ enum Assets {
             socket = new WebSocket(scheme + location.host + '/ws');
             socket.onopen = () => { retry = 500; };
             socket.onmessage = e => { const u = JSON.parse(e.data); if (u.type === 'board') apply(u); };
-            socket.onclose = () => {
+            socket.onclose = e => {
               drawLink('console unreachable: reconnecting', true);
+              // A phone closed by its removal (policy violation) says so and asks nothing more: the page
+              // it is refused next (the pairing form) is the one she opens herself.
+              if (athleteNow && e.code === 1008) { unpaired(); return; }
               if (rackView) {
                 // A display that was removed is refused its own page at once: it says so and stops.
                 // Otherwise (the console restarting) it tries again, less and less often.
                 const wait = retry;
                 retry = Math.min(retry * 2, 5000);
                 fetch(location.pathname, { credentials: 'same-origin' }).then(r => {
-                  if (r.status === 401 || r.status === 403) unpaired(); else setTimeout(connect, r.ok ? 0 : wait);
+                  // An athlete's page whose session ended (or phone was unpaired) shows where to log in or pair again.
+                  if (athleteNow && (r.redirected || r.status === 401 || r.status === 403)) location.reload();
+                  else if (r.status === 401 || r.status === 403) unpaired(); else setTimeout(connect, r.ok ? 0 : wait);
                 }, () => setTimeout(connect, wait));
                 return;
               }
@@ -669,6 +696,12 @@ enum Assets {
           .rack-set .summary { grid-column: 1 / -1; }
           .rack-set .posture { display: none; }
         }
+        /* The athlete's own page: the rack's view of her station at the top, sized for a phone. */
+        .athlete-now .now { margin-bottom: 16px; }
+        .athlete-now .rack-station { min-height: 0; }
+        .athlete-now .rack-mv .mv { font-size: min(18vh, 30vw); }
+        .athlete-now .rack-set .rack-bars { height: 160px; flex: none; }
+        .athlete-now .rack-sound { margin-top: 8px; flex-wrap: wrap; }
         .unpaired .rack-station { opacity: 0.25; }
         .unpaired-note { font-size: 4vh; }
         """#

@@ -89,8 +89,11 @@ enum Pages {
                 """)
     }
 
+    /// `live`: whether the page draws from the WebSocket (loads the script); by default the
+    /// logged-in pages and the rack's do, an athlete's do not (her own page says when it does).
     static func page(
-        title: String, body: String, station: String? = nil, user: String? = nil, role: ConsoleRole? = nil, csrf: String? = nil, main: String
+        title: String, body: String, station: String? = nil, user: String? = nil, role: ConsoleRole? = nil, csrf: String? = nil,
+        live: Bool? = nil, main: String
     ) -> String {
         let header =
             user.map { user in
@@ -98,13 +101,14 @@ enum Pages {
                 <header class="top">
                   <a class="brand" href="/">vbt</a>
                   \(role == .athlete ? "" : #"<nav><a href="/">Board</a> <a href="/athletes">Athletes</a> <a href="/leaders">Leaderboards</a></nav>"#)
-                  \(body == "history" ? "" : #"<span id="link" class="link" data-field="bus">connecting…</span>"#)
+                  \(body.hasPrefix("history") ? "" : #"<span id="link" class="link" data-field="bus">connecting…</span>"#)
                   <span class="who">\(escape(user)) (\(role?.rawValue ?? ""))</span>
                   <form method="post" action="/logout"><input type="hidden" name="csrf" value="\(escape(csrf ?? ""))"><button>Log out</button></form>
                 </header>
                 """
             } ?? ""
-        let script = (user == nil && body != "rack") || role == .athlete ? "" : #"<script src="/assets/console.js" defer></script>"#
+        let scripted = live ?? !((user == nil && body != "rack") || role == .athlete)
+        let script = scripted ? #"<script src="/assets/console.js" defer></script>"# : ""
         let stationAttribute = station.map { #" data-station-view="\#(escape($0))""# } ?? ""
         return """
             <!doctype html>
@@ -154,36 +158,47 @@ enum Pages {
         return page(
             title: "vbt: \(name)", body: "rack", station: name, role: user == nil ? nil : .viewer,
             main: """
-                <article class="rack-station" data-station="\(station)">
-                  <header class="rack-head">
-                    <span class="rack-name">\(station)</span>
-                    <span data-field="athlete" class="athlete"></span>
-                    <span class="what"><span data-field="exercise"></span> <span data-field="load" class="load"></span></span>
-                    <span class="counts">Set <span data-field="set"></span><span data-field="sets" class="of"></span></span>
-                    <span id="link" class="link" data-field="bus">connecting…</span>
-                  </header>
-                  <section class="rack-now" aria-label="Last rep">
-                    <div class="rack-mv"><span data-field="last-mv" class="mv"></span><span class="unit">m/s</span></div>
-                    <div class="rack-band"><span data-field="band" class="band"></span> <span data-field="target" class="target"></span></div>
-                    <div class="rack-rep">Rep <span data-field="rep-count"></span><span data-field="planned-reps" class="of"></span></div>
-                    <div class="rack-stop" data-field="vl-stop" role="alert"></div>
-                    <div class="rack-posture" data-field="posture-warning" role="alert"></div>
-                  </section>
-                  <section class="rack-set" aria-label="This set">
-                    <svg data-field="rack-bars" class="bars-chart rack-bars" viewBox="0 0 800 320" role="img" aria-label="mean velocity of each rep"></svg>
-                    <div class="loss">Velocity loss <span data-field="velocity-loss"></span> % of <span data-field="vl-threshold"></span> %</div>
-                    <div class="rest">Rest <span data-field="rest" class="rest-s"></span><span class="unit">s</span> <span data-field="rest-state" class="muted"></span></div>
-                    <div class="summary" data-field="set-summary"></div>
-                    <div class="posture">Posture <span data-field="posture"></span></div>
-                  </section>
-                </article>
-                <footer class="rack-sound">
-                  <button id="mute" type="button">Sound on</button>
-                  <label>Volume <input id="volume" type="range" min="0" max="100" step="5"></label>
-                  <label><input id="speak" type="checkbox"> Speak the velocity</label>
-                </footer>
+                \(rackView(station: name))
                 <p id="unpaired" class="notice unpaired-note" role="alert" hidden>This display was removed. Ask a coach for a new code: vbt console display add \(station)</p>
                 """)
+    }
+
+    /// One station as the rack page draws it (the script fills it from the updates), and the
+    /// sound's controls. `name` nil: the athlete's page, where the script names the station she
+    /// is at.
+    static func rackView(station name: String?) -> String {
+        let station = name.map(escape) ?? ""
+        let named = name == nil ? #" data-field="station""# : ""
+        return """
+            <article class="rack-station" data-station="\(station)">
+              <header class="rack-head">
+                <span class="rack-name"\(named)>\(station)</span>
+                <span data-field="athlete" class="athlete"></span>
+                <span class="what"><span data-field="exercise"></span> <span data-field="load" class="load"></span></span>
+                <span class="counts">Set <span data-field="set"></span><span data-field="sets" class="of"></span></span>
+                <span id="link" class="link" data-field="bus">connecting…</span>
+              </header>
+              <section class="rack-now" aria-label="Last rep">
+                <div class="rack-mv"><span data-field="last-mv" class="mv"></span><span class="unit">m/s</span></div>
+                <div class="rack-band"><span data-field="band" class="band"></span> <span data-field="target" class="target"></span></div>
+                <div class="rack-rep">Rep <span data-field="rep-count"></span><span data-field="planned-reps" class="of"></span></div>
+                <div class="rack-stop" data-field="vl-stop" role="alert"></div>
+                <div class="rack-posture" data-field="posture-warning" role="alert"></div>
+              </section>
+              <section class="rack-set" aria-label="This set">
+                <svg data-field="rack-bars" class="bars-chart rack-bars" viewBox="0 0 800 320" role="img" aria-label="mean velocity of each rep"></svg>
+                <div class="loss">Velocity loss <span data-field="velocity-loss"></span> % of <span data-field="vl-threshold"></span> %</div>
+                <div class="rest">Rest <span data-field="rest" class="rest-s"></span><span class="unit">s</span> <span data-field="rest-state" class="muted"></span></div>
+                <div class="summary" data-field="set-summary"></div>
+                <div class="posture">Posture <span data-field="posture"></span></div>
+              </section>
+            </article>
+            <footer class="rack-sound">
+              <button id="mute" type="button">Sound on</button>
+              <label>Volume <input id="volume" type="range" min="0" max="100" step="5"></label>
+              <label><input id="speak" type="checkbox"> Speak the velocity</label>
+            </footer>
+            """
     }
 
     /// Where a rack display or an athlete's phone types its pairing code (the URL
@@ -205,8 +220,23 @@ enum Pages {
     }
 
     /// A page of the recorder's history (no live updates: its link shows the page's own state).
-    static func history(title: String, user: String, role: ConsoleRole, csrf: String, main: String) -> String {
-        page(title: "vbt: " + title, body: "history", user: user, role: role, csrf: csrf, main: main)
+    /// `now`: the athlete's own page, which opens with the station she is at now, live (its sound
+    /// off until she turns it on: a phone in a pocket), or says she is at none.
+    static func history(title: String, user: String, role: ConsoleRole, csrf: String, main: String, now: Bool = false) -> String {
+        guard now else { return page(title: "vbt: " + title, body: "history", user: user, role: role, csrf: csrf, main: main) }
+        return page(
+            title: "vbt: " + title, body: "history athlete-now", user: user, role: role, csrf: csrf, live: true,
+            main: """
+                <section class="now" aria-label="Now">
+                  <h2>Now</h2>
+                  <p data-field="not-here" class="muted">not at a station now</p>
+                  <div class="now-live" hidden>
+                  \(rackView(station: nil))
+                  </div>
+                  <p id="unpaired" class="notice" role="alert" hidden>This phone was unpaired: ask a coach for a new code, then reload.</p>
+                </section>
+                \(main)
+                """)
     }
 
     /// What a history page says when the recorder cannot answer; the live board still works.

@@ -92,7 +92,8 @@ struct ConsoleServer {
         let webSocketRouter = Router(context: ConsoleContext.self)
         webSocketRouter.add(middleware: sessions)
         webSocketRouter.add(
-            middleware: RequireLogin(accounts: accounts, displays: displays, displayChecks: displayChecks, secureCookie: secureCookie, logger: logger))
+            middleware: RequireLogin(
+                accounts: accounts, displays: displays, displayChecks: displayChecks, secureCookie: secureCookie, logger: logger, webSocket: true))
         addPush(webSocketRouter)
         let app = Application(
             router: router,
@@ -192,7 +193,8 @@ struct ConsoleServer {
         }
         router.get("/athlete/{id}") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            return try await historyPage(context, title: id) { try await history.athlete(id) }
+            // Her own page (RequireLogin lets an athlete reach no other) opens with her station, live.
+            return try await historyPage(context, title: id, now: context.session?.role == .athlete) { try await history.athlete(id) }
         }
         router.get("/leaders") { request, context -> Response in
             let period = request.uri.queryParameters["period"].map(String.init) == "week" ? "week" : "today"
@@ -346,16 +348,19 @@ struct ConsoleServer {
         router.ws(
             "/ws",
             shouldUpgrade: { request, context in
-                // An athlete's session or phone never gets the gym's updates (RequireLogin refuses it first).
-                guard context.session?.role != .athlete, context.session != nil || context.display != nil, sameOrigin(request, required: true)
+                // An athlete's session or phone gets her own stations only (below), never the gym's.
+                guard context.session.map({ $0.role != .athlete || $0.athlete != nil }) ?? (context.display != nil), sameOrigin(request, required: true)
                 else { return .dontUpgrade }
                 return .upgrade([:])
             },
             onUpgrade: { inbound, outbound, context in
-                let user = context.requestContext.session?.user ?? ""
+                let session = context.requestContext.session
+                let user = session?.user ?? ""
+                // An athlete (her account or her phone) is sent the stations where she is now, nothing else.
+                let athlete = session?.role == .athlete ? session?.athlete : nil
                 // A rack display is sent its own station only, and is closed within a quarter of a second of
-                // its removal from the displays file.
-                let display = context.requestContext.session == nil ? context.requestContext.display : nil
+                // its removal from the displays file; so is a phone.
+                let display = context.requestContext.sessions.session == nil ? context.requestContext.display : nil
                 let station = display?.station ?? ""
                 let watchdog = display.map { display in
                     Task {
@@ -377,15 +382,22 @@ struct ConsoleServer {
                     var sent: UInt64 = 0
                     var awaiting = false
                     var lastBus: LiveBoard.BusLink?
+                    var shown: [String]?  // the stations the athlete's browser holds
                     for await _ in wake {
                         if awaiting && drawn.value.load(ordering: .relaxed) < sent { continue }
                         awaiting = false
                         if let display {
                             guard displays.isPaired(id: display.id) else { break }
                         } else {
-                            guard accounts.account(named: user) != nil else { break }  // the account was removed
+                            // The account was removed, or now sees another athlete's page or the gym.
+                            guard let account = accounts.account(named: user), account.role == .athlete ? account.athlete == athlete : athlete == nil
+                            else { break }
                         }
-                        let update = display == nil ? live.update(since: sent) : live.update(since: sent, station: station)
+                        let update =
+                            if let athlete { live.update(since: sent, athlete: athlete, shown: shown) } else if display != nil {
+                                live.update(since: sent, station: station)
+                            } else { live.update(since: sent) }
+                        if update.full { shown = update.stations.map(\.station) }
                         if update.isEmpty(sameBus: update.bus == lastBus) { continue }
                         try await outbound.write(.text(String(decoding: live.json(update), as: UTF8.self)))
                         (sent, lastBus, awaiting) = (update.version, update.bus, true)
@@ -424,12 +436,14 @@ func coachSession(_ request: Request, _ context: ConsoleContext) -> Result<Conso
 
 /// A history page, or why the recorder could not give it: 404 for what it does not know
 /// (an unknown athlete), 503 when it does not answer (the live board still works).
-func historyPage(_ context: ConsoleContext, title: String, _ body: () async throws -> String) async throws -> Response {
+/// `now`: the page opens with the athlete's station live (her own page), which works without the recorder.
+func historyPage(_ context: ConsoleContext, title: String, now: Bool = false, _ body: () async throws -> String) async throws -> Response {
     guard let session = context.session else { return .redirect(to: "/login", type: .normal) }
     do {
-        return html(Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: try await body()))
+        return html(Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: try await body(), now: now))
     } catch let error as QueryError {
-        var response = html(Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: Pages.unavailable(error.message)))
+        var response = html(
+            Pages.history(title: title, user: session.user, role: session.role, csrf: session.csrf, main: Pages.unavailable(error.message), now: now))
         response.status = error.kind == "invalid" ? .notFound : .serviceUnavailable
         return response
     }
@@ -445,6 +459,9 @@ struct RequireLogin: RouterMiddleware {
     let displayChecks: LoginChecks
     let secureCookie: Bool
     let logger: Logger
+    /// The WebSocket's router: an athlete may open `/ws` there (her own stations, narrowed by the
+    /// server); a plain GET of `/ws` on the pages' router is refused her as any other page is.
+    var webSocket = false
 
     func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
@@ -475,7 +492,7 @@ struct RequireLogin: RouterMiddleware {
             context.display = display
             if let athlete = display.athlete {
                 // A phone is its athlete's account without a password: the same pages, the same refusals.
-                guard Self.athleteMayReach(path, athlete: athlete) else {
+                guard Self.athleteMayReach(path, athlete: athlete) || (webSocket && path == "/ws") else {
                     logger.notice("phone kept to its athlete", metadata: ["display": "\(display.id)", "path": "\(path.prefix(64))"])
                     return problem(.forbidden, "an athlete's phone sees its own page only: \(Self.athletePath(athlete))")
                 }
@@ -501,7 +518,7 @@ struct RequireLogin: RouterMiddleware {
             }
             // An athlete account: its own athlete's page (and `/`, which leads there), logging out.
             if session.role == .athlete {
-                guard let athlete = session.athlete, Self.athleteMayReach(path, athlete: athlete) else {
+                guard let athlete = session.athlete, Self.athleteMayReach(path, athlete: athlete) || (webSocket && path == "/ws") else {
                     return problem(.forbidden, "an athlete account sees its own page only: \(session.athlete.map(Self.athletePath) ?? "")")
                 }
             }
@@ -532,10 +549,11 @@ struct RequireLogin: RouterMiddleware {
         "/athlete/" + (athlete.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? athlete)
     }
 
-    /// What an athlete's account or phone may reach: the athlete's own page, `/` (which leads
-    /// there) and logging out.
+    /// What an athlete's account or phone may reach: the athlete's own page and its script (the
+    /// live station on it), `/` (which leads there) and logging out; on the WebSocket's router,
+    /// `/ws` as well.
     static func athleteMayReach(_ path: String, athlete: String) -> Bool {
-        path == athletePath(athlete) || path == "/" || path == "/logout"
+        path == athletePath(athlete) || path == "/" || path == "/logout" || path == "/assets/console.js"
     }
 
     /// What a display bound to `station` may reach: its page, the WebSocket, the page's assets.

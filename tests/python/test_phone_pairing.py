@@ -26,7 +26,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 
 # What Ana's phone must not reach (and her account does not either), as GET paths.
 FORBIDDEN = ("/athlete/ben", "/athletes", "/leaders", f"/station/{STATION}", f"/rack/{STATION}", "/rack/rack-02", "/metrics",
-             "/api/board", "/api/plans", "/ws", "/assets/console.js")
+             "/api/board", "/api/plans", "/ws")
 
 
 def add_phone(gym: RackGym, athlete: str = "ana") -> tuple[str, str]:
@@ -73,9 +73,9 @@ def phone(gym: RackGym):
 def test_a_phone_pairs_with_its_code_and_sees_anas_own_page(gym: RackGym, phone):
     driver = phone
     assert anas_page(driver), driver.page_source[:500]
-    # Her page as her account shows it: no way to the rest of the gym, no live script.
+    # Her page as her account shows it: no way to the rest of the gym, her station now (test_athlete_live.py).
     assert not driver.find_elements(By.CSS_SELECTOR, "header.top nav")
-    assert not driver.find_elements(By.CSS_SELECTOR, 'script[src="/assets/console.js"]')
+    assert driver.find_elements(By.CSS_SELECTOR, 'section.now article[data-station]')
     assert "ana's phone (athlete)" in driver.find_element(By.CSS_SELECTOR, "header.top .who").text
     # Her sets, once the recorder has them (the simulated rack-01 is hers).
     def sets_shown():
