@@ -49,7 +49,10 @@ run: build
 # 10 kills, 2 of each program, timed from each restart until every consumer logs
 # `caught up`; its store compared with a clean run's too. Last, the coach console: a rep on
 # the bus -> visible in a headless Chromium's DOM at 100 and 500 stations, beside a raw
-# subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes).
+# subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes). Then the
+# rack display: from the reading a bridge stamped that completed a rep to the rep on the bus, on a
+# paired rack page in headless Chromium and the start of its sound, at 1 and 100 simulated stations
+# against a whole installation (tests/python/rack_bench.py, about 2.5 minutes).
 # Then the load test: make run's stations replayed at 9 and 1,000 stations against a
 # whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
 # once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
@@ -62,6 +65,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/journal_cost.py
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
 
 # The long fault run (about 10 minutes): a recording of 4 simulated stations
