@@ -28,6 +28,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -45,13 +47,15 @@ STATION = "rack-01"
 
 
 class Network(multihost.Network):
-    """The multi-host test's namespaces with a station's packets dropped at will."""
+    """The multi-host test's namespaces with a station's packets dropped at will, its link
+    throttled or flapping (tests/python/chaos_run.py uses it with its own hosts and subnet)."""
 
-    def __init__(self) -> None:
-        super().__init__(HOSTS, SUBNET, prefix="p")
+    def __init__(self, hosts: dict[str, int] = HOSTS, subnet: str = SUBNET, prefix: str = "p") -> None:
+        super().__init__(hosts, subnet, prefix=prefix)
+        self.server = f"{subnet}.{hosts['srv']}"
 
     def drop(self, host: str, percent: int) -> None:
-        """Drops `percent` % of `host`'s packets, in and out (0: none, 100: every one)."""
+        """Drops `percent` % of `host`'s packets to and from the server, in and out (0: none, 100: every one)."""
         nft = ["ip", "netns", "exec", self.ns[host], "nft"]
         subprocess.run([*nft, "delete", "table", "inet", "vbtdrop"], capture_output=True, timeout=30)
         if percent == 0:
@@ -60,7 +64,35 @@ class Network(multihost.Network):
         for chain, hook in [("in", "input"), ("out", "output")]:
             sh(*nft, "add", "chain", "inet", "vbtdrop", chain, f"{{ type filter hook {hook} priority 0; }}")
             rule = ["drop"] if percent >= 100 else ["numgen", "random", "mod", "100", "<", str(percent), "drop"]
-            sh(*nft, "add", "rule", "inet", "vbtdrop", chain, "ip", "saddr" if chain == "in" else "daddr", SERVER, *rule)
+            sh(*nft, "add", "rule", "inet", "vbtdrop", chain, "ip", "saddr" if chain == "in" else "daddr", self.server, *rule)
+
+    def throttle(self, host: str, rate: str | None, latency_ms: int = 2000) -> None:
+        """Throttles `host`'s link both ways to `rate` (tc's units, e.g. "1mbit") with a token bucket
+        whose queue holds `latency_ms` of traffic before it drops (a deep queue, as a congested
+        access point's); None removes it. This kernel has tbf, not netem."""
+        for ns, dev in [(self.ns[host], self.veth[host]), (self.ns["lan"], self.veth[host] + "p")]:
+            subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True, timeout=30)
+            if rate is not None:
+                sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "32kbit",
+                   "latency", f"{latency_ms}ms")
+
+    def flap(self, host: str, periods: list[tuple[float, float]], stop: threading.Event) -> list[tuple[float, float]]:
+        """Takes `host`'s link down and up again for each (down_s, up_s) of `periods`, until `stop`;
+        returns the (down, up) wall times. The link is up when it returns."""
+        done: list[tuple[float, float]] = []
+        try:
+            for down_s, up_s in periods:
+                if stop.is_set():
+                    break
+                self.link(host, "down")
+                went_down = time.time()
+                stop.wait(down_s)  # the fault itself: how long the link stays down
+                self.link(host, "up")
+                done.append((went_down, time.time()))
+                stop.wait(up_s)
+        finally:
+            self.link(host, "up")
+        return done
 
 
 
