@@ -67,6 +67,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/partition_bench.py --partitions 10 30 120 --throttle-kbit 1000
 
 # The long fault run (about 10 minutes): a recording of 4 simulated stations
 # (6 sets each) replayed as 20 stations at speed 1 into a clean and a faulted installation;
