@@ -15,6 +15,7 @@ command -v nm >/dev/null 2>&1 || apt_packages+=(binutils)  # the layering test r
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)  # the multi-host test: a network namespace per host
 command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)  # the partition test drops a station's packets
 command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the deploy test checks the units with it
+command -v systemd-nspawn >/dev/null 2>&1 || apt_packages+=(systemd-container)  # the systemd test boots the units in it
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
 command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)
 # The export test opens vbt's CSV files in a real spreadsheet (headless, no desktop, no recommends).

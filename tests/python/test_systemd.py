@@ -86,7 +86,8 @@ def install(root: Path) -> None:
     # install.sh keeps an existing vbt.env: the container's bus is on its loopback.
     (root / "etc/vbt/vbt.env").write_text("VBT_PUB_ENDPOINT=tcp://127.0.0.1:7701\nVBT_SUB_ENDPOINT=tcp://127.0.0.1:7702\n"
                                           "VBT_QUERY_ENDPOINT=tcp://127.0.0.1:7703\nVBT_LOG_LEVEL=info\n")
-    binary("vbt")  # built
+    for program in ["vbt", "sensor-bridge", *SERVER_UNITS]:
+        binary(program)  # built, and not being relinked by a build running beside this test
     script = [str(REPO / "deploy/install.sh"), "--root", str(root), "--bin-dir", str(BIN_DIR)]
     for role in [["server"], ["station", STATION]]:
         result = subprocess.run(["bash", *script, *role], capture_output=True, text=True, timeout=300)
