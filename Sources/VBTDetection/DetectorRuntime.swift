@@ -757,6 +757,9 @@ public final class DetectorRuntime {
                 detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
                 exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor)
             message.tInput = inputT.map { max($0, rep.tEnd) }
+            // Late when its readings came late (a journal fetch after an outage, a restart's catch-up,
+            // a rise judged only when the station fell silent): marked so, never passed off as live.
+            message.markLateness(publishedAt: clock.wallSeconds())
             try send(message, station: rep.station, athlete: athlete)
         case .rejected(let rejected):
             let m = rejected.measurement

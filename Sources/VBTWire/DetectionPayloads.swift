@@ -32,6 +32,27 @@ public struct RepMessage: BusPayload, Equatable {
     /// let the detector count the rep: `t_end`, or later when the detector
     /// needed readings past it (its smoothing). Absent for a rep a command made.
     public var tInput: Double?
+    /// Seconds between the completing reading's own time (`t_input`, else `t_end`) and the rep's
+    /// publication, when over `lateAfterS`: the readings reached the detector late (fetched from
+    /// the bridge's journal after an outage, or the detector catching up after a restart). Nil
+    /// for a live rep; written as `late: true` with `late_s`.
+    public var lateS: Double?
+
+    /// A rep published more than this long after its completing reading is late. Live, a rep
+    /// reaches the bus a few tens of milliseconds after that reading (docs/performance.md), and
+    /// the gym's computers keep their clocks within milliseconds of each other (NTP): one second
+    /// leaves room for both, and is well under what a coach notices as "just now".
+    public static let lateAfterS = 1.0
+
+    /// Whether the rep came late (`lateS` set).
+    public var isLate: Bool { lateS != nil }
+
+    /// Marks the rep late when `publishedAt` (Unix seconds) is more than `lateAfterS` after its
+    /// completing reading; clears the mark otherwise.
+    public mutating func markLateness(publishedAt: Double) {
+        let delay = publishedAt - (tInput ?? tEnd)
+        lateS = delay > Self.lateAfterS ? delay : nil
+    }
 
     /// Creates a rep message.
     public init(
@@ -69,6 +90,12 @@ public struct RepMessage: BusPayload, Equatable {
         meanPowerW = try fields.optionalNumber("mean_power_w")
         sensor = try fields.optionalString("sensor")
         tInput = try fields.optionalNumber("t_input")
+        // `late_s` counts only with `late: true` (the schema asks for both or neither).
+        let late = try fields.optionalFlag("late") == true
+        let lateS = try fields.optionalNumber("late_s")
+        guard late == (lateS != nil) else { throw PayloadError("late and late_s come together") }
+        if let lateS, lateS < 0 { throw PayloadError("late_s must not be negative") }
+        self.lateS = lateS
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -92,6 +119,10 @@ public struct RepMessage: BusPayload, Equatable {
         writer.optionalField("mean_power_w", meanPowerW)
         writer.optionalField("sensor", sensor)
         if let tInput { writer.key("t_input"); writer.fixed(tInput, decimals: 6) }
+        if let lateS {
+            writer.key("late"); writer.bool(true)
+            writer.key("late_s"); writer.fixed(lateS, decimals: 3)
+        }
     }
 }
 

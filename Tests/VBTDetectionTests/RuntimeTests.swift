@@ -308,6 +308,56 @@ struct DetectorRuntimeTests {
         #expect(try decodeMessage(topic: frames.topic, body: frames.body).payload(as: RepMessage.self) == rep)
     }
 
+    /// Plays the session with the wall clock `delayS` after each message's last reading (as live
+    /// readings arrive, or as readings fetched from a journal after an outage), and returns the reps.
+    static func reps(arrivingAfter delayS: Double) throws -> [RepMessage] {
+        let dir = try TemporaryDirectory()
+        let first = try #require(session.messages.first.map(SwapProcessTests.lastT))
+        let clock = ManualClock(wall: first + delayS)
+        let bus = MemoryBus(clock: clock)
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: logger)
+        let player = try Publisher(transport: bus, program: "test")
+        let runtime = try detector(bus, takeover: false, dir: dir)
+        try bus.heartbeat()
+        var got: [RepMessage] = []
+        for message in session.messages {
+            let lastT = SwapProcessTests.lastT(message)
+            clock.advance(max(0, lastT + delayS - clock.wallSeconds()))
+            try player.publish(message, station: "swap-1", ts: clock.wallSeconds())
+            for _ in 0..<100 where bus.queued > 0 { try runtime.step(timeoutMs: 0) }
+            while let received = try reps.next(timeoutMs: 0) {
+                let rep = try received.payload(as: RepMessage.self)
+                // The wire says how late: publication (`ts`) minus the completing reading's time.
+                if let lateS = rep.lateS { #expect(abs(lateS - (received.envelope.ts - rep.tInput!)) < 0.001, "\(rep.repId)") }
+                got.append(rep)
+            }
+        }
+        return got
+    }
+
+    @Test("a rep counted from readings that arrive 5 minutes late is marked late, with how late; a rep counted live is not")
+    func lateRepsMarked() throws {
+        let live = try Self.reps(arrivingAfter: 0.05)
+        #expect(live.count == Self.session.reps)
+        #expect(live.allSatisfy { !$0.isLate }, "\(live.compactMap(\.lateS))")
+        let late = try Self.reps(arrivingAfter: 300)
+        #expect(late.map(\.repId) == live.map(\.repId), "the same reps, only later")
+        #expect(late.allSatisfy { $0.lateS.map { $0 >= 300 && $0 < 301 } == true }, "\(late.map(\.lateS))")
+        // Just over the rule's second is late; just under it is not.
+        var rep = try #require(live.first)
+        rep.markLateness(publishedAt: rep.tInput! + RepMessage.lateAfterS + 0.01)
+        #expect(rep.isLate)
+        rep.markLateness(publishedAt: rep.tInput! + RepMessage.lateAfterS - 0.01)
+        #expect(!rep.isLate)
+        // On the wire as late/late_s, back as lateS.
+        var stamper = EnvelopeStamper(program: "test")
+        let marked = try #require(late.first)
+        let frames = try stamper.encode(marked, station: "rack-01", ts: marked.tInput! + marked.lateS!)
+        let body = String(decoding: frames.body, as: UTF8.self)
+        #expect(body.contains(#""late":true"#) && body.contains(#""late_s":3"#), "\(body)")
+        #expect(try decodeMessage(topic: frames.topic, body: frames.body).payload(as: RepMessage.self) == marked)
+    }
+
     /// A station's laser and bar IMU as a bridge sends them: 5 readings a message each,
     /// interleaved by time; the laser goes quiet from `laserUntil` on.
     static func bothSensors(station: String, laserUntil: Double) -> [SampleMessage] {

@@ -571,6 +571,8 @@ def test_schemas_reject_bad_messages():
         "cmd": envelope("cmd", "rack-01", CMD_FIELDS),
         "cmd/no-args": envelope("cmd", "rack-01", {"id": "c2", "command": "set.end", "target": "rep-detector"}),
         "future-optional-field": envelope("rep", "rack-01", REP_FIELDS, some_new_field_s=1.5),
+        "rep/late": envelope("rep", "rack-01", REP_FIELDS, late=True, late_s=312.116),
+        "rep/not-late": envelope("rep", "rack-01", REP_FIELDS, late=False),
     }
     for label, msg in valid.items():
         assert not schema_errors(msg), f"valid example {label} rejected: {schema_errors(msg)}"
@@ -619,6 +621,11 @@ def test_schemas_reject_bad_messages():
         "status battery over 100": changed(valid["status"], battery_pct=101),
         "rep index 0": changed(valid["rep"], index=0),
         "rep without rep_id": without(valid["rep"], "rep_id"),
+        "late rep without late_s": without(valid["rep/late"], "late_s"),
+        "late_s without late": without(valid["rep/late"], "late"),
+        "late_s on a rep not late": changed(valid["rep/late"], late=False),
+        "late as a string": changed(valid["rep/late"], late="yes"),
+        "negative late_s": changed(valid["rep/late"], late_s=-0.5),
         "heartbeat bus counters incomplete": heartbeat_bad_bus,
         "heartbeat interval 0": changed(valid["heartbeat/inputs"], interval_s=0),
         "cmd without target": without(valid["cmd"], "target"),
