@@ -10,7 +10,7 @@ public enum Schema {
     /// The migration identifiers in order; the last is the current version.
     public static let versions = [
         "v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations", "v7-coach-data",
-        "v8-sample-batches",
+        "v8-sample-batches", "v9-late-reps",
     ]
 
     /// The migrator that brings any earlier database to the current version.
@@ -24,6 +24,7 @@ public enum Schema {
         migrator.registerMigration(versions[5], migrate: v6Stations)
         migrator.registerMigration(versions[6], migrate: v7CoachData)
         migrator.registerMigration(versions[7], migrate: v8SampleBatches)
+        migrator.registerMigration(versions[8], migrate: v9LateReps)
         return migrator
     }
 
@@ -326,5 +327,12 @@ public enum Schema {
                     SELECT b.id - b.n + 1 + r.key, b.station, b.sensor, json_extract(r.value, '$.t'), r.value
                     FROM sample_batches AS b, json_each(b.data) AS r;
                 """)
+    }
+
+    /// How late each rep was published (the rep's `late_s`: seconds from its completing reading to
+    /// its publication, over 1 s), NULL for a live rep and for every rep stored before: a
+    /// session's history can tell the reps a coach saw live from those that came after an outage.
+    static func v9LateReps(_ db: Database) throws {
+        try db.execute(sql: "ALTER TABLE reps ADD COLUMN late_s REAL CHECK (late_s IS NULL OR late_s >= 0)")
     }
 }

@@ -132,7 +132,14 @@ struct MigrationTests {
                             mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, t_end, detector, src, seq, ts)
                         VALUES ('r1', 's1', 'rack-01', 'ana', 'squat', 100, 1, 0.7, 1.1, 0.72, 600, 0.85, 0.4, 0, 2, 'd', 'x/rep.rack-01', 1, 2)
                         """)
-                if version >= 2 {
+                if version >= 7 {
+                    // The same readings as one batch, as v8-sample-batches keeps them.
+                    try db.execute(
+                        sql: """
+                            INSERT INTO sample_batches (id, station, sensor, t, n, data) VALUES
+                                (42, 'rack-01', 'distance', 1.5, 2, '[{"t":1.5,"distance_mm":500},{"t":1.52,"distance_mm":501.5}]')
+                            """)
+                } else if version >= 2 {
                     // Raw readings one a row, as v3-raw-samples kept them (numbered from an id other than 1, as after pruning).
                     try db.execute(
                         sql: """
@@ -216,6 +223,23 @@ struct IngestTests {
         try ingestor.ingest(messages + again)
         #expect(try store.rowCounts()["reps"] == 3)
         #expect(ingestor.counters.duplicates == 3)
+    }
+
+    @Test("a rep published late keeps how late (late_s); a live rep stores none")
+    func lateRep() throws {
+        let fixture = try StoreFixture()
+        var producer = Producer("rep-detector")
+        var messages = try setMessages(&producer, load: 100, reps: 2, t0: 1_000)
+        // The second rep came from a journal fetch, 5 minutes after its reading.
+        var late = try messages[2].payload(as: RepMessage.self)
+        late.markLateness(publishedAt: late.tEnd + 300)
+        messages[2] = try producer.message(late, ts: late.tEnd + 300)
+        try fixture.ingestor.ingest(messages)
+        let stored = try fixture.store.read { db in
+            try Row.fetchAll(db, sql: "SELECT idx, late_s FROM reps ORDER BY idx").map { ($0["idx"] as Int, $0["late_s"] as Double?) }
+        }
+        #expect(stored.map(\.0) == [1, 2])
+        #expect(stored.map(\.1) == [nil, 300])
     }
 
     @Test("gaps in a stream are counted in sources; stored progress survives")
