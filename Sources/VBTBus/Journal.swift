@@ -179,14 +179,15 @@ public final class Journal {
         do {
             try FileManager.default.createDirectory(atPath: settings.directory, withIntermediateDirectories: true)
         } catch {
-            throw JournalError("cannot create the journal folder \(settings.directory): \(error); check the path and its permissions")
+            throw JournalError("cannot create the journal folder \(settings.directory): \(error); give a writable folder with --journal DIR, or --no-journal")
         }
         // One process at a time per folder: a second one would cut the first's open file as a torn tail.
         lockFd = open(settings.directory + "/journal.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         let lockDeadline = VBTBus.monotonicSeconds() + lockWaitS
         while lockFd >= 0, flock(lockFd, LOCK_EX | LOCK_NB) != 0, VBTBus.monotonicSeconds() < lockDeadline { usleep(20_000) }
         guard lockFd >= 0, flock(lockFd, LOCK_EX | LOCK_NB) == 0 else {
-            throw JournalError("the journal folder \(settings.directory) is in use by another process: give each producer a folder of its own")
+            throw JournalError(
+                "the journal folder \(settings.directory) is in use by another process: give each producer a folder of its own with --journal DIR")
         }
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: settings.directory) } catch {

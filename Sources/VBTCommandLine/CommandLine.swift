@@ -90,8 +90,17 @@ public func runProgram(
 
 /// The journal options every producer takes (proto/replay.md).
 public struct JournalOptions: ParsableArguments {
-    @Option(help: "Journal everything published into this folder (one process per folder) and answer replay requests, so consumers can fetch what they missed.")
+    @Option(
+        help:
+            "Journal everything published into this folder (one process per folder; default data/journal/<program>, the sensor-bridge's data/journal/bridge-<station>) and answer replay requests, so consumers can fetch what they missed."
+    )
     public var journal: String?
+
+    @Flag(
+        help:
+            "Keep no journal. What this program publishes while a consumer is down, slow or cut off is then lost for good: its heartbeat offers no journal, so consumers count what they missed of it lost at once (a critical data-lost alert)."
+    )
+    public var noJournal = false
 
     @Option(
         help:
@@ -109,11 +118,23 @@ public struct JournalOptions: ParsableArguments {
 
     public func validate() throws {
         guard journalMaxAge > 0, journalMaxMb >= 1 else { throw ValidationError("--journal-max-age must be above 0 and --journal-max-mb at least 1") }
+        if noJournal, journal != nil || replayEndpoint != nil {
+            throw ValidationError("--no-journal keeps no journal: drop --journal and --replay-endpoint, or --no-journal")
+        }
     }
 
-    /// The journal's settings and replay endpoint, when `--journal` was given.
+    /// The journal's settings and replay endpoint: in `data/journal/<program>` (this executable's
+    /// name) unless `--journal` moves it; nil with `--no-journal`. Every producer journals by
+    /// default, so one started by hand loses nothing it published when a consumer was away.
     public var plan: (settings: JournalSettings, endpoint: String)? {
-        guard let given = journal else { return nil }
+        plan(defaultFolder: "data/journal/" + ProcessInfo.processInfo.processName)
+    }
+
+    /// The journal's settings and replay endpoint, in `defaultFolder` unless `--journal` moves it;
+    /// nil with `--no-journal`.
+    public func plan(defaultFolder: String) -> (settings: JournalSettings, endpoint: String)? {
+        guard !noJournal else { return nil }
+        let given = journal ?? defaultFolder
         // Absolute, so the endpoint the heartbeat offers works from any folder.
         let journal = URL(fileURLWithPath: given).standardizedFileURL.path
         var settings = JournalSettings(directory: journal)

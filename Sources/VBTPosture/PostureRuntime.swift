@@ -354,9 +354,11 @@ public final class PostureRuntime {
         return counters
     }
 
-    /// Runs until `stop` is set.
+    /// Runs until `stop` is set; checkpoints on the way out, so an evaluator stopped as asked and
+    /// started again knows every stream it had reached and counts nothing it took as missed.
     public func run(stop: StopFlag) throws {
         logger.info("posture evaluator running", metadata: ["calibrations": "\(store.byAthlete.count)"])
+        defer { saveCheckpoint(now: clock.monotonicSeconds()) }
         while !stop.isSet { try step() }
     }
 

@@ -62,6 +62,17 @@ struct RepDetector: AsyncParsableCommand {
         guard recorderTimeout > 0 else { throw ValidationError("--recorder-timeout must be more than 0 seconds") }
     }
 
+    /// `rep-detector` for every station, else `rep-detector-` and the glob with each character
+    /// a file name should not hold as `_` (`rack-0*` -> `rep-detector-rack-0_`).
+    static func journalName(stations: String) -> String {
+        guard stations != "*" else { return "rep-detector" }
+        let safe = stations.unicodeScalars.map { scalar -> Character in
+            scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "-._".unicodeScalars.contains(scalar)
+                ? Character(scalar) : "_"
+        }
+        return "rep-detector-" + String(safe)
+    }
+
     func run() async throws {
         let logger = bootstrapLogging(label: "rep-detector", format: logging.format)
         let config = bus.config
@@ -71,7 +82,9 @@ struct RepDetector: AsyncParsableCommand {
         options.settings.idleTimeoutS = idleTimeout
         options.patternsPath = patterns
         options.recorderTimeoutS = recorderTimeout
-        options.journal = journalOptions.plan
+        // Detectors splitting a gym by --stations each keep their own journal (one process per
+        // folder); a --takeover detector finds the one it replaces by the same name.
+        options.journal = journalOptions.plan(defaultFolder: "data/journal/" + Self.journalName(stations: stations))
         let settings = options, busConfig = config
         let stop = StopFlag()
         try await runProgram("rep-detector", logger: logger, onShutdown: { stop.set() }) { context in

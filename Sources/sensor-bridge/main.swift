@@ -209,8 +209,8 @@ struct SensorBridge: AsyncParsableCommand {
             guard t0.isFinite, t0 > 0 else { throw ValidationError("--t0 must be a time in Unix seconds, e.g. \(Int(wallClockSeconds()))") }
         }
         guard linger.isFinite, linger >= 0, linger <= 86_400 else { throw ValidationError("--linger must be between 0 and 86400 seconds") }
-        if linger > 0, journalOptions.plan == nil {
-            throw ValidationError("--linger keeps answering replay requests from the journal: add --journal DIR")
+        if linger > 0, journalOptions.noJournal {
+            throw ValidationError("--linger keeps answering replay requests from the journal: drop --no-journal")
         }
         guard stations >= 1, stations <= 1000 else { throw ValidationError("--stations must be between 1 and 1000") }
         guard stagger.isFinite, stagger >= 0, stagger <= 3_600 else { throw ValidationError("--stagger must be between 0 and 3600 seconds") }
@@ -335,8 +335,8 @@ struct SensorBridge: AsyncParsableCommand {
         // that nothing can be asked for: a consumer then gives up a hole in the replay's streams at
         // once instead of waiting for an offer that never comes (without it, a rep-detector the bus
         // had disconnected held every stream's later messages for nine seconds).
-        let journalPlan = journalOptions.plan
         let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : "bridge-replay"
+        let journalPlan = journalOptions.plan(defaultFolder: "data/journal/" + (heartbeatName ?? "sensor-bridge"))
         try await runProgram(
             "sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running",
             onShutdown: {

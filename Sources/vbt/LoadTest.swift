@@ -828,7 +828,7 @@ struct LoadRun {
         process.arguments =
             ["--replay", settings.recording, "--stations", "\(copies)", "--speed", "1", "--loop"]
             + (stagger > 0 ? ["--stagger", "\(stagger)"] : []) + (settings.insecure ? ["--insecure"] : [])
-            + (settings.journal.map { ["--journal", "\($0)/\(stations)", "--linger", "\(settings.grace + settings.settle + 30)"] } ?? [])
+            + (settings.journal.map { ["--journal", "\($0)/\(stations)", "--linger", "\(settings.grace + settings.settle + 30)"] } ?? ["--no-journal"])
         var environment = ProcessInfo.processInfo.environment
         if let replayKey = environment["VBT_REPLAY_CERT"] { environment["VBT_CERT"] = replayKey }
         environment["VBT_PUB_ENDPOINT"] = config.pubEndpoint

@@ -291,6 +291,35 @@ extension InOrderTests {
         }
     }
 
+    @Test("a producer working through its questions in order over a slow link is not asked again, and nothing is given up")
+    func slowLinkWaitsItsTurn() throws {
+        let rig = try Rig()
+        // Eight stations of five messages each; each station's second lost on the way.
+        var number = 0
+        rig.bus.drop = { frames in
+            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+            number += 1
+            return number % 5 == 2
+        }
+        for station in 1...8 { try rig.samples(5, station: "rack-0\(station)") }
+        rig.bus.drop = nil
+        // One answer every 2 s of the clock, the oldest question first: the eighth comes after
+        // 16 s, past answerTimeoutS (3 s) and giveUpS (15 s) from when it was asked.
+        var sinceServed = 0.0
+        for _ in 0..<400 where rig.input.counters.recovered < 8 {
+            try rig.beat()
+            try rig.pass(serve: false)
+            if sinceServed >= 2 {
+                _ = try rig.server.serve(limit: 1)
+                sinceServed = 0
+            }
+            sinceServed += 0.05
+        }
+        #expect(rig.input.counters.recovered == 8 && rig.input.counters.lost == 0, "\(rig.input.counters)")
+        #expect(rig.input.counters.requests == 8, "each hole asked for once: \(rig.input.counters.requests) questions")
+        #expect(rig.delivered.count == 40 && rig.input.held == 0 && rig.input.outstanding == 0)
+    }
+
     @Test("at most maxQuestions questions in flight; a stream waiting its turn while the producer answers the others is not given up")
     func questionsBounded() throws {
         var settings = InOrderInput.Settings()

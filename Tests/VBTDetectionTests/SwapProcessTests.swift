@@ -54,7 +54,10 @@ struct SwapProcessTests {
         let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
         // Each run learns patterns from scratch, into its own library.
         let library = dir.path("patterns-\(UUID().uuidString).json")
-        var current = try ManagedProcess("rep-detector", ["--patterns", library], environment: env, workDirectory: dir.url)
+        // ...and journals into its own folder (a detector journals by default, and one started where
+        // another run's journal is would resume that run), which each detector taking over shares.
+        let journal = dir.path("journal-\(UUID().uuidString)")
+        var current = try ManagedProcess("rep-detector", ["--patterns", library, "--journal", journal], environment: env, workDirectory: dir.url)
         #expect(current.waitForStderr("rep detector running", timeoutS: 20))
         var reps: [RepKey] = []
         func drain() throws {
@@ -82,7 +85,8 @@ struct SwapProcessTests {
         var detectors = 1
         for moment in swapsAtS {
             try play(until: moment)
-            let incoming = try ManagedProcess("rep-detector", ["--takeover", "--patterns", library], environment: env, workDirectory: dir.url)
+            let incoming = try ManagedProcess(
+                "rep-detector", ["--takeover", "--patterns", library, "--journal", journal], environment: env, workDirectory: dir.url)
             detectors += 1
             // The stream goes on while the new detector starts and takes over.
             let deadline = monotonicSeconds() + 30
@@ -130,8 +134,9 @@ struct StationSplitTests {
         let bus = try TestBus()
         let (config, context) = (bus.config, bus.context)
         let subscriber = try #require(try connectedSubscriber(context: context, config: config, prefixes: ["rep."]), "bus did not answer")
-        let racks = try bus.start("rep-detector", ["--stations", "rack-*", "--patterns", bus.dir.path("p1.json")])
-        let benches = try bus.start("rep-detector", ["--stations", "bench-*", "--patterns", bus.dir.path("p2.json")])
+        // Each its own journal folder (one process per folder).
+        let racks = try bus.start("rep-detector", ["--stations", "rack-*", "--patterns", bus.dir.path("p1.json"), "--journal", bus.dir.path("j1")])
+        let benches = try bus.start("rep-detector", ["--stations", "bench-*", "--patterns", bus.dir.path("p2.json"), "--journal", bus.dir.path("j2")])
         #expect(racks.waitForStderr("bus connected", timeoutS: 20) && benches.waitForStderr("bus connected", timeoutS: 20))
         let publisher = try Publisher(context: context, config: config, program: "split-test")
         #expect(try publisher.waitForSubscriber(topic: "sample.rack-01", timeoutS: 20))

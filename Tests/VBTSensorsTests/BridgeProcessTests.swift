@@ -318,7 +318,7 @@ struct BridgeProcessTests {
         #expect(reply?.header.lost == 0)
     }
 
-    @Test("--linger: a simulation that has ended keeps answering replay requests until stopped; --linger without --journal is refused")
+    @Test("--linger: a simulation that has ended keeps answering replay requests until stopped; --linger with --no-journal is refused")
     func lingerAfterTheEnd() throws {
         let rig = try Rig(prefixes: ["sample.l-1"])
         let folder = rig.dir.path("journal-l-1")
@@ -341,8 +341,8 @@ struct BridgeProcessTests {
         #expect(reply?.messages.count == 5)
         #expect(bridge.terminate() == 0)
 
-        let refused = try rig.bridge(["--simulate", "--station", "l-2", "--linger", "5"])
+        let refused = try rig.bridge(["--simulate", "--station", "l-2", "--linger", "5", "--no-journal"])
         #expect(refused.waitForExit(timeoutS: 20) != 0)
-        #expect(refused.stderrText.contains("--journal"), "\(refused.stderrText)")
+        #expect(refused.stderrText.contains("--no-journal"), "\(refused.stderrText)")
     }
 }

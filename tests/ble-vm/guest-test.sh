@@ -221,7 +221,9 @@ until grep -q "bus connected" "$results/record.log" 2>/dev/null; do
 done
 say "bus and recorder up"
 
-"$bin_dir/sensor-bridge" --station rack-ble --ble witmotion --ble posture > "$results/bridge.log" 2>&1 &
+# The bridge journals by default into data/ of its working folder, which is the host's root,
+# read-only here: its journal goes to the guest's own tmpfs.
+"$bin_dir/sensor-bridge" --station rack-ble --ble witmotion --ble posture --journal /run/vbt-bridge-journal > "$results/bridge.log" 2>&1 &
 started bridge $!
 bridge_pid=$!
 say "sensor-bridge started; waiting up to ${wait_s}s for $imu_min IMU and $posture_min posture readings"

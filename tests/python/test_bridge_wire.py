@@ -39,13 +39,13 @@ def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Pat
     recorder2 = bus.spawn("record-replay", ["vbt", "record", "--out", str(fanned), "--stats", str(fanned_stats),
                                             "--stats-interval", "0.1", "sample.", "status.", "heartbeat.bridge-replay"])
     recorder2.wait_for_log("bus connected")
-    bus.run(["sensor-bridge", "--replay", str(live), "--speed", "0", "--stations", str(copies)], timeout=60)
+    bus.run(["sensor-bridge", "--replay", str(live), "--speed", "0", "--stations", str(copies), "--no-journal"], timeout=60)
     want = readings(records) * copies
     wait_until(lambda: _readings_so_far(fanned) >= want and _stopping_recorded(fanned), f"{want} replayed readings and the last heartbeat",
                detail=bus.describe)
     assert recorder2.terminate() == 0, recorder2.describe()
     everything = read_recording(fanned)
-    # A replay without a journal says so: its heartbeat offers nothing to fetch, and a consumer
+    # A replay with --no-journal says so: its heartbeat offers nothing to fetch, and a consumer
     # gives up at once what it missed of the replay's streams. Its last heartbeat says it stops
     # (ended, not silent: the notifier raises no alert for it), and only the last.
     beats = [r["msg"] for r in everything if r["msg"]["type"] == "heartbeat"]

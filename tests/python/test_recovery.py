@@ -1,7 +1,7 @@
 """Nothing lost when the recorder dies: real processes on a real bus.
 
 A simulated station publishes through a bridge that journals what it sends
-(`--journal`); the session-recorder is killed with SIGKILL mid-stream and
+(`--journal`, or by default); the session-recorder is killed with SIGKILL mid-stream and
 started again on the same database. The restarted recorder learns from the
 bridge's heartbeat how far the stream went, fetches what it missed from the
 bridge's journal (proto/replay.md) and stores every reading exactly once: the
@@ -18,16 +18,19 @@ import random
 import re
 import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import zmq
 
 from test_recorder import Recorder, small_disk  # noqa: F401 (fixture)
-from test_wire import Bus, bus, wait_until  # noqa: F401 (fixture)
+from test_wire import Bus, binary, bus, wait_until  # noqa: F401 (fixture)
 
 
-def test_a_recorder_killed_mid_stream_fetches_what_it_missed_from_the_bridges_journal(bus: Bus, tmp_path: Path):
+@pytest.mark.parametrize("journal", ["given", "by-default"])
+def test_a_recorder_killed_mid_stream_fetches_what_it_missed_from_the_bridges_journal(bus: Bus, tmp_path: Path, journal: str):
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"sample.rec-1")
@@ -45,10 +48,11 @@ def test_a_recorder_killed_mid_stream_fetches_what_it_missed_from_the_bridges_jo
 
     db = tmp_path / "vbt.sqlite"
     first = Recorder(bus, db)
-    bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "rec-1", "--loop", "--imu-rate", "0",
-                                  "--journal", str(tmp_path / "journal-rec-1")])
+    # Given, or by default (a bridge started by hand): data/journal/bridge-<station> in its working folder.
+    given = ["--journal", str(tmp_path / "journal-rec-1")] if journal == "given" else []
+    bridge = bus.spawn("bridge", ["sensor-bridge", "--simulate", "--station", "rec-1", "--loop", "--imu-rate", "0", *given])
     try:
-        bridge.wait_for_log("journalling")
+        bridge.wait_for_log("journal-rec-1" if given else "data/journal/bridge-rec-1")
         pump(3)
         first.program.kill()  # SIGKILL: no flush, no goodbye
         first.close()
@@ -75,6 +79,54 @@ def test_a_recorder_killed_mid_stream_fetches_what_it_missed_from_the_bridges_jo
     finally:
         bridge.kill()
         ctx.destroy(linger=0)
+
+
+def test_a_bridge_with_no_journal_offers_none_and_its_help_says_what_that_costs(bus: Bus):
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"heartbeat.bridge-rec-")
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(bus.sub_endpoint)
+    offers: dict[str, list[bool]] = {"rec-2": [], "rec-3": []}
+    bridges = [bus.spawn("bridge-2", ["sensor-bridge", "--simulate", "--station", "rec-2", "--loop", "--no-journal"]),
+               bus.spawn("bridge-3", ["sensor-bridge", "--simulate", "--station", "rec-3", "--loop"])]
+    try:
+        def heard() -> bool:
+            while sub.poll(50, zmq.POLLIN):
+                body = json.loads(sub.recv_multipart()[1])
+                offers[body["station"].removeprefix("bridge-")].append("replay" in body)
+            return all(len(seen) >= 2 for seen in offers.values())
+        wait_until(heard, "two heartbeats of each bridge", detail=bus.describe)
+        assert not any(offers["rec-2"]) and all(offers["rec-3"]), offers
+        help_text = bus.run(["sensor-bridge", "--help"]).stdout
+        assert "--no-journal" in help_text and "lost for good" in " ".join(help_text.split()), help_text
+    finally:
+        for bridge in bridges:
+            bridge.kill()
+        ctx.destroy(linger=0)
+
+
+def test_detectors_splitting_a_gym_in_one_folder_keep_a_journal_each(bus: Bus, tmp_path: Path):
+    """By default a detector journals in data/journal/rep-detector, or with --stations GLOB in
+    data/journal/rep-detector-GLOB, so two started by hand in one folder both run; where the
+    default folder cannot be made, the program stops with one line naming what to do."""
+    racks = bus.spawn("racks", ["rep-detector", "--stations", "rack-*", "--patterns", str(tmp_path / "p1.json")])
+    benches = bus.spawn("benches", ["rep-detector", "--stations", "bench-*", "--patterns", str(tmp_path / "p2.json")])
+    racks.wait_for_log("bus connected")
+    benches.wait_for_log("bus connected")
+    journals = bus.tmp_path / "data" / "journal"
+    assert (journals / "rep-detector-rack-_" / "journal.lock").exists(), sorted(journals.iterdir())
+    assert (journals / "rep-detector-bench-_" / "journal.lock").exists(), sorted(journals.iterdir())
+    assert racks.proc.poll() is None and benches.proc.poll() is None, bus.describe()
+
+    # A working folder where data/ cannot be made (a file stands in its way).
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "data").write_text("not a folder")
+    result = subprocess.run([binary("rep-detector"), "--patterns", str(tmp_path / "p3.json")], env=bus.env, cwd=blocked,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0, result
+    assert "--journal DIR" in result.stderr and "--no-journal" in result.stderr, result.stderr
 
 
 def test_reps_published_while_the_recorder_was_down_come_from_the_detectors_journal(bus: Bus, tmp_path: Path):
