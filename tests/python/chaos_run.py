@@ -195,7 +195,10 @@ class Gym:
             disk = self.folder / f"disk-{host}"
             disk.mkdir()
             address = f"{self.subnet}.{HOSTS[host]}"
-            bridge = [binary("sensor-bridge"), "--replay", str(self.files[station]), "--speed", "1", "--t0", f"{self.t0:.6f}",
+            # --station: the computer's station, which a replay's heartbeat must name for the server's
+            # programs to ask this computer, not another, for what they missed of its streams.
+            bridge = [binary("sensor-bridge"), "--replay", str(self.files[station]), "--station", station,
+                      "--speed", "1", "--t0", f"{self.t0:.6f}",
                       "--journal", str(disk / "journal"), "--replay-endpoint", f"tcp://{address}:{REPLAY_PORT}",
                       "--linger", "3600"]
             self.start(f"bridge-{station}", host, ["unshare", "--mount", "--propagation", "private", "sh", "-c",

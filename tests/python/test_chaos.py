@@ -1,0 +1,55 @@
+"""The Wi-Fi chaos run, short (tests/python/chaos_run.py): three station computers
+replaying a recording at speed 1 over links that drop 10 % of their packets, one
+partitioned twice for 8 s, one throttled to 1 Mbit/s with a deep queue, one
+flapping; the store equals a clean run's. Once as it is, once with the bus
+killed during the first partition.
+
+Needs root (ip netns, unshare, mount), nft and tc; skipped, saying why, where any is missing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import chaos_run
+import fault_run
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> Path:
+    reason = chaos_run.missing_tools()
+    if reason:
+        pytest.skip(reason)
+    # One recording for both runs: about 80 s of three stations.
+    return fault_run.make_recording(tmp_path_factory.mktemp("chaos-recording"), chaos_run.SHORT.profile,
+                                    sims=fault_run.SIM_STATIONS[:3])
+
+
+def check(result: dict) -> None:
+    report = chaos_run.format_report(result)
+    assert result["ok"], report
+    partitions = [e for e in result["chaos"] if e["what"].startswith("partitioned")]
+    assert len(partitions) == 2 and all(p["to_s"] for p in partitions), report
+    # The partitions made the server's programs miss readings; they fetched them, and the store
+    # held the partitioned station's readings within a minute of each partition's end.
+    assert all(p["caught_up_s"] is not None and p["stored_s"] is not None for p in partitions), report
+    flapping = next(e for e in result["chaos"] if e["what"].startswith("link flapping"))
+    assert len(flapping["flaps"]) >= 3, report
+    for category in ("readings", "reps", "sets", "rejected"):
+        assert result["categories"][category]["clean"] > 0, report
+
+
+# Every replaying bridge heartbeats as `bridge-replay`, so the server's programs keep one replay
+# endpoint for the three station computers, ask one computer for another's stream, and count as
+# lost what it says it does not hold. With the heartbeat named after --station this passes
+# (`pytest --runxfail`); then remove the mark.
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="sensor-bridge --replay names every replay's heartbeat bridge-replay, whatever its --station")
+@pytest.mark.parametrize("kill_bus", [False, True], ids=["links", "links-and-bus"])
+def test_chaos_loses_nothing(recording, tmp_path, kill_bus):
+    result = chaos_run.run(tmp_path, chaos_run.SHORT, kill_bus=kill_bus, seed=1, recording=recording, quiet_s=15.0,
+                           settle_timeout=120.0)
+    check(result)
+    if kill_bus:
+        assert result["bus_starts"] == 2, chaos_run.format_report(result)
