@@ -99,9 +99,12 @@ struct ConsoleCommand: AsyncParsableCommand {
             secureCookie: secureCookie, logger: logger)
         let busConfig = bus.config
         ConsoleServer.warmUp(logger: logger)
-        // The recorder's queries on a thread of their own, stopped after the web server.
-        let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { stop.set() }) { context in
-            try queries.run(context: context, config: busConfig, stop: stop, logger: logger)
+        // The recorder's queries on a thread of their own, stopped after the web server, by a flag
+        // of their own: one shared with the bus loop (stopped first) ended them before their turn,
+        // and the service group took that for a failure (exit 1 in about one stop in five).
+        let queriesStop = StopFlag()
+        let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { queriesStop.set() }) { context in
+            try queries.run(context: context, config: busConfig, stop: queriesStop, logger: logger)
         }
         try await runProgram("coach-console", logger: logger, onShutdown: { stop.set() }, before: [queryLoop] + server.services) { context in
             try ConsoleBusLoop(context: context, config: busConfig, live: live, metrics: metrics, outbox: outbox, logger: logger).run(stop: stop)
