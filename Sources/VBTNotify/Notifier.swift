@@ -78,6 +78,10 @@ public struct Notifier: Sendable {
     /// Heartbeats count as seen at start: a program silent while the notifier was down gets one limit to show up.
     private let startedAt: Double
     private var commandCounter = 0
+    /// Per station, the set whose newest rep came late (`late_s`) and by how much: when that set's
+    /// end comes, the athlete has been resting since about that rep, not since now. Not saved: a
+    /// restarted notifier starts such a rest from the set's end, as before late reps were marked.
+    private var lateSets: [String: (setId: String, lateS: Double)] = [:]
 
     /// Starts from `state` (loaded from disk, or empty) at `now`.
     public init(settings: NotifierSettings = NotifierSettings(), state: NotifierState = NotifierState(), now: Double) {
@@ -328,6 +332,7 @@ public struct Notifier: Sendable {
             out += cancelTimer(&ws, now: now)
             out += finishRest(&ws, event: "set-started", now: now)
         case .end:
+            defer { if lateSets[station]?.setId == set.setId { lateSets[station] = nil } }
             guard ws.lastEndedSetId != set.setId else { return [] }
             ws.lastEndedSetId = set.setId
             ws.setsDone += 1
@@ -351,8 +356,11 @@ public struct Notifier: Sendable {
                 break
             }
             out += cancelTimer(&ws, now: now)
+            // A set whose last rep came late (after an outage) ended that long ago: its rest began
+            // then, and may be over already (the next tick says so), never restarted from now.
+            let lateS = lateSets[station].flatMap { $0.setId == set.setId ? $0.lateS : nil } ?? 0
             let timer = RestTimer(
-                station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now,
+                station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now - lateS,
                 setId: set.setId, exercise: ws.exercise ?? set.exercise)
             ws.timer = timer
             ws.phase = .resting
@@ -369,25 +377,34 @@ public struct Notifier: Sendable {
     }
 
     mutating func handle(_ rep: RepMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+        if let lateS = rep.lateS {
+            lateSets[station] = (rep.setId, lateS)
+        } else if lateSets[station] != nil {
+            lateSets[station] = nil  // the readings flow live again
+        }
         let ws = workout(station)
         guard rep.velocityLossPct >= ws.vlThresholdPct else { return [] }
         return velocityLossNotice(
             station: station, athlete: ws.athlete ?? athlete, setId: rep.setId,
-            lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, now: now)
+            lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, lateS: rep.lateS, now: now)
     }
 
+    /// `lateS`: the rep that reached the threshold came this late; the notice says so instead of
+    /// asking to stop a set that is most likely over.
     private mutating func velocityLossNotice(
         station: String, athlete: String?, setId: String, lossPct: Double, thresholdPct: Double,
-        stopped: Bool, now: Double
+        stopped: Bool, lateS: Double? = nil, now: Double
     ) -> [NotifierOutput] {
         let who = athlete.map { "\($0) at \(station)" } ?? station
         let words =
             stopped
             ? "\(who): the set stopped at \(percent(lossPct)) velocity loss (threshold \(percent(thresholdPct))); rest before the next set"
-            : "\(who): velocity loss \(percent(lossPct)) reached the \(percent(thresholdPct)) threshold; stop the set"
+            : lateS.map {
+                "\(who): velocity loss \(percent(lossPct)) reached the \(percent(thresholdPct)) threshold \(whole($0)) s ago (reported late, after the station's link came back)"
+            } ?? "\(who): velocity loss \(percent(lossPct)) reached the \(percent(thresholdPct)) threshold; stop the set"
         var alert = AlertMessage(
             alertId: "\(station)/velocity-loss/\(setId)", kind: .velocityLoss, severity: .warning, state: .notice,
-            message: words, since: now, station: station, athlete: athlete)
+            message: words, since: now - (lateS ?? 0), station: station, athlete: athlete)
         alert.setId = setId
         alert.velocityLossPct = lossPct
         alert.thresholdPct = thresholdPct

@@ -341,6 +341,32 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(alerts(notifier.handle(rep(1, loss: 30, set: "f2"), now: t0 + 200)).count == 1)
     }
 
+    @Test func aLateRepIsNotAnnouncedAsLiveAndItsSetsRestStartsFromIt() {
+        var notifier = Notifier(settings: noSnapshots, now: t0)
+        _ = notifier.handle(command("plan.assign", plan), now: t0)
+        // The set's reps reach the notifier 240 s after their readings (a journal fetch after an outage).
+        func late(_ message: BusMessage) -> BusMessage {
+            var rep = try! message.payload(as: RepMessage.self)
+            rep.markLateness(publishedAt: rep.tEnd + 240)
+            return busMessage(rep, athlete: "ana")
+        }
+        let now = t0 + 245
+        var published = alerts(notifier.handle(late(rep(1, loss: 0, set: "s1")), now: now))
+        published += alerts(notifier.handle(late(rep(2, loss: 25, set: "s1")), now: now))
+        #expect(published.count == 1 && published[0].kind == .velocityLoss)
+        #expect(published[0].message.contains("240 s ago") && !published[0].message.contains("stop the set"), "\(published[0].message)")
+        #expect(published[0].since == now - 240)
+        // The set ended during the outage: its 180 s rest is over already, not started again from now.
+        let ended = notifier.handle(setEnd("s1"), now: now + 1)
+        #expect(timers(ended).map(\.state) == [.running])
+        #expect(timers(ended).first.map { $0.remainingS == 0 } == true, "\(timers(ended))")
+        #expect(alerts(notifier.tick(now: now + 2)).map(\.kind) == [.restOver])
+        // A live set's rest runs in full.
+        _ = notifier.handle(rep(1, loss: 0, set: "s2"), now: now + 60)
+        let live = notifier.handle(setEnd("s2"), now: now + 70)
+        #expect(timers(live).first.map { $0.remainingS == $0.durationS && $0.durationS > 0 } == true, "\(timers(live))")
+    }
+
     @Test func theAthletesThresholdCounts() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
         _ = notifier.handle(command("athlete.assign", [("athlete", .string("ana")), ("vl_threshold_pct", .number(30))]), now: t0)
