@@ -104,12 +104,18 @@ public struct ConsoleBoard: Sendable {
         case HeartbeatMessage.type:
             // A bridge's heartbeat (heartbeat.bridge-<station>) says its station's link is alive.
             guard let of = HeartbeatMessage.bridgeStation(heartbeatName: station) else { return }
-            if stations[of]?.silent == false {
-                stations[of]?.bridgeSeenAt = now  // not a change to draw
+            let beat = try? message.payload(as: HeartbeatMessage.self)
+            let stopping = beat?.stopping == true
+            if let state = stations[of], !state.silent, !state.reconnecting {
+                // Not a change to draw.
+                stations[of]?.bridgeSeenAt = now
+                stations[of]?.bridgeStopping = stopping
             } else {
                 update(of, athlete: nil) {
                     $0.bridgeSeenAt = now
+                    $0.bridgeStopping = stopping
                     $0.silent = false
+                    $0.heard(sampleSeqs: beat.map(StationState.sampleSeqs), stopping: stopping)
                 }
             }
         case AlertMessage.type:
@@ -143,7 +149,12 @@ public struct ConsoleBoard: Sendable {
     public mutating func tick(now: Double) {
         for (name, state) in stations where !state.silent {
             guard let seen = state.bridgeSeenAt, now - seen > silentAfterS else { continue }
-            update(name, athlete: nil) { $0.silent = true }
+            update(name, athlete: nil) {
+                $0.silent = true
+                // A bridge that said it stops is gone; one cut off is expected back, with its journal.
+                $0.reconnecting = !$0.bridgeStopping
+                $0.sampleSeqsSeen = nil
+            }
         }
     }
 
@@ -197,11 +208,21 @@ public struct StationState: Sendable, Equatable, Codable {
     public var sensors: [String: SensorView] = [:]
     /// Whether the station's bridge has gone quiet (no heartbeat or status for `silentAfterS`).
     public var silent = false
+    /// Whether the station is cut off and expected back: its bridge went quiet without saying it
+    /// stops (`stopping: true` in its last heartbeat), and its readings have not flowed again
+    /// since. Set with `silent`; it outlasts `silent` until the bridge's heartbeats show its
+    /// readings moving on (or a live rep comes), while its journal's readings are fetched.
+    public var reconnecting = false
     public var alerts: [String: AlertView] = [:]
     /// The latest answers to commands given here (proto/ack.schema.json), newest last.
     public var acks: [AckView] = []
     /// Monotonic seconds of the last sign of life from the bridge; the server's own, not sent.
     var bridgeSeenAt: Double?
+    /// Whether the bridge's last heartbeat said it stops; the server's own, not sent.
+    var bridgeStopping = false
+    /// While reconnecting: the last seqs of the bridge's sample streams in its last heartbeat
+    /// since it came back (nil before one); the server's own, not sent.
+    var sampleSeqsSeen: [String: Int]?
     /// Whose the reps (and the set's velocity loss), the last set, the rest and the posture are:
     /// the athlete at the station when they came, who need not be the one there now. The
     /// server's own, not sent; `seen(by:)` keeps to an athlete what is hers.
@@ -230,7 +251,8 @@ public struct StationState: Sendable, Equatable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, alerts, plan, acks
+        case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, reconnecting, alerts, plan,
+            acks
         case loadKg = "load_kg"
         case plannedReps = "planned_reps"
         case workoutState = "workout_state"
@@ -242,7 +264,33 @@ public struct StationState: Sendable, Equatable, Codable {
         case target
     }
 
+    /// The last seqs of a bridge's sample streams, from its heartbeat's replay offer (empty
+    /// without a journal).
+    static func sampleSeqs(_ beat: HeartbeatMessage) -> [String: Int] {
+        (beat.replay?.lastSeq ?? [:]).filter { $0.key.contains(SampleMessage.topicPrefix) }
+    }
+
+    /// A bridge heard again (`sampleSeqs`: its heartbeat's sample streams, nil when it said
+    /// nothing readable). A reconnecting station's readings flow again when a heartbeat shows
+    /// a sample stream past where the previous one since its return left it; a bridge that
+    /// journals nothing (no streams offered) or says it stops gives nothing to wait for.
+    mutating func heard(sampleSeqs seqs: [String: Int]?, stopping: Bool) {
+        guard reconnecting else { return }
+        guard !stopping, let seqs, !seqs.isEmpty else {
+            reconnecting = false
+            return
+        }
+        if let before = sampleSeqsSeen, seqs.contains(where: { $0.value > (before[$0.key] ?? Int.max) }) {
+            reconnecting = false
+            sampleSeqsSeen = nil
+        } else {
+            sampleSeqsSeen = seqs
+        }
+    }
+
     mutating func take(_ rep: RepMessage, now: Double, zones: [ZoneFloor] = []) {
+        // A live rep is readings flowing again.
+        if !rep.isLate, !silent { (reconnecting, sampleSeqsSeen) = (false, nil) }
         if rep.setId != setId {
             // A rep of a set whose start was not seen (the console started mid-set): begin it here.
             setId = rep.setId
@@ -253,7 +301,7 @@ public struct StationState: Sendable, Equatable, Codable {
         reps.append(
             .init(
                 index: rep.index, meanVelocityMps: rep.meanVelocityMps, peakVelocityMps: rep.peakVelocityMps, zone: rep.zone,
-                velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps)))
+                velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps), lateS: rep.lateS))
         reps.sort { $0.index < $1.index }
         repsAthlete = athlete
         velocityLossPct = rep.velocityLossPct
@@ -327,9 +375,12 @@ public struct RepBar: Sendable, Equatable, Codable {
     public var velocityLossPct: Double
     /// Where the rep fell against the station's target band when it came: below, in or above.
     public var band: String?
+    /// How late the rep was published (its `late_s`), nil for a live rep: drawn marked, never cued.
+    public var lateS: Double?
 
     enum CodingKeys: String, CodingKey {
         case index, zone, band
+        case lateS = "late_s"
         case meanVelocityMps = "mean_velocity_mps"
         case peakVelocityMps = "peak_velocity_mps"
         case velocityLossPct = "velocity_loss_pct"

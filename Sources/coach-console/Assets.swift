@@ -90,6 +90,9 @@ enum Assets {
             return null;
           }
 
+          // How a late rep is named: " (late by N s)", "" for a live one.
+          const lateWords = r => r.late_s != null ? ' (late by ' + Math.round(r.late_s) + ' s)' : '';
+
           function draw(s) {
             const c = card(s.station);
             const last = s.reps.length ? s.reps[s.reps.length - 1] : null;
@@ -97,6 +100,7 @@ enum Assets {
             put(c, 'exercise', s.exercise || '');
             put(c, 'load', kg(s.load_kg));
             put(c, 'last-mv', last ? fixed(last.mean_velocity_mps, 2) : '');
+            put(c, 'last-late', last && last.late_s != null ? 'late by ' + Math.round(last.late_s) + ' s: came after the station\'s link was back' : '');
             put(c, 'set', s.set != null ? String(s.set) : '');
             put(c, 'sets', s.sets != null ? '/' + s.sets : '');
             put(c, 'rep-count', String(s.reps.length));
@@ -104,8 +108,11 @@ enum Assets {
             put(c, 'velocity-loss', fixed(s.velocity_loss_pct, 0));
             put(c, 'vl-threshold', fixed(s.vl_threshold_pct, 0));
             put(c, 'posture', s.posture ? (s.posture.correct ? 'ok' : 'bad ' + s.posture.bad_for_s + ' s') : '');
-            put(c, 'link', s.silent ? 'silent' : 'live');
-            c.classList.toggle('silent', s.silent);
+            // Reconnecting: cut off without saying it stops, until its readings flow again (its late reps
+            // come meanwhile); silent: its bridge stopped, or nothing says it will be back.
+            put(c, 'link', s.reconnecting ? 'reconnecting' : s.silent ? 'silent' : 'live');
+            c.classList.toggle('silent', s.silent && !s.reconnecting);
+            c.classList.toggle('reconnecting', !!s.reconnecting);
             c.classList.toggle('bad-posture', !!(s.posture && s.posture.sustained_bad));
             const over = last != null && s.velocity_loss_pct != null && s.velocity_loss_pct >= s.vl_threshold_pct;
             c.classList.toggle('over-threshold', over);
@@ -116,15 +123,17 @@ enum Assets {
               const b = make('span', 'bar');
               b.style.height = Math.min(100, Math.round(r.mean_velocity_mps / 1.5 * 100)) + '%';
               b.dataset.zone = r.zone || '';
-              b.title = 'rep ' + r.index + ': ' + fixed(r.mean_velocity_mps, 2) + ' m/s';
+              b.title = 'rep ' + r.index + ': ' + fixed(r.mean_velocity_mps, 2) + ' m/s' + lateWords(r);
               if (r.velocity_loss_pct >= s.vl_threshold_pct) b.classList.add('over');
+              if (r.late_s != null) b.classList.add('late');
               return b;
             }));
             const sensors = c.querySelector('[data-field="sensors"]');
             if (sensors) sensors.replaceChildren(...Object.keys(s.sensors).sort().map(k => {
               const v = s.sensors[k];
-              const e = make('span', 'sensor ' + (s.silent ? 'silent' : v.state),
-                k + ' ' + (s.silent ? 'silent' : (v.state === 'streaming' && v.rate_hz != null ? Math.round(v.rate_hz) + ' Hz' : v.state)));
+              const link = s.reconnecting ? 'reconnecting' : 'silent';
+              const e = make('span', 'sensor ' + (s.silent ? link : v.state),
+                k + ' ' + (s.silent ? link : (v.state === 'streaming' && v.rate_hz != null ? Math.round(v.rate_hz) + ' Hz' : v.state)));
               return e;
             }));
             const alerts = c.querySelector('[data-field="alerts"]');
@@ -168,13 +177,13 @@ enum Assets {
               rect.setAttribute('width', step * 0.7);
               rect.setAttribute('y', y(r.mean_velocity_mps));
               rect.setAttribute('height', Math.max(0, height - pad - y(r.mean_velocity_mps)));
-              rect.setAttribute('class', 'bar zone-' + (r.zone || 'none') + (r.velocity_loss_pct >= s.vl_threshold_pct ? ' over' : ''));
+              rect.setAttribute('class', 'bar zone-' + (r.zone || 'none') + (r.velocity_loss_pct >= s.vl_threshold_pct ? ' over' : '') + (r.late_s != null ? ' late' : ''));
               const label = document.createElementNS(ns, 'text');
               label.setAttribute('x', pad + i * step + step / 2);
               label.setAttribute('y', y(r.mean_velocity_mps) - 6);
               label.setAttribute('text-anchor', 'middle');
               label.setAttribute('class', 'bar-value');
-              label.textContent = fixed(r.mean_velocity_mps, 2);
+              label.textContent = fixed(r.mean_velocity_mps, 2) + (r.late_s != null ? ' (late)' : '');
               shapes.push(rect, label);
             });
             const best = s.reps.length ? Math.max(...s.reps.map(r => r.mean_velocity_mps)) : null;
@@ -242,7 +251,8 @@ enum Assets {
                 const key = s.set_id + '/' + r.index;
                 if (cued.has(key)) continue;
                 cued.add(key);
-                cue('rep', { mv: r.mean_velocity_mps, band: r.band || null, index: r.index, set_id: s.set_id });
+                // A late rep is history by the time it comes: drawn (marked), not cued as just done.
+                if (r.late_s == null) cue('rep', { mv: r.mean_velocity_mps, band: r.band || null, index: r.index, set_id: s.set_id });
               }
               if (stopped && !cued.has('stop/' + s.last_set.set_id)) {
                 cued.add('stop/' + s.last_set.set_id);
@@ -580,6 +590,10 @@ enum Assets {
         .station[hidden] { display: none; }
         .station.over-threshold { border-color: var(--bad); }
         .station.silent { opacity: 0.55; border-color: var(--warn); }
+        .station.reconnecting { border-color: var(--warn); border-style: dashed; }
+        .reconnecting .link-state { color: var(--warn); font-weight: 700; }
+        .bar.late { opacity: 0.6; outline: 1px dashed var(--warn); }
+        .late-tag { color: var(--warn); font-weight: 700; }
         .card-head { display: flex; justify-content: space-between; font-size: 14px; color: var(--muted); }
         .card-head .name { font-weight: 700; text-decoration: none; color: var(--text); }
         .link-state { font-size: 12px; }

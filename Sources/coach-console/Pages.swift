@@ -176,10 +176,12 @@ enum Pages {
                 <span data-field="athlete" class="athlete"></span>
                 <span class="what"><span data-field="exercise"></span> <span data-field="load" class="load"></span></span>
                 <span class="counts">Set <span data-field="set"></span><span data-field="sets" class="of"></span></span>
+                <span data-field="link" class="link-state"></span>
                 <span id="link" class="link" data-field="bus">connecting…</span>
               </header>
               <section class="rack-now" aria-label="Last rep">
                 <div class="rack-mv"><span data-field="last-mv" class="mv"></span><span class="unit">m/s</span></div>
+                <div data-field="last-late" class="late-tag"></div>
                 <div class="rack-band"><span data-field="band" class="band"></span> <span data-field="target" class="target"></span></div>
                 <div class="rack-rep">Rep <span data-field="rep-count"></span><span data-field="planned-reps" class="of"></span></div>
                 <div class="rack-stop" data-field="vl-stop" role="alert"></div>

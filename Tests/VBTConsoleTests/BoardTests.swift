@@ -119,6 +119,53 @@ private func rep(_ index: Int, _ velocity: Double, set: String = "s1", loss: Dou
         #expect(board.stations["rep-detector"] == nil)
     }
 
+    @Test func aBridgeCutOffIsReconnectingUntilItsReadingsFlowAgainAndOneThatStopsIsSilent() throws {
+        func beat(seq: Int, stopping: Bool = false, station: String = "rack-01") -> BusMessage {
+            var heartbeat = HeartbeatMessage(role: "sensor-bridge", uptimeS: 1, intervalS: 1)
+            let streams = ["sensor-bridge-1/sample.\(station)": seq, "sensor-bridge-1/status.\(station)": 3]
+            heartbeat.replay = .init(endpoint: "tcp://10.0.0.2:5570", lastSeq: streams)
+            if stopping { heartbeat.stopping = true }
+            return message(heartbeat, station: "bridge-\(station)")
+        }
+        var board = ConsoleBoard()
+        board.apply(beat(seq: 100), now: 10)
+        board.apply(beat(seq: 150), now: 11)
+        #expect(board.stations["rack-01"]!.reconnecting == false)
+        // Cut off (no `stopping`): reconnecting, not merely silent.
+        board.tick(now: 14.1)
+        var station = board.stations["rack-01"]!
+        #expect(station.silent && station.reconnecting)
+        // Back: the first heartbeat shows where its journal got to; reconnecting until the next shows readings moving on.
+        board.apply(beat(seq: 900), now: 40)
+        station = board.stations["rack-01"]!
+        #expect(!station.silent && station.reconnecting)
+        // A rep from the journal's readings comes late, marked; it is no sign of live readings.
+        var late = try rep(1, 0.7).payload(as: RepMessage.self)
+        late.markLateness(publishedAt: late.tEnd + 200)
+        board.apply(message(late, athlete: "ana"), now: 40.5)
+        station = board.stations["rack-01"]!
+        #expect(station.reconnecting && station.reps.map(\.lateS) == [200])
+        board.apply(beat(seq: 900), now: 41)
+        #expect(board.stations["rack-01"]!.reconnecting, "no new reading yet")
+        board.apply(beat(seq: 950), now: 42)
+        #expect(board.stations["rack-01"]!.reconnecting == false && board.stations["rack-01"]!.silent == false)
+        // Stopped on purpose (`stopping: true` in its last heartbeat): silent, not reconnecting.
+        board.apply(beat(seq: 960, stopping: true), now: 43)
+        board.tick(now: 47)
+        station = board.stations["rack-01"]!
+        #expect(station.silent && !station.reconnecting)
+        // Cut off again, then a live rep comes: readings flow, whatever the heartbeats say.
+        board.apply(beat(seq: 970), now: 50)
+        board.tick(now: 54)
+        board.apply(beat(seq: 980), now: 60)
+        #expect(board.stations["rack-01"]!.reconnecting)
+        board.apply(rep(2, 0.68), now: 60.2)
+        #expect(board.stations["rack-01"]!.reconnecting == false)
+        // The browser reads both.
+        let json = String(decoding: try JSONEncoder().encode(station), as: UTF8.self)
+        #expect(json.contains(#""reconnecting":false"#) && json.contains(#""late_s":200"#), "\(json)")
+    }
+
     @Test func alertsOpenAndCloseOnTheirStationOrTheGym() {
         var board = ConsoleBoard()
         board.apply(rep(1, 0.7), now: 1)
