@@ -314,6 +314,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "VBTQueryTests",
+            dependencies: ["VBTQuery", "VBTDetection"]
+        ),
+        .testTarget(
             name: "VBTSensorsTests",
             dependencies: ["VBTSensors", "VBTWire", "VBTBus", "VBTTesting"]
         ),

@@ -1,13 +1,17 @@
 import VBTQuery
 
 /// The console's leaderboards, per exercise over a period (today, this week): the best
-/// estimated 1RM of each athlete, and the fastest athletes at each load. Computed from
+/// estimated 1RM of each athlete (the best of the recorder's daily estimates in the period, the
+/// same numbers `vbt progress` lists), and the fastest athletes at each load. Computed from
 /// the recorder's answers (`history`, and `progress` per athlete); a pure value.
 public struct Leaderboard: Sendable, Equatable {
     public struct E1RMEntry: Sendable, Equatable {
         public var athlete: String
         public var e1rmKg: Double
         public var day: String
+        /// The recorder's estimate itself (`E1RMEstimator`): the loads it came from, its fit and
+        /// reliability, so the board shows what the athlete's page and `vbt progress` show.
+        public var estimate: ExerciseProgress.E1RM
     }
 
     public struct VelocityEntry: Sendable, Equatable {
@@ -57,7 +61,7 @@ public struct Leaderboard: Sendable, Equatable {
                 athlete: athlete, bestMeanVelocityMps: velocity, ts: set.endedTs ?? set.startedTs)
         }
         boards = Set(e1rmBest.keys).union(fastest.keys).sorted().map { exercise in
-            let e1rm = (e1rmBest[exercise] ?? [:]).map { E1RMEntry(athlete: $0.key, e1rmKg: $0.value.e1rmKg, day: $0.value.day) }
+            let e1rm = (e1rmBest[exercise] ?? [:]).map { E1RMEntry(athlete: $0.key, e1rmKg: $0.value.e1rmKg, day: $0.value.day, estimate: $0.value) }
                 .sorted { ($0.e1rmKg, $1.athlete) > ($1.e1rmKg, $0.athlete) }
             let loads = (fastest[exercise] ?? [:]).sorted { $0.key > $1.key }.map { load, athletes in
                 (

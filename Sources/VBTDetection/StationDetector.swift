@@ -1,4 +1,5 @@
 import Foundation
+import VBTQuery
 
 // One station's detector: a value fed readings in time order (and commands),
 // returning reps, rejections and set events. Everything it knows is in its
@@ -151,25 +152,29 @@ public struct LoadVelocityProfile: Sendable, Codable, Equatable {
     /// Coefficient of determination of the fit (1 = every point on the line).
     public var r2: Double
     public var mvtMps: Double
-    /// Estimated 1RM: (MVT - intercept) / slope; nil unless velocity falls with load.
+    /// Estimated 1RM: (MVT - intercept) / slope; nil unless velocity falls with load and the
+    /// line is above the MVT at no load.
     public var e1rmKg: Double?
 
     public struct Point: Sendable, Codable, Equatable {
         public var loadKg: Double
         public var meanVelocityMps: Double
+        /// Creates a point.
+        public init(loadKg: Double, meanVelocityMps: Double) { (self.loadKg, self.meanVelocityMps) = (loadKg, meanVelocityMps) }
     }
 
-    /// Fits `points` (at least two different loads); nil otherwise.
+    /// Fits `points` (at least two different loads; nil otherwise) with the one e1RM estimator
+    /// (`E1RMEstimator`, docs/detection.md "e1RM"), so the profile message gives the number the
+    /// recorder's `progress` gives for the same reps.
     public static func fit(station: String, athlete: String?, exercise: ExerciseProfile, points: [Point]) -> LoadVelocityProfile? {
-        guard Set(points.map(\.loadKg)).count >= 2 else { return nil }
-        let line = LineFit(points.lazy.map { ($0.loadKg, $0.meanVelocityMps) })
-        let (sxx, sxy, syy) = (line.sxx, line.sxy, line.syy)
-        let slope = sxy / sxx, intercept = line.meanY - slope * line.meanX
-        let r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1
-        let e1rm = slope < 0 ? (exercise.mvtMps - intercept) / slope : nil
+        guard
+            let fit = E1RMEstimator.fit(
+                points: points.map { LoadVelocityFit.Point(loadKg: $0.loadKg, meanVelocityMps: $0.meanVelocityMps) }, mvtMps: exercise.mvtMps)
+        else { return nil }
         return LoadVelocityProfile(
-            station: station, athlete: athlete, exercise: exercise.name, points: points, interceptMps: intercept,
-            slopeMpsPerKg: slope, r2: r2, mvtMps: exercise.mvtMps, e1rmKg: e1rm)
+            station: station, athlete: athlete, exercise: exercise.name,
+            points: fit.points.map { Point(loadKg: $0.loadKg, meanVelocityMps: $0.meanVelocityMps) }, interceptMps: fit.interceptMps,
+            slopeMpsPerKg: fit.slopeMpsPerKg, r2: fit.r2, mvtMps: exercise.mvtMps, e1rmKg: fit.e1rmKg)
     }
 }
 

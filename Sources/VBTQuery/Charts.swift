@@ -17,7 +17,7 @@ public struct ChartPanel: Sendable {
         case loadVelocity(LoadVelocityPlot)
     }
 
-    /// What a load-velocity panel draws; the fit is the caller's (the detector's least squares).
+    /// What a load-velocity panel draws: the points, the fitted line, the MVT and the e1RM.
     public struct LoadVelocityPlot: Sendable {
         /// (load kg, best mean velocity m/s).
         public var points: [(x: Double, y: Double)]
@@ -25,9 +25,27 @@ public struct ChartPanel: Sendable {
         public var line: (interceptMps: Double, slopeMpsPerKg: Double)?
         public var mvtMps: Double?
         public var e1rmKg: Double?
+        /// Written under the e1RM: its day and, when unreliable, why.
+        public var note: String?
 
-        public init(points: [(x: Double, y: Double)], line: (interceptMps: Double, slopeMpsPerKg: Double)?, mvtMps: Double?, e1rmKg: Double?) {
-            (self.points, self.line, self.mvtMps, self.e1rmKg) = (points, line, mvtMps, e1rmKg)
+        public init(
+            points: [(x: Double, y: Double)], line: (interceptMps: Double, slopeMpsPerKg: Double)?, mvtMps: Double?, e1rmKg: Double?, note: String? = nil
+        ) {
+            (self.points, self.line, self.mvtMps, self.e1rmKg, self.note) = (points, line, mvtMps, e1rmKg, note)
+        }
+
+        /// The profile behind an athlete's latest e1RM in `progress`: that day's points (the best
+        /// rep at each load), its line, MVT and e1RM, the very estimate `progress` lists. Without
+        /// an estimate, the best velocity ever at each load as points alone.
+        public init(progress: ExerciseProgress) {
+            guard let latest = progress.e1rm.max(by: { $0.ts < $1.ts }) else {
+                self.init(points: progress.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) }, line: nil, mvtMps: nil, e1rmKg: nil)
+                return
+            }
+            self.init(
+                points: zip(latest.loadsKg, latest.meanVelocitiesMps).map { (x: $0, y: $1) },
+                line: (interceptMps: latest.interceptMps, slopeMpsPerKg: latest.slopeMpsPerKg), mvtMps: latest.mvtMps, e1rmKg: latest.e1rmKg,
+                note: latest.day + (latest.reliable ? "" : " · unreliable: " + latest.warnings.map(\.words).joined(separator: "; ")))
         }
     }
 
@@ -174,8 +192,12 @@ public enum SVGChart {
         }
         if let e1rm = plot.e1rmKg, let mvt = plot.mvtMps {
             out += "<circle class=\"e1rm\" cx=\"\(fmt(x(e1rm)))\" cy=\"\(fmt(y(mvt)))\" r=\"6\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n"
+            // Anchored at the end, so a long note under an e1RM at the right edge stays in the panel.
             out +=
-                "<text x=\"\(fmt(x(e1rm)))\" y=\"\(fmt(y(mvt) + 20))\" text-anchor=\"middle\" font-weight=\"bold\">e1RM \(String(format: "%.0f", e1rm)) kg</text>\n"
+                "<text x=\"\(fmt(x(e1rm)))\" y=\"\(fmt(y(mvt) + 20))\" text-anchor=\"end\" font-weight=\"bold\">e1RM \(E1RMEstimator.text(e1rm)) kg</text>\n"
+            if let note = plot.note {
+                out += "<text class=\"e1rm-note\" x=\"\(fmt(x(e1rm)))\" y=\"\(fmt(y(mvt) + 36))\" text-anchor=\"end\">\(escape(note))</text>\n"
+            }
         }
         for point in plot.points {
             out +=
@@ -216,20 +238,18 @@ public enum SVGChart {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// The progress chart: e1RM per day per exercise, each exercise's load-velocity profile
-    /// (`profiles`, by exercise: the fitted line, MVT and e1RM; without one, the best velocity
-    /// at each load as points), body weight.
-    public static func progress(_ report: ProgressReport, utcOffsetS: Int, profiles: [String: ChartPanel.LoadVelocityPlot] = [:]) -> String {
+    /// The progress chart: e1RM per day per exercise (`E1RMEstimator.daily`), each exercise's
+    /// load-velocity profile behind its latest e1RM (the points, line, MVT and e1RM; without
+    /// one, the best velocity at each load as points), body weight.
+    public static func progress(_ report: ProgressReport, utcOffsetS: Int) -> String {
         let dayLabel: @Sendable (Double) -> String = { DayStats.day($0, offset: Double(utcOffsetS)) }
         let e1rm = report.exercises.filter { !$0.e1rm.isEmpty }.map {
             ChartPanel.Series(name: $0.exercise, points: $0.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
         }
         let velocity = report.exercises.filter { !$0.bestByLoad.isEmpty }.map { exercise in
             ChartPanel(
-                title: "\(exercise.exercise): load-velocity profile (best rep at each load)", yUnit: "m/s",
-                kind: .loadVelocity(
-                    profiles[exercise.exercise]
-                        ?? .init(points: exercise.bestByLoad.map { (x: $0.loadKg, y: $0.bestMeanVelocityMps) }, line: nil, mvtMps: nil, e1rmKg: nil)))
+                title: "\(exercise.exercise): load-velocity profile of the latest e1RM (best rep at each load that day)", yUnit: "m/s",
+                kind: .loadVelocity(ChartPanel.LoadVelocityPlot(progress: exercise)))
         }
         let weight = report.bodyWeight.isEmpty ? [] : [ChartPanel.Series(name: "body weight", points: report.bodyWeight.map { (x: $0.ts, y: $0.weightKg) })]
         return render(

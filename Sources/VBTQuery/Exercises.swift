@@ -113,9 +113,12 @@ extension Plan {
     }
 
     /// The current e1RM per exercise in a `progress` report: each exercise's latest day's.
-    public static func latestE1RM(_ report: ProgressReport) -> [String: Double] {
+    public static func latestE1RM(_ report: ProgressReport) -> [String: Double] { latestE1RMEstimates(report).mapValues(\.e1rmKg) }
+
+    /// The current e1RM estimate per exercise (its day, loads, fit and reliability): each exercise's latest day's.
+    public static func latestE1RMEstimates(_ report: ProgressReport) -> [String: ExerciseProgress.E1RM] {
         Dictionary(
-            report.exercises.compactMap { progress in progress.e1rm.max { $0.ts < $1.ts }.map { (progress.exercise, $0.e1rmKg) } },
+            report.exercises.compactMap { progress in progress.e1rm.max { $0.ts < $1.ts }.map { (progress.exercise, $0) } },
             uniquingKeysWith: { first, _ in first })
     }
 }

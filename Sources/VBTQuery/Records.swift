@@ -341,25 +341,75 @@ public struct ExerciseProgress: Codable, Sendable, Equatable {
         }
     }
 
-    /// The estimated 1RM on one day.
+    /// The estimated 1RM on one day (`E1RMEstimator.daily`): the line through the fastest rep at
+    /// each load that day, where it meets the exercise's MVT, and what it came from.
     public struct E1RM: Codable, Sendable, Equatable {
         /// The day, `YYYY-MM-DD` in the asker's time zone.
         public var day: String
+        /// The day's last rep (Unix seconds).
         public var ts: Double
         public var e1rmKg: Double
         /// Fit quality of the load-velocity line behind it.
         public var r2: Double
+        /// The points fitted: each load that day, lightest first, and its fastest rep's mean velocity.
+        public var loadsKg: [Double]
+        public var meanVelocitiesMps: [Double]
+        /// The line: v = intercept + slope x load.
+        public var interceptMps: Double
+        public var slopeMpsPerKg: Double
+        /// The exercise's MVT the line was read at.
+        public var mvtMps: Double
+        /// Why not to trust it (`reliable` when empty).
+        public var warnings: [E1RMWarning]
         enum CodingKeys: String, CodingKey {
-            case day, ts, r2
+            case day, ts, r2, warnings, reliable
             case e1rmKg = "e1rm_kg"
+            case loadsKg = "loads_kg"
+            case meanVelocitiesMps = "mean_velocities_mps"
+            case interceptMps = "intercept_mps"
+            case slopeMpsPerKg = "slope_mps_per_kg"
+            case mvtMps = "mvt_mps"
         }
 
         /// Creates a value.
-        public init(day: String, ts: Double, e1rmKg: Double, r2: Double) {
-            self.day = day
-            self.ts = ts
-            self.e1rmKg = e1rmKg
-            self.r2 = r2
+        public init(
+            day: String, ts: Double, e1rmKg: Double, r2: Double, loadsKg: [Double] = [], meanVelocitiesMps: [Double] = [], interceptMps: Double = 0,
+            slopeMpsPerKg: Double = 0, mvtMps: Double = 0, warnings: [E1RMWarning] = []
+        ) {
+            (self.day, self.ts, self.e1rmKg, self.r2) = (day, ts, e1rmKg, r2)
+            (self.loadsKg, self.meanVelocitiesMps, self.interceptMps, self.slopeMpsPerKg) = (loadsKg, meanVelocitiesMps, interceptMps, slopeMpsPerKg)
+            (self.mvtMps, self.warnings) = (mvtMps, warnings)
+        }
+
+        /// Reads a value; one from a recorder before the fit's details were sent has none of them.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            day = try c.decode(String.self, forKey: .day)
+            ts = try c.decode(Double.self, forKey: .ts)
+            e1rmKg = try c.decode(Double.self, forKey: .e1rmKg)
+            r2 = try c.decode(Double.self, forKey: .r2)
+            loadsKg = try c.decodeIfPresent([Double].self, forKey: .loadsKg) ?? []
+            meanVelocitiesMps = try c.decodeIfPresent([Double].self, forKey: .meanVelocitiesMps) ?? []
+            interceptMps = try c.decodeIfPresent(Double.self, forKey: .interceptMps) ?? 0
+            slopeMpsPerKg = try c.decodeIfPresent(Double.self, forKey: .slopeMpsPerKg) ?? 0
+            mvtMps = try c.decodeIfPresent(Double.self, forKey: .mvtMps) ?? 0
+            warnings = try c.decodeIfPresent([E1RMWarning].self, forKey: .warnings) ?? []
+        }
+
+        /// Writes every field and `reliable` (no warnings), so a script need not know the rules.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(day, forKey: .day)
+            try c.encode(ts, forKey: .ts)
+            try c.encode(e1rmKg, forKey: .e1rmKg)
+            try c.encode(r2, forKey: .r2)
+            try c.encode(loadsKg, forKey: .loadsKg)
+            try c.encode(meanVelocitiesMps, forKey: .meanVelocitiesMps)
+            try c.encode(interceptMps, forKey: .interceptMps)
+            try c.encode(slopeMpsPerKg, forKey: .slopeMpsPerKg)
+            try c.encode(mvtMps, forKey: .mvtMps)
+            try c.encode(warnings, forKey: .warnings)
+            try c.encode(warnings.isEmpty, forKey: .reliable)
         }
     }
 

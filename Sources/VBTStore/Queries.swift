@@ -463,7 +463,8 @@ extension TrainingStore {
         }
     }
 
-    /// Per exercise: best mean velocity per load and e1RM per day; body weight over time.
+    /// Per exercise: best mean velocity per load ever, and e1RM per day from that day's reps
+    /// (`E1RMEstimator.daily`); body weight over time.
     public func progress(athlete: String, exercise: String?, utcOffsetS: Int) throws(StoreError) -> ProgressReport {
         guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
         return try read { db in
@@ -484,19 +485,18 @@ extension TrainingStore {
                 ).map {
                     ExerciseProgress.BestAtLoad(loadKg: $0["load_kg"], bestMeanVelocityMps: $0["best"], reps: $0["reps"])
                 }
-                // The day's last profile: the detector refits it after every set, so the last is the day's best estimate.
-                let e1rm = try Row.fetchAll(
+                // e1RM per day from the stored reps (E1RMEstimator.daily), read at the exercise's MVT in
+                // the catalogue (the generic lift's for an exercise without an entry).
+                let mvt =
+                    try Double.fetchOne(db, sql: "SELECT mvt_mps FROM exercises WHERE id = ?", arguments: [name])
+                    ?? Double.fetchOne(db, sql: "SELECT mvt_mps FROM exercises WHERE id = 'generic'") ?? 0.30
+                let reps = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT ts, e1rm_kg, r2 FROM profiles p
-                        WHERE athlete = ?1 AND exercise = ?2 AND e1rm_kg IS NOT NULL
-                          AND ts = (SELECT max(ts) FROM profiles q WHERE q.athlete = ?1 AND q.exercise = ?2 AND q.e1rm_kg IS NOT NULL
-                                    AND CAST((q.ts + ?3) / 86400 AS INTEGER) = CAST((p.ts + ?3) / 86400 AS INTEGER))
-                        ORDER BY ts
-                        """, arguments: [athlete, name, offset]
-                ).map {
-                    ExerciseProgress.E1RM(day: Self.day($0["ts"], offset: offset), ts: $0["ts"], e1rmKg: $0["e1rm_kg"], r2: $0["r2"])
-                }
+                        SELECT load_kg, mean_velocity_mps, ts FROM reps WHERE athlete = ? AND exercise = ? AND load_kg IS NOT NULL ORDER BY ts
+                        """, arguments: [athlete, name]
+                ).map { E1RMEstimator.Rep(loadKg: $0["load_kg"], meanVelocityMps: $0["mean_velocity_mps"], ts: $0["ts"]) }
+                let e1rm = E1RMEstimator.daily(reps: reps, mvtMps: mvt, utcOffsetS: utcOffsetS)
                 result.append(ExerciseProgress(exercise: name, bestByLoad: best, e1rm: e1rm))
             }
             let weights = try Row.fetchAll(db, sql: "SELECT ts, weight_kg FROM weigh_ins WHERE athlete = ? ORDER BY ts", arguments: [athlete])

@@ -1,11 +1,10 @@
 import Foundation
 import VBTConsole
-import VBTDetection
 import VBTQuery
 
 /// The pages built from the session-recorder's history: the athletes, one athlete (the week,
-/// load-velocity profiles with the fitted line, MVT and e1RM, e1RM over the weeks, recent
-/// sets) and the leaderboards. Rendered on the server as HTML with inline SVG charts: they
+/// the load-velocity profile behind the latest e1RM with its line, MVT, day, loads and
+/// reliability, e1RM over the weeks, recent sets) and the leaderboards. Rendered on the server as HTML with inline SVG charts: they
 /// need no script and draw on any tablet.
 struct HistoryPages {
     let queries: QueryWorker
@@ -33,9 +32,7 @@ struct HistoryPages {
         async let week = queries.ask(.statsWeek, WeekArgs(athlete: id, utcOffsetS: utcOffsetS), as: WeekStats.self)
         async let progress = queries.ask(.progress, ProgressArgs(athlete: id, utcOffsetS: utcOffsetS), as: ProgressReport.self)
         async let history = queries.ask(.history, HistoryArgs(athlete: id, limit: 20), as: [SetSummary].self)
-        async let exercises = queries.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
-        let (athlete, stats, report, sets, catalogue) = try await (profile, week, progress, history, exercises)
-        let mvt = Dictionary(catalogue.map { ($0.id, $0.mvtMps) }, uniquingKeysWith: { first, _ in first })
+        let (athlete, stats, report, sets) = try await (profile, week, progress, history)
         let offset = Double(utcOffsetS)
         var out = """
             <h1 data-athlete="\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name)) <span class="muted">\(Pages.escape(athlete.id))</span></h1>
@@ -44,18 +41,31 @@ struct HistoryPages {
             """
         if report.exercises.isEmpty { out += #"<p class="muted">No sets recorded yet.</p>"# }
         for exercise in report.exercises {
-            let plot = ChartPanel.LoadVelocityPlot(progress: exercise, mvtMps: mvt[exercise.exercise] ?? ExerciseProfile.catalogue["generic"]!.mvtMps)
+            // The profile behind the latest e1RM of `progress`: the figure the chart below ends on,
+            // the leaderboard ranks and `vbt progress` lists, with its day, loads and reliability.
+            let plot = ChartPanel.LoadVelocityPlot(progress: exercise)
+            let latest = exercise.e1rm.max { $0.ts < $1.ts }
             let e1rm = ChartPanel.Series(name: exercise.exercise, points: exercise.e1rm.map { (x: $0.ts, y: $0.e1rmKg) })
             let chart = SVGChart.render(
                 title: exercise.exercise,
                 panels: [
-                    ChartPanel(title: "Load-velocity profile (best rep at each load)", yUnit: "m/s", kind: .loadVelocity(plot)),
+                    ChartPanel(
+                        title: "Load-velocity profile\(latest.map { " of \($0.day)" } ?? "") (best rep at each load that day)", yUnit: "m/s",
+                        kind: .loadVelocity(plot)),
                     ChartPanel(
                         title: "Estimated 1RM over the weeks", yUnit: "kg", kind: .lines([e1rm], xLabel: { DayStats.day($0, offset: offset) })),
                 ])
-            let e1rmText = plot.e1rmKg.map { String(format: "%.0f", $0) } ?? ""
+            let facts =
+                latest.map {
+                    """
+                    <p class="facts" data-field="e1rm" data-day="\($0.day)" data-reliable="\($0.reliable)">e1RM \
+                    <b>\(E1RMEstimator.text($0.e1rmKg)) kg</b> · \(Pages.escape($0.source)) · \(Pages.escape($0.reliability))</p>
+                    """
+                } ?? #"<p class="facts muted" data-field="e1rm">No e1RM yet: sets at two loads or more on one day are needed.</p>"#
             out += """
-                <section class="exercise" data-exercise="\(Pages.escape(exercise.exercise))" data-points="\(plot.points.count)" data-e1rm-kg="\(e1rmText)">
+                <section class="exercise" data-exercise="\(Pages.escape(exercise.exercise))" data-points="\(plot.points.count)" \
+                data-e1rm-kg="\(latest.map { E1RMEstimator.text($0.e1rmKg) } ?? "")">
+                \(facts)
                 <div class="chart">\(chart)</div>
                 </section>
                 """
@@ -93,7 +103,9 @@ struct HistoryPages {
             let e1rm = exercise.e1rm.enumerated().map { rank, entry in
                 """
                 <tr><td class="num">\(rank + 1)</td><td><a href="/athlete/\(Pages.escape(entry.athlete))">\(Pages.escape(entry.athlete))</a></td>\
-                <td class="num" data-field="e1rm">\(String(format: "%.1f", entry.e1rmKg))</td><td>\(Pages.escape(entry.day))</td></tr>
+                <td class="num" data-field="e1rm">\(E1RMEstimator.text(entry.e1rmKg))</td><td>\(Pages.escape(entry.day))</td>\
+                <td>\(entry.estimate.loadsKg.map { String(format: "%g", $0) }.joined(separator: ", "))</td>\
+                <td data-field="e1rm-reliable" data-reliable="\(entry.estimate.reliable)">\(Pages.escape(entry.estimate.reliability))</td></tr>
                 """
             }
             let loads = exercise.velocityAtLoad.map { load in
@@ -109,7 +121,8 @@ struct HistoryPages {
                 <section class="leaders" data-exercise="\(Pages.escape(exercise.exercise))">
                 <h2>\(Pages.escape(exercise.exercise))</h2>
                 <div class="two">
-                <table class="data"><caption>Best estimated 1RM</caption><thead><tr><th>#</th><th>Athlete</th><th>kg</th><th>Day</th></tr></thead>
+                <table class="data"><caption>Best estimated 1RM (best rep at each load that day, at the MVT)</caption>\
+                <thead><tr><th>#</th><th>Athlete</th><th>kg</th><th>Day</th><th>Loads kg</th><th>Reliability</th></tr></thead>
                 <tbody>\(e1rm.joined(separator: "\n"))</tbody></table>
                 <table class="data"><caption>Fastest at each load (best mean velocity, m/s)</caption><thead><tr><th>Load</th><th>#</th><th>Athlete</th><th>m/s</th></tr></thead>
                 <tbody>\(loads.joined(separator: "\n"))</tbody></table>

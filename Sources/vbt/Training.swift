@@ -370,7 +370,8 @@ struct PlanCommand: ParsableCommand {
                 Publishes cmd.<station> plan.assign (the whole plan, for the notifier's workout flow) and
                 athlete.assign for its first exercise (for the detector), and waits until the recorder has
                 stored the assignment. Loads given as % of e1RM are resolved first from the athlete's
-                latest e1RM per exercise (vbt progress), rounded to 2.5 kg (5 lb for an item in lb);
+                latest e1RM per exercise (vbt progress), rounded to 2.5 kg (5 lb for an item in lb), and
+                each e1RM used is printed with its day, the loads it came from and its reliability;
                 without an e1RM for one of them the plan does not start and says why. The station must be
                 known (vbt station list); an athlete at another station is refused there unless --move.
                 """)
@@ -387,11 +388,16 @@ struct PlanCommand: ParsableCommand {
                 let stored = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
                 let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
                 guard let who = athlete ?? stored.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
-                var e1rm: [String: Double] = [:]
+                var e1rm: [String: ExerciseProgress.E1RM] = [:]
                 if stored.items.contains(where: { $0.loadPctE1rm != nil }) {
-                    e1rm = Plan.latestE1RM(try client.ask(.progress, ProgressArgs(athlete: who, utcOffsetS: localUTCOffset), as: ProgressReport.self))
+                    e1rm = Plan.latestE1RMEstimates(
+                        try client.ask(.progress, ProgressArgs(athlete: who, utcOffsetS: localUTCOffset), as: ProgressReport.self))
                 }
-                let plan = try stored.resolvingLoads(athlete: who, e1rmKg: e1rm)
+                let plan = try stored.resolvingLoads(athlete: who, e1rmKg: e1rm.mapValues(\.e1rmKg))
+                // Each e1RM a %e1RM load came from, with its day, data and reliability.
+                let used = Set(stored.items.filter { $0.loadPctE1rm != nil }.map(\.exercise)).sorted().compactMap { name in
+                    e1rm[name].map { "e1RM \(name) \(E1RMEstimator.text($0.e1rmKg)) kg (\($0.source); \($0.reliability))\n" }
+                }
                 let first = plan.items[0]
                 try client.prepareAssignment(athlete: who, at: station, move: move, recorder: recorder)
                 let sent = try publishCommands(
@@ -401,6 +407,7 @@ struct PlanCommand: ParsableCommand {
                 recorder.output(plan) {
                     "plan \(id) started at \(station) for \(who): \(first.exercise) \(first.sets)x\(first.reps)"
                         + "\(first.loadKg == nil ? "" : " @ \(first.loadWords)")\(sent.answers.isEmpty ? "" : " (\(vbt.describe(sent.answers)))")\n"
+                        + used.joined()
                 }
             }
         }
@@ -464,29 +471,24 @@ struct Progress: ParsableCommand {
 
     func run() throws {
         let offset = localUTCOffset
-        let (report, catalogue) = try recorder.withClient {
-            (
-                try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self),
-                try $0.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
-            )
+        let report = try recorder.withClient {
+            try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
         }
-        if let chart {
-            // Each exercise's profile fitted as the detector fits it, to the exercise's MVT.
-            let mvt = Dictionary(catalogue.map { ($0.id, $0.mvtMps) }, uniquingKeysWith: { first, _ in first })
-            let profiles = Dictionary(
-                report.exercises.compactMap { progress in
-                    mvt[progress.exercise].map { (progress.exercise, ChartPanel.LoadVelocityPlot(progress: progress, mvtMps: $0)) }
-                },
-                uniquingKeysWith: { first, _ in first })
-            try writeChart(SVGChart.progress(report, utcOffsetS: offset, profiles: profiles), to: chart)
-        }
+        if let chart { try writeChart(SVGChart.progress(report, utcOffsetS: offset), to: chart) }
         recorder.output(report) {
             var text = "progress of \(report.athlete)\n"
             for e in report.exercises {
                 text += "\n\(e.exercise): best mean velocity per load\n"
                 text += renderTable(["load kg", "best m/s", "reps"], e.bestByLoad.map { [show($0.loadKg, 1), show($0.bestMeanVelocityMps), "\($0.reps)"] })
-                text += "\(e.exercise): estimated 1RM\n"
-                text += renderTable(["day", "e1RM kg", "R²"], e.e1rm.map { [$0.day, show($0.e1rmKg, 1), show($0.r2)] })
+                text += "\(e.exercise): estimated 1RM per day (the best rep at each load that day, at the MVT)\n"
+                text += renderTable(
+                    ["day", "e1RM kg", "R²", "loads kg", "MVT m/s", "reliability"],
+                    e.e1rm.map {
+                        [
+                            $0.day, E1RMEstimator.text($0.e1rmKg), show($0.r2), $0.loadsKg.map { String(format: "%g", $0) }.joined(separator: ","),
+                            show($0.mvtMps), $0.reliability,
+                        ]
+                    })
             }
             text += "\nbody weight\n" + renderTable(["date", "kg"], report.bodyWeight.map { [localDate($0.ts), show($0.weightKg, 1)] })
             return text + (chart.map { "chart: \($0)\n" } ?? "")
