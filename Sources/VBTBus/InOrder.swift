@@ -93,8 +93,10 @@ public final class InOrderInput {
         var askedNumber: UInt64 = 0
         /// Since when `next` has been missing (monotonic), while it is.
         var missingSince: Double?
-        /// Whether its last question went unanswered past its deadline (until an answer comes).
+        /// Whether its last question went unanswered past its deadline (until an answer comes),
+        /// and how many times in a row: each is given twice as long as the one before, up to 8x.
         var unanswered = false
+        var repeats = 0
         /// The bus's heartbeats noted when it began to miss something (`InOrderInput.busBeats`).
         var missingBeat = 0
         /// Taken from its start by a resumed consumer that had never seen it:
@@ -484,7 +486,7 @@ public final class InOrderInput {
         questionsInFlight = waiting.reduce(0) { $0 + (streams.isAsking($1, now: now) ? 1 : 0) }
         let (answeredAt, answeredNumbers, patienceS) = (lastAnswer, answeredNumber, settings.maxWaitS)
         for src in waiting {
-            var due: (since: Double, next: UInt64, last: UInt64, unanswered: Bool, beat: Int)?
+            var due: (since: Double, next: UInt64, last: UInt64, repeats: Int, unanswered: Bool, beat: Int)?
             streams.update(src) { stream in
                 guard let since = stream.missingSince else { return }
                 // Before `wanted`, which looks through what is held: a question in flight is waited for.
@@ -503,15 +505,23 @@ public final class InOrderInput {
                     stream.missingSince = nil
                     return
                 }
-                if stream.asked != nil { stream.unanswered = true }
+                if let asked = stream.asked {
+                    stream.unanswered = true
+                    // (Not a wait for what the producer has yet to publish, which asks nothing.)
+                    if !asked.id.isEmpty { stream.repeats += 1 }
+                }
                 stream.asked = nil
-                due = (since, stream.next, last, stream.unanswered, stream.missingBeat)
+                due = (since, stream.next, last, stream.repeats, stream.unanswered, stream.missingBeat)
             }
             guard let due else { continue }
             let endpoint = producers[src].flatMap { endpoints[$0] }
             // Waiting for its turn to ask (`maxQuestions`) while its producer answers the others,
             // and never left unanswered itself: it waits on.
             let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
+            // Its question unanswered at an endpoint that has answered before: the link is slow, not
+            // closed (a station's journal fetched over a throttled Wi-Fi link answered after 16 s),
+            // so it waits up to `maxWaitS`, asked again less and less often.
+            let slowLink = due.repeats > 0 && endpoint.map { lastAnswer[$0] != nil } == true
             // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
             let waited = now - due.since
             // (Whether its producer keeps no journal is looked up last: it makes the instance's name.)
@@ -519,7 +529,7 @@ public final class InOrderInput {
                 waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
                     || waited > settings.giveUpS || journalless.contains(String(streamInstance(src)))
             }
-            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine || waited > settings.maxWaitS {
+            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine && !slowLink || waited > settings.maxWaitS {
                 giveUp(src)
                 continue
             }
@@ -532,7 +542,7 @@ public final class InOrderInput {
                 questionsAsked += 1
                 let number = questionsAsked
                 streams.update(src) {
-                    $0.asked = (id, range, now + settings.answerTimeoutS, endpoint)
+                    $0.asked = (id, range, now + settings.answerTimeoutS * Double(1 << min($0.repeats, 3)), endpoint)
                     ($0.askedAt, $0.askedNumber) = (now, number)
                 }
                 counters.requests += 1
@@ -580,6 +590,7 @@ public final class InOrderInput {
         let nextBefore = stream.next
         stream.asked = nil
         stream.unanswered = false
+        stream.repeats = 0
         var returned: [UInt64: BusMessage] = [:]
         for (topic, body) in reply.messages {
             guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
@@ -684,7 +695,7 @@ public final class InOrderInput {
         guard let range else { return }
         counters.lost += range.count
         let reason =
-            producers[src].map { "\($0) did not answer within \(settings.giveUpS) s" }
+            producers[src].map { "\($0) did not answer in time (\(settings.giveUpS) s; \(settings.maxWaitS) s once it had answered)" }
             ?? (journalless.contains(String(streamInstance(src))) ? "its producer keeps no journal" : "no producer offers its journal")
         logLoss(src, range, reason: reason)
         drain(src)

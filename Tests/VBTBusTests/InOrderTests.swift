@@ -320,6 +320,28 @@ extension InOrderTests {
         #expect(rig.delivered.count == 40 && rig.input.held == 0 && rig.input.outstanding == 0)
     }
 
+    @Test("a producer that has answered before and then answers nothing for 20 s (a slow link) is waited for, asked again less and less often")
+    func slowLinkUnanswered() throws {
+        let rig = try Rig()
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        for _ in 0..<20 { try rig.pass(serve: true) }
+        #expect(rig.delivered == Array(1...10) && rig.input.counters.recovered == 1)
+        let asked = rig.input.counters.requests
+        rig.dropSamples(3...3)
+        try rig.samples(10)
+        // 20 s of the clock: the producer beats, its answers do not come.
+        for _ in 0..<400 {
+            try rig.beat()
+            try rig.pass(serve: false)
+        }
+        #expect(rig.input.counters.lost == 0 && rig.input.isRecovering, "waited for past giveUpS: \(rig.input.counters)")
+        let repeats = rig.input.counters.requests - asked
+        #expect(repeats <= 4, "asked at 0, 3, 9 and 21 s at most, not every 3 s: \(repeats)")
+        for _ in 0..<40 { try rig.pass(serve: true) }
+        #expect(rig.delivered == Array(1...20) && rig.input.counters.lost == 0, "\(rig.input.counters)")
+    }
+
     @Test("at most maxQuestions questions in flight; a stream waiting its turn while the producer answers the others is not given up")
     func questionsBounded() throws {
         var settings = InOrderInput.Settings()

@@ -349,7 +349,8 @@ class Gym:
         link.append((time.time(), sent_bytes(pid, dev)))  # at or after the last consumer caught up
         times = {name: (None if at is None else round(at - restored, 3)) for name, at in done.items()}
         all_s = max(t for t in times.values() if t is not None)
-        at_all = restored + all_s
+        # The last to catch up, unrounded: the link's last sample was taken at or after it.
+        at_all = max(at for at in done.values() if at is not None)
         sent = next(b for t, b in link if t >= at_all) - link[0][1]
         lost = {name: count - lost_before[name] for name, count in self.lost().items()}
         recovered = {name: sum(line.get("recovered", 0) for line in caught_up_lines(self.hosts[name], restored))

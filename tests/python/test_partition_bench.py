@@ -63,8 +63,6 @@ def test_a_short_partition_is_timed_and_the_store_loses_nothing(bench):
 
 
 # Not strict: whether a given run loses depends on how the slow link's queue falls.
-@pytest.mark.xfail(reason="in-order consumers give a hole up 15 s after they saw it though its fetch is still on the "
-                          "slow link (Sources/VBTBus/InOrder.swift, InOrderInput's recovery pass)")
 def test_over_a_slow_link_no_consumer_loses_anything(bench):
     result, _, _ = bench
     assert result["runs"][-1]["lost"] == dict.fromkeys(partition_bench.CONSUMERS, 0), result["runs"][-1]
