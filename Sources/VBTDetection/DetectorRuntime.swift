@@ -103,6 +103,14 @@ public final class DetectorRuntime {
     private var nextStreamLook = 0.0
     /// Streams whose position stood still this long are forgotten, s.
     static let forgetStreamAfterS = 3_600.0
+    /// A station whose bridge has stopped heartbeating (its link down, say) is not ended as silent
+    /// for this long: its readings may be on their way, and a set ended before they come would be
+    /// measured otherwise than the athlete lifted it. A heartbeat gap over `bridgeGapS` is unheard.
+    static let unheardBridgeWaitS = 120.0
+    static let bridgeGapS = 3.0
+    /// When each station's own bridge (heartbeat `bridge-<station>`) was last heard, monotonic;
+    /// removed when it says it stops.
+    private var bridgeHeard: [String: Double] = [:]
     /// The input streams whose positions are kept (for tests).
     var streamsKept: Set<String> { Set(processed.keys) }
     /// The last seq processed of each input stream, as a checkpoint keeps it (for tests).
@@ -407,6 +415,12 @@ public final class DetectorRuntime {
             }
         case HeartbeatMessage.type:
             input.note(heartbeat: message)
+            let name = message.envelope.station
+            if name.hasPrefix("bridge-") {
+                let station = String(name.dropFirst("bridge-".count))
+                let stopping = (try? message.payload(as: HeartbeatMessage.self))?.stopping == true
+                bridgeHeard[station] = stopping ? nil : clock.monotonicSeconds()
+            }
         case TakeoverMessage.type:
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
@@ -801,6 +815,8 @@ public final class DetectorRuntime {
         }
         let silent = stations.compactMap { station, slot -> (String, Double)? in
             guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS, !slot.ended else { return nil }
+            // Its bridge unheard too: cut off, not done; waited for a while longer.
+            if let heard = bridgeHeard[station], now - heard > Self.bridgeGapS, now - arrived < Self.unheardBridgeWaitS { return nil }
             return (station, arrived)
         }
         for (station, arrived) in silent {

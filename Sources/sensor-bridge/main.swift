@@ -40,7 +40,10 @@ struct SensorBridge: AsyncParsableCommand {
             """,
         version: versionText("sensor-bridge"))
 
-    @Option(help: "The station these sensors belong to, e.g. rack-01 (not used by --replay, which keeps the recorded names).")
+    @Option(
+        help:
+            "The station these sensors belong to, e.g. rack-01. A replay keeps the recorded names; there it names the bridge (its heartbeat bridge-NAME and journal), so each station computer replaying its own station is known apart."
+    )
     var station: String?
 
     @OptionGroup var bus: BusOptions
@@ -331,11 +334,12 @@ struct SensorBridge: AsyncParsableCommand {
         let lingerS = linger
         let busConfig = config, batchPolicy = policy
         // Live bridges say they are alive; a replay, a load generator and not a station, says so as
-        // `bridge-replay`. The heartbeat says where to ask for what was missed, or, without a journal,
-        // that nothing can be asked for: a consumer then gives up a hole in the replay's streams at
-        // once instead of waiting for an offer that never comes (without it, a rep-detector the bus
-        // had disconnected held every stream's later messages for nine seconds).
-        let heartbeatName = replay == nil ? station.map { "bridge-\($0)" } : "bridge-replay"
+        // `bridge-replay`, or as its --station's bridge (consumers keep one replay endpoint per name:
+        // replays on several computers under one name had them ask one computer for another's
+        // streams and count its "not held" lost). The heartbeat says where to ask for what was
+        // missed, or, without a journal, that nothing can be asked for: a consumer then gives up a
+        // hole in the replay's streams at once instead of waiting for an offer that never comes.
+        let heartbeatName = station.map { "bridge-\($0)" } ?? (replay == nil ? nil : "bridge-replay")
         let journalPlan = journalOptions.plan(defaultFolder: "data/journal/" + (heartbeatName ?? "sensor-bridge"))
         try await runProgram(
             "sensor-bridge", logger: logger, hint: "check VBT_PUB_ENDPOINT and that vbt-bus is running",

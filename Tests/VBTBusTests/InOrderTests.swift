@@ -295,12 +295,7 @@ extension InOrderTests {
     func slowLinkWaitsItsTurn() throws {
         let rig = try Rig()
         // Eight stations of five messages each; each station's second lost on the way.
-        var number = 0
-        rig.bus.drop = { frames in
-            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
-            number += 1
-            return number % 5 == 2
-        }
+        rig.dropSamples(every: 5, the: 2)
         for station in 1...8 { try rig.samples(5, station: "rack-0\(station)") }
         rig.bus.drop = nil
         // One answer every 2 s of the clock, the oldest question first: the eighth comes after
@@ -349,12 +344,7 @@ extension InOrderTests {
         settings.giveUpS = 0.1
         let rig = try Rig(settings: settings)
         // Six stations of five messages each (station after station); each station's second lost on the way.
-        var number = 0
-        rig.bus.drop = { frames in
-            guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
-            number += 1
-            return number % 5 == 2
-        }
+        rig.dropSamples(every: 5, the: 2)
         for station in 1...6 { try rig.samples(5, station: "rack-0\(station)") }
         rig.bus.drop = nil
         var passes = 0
@@ -506,6 +496,16 @@ extension InOrderTests {
 
         /// The producer's heartbeat, when due.
         func beat() throws { try heartbeat.tick(producer, inputs: nil, replay: server) }
+
+        /// The bus loses the `the`th of every `every` sample messages (from 1, in the order sent).
+        func dropSamples(every: Int, the: Int) {
+            var number = 0
+            bus.drop = { frames in
+                guard frames.first?.starts(with: Array("sample.".utf8)) == true else { return false }
+                number += 1
+                return number % every == the
+            }
+        }
 
         /// The bus loses the sample messages numbered `numbers` (from 1, in the order sent).
         func dropSamples(_ numbers: ClosedRange<Int>) {

@@ -60,8 +60,12 @@ struct DetectorCrashTests {
     /// message numbered in `crashesAt` the detector dies; it is started again
     /// `downFor` messages later. `drop` loses sample messages on the way to the
     /// detector (by their number). `messages` cuts the session short (the
-    /// bridge goes silent), after which 15 s of the clock pass.
-    static func run(crashesAt: Set<Int> = [], downFor: Int = 12, drop: Set<Int> = [], messages: Int? = nil) throws -> Outcome {
+    /// bridge goes silent), after which 15 s of the clock pass. While the message numbered in
+    /// `cut` are published the bridge's link is down: its readings and heartbeats are lost on
+    /// the way (its journal keeps the readings).
+    static func run(
+        crashesAt: Set<Int> = [], downFor: Int = 12, drop: Set<Int> = [], messages: Int? = nil, cut: Range<Int> = 0..<0
+    ) throws -> Outcome {
         let dir = try TemporaryDirectory()
         let bus = MemoryBus()
         let out = try Subscriber(transport: bus, prefixes: MessageTypes.prefixes(RepMessage.self, SetMessage.self), logger: logger)
@@ -70,10 +74,12 @@ struct DetectorCrashTests {
         var outcome = Outcome()
         var restartAt: Int?
         var number = 0
+        var cutOff = false
         bus.drop = { frames in
+            if cutOff, frames.first?.starts(with: Array("heartbeat.bridge-".utf8)) == true { return true }
             guard frames.first?.starts(with: Array(SampleMessage.topicPrefix.utf8)) == true else { return false }
             number += 1
-            return drop.contains(number)
+            return drop.contains(number) || cutOff
         }
         func settle() throws {
             for _ in 0..<1_000 {
@@ -112,6 +118,7 @@ struct DetectorCrashTests {
                 detector = try Self.detector(bus, dir: dir)
                 restartAt = nil
             }
+            cutOff = cut.contains(index)
             try bridge.publisher.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
             try tick()
         }
@@ -145,6 +152,16 @@ struct DetectorCrashTests {
         let lossy = try Self.run(drop: Set([5, 6, 7, 40, 90, 91, 150, 151, 152, 153, 230, 300]))
         #expect(lossy.reps == baseline.reps && lossy.sets == baseline.sets)
         #expect(lossy.recovered == 12 && lossy.lost == 0)
+    }
+
+    @Test("a station cut off (no readings, no heartbeats) for longer than the idle timeout is not ended as silent: the same reps and sets")
+    func cutOffStation() throws {
+        let count = Self.session.messages.count
+        let baseline = try Self.baseline.get()
+        // 15 s of the clock with the link down, from inside the second set.
+        let cut = try Self.run(cut: (count / 3)..<(count / 3 + 150))
+        #expect(cut.reps == baseline.reps && cut.sets == baseline.sets, "\(cut.sets)\n\(baseline.sets)")
+        #expect(cut.recovered > 100 && cut.lost == 0, "the cut's readings came from the bridge's journal")
     }
 
     @Test("a set open when the detector died, whose station then goes silent, is ended after the restart")

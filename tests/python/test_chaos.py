@@ -40,12 +40,6 @@ def check(result: dict) -> None:
         assert result["categories"][category]["clean"] > 0, report
 
 
-# Every replaying bridge heartbeats as `bridge-replay`, so the server's programs keep one replay
-# endpoint for the three station computers, ask one computer for another's stream, and count as
-# lost what it says it does not hold. With the heartbeat named after --station this passes
-# (`pytest --runxfail`); then remove the mark.
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="sensor-bridge --replay names every replay's heartbeat bridge-replay, whatever its --station")
 @pytest.mark.parametrize("kill_bus", [False, True], ids=["links", "links-and-bus"])
 def test_chaos_loses_nothing(recording, tmp_path, kill_bus):
     result = chaos_run.run(tmp_path, chaos_run.SHORT, kill_bus=kill_bus, seed=1, recording=recording, quiet_s=15.0,
