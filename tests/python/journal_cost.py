@@ -42,8 +42,8 @@ def one_run(folder: Path, recording: Path, copies: int, journal: bool, warmup_s:
         node.spawn("vbt-bus", ["vbt-bus"]).wait_for_log("bus forwarding")
         node.spawn("vbt-record", ["vbt", "record", "--out", "/dev/null", "sample."]).wait_for_log("bus connected")
         args = ["sensor-bridge", "--replay", str(recording), "--stations", str(copies), "--speed", "1", "--loop"]
-        if journal:
-            args += ["--journal", str(folder / "journal")]
+        # Without: --no-journal, since every producer journals by default.
+        args += ["--journal", str(folder / "journal")] if journal else ["--no-journal"]
         bridge = node.spawn("bridge", args)
         time.sleep(warmup_s)  # the measured quantity is CPU over a wall-clock window, not a wait for a condition
         assert bridge.proc.poll() is None, bridge.describe()
