@@ -74,13 +74,15 @@ bench: deps
 # in the faulted one 20 SIGKILLs of the recorder, detector, posture evaluator, notifier and
 # bus at seeded random moments, each restarted 0.5-5 s later; the two stores compared.
 # SOAK_SEED=N picks other moments; the databases and logs stay in the folder it prints.
-# Then the long Wi-Fi chaos run (about 8 minutes, root, nft and tc): a 5-minute recording of
-# 3 stations replayed at speed 1 by 3 station computers in network namespaces into a clean
-# gym and one whose links drop 10 % of packets, one partitioned twice for 30 s (the bus
-# SIGKILLed during the first), one throttled to 1 Mbit/s, one flapping; the stores compared.
+# Then the long Wi-Fi chaos runs (about 8 minutes each, root, nft and tc): a 5-minute recording
+# of 3 stations replayed at speed 1 by 3 station computers in network namespaces into a clean
+# gym and one whose links drop 10 % of packets, one partitioned twice for 30 s, one throttled
+# to 1 Mbit/s, one flapping; the stores compared. Once with the links alone, once with the
+# bus SIGKILLed during the first partition.
 SOAK_SEED ?= 1
 soak: build
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/fault_run.py --kills 20 --stations 20 --seed $(SOAK_SEED)
+	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/chaos_run.py --seed $(SOAK_SEED)
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/chaos_run.py --kill-bus --seed $(SOAK_SEED)
 
 # Installs on this machine (deploy/README.md): ROLE=server, or ROLE=station
