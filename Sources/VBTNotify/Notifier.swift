@@ -81,7 +81,7 @@ public struct Notifier: Sendable {
     /// Per station, the set whose newest rep came late (`late_s`) and by how much: when that set's
     /// end comes, the athlete has been resting since about that rep, not since now. Not saved: a
     /// restarted notifier starts such a rest from the set's end, as before late reps were marked.
-    private var lateSets: [String: (setId: String, lateS: Double)] = [:]
+    private var lateSets: [String: (setId: String, lateS: Double, at: Double)] = [:]
 
     /// Starts from `state` (loaded from disk, or empty) at `now`.
     public init(settings: NotifierSettings = NotifierSettings(), state: NotifierState = NotifierState(), now: Double) {
@@ -358,7 +358,9 @@ public struct Notifier: Sendable {
             out += cancelTimer(&ws, now: now)
             // A set whose last rep came late (after an outage) ended that long ago: its rest began
             // then, and may be over already (the next tick says so), never restarted from now.
-            let lateS = lateSets[station].flatMap { $0.setId == set.setId ? $0.lateS : nil } ?? 0
+            // Only as late as the rep still is: a set end that comes well after its late rep (a
+            // detector that caught up, then saw the set end live) starts the rest from now.
+            let lateS = lateSets[station].flatMap { $0.setId == set.setId ? max(0, $0.lateS - (now - $0.at)) : nil } ?? 0
             let timer = RestTimer(
                 station: station, durationS: ws.restS(fallbackS: settings.defaultRestS), now: now - lateS,
                 setId: set.setId, exercise: ws.exercise ?? set.exercise)
@@ -378,7 +380,7 @@ public struct Notifier: Sendable {
 
     mutating func handle(_ rep: RepMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
         if let lateS = rep.lateS {
-            lateSets[station] = (rep.setId, lateS)
+            lateSets[station] = (rep.setId, lateS, now)
         } else if lateSets[station] != nil {
             lateSets[station] = nil  // the readings flow live again
         }

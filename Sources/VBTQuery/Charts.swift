@@ -248,7 +248,9 @@ public enum SVGChart {
         }
         let velocity = report.exercises.filter { !$0.bestByLoad.isEmpty }.map { exercise in
             ChartPanel(
-                title: "\(exercise.exercise): load-velocity profile of the latest e1RM (best rep at each load that day)", yUnit: "m/s",
+                title: exercise.e1rm.isEmpty
+                    ? "\(exercise.exercise): load-velocity profile (best rep at each load)"
+                    : "\(exercise.exercise): load-velocity profile of the latest e1RM (best rep at each load that day)", yUnit: "m/s",
                 kind: .loadVelocity(ChartPanel.LoadVelocityPlot(progress: exercise)))
         }
         let weight = report.bodyWeight.isEmpty ? [] : [ChartPanel.Series(name: "body weight", points: report.bodyWeight.map { (x: $0.ts, y: $0.weightKg) })]

@@ -186,6 +186,11 @@ def test_a_partitioned_station_loses_nothing(tmp_path):
         station_host.proc.send_signal(signal.SIGUSR1)
         wait_until(lambda: "answering replay requests a while longer" in station_host.stderr_path.read_text(errors="replace"),
                    "the simulation to end", timeout=30, detail=describe)
+        # A heartbeat sent after that says where each stream ended (one sent before may not have
+        # counted the last readings yet).
+        ended = time.time()
+        wait_until(lambda: watched.last(f"heartbeat.bridge-{STATION}").get("ts", 0) > ended + 0.1,
+                   "a heartbeat of the bridge after its simulation ended", timeout=30, detail=describe)
 
         def journal_end() -> tuple[str, int]:
             ends = [(src, last) for src, last in offer()["last_seq"].items() if src.endswith(f"/sample.{STATION}")]
