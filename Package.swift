@@ -26,6 +26,7 @@ let package = Package(
         .executable(name: "session-recorder", targets: ["session-recorder"]),
         .executable(name: "notifier", targets: ["notifier"]),
         .executable(name: "coach-console", targets: ["coach-console"]),
+        .executable(name: "vbt-uplink", targets: ["vbt-uplink"]),
         .library(name: "VBTWire", targets: ["VBTWire"]),
         .library(name: "VBTBus", targets: ["VBTBus"]),
     ],
@@ -68,6 +69,12 @@ let package = Package(
             name: "CZlib",
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
+        ),
+        // libpq, PostgreSQL's client, through pkg-config, for the chain store; `make deps` installs libpq-dev.
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         // The wire alone: what any program (or another language's port) needs to
         // read and write bus messages. Foundation-free on purpose.
@@ -174,6 +181,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The chain store on PostgreSQL (libpq): its numbered migrations, the gyms' row-level
+        // security, the uplink that copies a gym's rows there. No SQLite: the uplink program
+        // reads the gym's store and hands rows in.
+        .target(
+            name: "VBTChain",
+            dependencies: [
+                "CPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VBTTesting",
             dependencies: ["VBTBus", .product(name: "Logging", package: "swift-log")]
@@ -249,6 +267,7 @@ let package = Package(
                 "VBTQuery",
                 "VBTNotify",
                 "VBTConsole",  // `vbt console user add`
+                "VBTChain",  // `vbt chain init` and `vbt chain add-gym`
                 .product(name: "Histogram", package: "hdrhistogram-swift"),  // `vbt loadtest`
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -275,6 +294,18 @@ let package = Package(
                 // Byte buffers and the WebSocket close codes a removed display is sent.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
+        ),
+        // A gym's uplink to the chain store: reads the recorder's SQLite read-only.
+        .executableTarget(
+            name: "vbt-uplink",
+            dependencies: [
+                "VBTBus",
+                "VBTCommandLine",
+                "VBTChain",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // `make bench`: envelope codec and bus throughput beside raw libzmq.

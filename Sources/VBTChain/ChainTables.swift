@@ -1,0 +1,72 @@
+/// A table the uplink copies from a gym's SQLite store to the chain store. The columns have the
+/// same names on both sides; the chain's table adds `gym` before them and keys rows by
+/// (gym, the gym's own key).
+public struct ChainTable: Sendable {
+    /// How rows already sent are sent again so the chain follows the gym's later changes.
+    public enum Refresh: Sendable {
+        /// Rows never change once written (reps, rejected attempts): sent once, a repeat is a no-op.
+        case never
+        /// Every row, every cycle (athletes: few rows, edited at any time).
+        case all
+        /// Rows for which this SQLite condition holds of the cutoff `?` (now minus the refresh window).
+        case since(String)
+    }
+
+    public let name: String
+    public let columns: [String]
+    /// The gym's own key, without `gym`.
+    public let key: [String]
+    /// The column that dates a row, for the uplink's lag.
+    public let timeColumn: String
+    public let refresh: Refresh
+
+    /// The tables in the order the uplink sends them: what a row refers to goes before it.
+    public static let all: [ChainTable] = [
+        ChainTable(
+            name: "athletes", columns: ["id", "name", "sex", "birth_year", "height_cm", "goal_weight_kg", "created_ts", "archived_ts"],
+            key: ["id"], timeColumn: "created_ts", refresh: .all),
+        ChainTable(
+            name: "sessions", columns: ["id", "station", "athlete", "started_ts", "ended_ts"], key: ["id"], timeColumn: "started_ts",
+            refresh: .since("ended_ts >= ?")),
+        ChainTable(
+            name: "sets",
+            columns: [
+                "id", "session", "station", "athlete", "exercise", "load_kg", "started_ts", "ended_ts", "reps", "reason",
+                "best_mean_velocity_mps", "velocity_loss_pct", "rpe", "note",
+            ],
+            key: ["id"], timeColumn: "started_ts", refresh: .since("started_ts >= ?")),
+        ChainTable(
+            name: "reps",
+            columns: [
+                "id", "set_id", "station", "athlete", "exercise", "load_kg", "idx", "mean_velocity_mps", "peak_velocity_mps",
+                "mean_propulsive_velocity_mps", "rom_mm", "concentric_s", "time_to_peak_s", "velocity_loss_pct", "mean_power_w", "zone",
+                "sensor", "t_end", "detector", "src", "seq", "ts", "late_s",
+            ],
+            key: ["id"], timeColumn: "ts", refresh: .never),
+        ChainTable(
+            name: "rejected",
+            columns: [
+                "src", "seq", "station", "athlete", "reason", "detail", "rom_mm", "concentric_s", "mean_velocity_mps", "t_end", "detector",
+            ],
+            key: ["src", "seq"], timeColumn: "t_end", refresh: .never),
+    ]
+
+    /// The statement that writes `count` rows of this table for `gym` ($1), the rows' values
+    /// after it. A row already there is left alone when unchanged: a batch delivered twice
+    /// writes nothing the second time. Tables whose rows change take the gym's values.
+    func upsert(rows count: Int) -> String {
+        let width = columns.count
+        let tuples = (0..<count).map { row in
+            "($1, " + (0..<width).map { "$\(2 + row * width + $0)" }.joined(separator: ", ") + ")"
+        }
+        let conflict = " ON CONFLICT (gym, " + key.joined(separator: ", ") + ") "
+        let head = "INSERT INTO \(name) AS t (gym, " + columns.joined(separator: ", ") + ") VALUES " + tuples.joined(separator: ", ")
+        guard case .never = refresh else {
+            let changing = columns.filter { !key.contains($0) }
+            return head + conflict + "DO UPDATE SET " + changing.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+                + " WHERE (" + changing.map { "t.\($0)" }.joined(separator: ", ") + ") IS DISTINCT FROM ("
+                + changing.map { "EXCLUDED.\($0)" }.joined(separator: ", ") + ")"
+        }
+        return head + conflict + "DO NOTHING"
+    }
+}

@@ -1,0 +1,209 @@
+import ArgumentParser
+import Foundation
+import VBTBus
+import VBTChain
+
+/// `vbt chain`: the chain of gyms' PostgreSQL store, its keys and its gyms' roles.
+struct ChainCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chain",
+        abstract: "The chain's PostgreSQL store: its certificates, its schema, its gyms (deploy/README.md, \"A chain of gyms\").",
+        subcommands: [CA.self, Init.self, AddGym.self])
+
+    struct CA: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ca",
+            abstract: "Make the chain's certificate authority and the PostgreSQL server's certificate.",
+            discussion: """
+                Writes ca.key and ca.crt (the chain's CA: keep ca.key off the gyms' computers) and server.key and \
+                server.crt, whose name is --server-name (the host name gyms connect to: with sslmode verify-full \
+                libpq checks it). Point PostgreSQL's ssl_cert_file, ssl_key_file and ssl_ca_file at them. Uses \
+                the openssl command-line tool.
+                """)
+
+        @Option(help: "The folder to write into (made if missing; existing keys are never overwritten).")
+        var out: String
+
+        @Option(help: "The chain store's host name or IP address, as gyms will connect to it.")
+        var serverName: String
+
+        @Option(help: "How many days the certificates are valid.")
+        var days: Int = 825
+
+        func run() async throws {
+            let folder = try Certificates.prepare(out, files: ["ca.key", "ca.crt", "server.key", "server.crt"])
+            try Certificates.makeCA(folder: folder, days: days * 4)
+            try Certificates.sign(
+                folder: folder, name: "server", commonName: serverName, days: days,
+                extensions: "subjectAltName=\(Certificates.altName(serverName))\nextendedKeyUsage=serverAuth\n")
+            print("wrote \(folder)/ca.crt, ca.key, server.crt, server.key")
+        }
+    }
+
+    struct Init: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "init",
+            abstract: "Create or upgrade the chain store's schema (as the chain's admin, who owns the tables).",
+            discussion: "Applies the numbered migrations the store lacks, each in its own transaction; refuses a store newer than this build.")
+
+        @OptionGroup var chain: ChainOptions
+
+        func run() async throws {
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                let applied = try ChainSchema.migrate(db)
+                print(
+                    applied.isEmpty
+                        ? "chain schema already at version \(ChainSchema.current)"
+                        : "chain schema at version \(ChainSchema.current) (applied \(applied.map(String.init).joined(separator: ", ")))")
+            } catch let error as PostgresError {
+                reportProblem("vbt chain init: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+
+    struct AddGym: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-gym",
+            abstract: "Add a gym: its PostgreSQL role (its own rows only) and its client key and certificate.",
+            discussion: """
+                Creates the role vbt_gym_<NAME> (login by certificate only, as pg_hba.conf's hostssl ... cert \
+                lines require), grants it reading and writing the replicated tables, where row-level security \
+                confines it to rows of its gym, and writes <NAME>.key and <NAME>.crt (common name \
+                vbt_gym_<NAME>, signed by the CA in --ca) with a copy of ca.crt into --out, for the gym's uplink.
+                """)
+
+        @Argument(help: "The gym's name: a lower-case letter, then up to 39 lower-case letters, digits or _.")
+        var name: String
+
+        @Option(help: "The folder with the chain's ca.key and ca.crt (`vbt chain ca` makes them).")
+        var ca: String
+
+        @Option(help: "The folder to write the gym's key, certificate and ca.crt into.")
+        var out: String
+
+        @Option(help: "How many days the gym's certificate is valid.")
+        var days: Int = 825
+
+        @OptionGroup var chain: ChainOptions
+
+        func validate() throws {
+            guard ChainSchema.isValidGym(name) else {
+                throw ValidationError("the gym's name must be a lower-case letter then up to 39 lower-case letters, digits or _")
+            }
+        }
+
+        func run() async throws {
+            let role = ChainSchema.role(ofGym: name)
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                // The name is checked above (letters, digits, _), so it is safe inside the quotes.
+                try db.transaction {
+                    try db.execute(
+                        """
+                        DO $$ BEGIN
+                            IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '\(role)') THEN CREATE ROLE "\(role)" LOGIN; END IF;
+                            EXECUTE format('GRANT CONNECT ON DATABASE %I TO "\(role)"', current_database());
+                        END $$;
+                        GRANT USAGE ON SCHEMA public TO "\(role)";
+                        GRANT SELECT ON chain_schema, gyms TO "\(role)";
+                        GRANT SELECT, INSERT, UPDATE ON cursors, athletes, sessions, sets, reps, rejected TO "\(role)";
+                        INSERT INTO gyms (gym) VALUES ('\(name)') ON CONFLICT DO NOTHING;
+                        """)
+                }
+            } catch let error as PostgresError {
+                reportProblem("vbt chain add-gym: \(error)")
+                throw ExitCode.failure
+            }
+            let caFolder = URL(fileURLWithPath: ca).standardizedFileURL.path
+            let folder = try Certificates.prepare(out, files: ["\(name).key", "\(name).crt"])
+            try Certificates.sign(
+                folder: folder, name: name, commonName: role, days: days, ca: caFolder, extensions: "extendedKeyUsage=clientAuth\n")
+            let copy = folder + "/ca.crt"
+            if caFolder != folder {
+                try? FileManager.default.removeItem(atPath: copy)
+                try FileManager.default.copyItem(atPath: caFolder + "/ca.crt", toPath: copy)
+            }
+            print("role \(role) ready; wrote \(folder)/\(name).key, \(name).crt, ca.crt")
+            print(
+                "run: vbt-uplink --gym \(name) --chain-host HOST --chain-dbname DB --chain-user \(role) "
+                    + "--chain-sslrootcert ca.crt --chain-sslcert \(name).crt --chain-sslkey \(name).key")
+        }
+    }
+}
+
+/// Keys and certificates through the openssl command-line tool (P-256 keys, owner-only files).
+enum Certificates {
+    /// The absolute folder, made if missing; refuses when any of `files` is already there.
+    static func prepare(_ path: String, files: [String]) throws -> String {
+        let folder = URL(fileURLWithPath: path).standardizedFileURL.path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for file in files where FileManager.default.fileExists(atPath: folder + "/" + file) {
+            reportProblem("vbt chain: \(folder)/\(file) exists; remove it first or write into another --out")
+            throw ExitCode.failure
+        }
+        return folder
+    }
+
+    /// A subjectAltName entry: IP for an address, DNS for a name.
+    static func altName(_ host: String) -> String {
+        host.range(of: "^[0-9.]+$|:", options: .regularExpression) != nil ? "IP:\(host)" : "DNS:\(host)"
+    }
+
+    static func makeCA(folder: String, days: Int) throws {
+        try openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", folder + "/ca.key",
+            "-out", folder + "/ca.crt", "-days", String(days), "-subj", "/CN=vbt chain CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        ])
+        try restrict(folder + "/ca.key")
+    }
+
+    /// A key and a certificate for `commonName` signed by the CA in `ca` (default: `folder`).
+    static func sign(folder: String, name: String, commonName: String, days: Int, ca: String? = nil, extensions: String) throws {
+        let ca = ca ?? folder
+        let request = folder + "/\(name).csr", extfile = folder + "/\(name).ext"
+        defer {
+            try? FileManager.default.removeItem(atPath: request)
+            try? FileManager.default.removeItem(atPath: extfile)
+        }
+        try openssl([
+            "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", folder + "/\(name).key",
+            "-out", request, "-subj", "/CN=\(commonName)",
+        ])
+        try restrict(folder + "/\(name).key")
+        try extensions.write(toFile: extfile, atomically: true, encoding: .utf8)
+        var serial = "0x"
+        for _ in 0..<16 { serial += String(format: "%02x", UInt8.random(in: 0...255)) }
+        try openssl([
+            "x509", "-req", "-in", request, "-CA", ca + "/ca.crt", "-CAkey", ca + "/ca.key", "-set_serial", serial,
+            "-days", String(days), "-out", folder + "/\(name).crt", "-extfile", extfile,
+        ])
+    }
+
+    static func restrict(_ path: String) throws {
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+    }
+
+    static func openssl(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl"] + arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        do { try process.run() } catch {
+            reportProblem("vbt chain: cannot run openssl (\(error)); install it (Debian: openssl)")
+            throw ExitCode.failure
+        }
+        let said = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: said, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            reportProblem("vbt chain: openssl \(arguments.first ?? "") failed: \(message)")
+            throw ExitCode.failure
+        }
+    }
+}

@@ -1,0 +1,374 @@
+"""The chain of gyms on a real PostgreSQL: vbt-uplink copies each gym's history exactly once.
+
+A PostgreSQL 15 of the test's own (initdb in a temp folder, a free port, TLS with a certificate
+from `vbt chain ca`, pg_hba.conf taking gyms over hostssl with a client certificate only) gets
+its schema from `vbt chain init` and three gyms from `vbt chain add-gym`. Each gym is a real
+session-recorder on its own bus storing sets, reps and refused attempts a detector would
+publish; its uplink runs while they arrive, with small batches so there are many. Faults on
+the way: an uplink killed with SIGKILL right after a batch, PostgreSQL stopped while the gyms
+go on training and started again, a gym's cursor set back to 0 (every batch delivered again)
+and a second uplink of one gym running beside the first. At the end every row of the chain
+store's tables equals the union of the three gyms' SQLite rows: none lost, none doubled, none
+different. A gym's role sees and writes only its own rows (SQL as that role), a connection
+without a valid certificate is refused, and an uplink refuses a chain schema newer than it knows.
+
+Run from the repository root:  python3 -m pytest -q tests/python/test_chain.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from test_recorder import RawPublisher, Recorder, vbt
+from test_wire import BIN_DIR, Bus, Program, free_port, wait_until
+
+# Debian's server binaries (not on PATH), the newest installed; `make deps` installs postgresql.
+PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), default=Path("/usr/lib/postgresql/15/bin"))
+ADMIN = "chainadmin"
+GYMS = ["north", "south", "east"]
+TABLES = {  # table: the gym's own key
+    "athletes": ["id"], "sessions": ["id"], "sets": ["id"], "reps": ["id"], "rejected": ["src", "seq"],
+}
+COLUMNS = {
+    "athletes": ["id", "name", "sex", "birth_year", "height_cm", "goal_weight_kg", "created_ts", "archived_ts"],
+    "sessions": ["id", "station", "athlete", "started_ts", "ended_ts"],
+    "sets": ["id", "session", "station", "athlete", "exercise", "load_kg", "started_ts", "ended_ts", "reps", "reason",
+             "best_mean_velocity_mps", "velocity_loss_pct", "rpe", "note"],
+    "reps": ["id", "set_id", "station", "athlete", "exercise", "load_kg", "idx", "mean_velocity_mps", "peak_velocity_mps",
+             "mean_propulsive_velocity_mps", "rom_mm", "concentric_s", "time_to_peak_s", "velocity_loss_pct", "mean_power_w",
+             "zone", "sensor", "t_end", "detector", "src", "seq", "ts", "late_s"],
+    "rejected": ["src", "seq", "station", "athlete", "reason", "detail", "rom_mm", "concentric_s", "mean_velocity_mps",
+                 "t_end", "detector"],
+}
+
+pytestmark = pytest.mark.skipif(not (PG_BIN / "initdb").exists() or not shutil.which("openssl"),
+                                reason="PostgreSQL 15 or openssl missing: `make deps` installs postgresql")
+
+
+def as_postgres(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root the server's commands run as the postgres user."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+class Chain:
+    """A PostgreSQL server of the test's own, its CA, its schema and its gyms' certificates."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.certs = root / "certs"
+        self.socket = Path(tempfile.mkdtemp(prefix="vbtpg"))  # short: a socket path has 107 bytes at most
+        self.data = self.socket / "data"
+        self.port = free_port()
+        self.log = root / "postgres.log"
+
+    def vbt(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(BIN_DIR / "vbt"), *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if ok:
+            assert result.returncode == 0, f"vbt {' '.join(args)} exited {result.returncode}: {result.stderr}"
+        return result
+
+    def admin_options(self) -> list[str]:
+        return ["--chain-host", str(self.socket), "--chain-port", str(self.port), "--chain-user", ADMIN, "--chain-dbname", "chain"]
+
+    def gym_options(self, gym: str, certs: Path | None = None) -> list[str]:
+        folder = certs or self.certs / gym
+        return ["--chain-host", "localhost", "--chain-port", str(self.port), "--chain-dbname", "chain",
+                "--chain-user", f"vbt_gym_{gym}", "--chain-sslrootcert", str(folder / "ca.crt"),
+                "--chain-sslcert", str(folder / f"{gym}.crt"), "--chain-sslkey", str(folder / f"{gym}.key")]
+
+    def start(self) -> None:
+        self.vbt("chain", "ca", "--out", str(self.certs), "--server-name", "localhost")
+        if os.geteuid() == 0:
+            shutil.chown(self.socket, "postgres", "postgres")
+        subprocess.run(as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-U", ADMIN, "--auth=trust", "-E", "UTF8"]),
+                       check=True, capture_output=True, timeout=120)
+        for name in ["server.crt", "server.key", "ca.crt"]:
+            shutil.copy(self.certs / name, self.data / name)
+            os.chmod(self.data / name, 0o600)
+            if os.geteuid() == 0:
+                shutil.chown(self.data / name, "postgres", "postgres")
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write(f"port = {self.port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self.socket}'\n"
+                       "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nssl_ca_file = 'ca.crt'\n"
+                       "fsync = off\nmax_connections = 40\n")
+        # Unix socket: the admin, trusted on this computer. TCP: TLS and a client certificate
+        # whose common name is the role, nothing else (no `host` line: plaintext is refused).
+        (self.data / "pg_hba.conf").write_text("local all all trust\nhostssl all all 127.0.0.1/32 cert\n")
+        self.pg_ctl("start")
+        self.psql("CREATE DATABASE chain", database="postgres")
+        out = self.vbt("chain", "init", *self.admin_options()).stdout
+        assert "chain schema at version 1" in out, out
+        assert "already at version 1" in self.vbt("chain", "init", *self.admin_options()).stdout
+        for gym in GYMS:
+            self.vbt("chain", "add-gym", gym, "--ca", str(self.certs), "--out", str(self.certs / gym), *self.admin_options())
+
+    def pg_ctl(self, action: str) -> None:
+        command = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-m", "fast", "-l", str(self.socket / "log"), action]
+        subprocess.run(as_postgres(command), check=True, capture_output=True, timeout=90)
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            subprocess.run(as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-m", "immediate", "stop"]),
+                           capture_output=True, timeout=60)
+        shutil.rmtree(self.socket, ignore_errors=True)
+
+    def psql(self, sql: str, database: str = "chain", conninfo: str | None = None) -> subprocess.CompletedProcess:
+        target = conninfo or f"host={self.socket} port={self.port} user={ADMIN} dbname={database}"
+        return subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", target, "-c", sql],
+                              capture_output=True, text=True, timeout=60)
+
+    def query(self, sql: str, conninfo: str | None = None) -> object:
+        """One value: the JSON the statement's single column holds."""
+        result = self.psql(sql, conninfo=conninfo)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def gym_conninfo(self, gym: str, certs: Path | None = None, cert: bool = True, root: Path | None = None) -> str:
+        folder = certs or self.certs / gym
+        info = (f"host=localhost port={self.port} dbname=chain user=vbt_gym_{gym} sslmode=verify-full "
+                f"sslrootcert={root or folder / 'ca.crt'}")
+        return info + (f" sslcert={folder / f'{gym}.crt'} sslkey={folder / f'{gym}.key'}" if cert else " sslcert=/nonexistent")
+
+    def rows(self, table: str) -> dict[tuple, dict]:
+        columns = ", ".join(["gym", *COLUMNS[table]])
+        got = self.query(f"SELECT coalesce(json_agg(t), '[]') FROM (SELECT {columns} FROM {table}) t")
+        return {(row["gym"], *(row[k] for k in TABLES[table])): row for row in got}
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory):
+    running = Chain(tmp_path_factory.mktemp("chain"))
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def gym_rows(db: Path, gym: str, table: str) -> dict[tuple, dict]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = [dict(r) for r in conn.execute(f"SELECT {', '.join(COLUMNS[table])} FROM {table}")]
+    return {(gym, *(row[k] for k in TABLES[table])): {"gym": gym, **row} for row in rows}
+
+
+def union(stores: dict[str, Path], table: str) -> dict[tuple, dict]:
+    rows: dict[tuple, dict] = {}
+    for gym, db in stores.items():
+        rows.update(gym_rows(db, gym, table))
+    return rows
+
+
+def differences(chain: Chain, stores: dict[str, Path]) -> list[str]:
+    problems = []
+    for table in TABLES:
+        want, got = union(stores, table), chain.rows(table)
+        missing = sorted(set(want) - set(got), key=str)
+        extra = sorted(set(got) - set(want), key=str)
+        changed = [k for k in want.keys() & got.keys() if want[k] != got[k]]
+        if missing or extra or changed:
+            problems.append(f"{table}: {len(missing)} missing (e.g. {missing[:2]}), {len(extra)} extra, {len(changed)} different "
+                            f"(e.g. {[(want[k], got[k]) for k in changed[:1]]})")
+    return problems
+
+
+def train(publisher: RawPublisher, gym: str, round_: int, athletes: list[str]) -> int:
+    """A round of sets at each of the gym's stations, as a detector would publish them; the reps."""
+    count = 0
+    for n, athlete in enumerate(athletes):
+        station = f"{gym}-rack-{n}"
+        for s in range(2):
+            set_id = f"{gym}-{athlete}-{round_}-{s}"
+            base = {"exercise": "squat", "load_kg": 60.0 + 10 * s + 0.5 * round_}
+            publisher.send(publisher.message("set", station, {"set_id": set_id, "event": "start", **base}, athlete=athlete))
+            velocities = [0.91 - 0.037 * i - 0.01 * s for i in range(5)]
+            for i, v in enumerate(velocities, 1):
+                publisher.send(publisher.message("rep", station, {
+                    "set_id": set_id, "rep_id": f"{set_id}-r{i}", "index": i, "mean_velocity_mps": v, "peak_velocity_mps": v * 1.5,
+                    "mean_propulsive_velocity_mps": v * 1.04, "rom_mm": 600.0 + i / 3, "concentric_s": 0.6 / v, "time_to_peak_s": 0.25,
+                    "velocity_loss_pct": round((velocities[0] - v) / velocities[0] * 100, 3), "t_end": time.time(),
+                    "detector": "rep-detector-0000c4a1", **base}, athlete=athlete))
+                count += 1
+            publisher.send(publisher.message("rejected", station, {
+                "reason": "partial", "detail": "ROM 268 mm below 430 mm", "rom_mm": 268.0, "concentric_s": 0.5,
+                "mean_velocity_mps": 0.5, "t_end": time.time(), "detector": "rep-detector-0000c4a1"}, athlete=athlete))
+            publisher.send(publisher.message("set", station, {
+                "set_id": set_id, "event": "end", "reps": len(velocities), "reason": "idle", "best_mean_velocity_mps": velocities[0],
+                "velocity_loss_pct": round((velocities[0] - velocities[-1]) / velocities[0] * 100, 3), **base}, athlete=athlete))
+    return count
+
+
+class Gym:
+    """A gym: its bus, its recorder and store, a detector's publisher, its uplink."""
+
+    def __init__(self, name: str, root: Path, chain: Chain):
+        self.name = name
+        folder = root / name
+        folder.mkdir()
+        self.bus = Bus(folder)
+        self.bus.start()
+        self.db = folder / "vbt.sqlite"
+        self.recorder = Recorder(self.bus, self.db)
+        self.athletes = [f"{name}-a{i}" for i in range(3)] + (["ana"] if name != "east" else [])
+        for athlete in self.athletes:
+            vbt(self.bus, "athlete", "add", athlete, "--name", athlete.title())
+        self.publisher = RawPublisher(self.bus, "rep.")
+        self.chain = chain
+        self.uplinks: list[Program] = []
+        self.reps = 0
+
+    def uplink(self, label: str = "") -> Program:
+        env = dict(self.bus.env, VBT_LOG_LEVEL="debug")
+        args = ["vbt-uplink", "--db", str(self.db), "--gym", self.name, "--batch", "4", "--interval", "0.2",
+                *self.chain.gym_options(self.name)]
+        program = Program(f"uplink-{self.name}{label}-{len(self.uplinks)}", args, env, self.bus.tmp_path)
+        self.bus.programs.append(program)
+        self.uplinks.append(program)
+        return program
+
+    def train(self, round_: int) -> None:
+        self.reps += train(self.publisher, self.name, round_, self.athletes)
+
+    def stored(self) -> bool:
+        return self.recorder.rows("reps") >= self.reps
+
+    def close(self) -> None:
+        self.publisher.close()
+        self.recorder.close()
+        self.bus.stop_all()
+
+
+def test_three_gyms_reach_the_chain_store_exactly_once_through_faults(chain: Chain, tmp_path: Path):
+    gyms = [Gym(name, tmp_path, chain) for name in GYMS]
+    stores = {gym.name: gym.db for gym in gyms}
+    try:
+        for gym in gyms:
+            gym.uplink().wait_for_log("chain store connected")
+        for gym in gyms:
+            gym.train(1)
+
+        # SIGKILL one uplink right after a batch of its went through, in the middle of the stream; its successor goes on.
+        north = gyms[0]
+        north.uplinks[0].wait_for_log("batch sent")
+        north.uplinks[0].proc.send_signal(signal.SIGKILL)
+        north.uplinks[0].proc.wait(timeout=10)
+        north.uplink("-after-kill")
+
+        # PostgreSQL away while the gyms train on; the uplinks wait (holding nothing) and catch up when it is back.
+        wait_until(lambda: all(g.stored() for g in gyms), "round 1 stored in every gym", detail=lambda: gyms[0].bus.describe())
+        chain.pg_ctl("stop")
+        for gym in gyms:
+            gym.train(2)
+        wait_until(lambda: all("chain store unavailable" in g.uplinks[-1].stderr() for g in gyms),
+                   "every uplink to notice the chain store is away", detail=lambda: "\n".join(g.uplinks[-1].describe() for g in gyms))
+        chain.pg_ctl("start")
+
+        # The same batches delivered twice: south's cursors set back to 0, and a second east uplink beside the first.
+        south, east = gyms[1], gyms[2]
+        wait_until(lambda: chain.query("SELECT count(*) FROM cursors WHERE gym = 'south' AND last_rowid > 0") == 5,
+                   "south's uplink to have sent every table", detail=south.uplinks[0].describe)
+        assert chain.psql("UPDATE cursors SET last_rowid = 0 WHERE gym = 'south'").returncode == 0
+        east.uplink("-twin")
+        for gym in gyms:
+            gym.train(3)
+        wait_until(lambda: all(g.stored() for g in gyms), "every round stored in every gym")
+
+        wait_until(lambda: not differences(chain, stores), "the chain store to equal the union of the gyms' stores",
+                   timeout=60, detail=lambda: "\n".join(differences(chain, stores)) + "\n" + "\n".join(
+                       g.uplinks[-1].describe() for g in gyms))
+        counts = {table: len(union(stores, table)) for table in TABLES}
+        assert counts["reps"] == sum(g.reps for g in gyms) == 3 * 2 * 5 * (4 + 4 + 3), counts
+        assert counts["rejected"] == 3 * 2 * (4 + 4 + 3) and counts["athletes"] == 4 + 4 + 3, counts
+        # An uplink's one cycle ends with nothing left to send.
+        once = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(east.db), "--gym", "east", "--once",
+                               *chain.gym_options("east")], capture_output=True, text=True, timeout=60, env=east.bus.env)
+        assert once.returncode == 0, once.stderr
+        # SIGTERM ends an uplink cleanly.
+        for gym in gyms:
+            for uplink in gym.uplinks:
+                if uplink.proc.poll() is None:
+                    assert uplink.terminate() == 0, uplink.describe()
+                    assert "uplink stopped" in uplink.stderr()
+    finally:
+        for gym in gyms:
+            gym.close()
+
+
+def test_a_gym_role_reaches_only_its_own_rows(chain: Chain):
+    chain.psql("INSERT INTO athletes (gym, id, name, created_ts) VALUES ('south', 'rls-probe', 'Probe', 1) ON CONFLICT DO NOTHING")
+    north = chain.gym_conninfo("north")
+    assert chain.query("SELECT count(*) FROM athletes WHERE gym <> 'north'") > 0  # the admin sees other gyms' rows
+    assert chain.query("SELECT count(*) FROM athletes WHERE gym <> 'north'", conninfo=north) == 0
+    assert chain.query("SELECT count(*) FROM cursors WHERE gym <> 'north'", conninfo=north) == 0
+    refused = chain.psql("INSERT INTO athletes (gym, id, name, created_ts) VALUES ('south', 'intruder', 'X', 1)", conninfo=north)
+    assert refused.returncode != 0 and "row-level security" in refused.stderr, refused.stderr
+    moved = chain.psql("UPDATE athletes SET name = 'Changed' WHERE gym = 'south'", conninfo=north)
+    assert moved.returncode == 0
+    assert chain.query("SELECT to_json(name) FROM athletes WHERE gym = 'south' AND id = 'rls-probe'") == "Probe"
+    taken = chain.psql("UPDATE athletes SET gym = 'south' WHERE gym = 'north'", conninfo=north)
+    assert taken.returncode != 0 and "row-level security" in taken.stderr, taken.stderr
+    deleted = chain.psql("DELETE FROM athletes WHERE gym = 'north'", conninfo=north)
+    assert deleted.returncode != 0 and "permission denied" in deleted.stderr, deleted.stderr
+    # The check can fail: the same statement as the admin does insert.
+    assert chain.psql("INSERT INTO athletes (gym, id, name, created_ts) VALUES ('south', 'by-admin', 'A', 1)").returncode == 0
+
+
+def test_a_connection_without_a_valid_certificate_is_refused(chain: Chain, tmp_path: Path):
+    assert chain.query("SELECT to_json(current_user)", conninfo=chain.gym_conninfo("north")) == "vbt_gym_north"
+    # No client certificate.
+    bare = chain.psql("SELECT 1", conninfo=chain.gym_conninfo("north", cert=False))
+    assert bare.returncode != 0 and "certificate" in bare.stderr, bare.stderr
+    # Another gym's certificate for this role.
+    other = chain.psql("SELECT 1", conninfo=chain.gym_conninfo("north").replace(str(chain.certs / "north" / "north."),
+                                                                               str(chain.certs / "south" / "south.")))
+    assert other.returncode != 0 and "certificate authentication failed" in other.stderr, other.stderr
+    # A certificate from another CA, with the right name.
+    rogue = tmp_path / "rogue"
+    chain.vbt("chain", "ca", "--out", str(rogue), "--server-name", "localhost")
+    made = subprocess.run(["openssl", "req", "-new", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                           "-keyout", str(rogue / "north.key"), "-out", str(rogue / "north.crt"), "-days", "2",
+                           "-subj", "/CN=vbt_gym_north"], capture_output=True, timeout=30)
+    assert made.returncode == 0
+    shutil.copy(chain.certs / "ca.crt", rogue / "server-ca.crt")
+    forged = chain.psql("SELECT 1", conninfo=chain.gym_conninfo("north", certs=rogue, root=rogue / "server-ca.crt"))
+    assert forged.returncode != 0, forged.stdout
+    # A server the gym's CA did not sign: the uplink refuses it (verify-full), whatever it answers.
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    wrong_root = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(empty), "--gym", "north", "--once",
+                                 *chain.gym_options("north")[:-6], "--chain-sslrootcert", str(rogue / "ca.crt"),
+                                 "--chain-sslcert", str(chain.certs / "north" / "north.crt"),
+                                 "--chain-sslkey", str(chain.certs / "north" / "north.key")],
+                                capture_output=True, text=True, timeout=60)
+    assert wrong_root.returncode != 0 and "certificate verify failed" in wrong_root.stderr, wrong_root.stderr
+    # Another sslmode in a URL is refused before any connection.
+    weak = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--gym", "north", "--db", "/dev/null",
+                           "--chain-url", f"postgresql://localhost:{chain.port}/chain?sslmode=require"],
+                          capture_output=True, text=True, timeout=30)
+    assert weak.returncode != 0 and "verify-full" in weak.stderr, weak.stderr
+
+
+def test_an_uplink_refuses_a_newer_chain_schema(chain: Chain, tmp_path: Path):
+    db = tmp_path / "gym.sqlite"
+    sqlite3.connect(db).executescript(
+        "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT, sex TEXT, birth_year INTEGER, height_cm REAL, goal_weight_kg REAL,"
+        " created_ts REAL, archived_ts REAL)")
+    assert chain.psql("INSERT INTO chain_schema (version, name) VALUES (99, 'from-the-future')").returncode == 0
+    try:
+        newer = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(db), "--gym", "north", "--once", *chain.gym_options("north")],
+                               capture_output=True, text=True, timeout=60)
+        assert newer.returncode != 0 and "newer than this build knows" in newer.stderr, newer.stderr
+        refused = chain.vbt("chain", "init", *chain.admin_options(), ok=False)
+        assert refused.returncode != 0 and "version 99" in refused.stderr, refused.stderr
+    finally:
+        assert chain.psql("DELETE FROM chain_schema WHERE version = 99").returncode == 0
