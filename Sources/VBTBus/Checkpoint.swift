@@ -20,6 +20,10 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
     /// Per input stream its producer, and where each producer answers replay requests.
     public var producers: [String: String]
     public var endpoints: [String: String]
+    /// Its place among the checkpoints its writer wrote (`CheckpointWriter`): of the
+    /// regular file and the command file, the higher is the newer. Nil in files from
+    /// before the command file existed.
+    public var generation: UInt64?
     /// The consumer's own state.
     public var state: State
 
@@ -176,38 +180,98 @@ public final class BackgroundWriter: @unchecked Sendable {
     }
 }
 
-/// Writes a consumer's checkpoints with a `BackgroundWriter`: a thousand
+/// Writes a consumer's checkpoints with `BackgroundWriter`s: a thousand
 /// stations' detector state takes a second to write, and even at nine the
 /// fsync alone would be the slowest reps' wait.
 ///
-/// The writing thread runs in the background (`runThreadInBackground`), so a
-/// write of tens of MB takes the time the bus and the consumers leave rather
-/// than a core they need; the loop waits longer for the next (`lastDurationS`).
-/// The figures: docs/decisions/0035-detector-memory-and-checkpoints.md.
-public final class CheckpointWriter<Element: Codable & Sendable>: Sendable {
-    /// The file written.
+/// The regular checkpoints go to `file` from a thread in the background
+/// (`runThreadInBackground`), so a write of tens of MB takes the time the bus and
+/// the consumers leave rather than a core they need; the loop waits longer for the
+/// next (`lastCPUSeconds`). The figures: docs/decisions/0035-detector-memory-and-checkpoints.md.
+///
+/// A command is kept by no journal, and its sender takes the answer as "done", so a
+/// consumer answers a command only once a checkpoint holding it is on disk
+/// (`submitNow`, `isWritten`). Such a checkpoint goes to `commandFile` from a thread
+/// at normal priority: a background thread can wait for a core for as long as the
+/// machine is busy (a build beside a gym's programs once held one for over a minute),
+/// and the answer would wait with it. Two files, so neither writer ever replaces the
+/// other's newer checkpoint; `load` takes the newer of the two by `generation`.
+public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sendable {
+    /// The file the regular checkpoints are written to.
     public let file: CheckpointFile
+    /// The file the checkpoints that answer commands are written to, beside `file`.
+    public let commandFile: CheckpointFile
     private let writer = BackgroundWriter(name: "vbt.checkpoint", background: true)
+    private let commandWriter = BackgroundWriter(name: "vbt.checkpoint.now", background: false)
+    private let lock = NSLock()
+    private var generation: UInt64 = 0
+    private var written: UInt64 = 0
+    /// Runs before each regular write (tests hold the background writer with it, as a busy machine would).
+    var beforeRegularWrite: (@Sendable () -> Void)?
 
-    /// A writer of `file`.
-    public init(file: CheckpointFile) { self.file = file }
-
-    /// Hands `checkpoint` over to be written, and returns at once.
-    public func submit(_ checkpoint: ConsumerCheckpoint<[Element]>) {
-        writer.submit { [file] in try checkpoint.write(to: file) }
+    /// A writer of `file`, and of its command file beside it (`checkpoint.json` → `checkpoint.command.json`).
+    public init(file: CheckpointFile) {
+        self.file = file
+        let base = file.path.hasSuffix(".json") ? String(file.path.dropLast(5)) : file.path
+        commandFile = CheckpointFile(path: base + ".command.json")
     }
 
-    /// Waits until every checkpoint handed over is written (or has failed).
-    public func wait() { writer.wait() }
+    /// The newer of the two files' checkpoints (nil when neither exists); the next written is newer still.
+    public func load() throws -> ConsumerCheckpoint<[Element]>? {
+        let regular = try ConsumerCheckpoint<[Element]>.load(file)
+        let command = try ConsumerCheckpoint<[Element]>.load(commandFile)
+        let newest = [regular, command].compactMap { $0 }.max { ($0.generation ?? 0) < ($1.generation ?? 0) }
+        lock.withLock { generation = max(generation, newest?.generation ?? 0) }
+        return newest
+    }
 
-    /// How long the last write took, seconds.
+    private func numbered(_ checkpoint: ConsumerCheckpoint<[Element]>) -> ConsumerCheckpoint<[Element]> {
+        var checkpoint = checkpoint
+        checkpoint.generation = lock.withLock {
+            generation += 1
+            return generation
+        }
+        return checkpoint
+    }
+
+    /// Hands `checkpoint` over to be written in the background, and returns at once.
+    public func submit(_ checkpoint: ConsumerCheckpoint<[Element]>) {
+        let checkpoint = numbered(checkpoint)
+        writer.submit { [file, beforeRegularWrite] in
+            beforeRegularWrite?()
+            try checkpoint.write(to: file)
+        }
+    }
+
+    /// Hands `checkpoint` over to be written at once at normal priority, and returns
+    /// its generation: `isWritten` says when it (or a newer one) is on disk.
+    public func submitNow(_ checkpoint: ConsumerCheckpoint<[Element]>) -> UInt64 {
+        let checkpoint = numbered(checkpoint)
+        let number = checkpoint.generation ?? 0
+        commandWriter.submit { [self] in
+            try checkpoint.write(to: commandFile)
+            lock.withLock { written = max(written, number) }
+        }
+        return number
+    }
+
+    /// Whether the checkpoint `submitNow` numbered `generation`, or a newer one, is on disk.
+    public func isWritten(_ generation: UInt64) -> Bool { lock.withLock { written >= generation } }
+
+    /// Waits until every checkpoint handed over is written (or has failed).
+    public func wait() {
+        writer.wait()
+        commandWriter.wait()
+    }
+
+    /// How long the last regular write took, seconds.
     public var lastDurationS: Double { writer.lastDurationS }
 
-    /// The processor time the last write took, seconds.
+    /// The processor time the last regular write took, seconds.
     public var lastCPUSeconds: Double { writer.lastCPUSeconds }
 
     /// Why the last failed write failed, once; nil when none has since asked.
-    public func takeFailure() -> String? { writer.takeFailure() }
+    public func takeFailure() -> String? { commandWriter.takeFailure() ?? writer.takeFailure() }
 }
 
 /// A consumer's checkpoint: one file written whole and durably (a temporary

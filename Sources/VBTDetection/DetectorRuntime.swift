@@ -133,11 +133,14 @@ public final class DetectorRuntime {
     /// The input streams recovery follows: this detector's stations' samples.
     private let wants: (String) -> Bool
     /// Writes the checkpoints off the loop (nil without a journal).
-    private let checkpointWriter: CheckpointWriter<StationDetector>?
+    let checkpointWriter: CheckpointWriter<StationDetector>?
     /// The restored checkpoint's output positions, applied once the journal is open.
     private var resumeOutputs: [String: UInt64]?
     /// When the next checkpoint is due (monotonic), and whether anything changed since the last.
     private var checkpointDue = 0.0
+    /// Answers to commands, held until a checkpoint holding the command is on disk (the
+    /// generation `submitNow` gave it; nil until that checkpoint is handed over).
+    private var heldAcks: [(ack: AckMessage, station: String, athlete: String?, generation: UInt64?)] = []
     /// A pattern was learned since the patterns file was last written.
     private var patternsUnsaved = false
     /// Writes the patterns file off the loop: its fsync, behind the recorder's writes, stalled the loop.
@@ -196,8 +199,8 @@ public final class DetectorRuntime {
         let checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
         checkpointWriter = checkpoint.map { CheckpointWriter(file: $0) }
         var saved: ConsumerCheckpoint<[StationDetector]>?
-        if !options.takeover, let checkpoint {
-            do { saved = try ConsumerCheckpoint.load(checkpoint) } catch {
+        if !options.takeover, let checkpoint, let checkpointWriter {
+            do { saved = try checkpointWriter.load() } catch {
                 logger.error(
                     "checkpoint unreadable; starting fresh (what the crashed detector had not published is not detected again)",
                     metadata: ["path": "\(checkpoint.path)", "error": "\(error)"])
@@ -282,7 +285,8 @@ public final class DetectorRuntime {
             finishPatterns()
             finishCheckpoints()
         }
-        while !stop.isSet, !isFinished { try step() }
+        // Answers held for a checkpoint are sent the step after it is written: no long waits then.
+        while !stop.isSet, !isFinished { try step(timeoutMs: heldAcks.isEmpty ? 100 : 5) }
     }
 
     /// Whether this detector has handed over and is done.
@@ -333,8 +337,14 @@ public final class DetectorRuntime {
         if let checkpointWriter, let failure = checkpointWriter.takeFailure() {
             logger.error("checkpoint not written; retrying", metadata: ["path": "\(checkpointWriter.file.path)", "error": "\(failure)"])
             changed = true
+            // Answers waiting for a write that failed wait for the next, made at once.
+            for index in heldAcks.indices where heldAcks[index].generation.map(checkpointWriter.isWritten) == false {
+                heldAcks[index].generation = nil
+                checkpointDue = 0
+            }
         }
         if changed, now >= checkpointDue { saveCheckpoint(now: now) }
+        try answerCommands()
         let due = nextHousekeeping ?? now + 1  // the first a second after the first step
         nextHousekeeping = due
         if now >= due {
@@ -359,13 +369,19 @@ public final class DetectorRuntime {
 
     /// Hands every station's state, the input positions and the output seqs
     /// to the checkpoint writer (never fatal: a failed write is logged and
-    /// the next one comes when it is due).
+    /// the next one comes when it is due). With commands waiting for their
+    /// answers, at once and at normal priority (`CheckpointWriter.submitNow`).
     private func saveCheckpoint(now: Double) {
         guard let checkpointWriter, replay != nil, isActive else { return }
-        checkpointWriter.submit(
-            ConsumerCheckpoint(
-                publisher: publisher, input: input, inputs: processed.mapValues { UInt64($0) },
-                state: stations.keys.sorted().compactMap { stations[$0]?.detector }))
+        let checkpoint = ConsumerCheckpoint(
+            publisher: publisher, input: input, inputs: processed.mapValues { UInt64($0) },
+            state: stations.keys.sorted().compactMap { stations[$0]?.detector })
+        if heldAcks.contains(where: { $0.generation == nil }) {
+            let generation = checkpointWriter.submitNow(checkpoint)
+            for index in heldAcks.indices where heldAcks[index].generation == nil { heldAcks[index].generation = generation }
+        } else {
+            checkpointWriter.submit(checkpoint)
+        }
         changed = false
         checkpoints += 1
         // At most a twentieth of a core goes to checkpoints: with many stations the state is
@@ -384,6 +400,23 @@ public final class DetectorRuntime {
         if let failure = checkpointWriter.takeFailure() {
             logger.error("checkpoint not written", metadata: ["path": "\(checkpointWriter.file.path)", "error": "\(failure)"])
         }
+        try? answerCommands()
+    }
+
+    /// Sends the answers whose commands a checkpoint on disk holds: a command is kept by
+    /// no journal, so "done" is said only once a crash could no longer lose it. A failed
+    /// write is written again at the next step (`step` marks the state changed).
+    private func answerCommands() throws {
+        guard !heldAcks.isEmpty else { return }
+        var waiting: [(ack: AckMessage, station: String, athlete: String?, generation: UInt64?)] = []
+        for held in heldAcks {
+            if let generation = held.generation, checkpointWriter?.isWritten(generation) != false {
+                try send(held.ack, station: held.station, athlete: held.athlete)
+            } else {
+                waiting.append(held)
+            }
+        }
+        heldAcks = waiting
     }
 
     deinit {
@@ -489,8 +522,15 @@ public final class DetectorRuntime {
         for output in outputs {
             if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
         }
-        // The answer after what the command made (a set's end before "done").
-        if let ack { try send(ack, station: station, athlete: athleteAfter) }
+        // The answer after what the command made (a set's end before "done"), and after a
+        // checkpoint holding the command is on disk (`answerCommands`); without one, at once.
+        if let ack {
+            if checkpointWriter != nil, replay != nil, isActive {
+                heldAcks.append((ack, station, athleteAfter, nil))
+            } else {
+                try send(ack, station: station, athlete: athleteAfter)
+            }
+        }
         return true
     }
 

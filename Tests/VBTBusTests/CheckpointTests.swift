@@ -47,9 +47,24 @@ struct CheckpointTests {
             writer.submit(newest!)
         }
         writer.wait()
-        #expect(try writer.file.read() == newest?.encoded())
+        var numbered = try #require(newest)
+        numbered.generation = 50
+        #expect(try writer.file.read() == numbered.encoded(), "the newest, numbered in the order handed over")
         #expect(writer.takeFailure() == nil)
         #expect(writer.lastDurationS > 0)
+
+        // A checkpoint written at once (a command's) goes to a file of its own; the newer of the two is loaded.
+        let command = try #require(newest)
+        let generation = writer.submitNow(command)
+        writer.wait()
+        #expect(generation == 51 && writer.isWritten(51) && !writer.isWritten(52))
+        #expect(try writer.load()?.generation == 51)
+        writer.submit(command)
+        writer.wait()
+        let again = CheckpointWriter<Station>(file: writer.file)
+        #expect(try again.load()?.generation == 52, "the regular file is newer again")
+        #expect(again.submitNow(command) == 53, "a writer started on the files numbers after the newest")
+        again.wait()
 
         let lost = CheckpointWriter<Station>(file: CheckpointFile(path: dir.path("no-such-folder/checkpoint.json")))
         lost.submit(try #require(newest))

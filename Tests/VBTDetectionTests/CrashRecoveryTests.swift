@@ -174,4 +174,54 @@ struct DetectorCrashTests {
         let ended = outcome.sets.filter { $0.event == "end" }.map(\.setId)
         #expect(!started.isEmpty && started == ended, "every set started is ended: \(outcome.sets)")
     }
+
+    /// Holds the background checkpoint writer, as a busy machine holds a SCHED_IDLE thread.
+    final class Gate: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var isOpen = false
+        func pass() {
+            condition.lock()
+            while !isOpen { condition.wait() }
+            condition.unlock()
+        }
+        func open() {
+            condition.lock()
+            isOpen = true
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
+    @Test("a command is answered only once a checkpoint holding it is on disk, though the background writer is held")
+    func commandAnsweredWhenDurable() throws {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let bridge = try Bridge(bus: bus, dir: dir)
+        let acks = try Subscriber(transport: bus, prefixes: [AckMessage.topicPrefix], logger: Self.logger)
+        let coach = try Publisher(transport: bus, program: "vbt")
+        let detector = try Self.detector(bus, dir: dir)
+        let gate = Gate()
+        defer { gate.open() }  // before the detector's end, which waits for its writes
+        let writer = try #require(detector.checkpointWriter)
+        writer.beforeRegularWrite = { gate.pass() }
+        try bus.heartbeat()
+        for message in Self.session.messages.prefix(20) {
+            try bridge.publisher.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            bus.manualClock.advance(0.1)
+            for _ in 0..<100 where bus.queued > 0 { try detector.step(timeoutMs: 0) }
+        }
+        try coach.publish(
+            CommandMessage(id: "c1", command: CommandName.athleteAssign, args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args),
+            station: "swap-1")
+        var answer: AckMessage?
+        for _ in 0..<10_000 where answer == nil {
+            try detector.step(timeoutMs: 1)
+            if let message = try acks.next(timeoutMs: 0) { answer = try message.payload(as: AckMessage.self) }
+        }
+        #expect(answer?.cmdId == "c1" && answer?.state == .done, "answered: \(String(describing: answer))")
+        // What a detector started now (after SIGKILL) would restore: the command is in it.
+        let restored = try CheckpointWriter<StationDetector>(file: writer.file).load()
+        let station = restored?.state.first { $0.station == "swap-1" }
+        #expect(station?.assignment.athlete == "ana", "the checkpoint on disk holds the assignment")
+    }
 }
