@@ -28,7 +28,7 @@ test: build lint
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --no-parallel --filter '$(PROCESS_SUITES)'
-	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q tests/python
+	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) -m pytest -q --durations=15 tests/python
 
 # The quick loop on every change (warm: `make deps` has run once): the pure
 # and in-memory Swift suites (runtimes over VBTTesting's MemoryBus) and the
