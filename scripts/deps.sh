@@ -20,6 +20,7 @@ command -v systemd-analyze >/dev/null 2>&1 || apt_packages+=(systemd)  # the dep
 command -v systemd-nspawn >/dev/null 2>&1 || apt_packages+=(systemd-container)  # the systemd test boots the units in it
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
 command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)
+command -v pdftoppm >/dev/null 2>&1 || apt_packages+=(poppler-utils)  # the report test turns vbt report's PDF into a picture
 # The export test opens vbt's CSV files in a real spreadsheet (headless, no desktop, no recommends).
 lean_packages=()
 command -v soffice >/dev/null 2>&1 || lean_packages+=(libreoffice-calc-nogui)

@@ -31,6 +31,7 @@ public enum QueryName: String, Sendable, CaseIterable {
     case patternPut = "pattern.put"
     case history
     case progress
+    case report
     case statsWeek = "stats.week"
     case exportPage = "export.page"
     case status
@@ -91,6 +92,19 @@ public struct ProgressArgs: Codable, Sendable {
         (self.athlete, self.exercise, self.utcOffsetS) = (athlete, exercise, utcOffsetS)
     }
     enum CodingKeys: String, CodingKey { case athlete, exercise; case utcOffsetS = "utc_offset_s" }
+}
+
+/// `report`: one athlete's local day (`date` `YYYY-MM-DD`; nil: the day of their latest set)
+/// and the weeks of e1RM trend before it (default 8).
+public struct ReportArgs: Codable, Sendable {
+    public var athlete: String
+    public var date: String?
+    public var utcOffsetS: Int?
+    public var weeks: Int?
+    public init(athlete: String, date: String? = nil, utcOffsetS: Int? = nil, weeks: Int? = nil) {
+        (self.athlete, self.date, self.utcOffsetS, self.weeks) = (athlete, date, utcOffsetS, weeks)
+    }
+    enum CodingKeys: String, CodingKey { case athlete, date, weeks; case utcOffsetS = "utc_offset_s" }
 }
 
 /// `stats.week`.

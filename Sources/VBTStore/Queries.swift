@@ -676,3 +676,77 @@ extension TrainingStore {
         }
     }
 }
+
+// MARK: Session report
+
+extension TrainingStore {
+    /// One athlete's local day for `vbt report` (SessionReport): that day's sessions with their
+    /// sets and reps, the attempts refused at the session's station while it ran (within a minute
+    /// of its first and last set), and each exercise's e1RM that day with its daily estimates over
+    /// the `weeks` before (`progress`, so the same numbers as every other page). Without a date,
+    /// the day of the athlete's latest set.
+    public func report(athlete: String, date: String?, utcOffsetS: Int, weeks: Int) throws(StoreError) -> SessionReport {
+        guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
+        guard (1...104).contains(weeks) else { throw StoreError(.invalid, "weeks must be 1 to 104, not \(weeks)") }
+        let offset = Double(utcOffsetS)
+        let found = try read { db -> (String?, String, [SessionReport.Session]) in
+            let name = try String.fetchOne(db, sql: "SELECT name FROM athletes WHERE id = ?", arguments: [athlete])
+            let day: String
+            if let date {
+                guard SessionReport.dayNumber(date) != nil else { throw StoreError(.invalid, "date must be YYYY-MM-DD, not \(date.debugDescription)") }
+                day = date
+            } else if let latest = try Double.fetchOne(db, sql: "SELECT max(started_ts) FROM sets WHERE athlete = ?", arguments: [athlete]) {
+                day = DayStats.day(latest, offset: offset)
+            } else {
+                throw StoreError(.invalid, "no sets recorded for athlete '\(athlete)': see vbt athlete list and vbt history")
+            }
+            let start = Double(SessionReport.dayNumber(day) ?? 0) * 86_400 - offset
+            // The phase and tempo columns come with the "v10-rep-phases" migration; before it, not measured.
+            let columns = Set(try Row.fetchAll(db, sql: "PRAGMA table_info(reps)").map { $0["name"] as String })
+            let phases = ["eccentric_s", "pause_bottom_s", "tempo", "tempo_met"].allSatisfy(columns.contains)
+            let sets = try Row.fetchAll(
+                db, sql: "SELECT * FROM sets WHERE athlete = ? AND started_ts >= ? AND started_ts < ? ORDER BY started_ts, id",
+                arguments: [athlete, start, start + 86_400])
+            var sessions: [SessionReport.Session] = []
+            for row in sets {
+                let id: String = row["id"]
+                let reps = try Row.fetchAll(db, sql: "SELECT * FROM reps WHERE set_id = ? ORDER BY idx", arguments: [id]).map {
+                    SessionReport.Rep(
+                        index: $0["idx"], meanVelocityMps: $0["mean_velocity_mps"], peakVelocityMps: $0["peak_velocity_mps"], romMm: $0["rom_mm"],
+                        concentricS: $0["concentric_s"], velocityLossPct: $0["velocity_loss_pct"], eccentricS: phases ? $0["eccentric_s"] : nil,
+                        pauseBottomS: phases ? $0["pause_bottom_s"] : nil, tempo: phases ? $0["tempo"] : nil, tempoMet: phases ? $0["tempo_met"] : nil)
+                }
+                let set = SessionReport.Set(
+                    id: id, exercise: row["exercise"], loadKg: row["load_kg"], startedTs: row["started_ts"], endedTs: row["ended_ts"], reason: row["reason"],
+                    rpe: row["rpe"], note: row["note"], reps: reps)
+                let session: Int64 = row["session"]
+                if let index = sessions.firstIndex(where: { $0.id == session }) {
+                    sessions[index].sets.append(set)
+                } else {
+                    let station: String = row["station"]
+                    sessions.append(
+                        SessionReport.Session(id: session, station: station, startedTs: set.startedTs, endedTs: set.startedTs, sets: [set], rejected: 0))
+                }
+            }
+            for index in sessions.indices {
+                // The span of the day's sets in it: a session that ran past midnight is reported by day.
+                let sets = sessions[index].sets
+                sessions[index].startedTs = sets.map(\.startedTs).min() ?? 0
+                sessions[index].endedTs = sets.map { max($0.endedTs ?? $0.startedTs, $0.startedTs) }.max() ?? 0
+                sessions[index].rejected =
+                    try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM rejected WHERE athlete = ? AND station = ? AND t_end >= ? AND t_end <= ?",
+                        arguments: [athlete, sessions[index].station, sessions[index].startedTs - 60, sessions[index].endedTs + 60]) ?? 0
+            }
+            return (name, day, sessions)
+        }
+        let (name, day, sessions) = found
+        let trained = Set(sessions.flatMap(\.sets).compactMap(\.exercise))
+        let progress = trained.isEmpty ? [] : try self.progress(athlete: athlete, exercise: nil, utcOffsetS: utcOffsetS).exercises
+        let first = DayStats.day(Double((SessionReport.dayNumber(day) ?? 0) - weeks * 7 + 1) * 86_400, offset: 0)
+        let exercises = progress.filter { trained.contains($0.exercise) }.map { e in
+            SessionReport.Exercise(exercise: e.exercise, e1rm: e.e1rm.first { $0.day == day }, trend: e.e1rm.filter { $0.day >= first && $0.day <= day })
+        }
+        return SessionReport(athlete: athlete, name: name, date: day, utcOffsetS: utcOffsetS, weeks: weeks, sessions: sessions, exercises: exercises)
+    }
+}

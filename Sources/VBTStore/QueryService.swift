@@ -125,6 +125,9 @@ public struct QueryService {
             case .progress:
                 let a = try args(ProgressArgs.self)
                 result = try store.progress(athlete: a.athlete, exercise: a.exercise, utcOffsetS: a.utcOffsetS ?? 0)
+            case .report:
+                let a = try args(ReportArgs.self)
+                result = try store.report(athlete: a.athlete, date: a.date, utcOffsetS: a.utcOffsetS ?? 0, weeks: a.weeks ?? 8)
             case .statsWeek:
                 let a = try optionalArgs(WeekArgs.self, default: WeekArgs())
                 result = try store.weekStats(athlete: a.athlete, now: a.now ?? Date().timeIntervalSince1970, utcOffsetS: a.utcOffsetS ?? 0)
