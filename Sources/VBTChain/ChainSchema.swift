@@ -15,7 +15,8 @@ public enum ChainSchema {
 
     /// Every migration this build knows, in order; the last is the version it writes.
     public static let migrations: [Migration] = [
-        Migration(version: 1, name: "c1-core", sql: c1Core)
+        Migration(version: 1, name: "c1-core", sql: c1Core),
+        Migration(version: 2, name: "c2-profiles-posture-alerts-plans", sql: c2ProfilesPostureAlertsPlans),
     ]
 
     /// The version this build writes.
@@ -50,7 +51,32 @@ public enum ChainSchema {
             }
             applied.append(migration.version)
         }
+        // Gyms added before a migration get its new tables too (their roles must still exist).
+        if !applied.isEmpty, have > 0 {
+            for row in try db.execute("SELECT gym FROM gyms ORDER BY gym").rows {
+                if let gym = row[0] { try grant(db, gym: gym) }
+            }
+        }
         return applied
+    }
+
+    /// Lets a gym's role (which must exist) connect, read the schema and gyms, and read, insert
+    /// and update every replicated table and its cursors (never delete), where row-level
+    /// security confines it to its own rows. Run again after a migration adds tables.
+    public static func grant(_ db: PostgresConnection, gym: String) throws {
+        guard isValidGym(gym) else { throw PostgresError("not a gym name: \(gym)") }
+        // The name is checked above (letters, digits, _), so it is safe inside the quotes.
+        let role = role(ofGym: gym)
+        let tables = (["cursors"] + ChainTable.all.map(\.name)).joined(separator: ", ")
+        try db.execute(
+            """
+            DO $$ BEGIN
+                EXECUTE format('GRANT CONNECT ON DATABASE %I TO "\(role)"', current_database());
+            END $$;
+            GRANT USAGE ON SCHEMA public TO "\(role)";
+            GRANT SELECT ON chain_schema, gyms TO "\(role)";
+            GRANT SELECT, INSERT, UPDATE ON \(tables) TO "\(role)";
+            """)
     }
 
     /// The store's version: 0 when no migration ran.
@@ -180,6 +206,77 @@ public enum ChainSchema {
         DECLARE t TEXT;
         BEGIN
             FOREACH t IN ARRAY ARRAY['gyms', 'cursors', 'athletes', 'sessions', 'sets', 'reps', 'rejected'] LOOP
+                EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+                EXECUTE format('CREATE POLICY own_gym ON %I USING (current_user = ''vbt_gym_'' || gym) '
+                    || 'WITH CHECK (current_user = ''vbt_gym_'' || gym)', t);
+            END LOOP;
+        END $$;
+        """
+
+    /// Load-velocity profiles, posture changes, alerts and plans, under the same row-level security.
+    static let c2ProfilesPostureAlertsPlans = """
+        CREATE TABLE profiles (
+            gym TEXT NOT NULL REFERENCES gyms(gym),
+            src TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            station TEXT NOT NULL,
+            athlete TEXT,
+            exercise TEXT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            intercept_mps DOUBLE PRECISION NOT NULL,
+            slope_mps_per_kg DOUBLE PRECISION NOT NULL,
+            r2 DOUBLE PRECISION NOT NULL,
+            mvt_mps DOUBLE PRECISION NOT NULL,
+            e1rm_kg DOUBLE PRECISION,
+            PRIMARY KEY (gym, src, seq)
+        );
+        CREATE TABLE posture_changes (
+            gym TEXT NOT NULL REFERENCES gyms(gym),
+            src TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            station TEXT NOT NULL,
+            athlete TEXT,
+            t DOUBLE PRECISION NOT NULL,
+            correct INTEGER NOT NULL,
+            bad_for_s DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (gym, src, seq)
+        );
+        CREATE TABLE alerts (
+            gym TEXT NOT NULL REFERENCES gyms(gym),
+            src TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            station TEXT NOT NULL,
+            athlete TEXT,
+            ts DOUBLE PRECISION NOT NULL,
+            json TEXT NOT NULL,
+            PRIMARY KEY (gym, src, seq)
+        );
+        CREATE TABLE plans (
+            gym TEXT NOT NULL REFERENCES gyms(gym),
+            id TEXT NOT NULL,
+            athlete TEXT,
+            created_ts DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (gym, id)
+        );
+        CREATE TABLE plan_items (
+            gym TEXT NOT NULL REFERENCES gyms(gym),
+            plan TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            exercise TEXT NOT NULL,
+            sets INTEGER NOT NULL,
+            reps INTEGER NOT NULL,
+            rest_s DOUBLE PRECISION NOT NULL,
+            load_kg DOUBLE PRECISION,
+            load_pct_e1rm DOUBLE PRECISION,
+            loads_kg TEXT,
+            load_unit TEXT,
+            target_mean_velocity_mps DOUBLE PRECISION,
+            PRIMARY KEY (gym, plan, position)
+        );
+        DO $$
+        DECLARE t TEXT;
+        BEGIN
+            FOREACH t IN ARRAY ARRAY['profiles', 'posture_changes', 'alerts', 'plans', 'plan_items'] LOOP
                 EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
                 EXECUTE format('CREATE POLICY own_gym ON %I USING (current_user = ''vbt_gym_'' || gym) '
                     || 'WITH CHECK (current_user = ''vbt_gym_'' || gym)', t);

@@ -16,7 +16,7 @@ public struct ChainTable: Sendable {
     public let columns: [String]
     /// The gym's own key, without `gym`.
     public let key: [String]
-    /// The column that dates a row, for the uplink's lag.
+    /// The column (or SQLite expression) that dates a row, for the uplink's lag.
     public let timeColumn: String
     public let refresh: Refresh
 
@@ -49,6 +49,26 @@ public struct ChainTable: Sendable {
                 "src", "seq", "station", "athlete", "reason", "detail", "rom_mm", "concentric_s", "mean_velocity_mps", "t_end", "detector",
             ],
             key: ["src", "seq"], timeColumn: "t_end", refresh: .never),
+        ChainTable(
+            name: "profiles",
+            columns: [
+                "src", "seq", "station", "athlete", "exercise", "ts", "intercept_mps", "slope_mps_per_kg", "r2", "mvt_mps", "e1rm_kg",
+            ],
+            key: ["src", "seq"], timeColumn: "ts", refresh: .never),
+        ChainTable(
+            name: "posture_changes", columns: ["src", "seq", "station", "athlete", "t", "correct", "bad_for_s"], key: ["src", "seq"],
+            timeColumn: "t", refresh: .never),
+        ChainTable(
+            name: "alerts", columns: ["src", "seq", "station", "athlete", "ts", "json"], key: ["src", "seq"], timeColumn: "ts",
+            refresh: .never),
+        ChainTable(name: "plans", columns: ["id", "athlete", "created_ts"], key: ["id"], timeColumn: "created_ts", refresh: .all),
+        ChainTable(
+            name: "plan_items",
+            columns: [
+                "plan", "position", "exercise", "sets", "reps", "rest_s", "load_kg", "load_pct_e1rm", "loads_kg", "load_unit",
+                "target_mean_velocity_mps",
+            ],
+            key: ["plan", "position"], timeColumn: "(SELECT created_ts FROM plans WHERE plans.id = plan_items.plan)", refresh: .all),
     ]
 
     /// The statement that writes `count` rows of this table for `gym` ($1), the rows' values

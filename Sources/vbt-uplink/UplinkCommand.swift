@@ -106,6 +106,12 @@ struct UplinkCommand: ParsableCommand {
                 }
                 logger.warning("chain store unavailable; retrying", metadata: ["error": "\(error)", "in_s": "\(interval)"])
                 if once { throw ExitCode.failure }
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                // The gym's store unreadable for a moment (busy, being restored): the cursor did not move.
+                logger.warning("gym store unreadable; retrying", metadata: ["error": "\(error)", "in_s": "\(interval)"])
+                if once { throw ExitCode.failure }
             }
             stop.sleep(interval)
         }

@@ -99,19 +99,16 @@ struct ChainCommand: AsyncParsableCommand {
             do {
                 let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
                 try ChainSchema.check(db)
-                // The name is checked above (letters, digits, _), so it is safe inside the quotes.
+                // The name is checked in validate() (letters, digits, _), so it is safe inside the quotes.
                 try db.transaction {
                     try db.execute(
                         """
                         DO $$ BEGIN
                             IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '\(role)') THEN CREATE ROLE "\(role)" LOGIN; END IF;
-                            EXECUTE format('GRANT CONNECT ON DATABASE %I TO "\(role)"', current_database());
                         END $$;
-                        GRANT USAGE ON SCHEMA public TO "\(role)";
-                        GRANT SELECT ON chain_schema, gyms TO "\(role)";
-                        GRANT SELECT, INSERT, UPDATE ON cursors, athletes, sessions, sets, reps, rejected TO "\(role)";
                         INSERT INTO gyms (gym) VALUES ('\(name)') ON CONFLICT DO NOTHING;
                         """)
+                    try ChainSchema.grant(db, gym: name)
                 }
             } catch let error as PostgresError {
                 reportProblem("vbt chain add-gym: \(error)")

@@ -38,6 +38,8 @@ ADMIN = "chainadmin"
 GYMS = ["north", "south", "east"]
 TABLES = {  # table: the gym's own key
     "athletes": ["id"], "sessions": ["id"], "sets": ["id"], "reps": ["id"], "rejected": ["src", "seq"],
+    "profiles": ["src", "seq"], "posture_changes": ["src", "seq"], "alerts": ["src", "seq"], "plans": ["id"],
+    "plan_items": ["plan", "position"],
 }
 COLUMNS = {
     "athletes": ["id", "name", "sex", "birth_year", "height_cm", "goal_weight_kg", "created_ts", "archived_ts"],
@@ -49,6 +51,13 @@ COLUMNS = {
              "zone", "sensor", "t_end", "detector", "src", "seq", "ts", "late_s"],
     "rejected": ["src", "seq", "station", "athlete", "reason", "detail", "rom_mm", "concentric_s", "mean_velocity_mps",
                  "t_end", "detector"],
+    "profiles": ["src", "seq", "station", "athlete", "exercise", "ts", "intercept_mps", "slope_mps_per_kg", "r2", "mvt_mps",
+                 "e1rm_kg"],
+    "posture_changes": ["src", "seq", "station", "athlete", "t", "correct", "bad_for_s"],
+    "alerts": ["src", "seq", "station", "athlete", "ts", "json"],
+    "plans": ["id", "athlete", "created_ts"],
+    "plan_items": ["plan", "position", "exercise", "sets", "reps", "rest_s", "load_kg", "load_pct_e1rm", "loads_kg", "load_unit",
+                   "target_mean_velocity_mps"],
 }
 
 pytestmark = pytest.mark.skipif(not (PG_BIN / "initdb").exists() or not shutil.which("openssl"),
@@ -107,8 +116,8 @@ class Chain:
         self.pg_ctl("start")
         self.psql("CREATE DATABASE chain", database="postgres")
         out = self.vbt("chain", "init", *self.admin_options()).stdout
-        assert "chain schema at version 1" in out, out
-        assert "already at version 1" in self.vbt("chain", "init", *self.admin_options()).stdout
+        assert "chain schema at version 2" in out, out
+        assert "already at version 2" in self.vbt("chain", "init", *self.admin_options()).stdout
         for gym in GYMS:
             self.vbt("chain", "add-gym", gym, "--ca", str(self.certs), "--out", str(self.certs / gym), *self.admin_options())
 
@@ -202,6 +211,9 @@ def train(publisher: RawPublisher, gym: str, round_: int, athletes: list[str]) -
             publisher.send(publisher.message("rejected", station, {
                 "reason": "partial", "detail": "ROM 268 mm below 430 mm", "rom_mm": 268.0, "concentric_s": 0.5,
                 "mean_velocity_mps": 0.5, "t_end": time.time(), "detector": "rep-detector-0000c4a1"}, athlete=athlete))
+            publisher.send(publisher.message("profile", station, {
+                "exercise": "squat", "loads_kg": [60, 70], "mean_velocities_mps": [0.91, 0.80], "intercept_mps": 1.57 + 0.01 * s,
+                "slope_mps_per_kg": -0.011, "r2": 0.97, "mvt_mps": 0.3, "e1rm_kg": 115.0 + round_}, athlete=athlete))
             publisher.send(publisher.message("set", station, {
                 "set_id": set_id, "event": "end", "reps": len(velocities), "reason": "idle", "best_mean_velocity_mps": velocities[0],
                 "velocity_loss_pct": round((velocities[0] - velocities[-1]) / velocities[0] * 100, 3), **base}, athlete=athlete))
@@ -222,6 +234,8 @@ class Gym:
         self.athletes = [f"{name}-a{i}" for i in range(3)] + (["ana"] if name != "east" else [])
         for athlete in self.athletes:
             vbt(self.bus, "athlete", "add", athlete, "--name", athlete.title())
+        vbt(self.bus, "plan", "create", f"{name}-plan", "--athlete", self.athletes[0], "--item", "squat:3x5@100kg/180s",
+            "--item", "bench:3x8@80%~0.5mps/120s")
         self.publisher = RawPublisher(self.bus, "rep.")
         self.chain = chain
         self.uplinks: list[Program] = []
@@ -275,7 +289,8 @@ def test_three_gyms_reach_the_chain_store_exactly_once_through_faults(chain: Cha
 
         # The same batches delivered twice: south's cursors set back to 0, and a second east uplink beside the first.
         south, east = gyms[1], gyms[2]
-        wait_until(lambda: chain.query("SELECT count(*) FROM cursors WHERE gym = 'south' AND last_rowid > 0") == 5,
+        wait_until(lambda: chain.query("SELECT count(*) FROM cursors WHERE gym = 'south' AND last_rowid > 0 "
+                                       "AND tbl IN ('athletes', 'sessions', 'sets', 'reps', 'rejected', 'profiles')") == 6,
                    "south's uplink to have sent every table", detail=south.uplinks[0].describe)
         assert chain.psql("UPDATE cursors SET last_rowid = 0 WHERE gym = 'south'").returncode == 0
         east.uplink("-twin")
@@ -288,7 +303,8 @@ def test_three_gyms_reach_the_chain_store_exactly_once_through_faults(chain: Cha
                        g.uplinks[-1].describe() for g in gyms))
         counts = {table: len(union(stores, table)) for table in TABLES}
         assert counts["reps"] == sum(g.reps for g in gyms) == 3 * 2 * 5 * (4 + 4 + 3), counts
-        assert counts["rejected"] == 3 * 2 * (4 + 4 + 3) and counts["athletes"] == 4 + 4 + 3, counts
+        assert counts["rejected"] == counts["profiles"] == 3 * 2 * (4 + 4 + 3) and counts["athletes"] == 4 + 4 + 3, counts
+        assert counts["plans"] == 3 and counts["plan_items"] == 6, counts
         # An uplink's one cycle ends with nothing left to send.
         once = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(east.db), "--gym", "east", "--once",
                                *chain.gym_options("east")], capture_output=True, text=True, timeout=60, env=east.bus.env)
