@@ -129,13 +129,21 @@ public struct SessionReport: Codable, Sendable, Equatable {
         public var sets: [Set]
         /// Attempts the detector refused (too short, too slow...) at this station while the session ran.
         public var rejected: Int
+        /// Readiness per exercise, as stored when the session's first sets ended (empty: not measured).
+        public var readiness: [Readiness]
 
-        public init(id: Int64, station: String, startedTs: Double, endedTs: Double, sets: [Set], rejected: Int) {
+        public init(id: Int64, station: String, startedTs: Double, endedTs: Double, sets: [Set], rejected: Int, readiness: [Readiness] = []) {
             (self.id, self.station, self.startedTs, self.endedTs, self.sets, self.rejected) = (id, station, startedTs, endedTs, sets, rejected)
+            self.readiness = readiness
+        }
+
+        /// Readiness in words: `squat 96 % (as usual)`, or "not measured".
+        public var readinessWords: String {
+            readiness.isEmpty ? SessionReport.notMeasured : readiness.map { "\($0.exercise) \($0.assessment.text)" }.joined(separator: "; ")
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, station, sets, rejected
+            case id, station, sets, rejected, readiness
             case startedTs = "started_ts"
             case endedTs = "ended_ts"
         }
@@ -154,11 +162,11 @@ public struct SessionReport: Codable, Sendable, Equatable {
         }
     }
 
-    /// The athlete's readiness that day, once it is measured (nil: not measured).
+    /// The readiness the recorder stored for one exercise of a session (docs/detection.md, "Readiness").
     public struct Readiness: Codable, Sendable, Equatable {
-        /// In words, as the readiness estimate gives it.
-        public var summary: String
-        public init(summary: String) { self.summary = summary }
+        public var exercise: String
+        public var assessment: ReadinessAssessment
+        public init(exercise: String, assessment: ReadinessAssessment) { (self.exercise, self.assessment) = (exercise, assessment) }
     }
 
     public var athlete: String
@@ -171,17 +179,16 @@ public struct SessionReport: Codable, Sendable, Equatable {
     public var weeks: Int
     public var sessions: [Session]
     public var exercises: [Exercise]
-    public var readiness: Readiness?
 
     public init(
-        athlete: String, name: String?, date: String, utcOffsetS: Int, weeks: Int, sessions: [Session], exercises: [Exercise], readiness: Readiness? = nil
+        athlete: String, name: String?, date: String, utcOffsetS: Int, weeks: Int, sessions: [Session], exercises: [Exercise]
     ) {
         (self.athlete, self.name, self.date, self.utcOffsetS, self.weeks) = (athlete, name, date, utcOffsetS, weeks)
-        (self.sessions, self.exercises, self.readiness) = (sessions, exercises, readiness)
+        (self.sessions, self.exercises) = (sessions, exercises)
     }
 
     enum CodingKeys: String, CodingKey {
-        case athlete, name, date, weeks, sessions, exercises, readiness
+        case athlete, name, date, weeks, sessions, exercises
         case utcOffsetS = "utc_offset_s"
     }
 
@@ -191,6 +198,11 @@ public struct SessionReport: Codable, Sendable, Equatable {
     public var repCount: Int { sets.reduce(0) { $0 + $1.reps.count } }
     /// Refused attempts over the day's sessions.
     public var rejected: Int { sessions.reduce(0) { $0 + $1.rejected } }
+    /// The day's readiness in words: each measured session's (see `Session.readinessWords`), or "not measured".
+    public var readinessWords: String {
+        let measured = sessions.filter { !$0.readiness.isEmpty }
+        return measured.isEmpty ? Self.notMeasured : measured.map(\.readinessWords).joined(separator: "; ")
+    }
 
     /// Reps that met their tempo, of those measured; nil when no rep's tempo was measured.
     static func compliance(_ reps: [Rep]) -> (met: Int, measured: Int)? {
@@ -224,10 +236,11 @@ public struct SessionReport: Codable, Sendable, Equatable {
     public var text: String {
         var out = "Session report: \(title)\n"
         out += "\(sessions.count) session\(sessions.count == 1 ? "" : "s"), \(sets.count) sets, \(repCount) reps, \(rejected) rejected attempts\n"
-        out += "readiness: \(readiness?.summary ?? Self.notMeasured)\n"
+        out += "readiness: \(readinessWords)\n"
         out += "tempo compliance: \(Self.complianceWords(tempoCompliance))\n"
         for (number, session) in sessions.enumerated() {
             out += "\nsession \(number + 1) at \(session.station), \(clock(session.startedTs))-\(clock(session.endedTs)), \(session.rejected) rejected\n"
+            out += "readiness: \(session.readinessWords)\n"
             out += Self.table(
                 ["set", "exercise", "load kg", "reps", "best m/s", "mean m/s", "last m/s", "VL %", "ended by", "RPE", "tempo"],
                 session.sets.enumerated().map { index, set in
@@ -293,7 +306,7 @@ public struct SessionReport: Codable, Sendable, Equatable {
         body += "<section class=\"summary\"><dl>"
         body += Self.fact("sessions", "\(sessions.count)") + Self.fact("sets", "\(sets.count)") + Self.fact("reps", "\(repCount)")
         body += Self.fact("rejected", "\(rejected)", label: "rejected attempts")
-        body += Self.fact("readiness", readiness?.summary ?? Self.notMeasured, muted: readiness == nil)
+        body += Self.fact("readiness", readinessWords, muted: sessions.allSatisfy { $0.readiness.isEmpty })
         body += Self.fact("tempo", Self.complianceWords(tempoCompliance), label: "tempo compliance", muted: tempoCompliance == nil)
         body += "</dl></section>\n"
         for (number, session) in sessions.enumerated() {
@@ -317,7 +330,8 @@ public struct SessionReport: Codable, Sendable, Equatable {
                 }
             }
             body += "</tbody></table>\n"
-            body += "<p class=\"aside\">\(session.rejected) rejected attempt\(session.rejected == 1 ? "" : "s") at this station during the session.</p>"
+            body += "<p class=\"aside\">\(session.rejected) rejected attempt\(session.rejected == 1 ? "" : "s") at this station during the session. "
+            body += "Readiness: <span data-field=\"session-readiness\">\(Self.escape(session.readinessWords))</span>.</p>"
             body += "</section>\n"
         }
         body += "<section class=\"e1rm\"><h2>Estimated 1RM</h2>\n<table><thead><tr><th>Exercise</th><th class=\"num\">e1RM kg</th>"

@@ -728,7 +728,23 @@ extension TrainingStore {
                         SessionReport.Session(id: session, station: station, startedTs: set.startedTs, endedTs: set.startedTs, sets: [set], rejected: 0))
                 }
             }
+            // Readiness comes with the "v11-readiness" migration; before it, not measured.
+            let readiness = try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'readiness'") == true
             for index in sessions.indices {
+                if readiness {
+                    sessions[index].readiness = try Row.fetchAll(
+                        db, sql: "SELECT * FROM readiness WHERE session = ? AND athlete = ? ORDER BY exercise", arguments: [sessions[index].id, athlete]
+                    ).map {
+                        let verdict = ReadinessVerdict(rawValue: $0["verdict"] as String) ?? .tooLittleHistory
+                        return SessionReport.Readiness(
+                            exercise: $0["exercise"],
+                            assessment: ReadinessAssessment(
+                                verdict: verdict, scorePct: $0["score_pct"], typicalErrorPct: $0["typical_error_pct"], swcPct: $0["swc_pct"],
+                                standardErrorPct: $0["standard_error_pct"], withinNoise: $0["within_noise"], sets: $0["sets"],
+                                pastSessions: $0["past_sessions"],
+                                interceptMps: $0["intercept_mps"], slopeMpsPerKg: $0["slope_mps_per_kg"]))
+                    }
+                }
                 // The span of the day's sets in it: a session that ran past midnight is reported by day.
                 let sets = sessions[index].sets
                 sessions[index].startedTs = sets.map(\.startedTs).min() ?? 0
