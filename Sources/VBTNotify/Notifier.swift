@@ -23,6 +23,8 @@ public struct NotifierSettings: Sendable, Codable, Equatable {
     public var rateDropFraction = 0.5
     /// Seconds between `workout` snapshots of every station (late joiners catch up).
     public var snapshotS = 5.0
+    /// What the gym's plates make: load advice is rounded to it (`--plate-step-kg`, `--bar-kg`).
+    public var gym = GymLoads()
     /// Creates the defaults.
     public init() {}
 }
@@ -43,6 +45,9 @@ public struct NotifierState: Sendable, Codable, Equatable, JSONFileStored {
     /// notifier continues them and does not send again what the process
     /// before it sent after this was saved (nil: no journal, or a file from before).
     public var output: OutputPositions?
+    /// The detector's latest profile slope per `<athlete>/<exercise>` (m/s per kg, falling):
+    /// load advice's slope when today has one load only (nil: a state file from before).
+    public var profileSlopes: [String: Double]?
     /// An empty state.
     public init() {}
 }
@@ -140,6 +145,10 @@ public struct Notifier: Sendable {
         case StatusMessage.type:
             guard let status = try? message.payload(as: StatusMessage.self) else { return [] }
             return handle(status, station: station, now: now)
+        case ProfileMessage.type:
+            guard let profile = try? message.payload(as: ProfileMessage.self), let athlete = message.envelope.athlete else { return [] }
+            remember(profile, athlete: athlete)
+            return []
         case HeartbeatMessage.type:
             guard let beat = try? message.payload(as: HeartbeatMessage.self) else { return [] }
             return handleHeartbeat(beat, name: station, now: now) + reportLoss(beat, name: station, src: message.envelope.src, now: now)
@@ -173,6 +182,9 @@ public struct Notifier: Sendable {
             case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
             case CommandName.athleteUnassign: out = unassign(station: station, now: now)
             case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
+            case CommandName.adviceAccept:
+                try spec.check(command.args)
+                out = acceptAdvice(command, station: station, now: now)
             default: out = restCommand(command, station: station, now: now)
             }
         } catch {
@@ -214,6 +226,7 @@ public struct Notifier: Sendable {
             ws.athlete = athlete
         }
         if let plan = ws.plan, plan.athlete != athlete { ws.plan = nil }
+        if let exercise = assign.exercise, exercise != ws.exercise { (ws.adviceSets, ws.advice) = ([], nil) }
         ws.exercise = assign.exercise ?? ws.exercise
         if let load = assign.loadKg, load >= 0, load <= 1_000 { ws.loadKg = load }
         if let rest = assign.restS, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
@@ -367,6 +380,7 @@ public struct Notifier: Sendable {
             ws.timer = timer
             ws.phase = .resting
             nextTick[station] = now + settings.tickS
+            adviseNextSet(&ws, after: set)
             out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "set-ended", fallbackRestS: settings.defaultRestS)))
             out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
             // A plan with one load per set: the detector (and so the recorder's sets) learns the
@@ -384,11 +398,79 @@ public struct Notifier: Sendable {
         } else if lateSets[station] != nil {
             lateSets[station] = nil  // the readings flow live again
         }
-        let ws = workout(station)
+        var ws = workout(station)
+        if rep.setId != ws.repSetId { (ws.repSetId, ws.repVelocities) = (rep.setId, []) }
+        if ws.repVelocities.count < LoadAdvisor.repsPerSet, rep.meanVelocityMps.isFinite, rep.meanVelocityMps > 0, ws.athlete != nil || ws.plan != nil {
+            // Only for a station with someone assigned: advice needs a plan, and a free-running
+            // detector's reps would otherwise fill the state with stations nobody uses.
+            ws.repVelocities.append(rep.meanVelocityMps)
+            state.stations[station] = ws
+        }
         guard rep.velocityLossPct >= ws.vlThresholdPct else { return [] }
         return velocityLossNotice(
             station: station, athlete: ws.athlete ?? athlete, setId: rep.setId,
             lossPct: rep.velocityLossPct, thresholdPct: ws.vlThresholdPct, stopped: false, lateS: rep.lateS, now: now)
+    }
+
+    // MARK: Load advice
+
+    /// Keeps the detector's profile slope for `athlete`'s exercise (only one falling with load).
+    private mutating func remember(_ profile: ProfileMessage, athlete: String) {
+        guard profile.slopeMpsPerKg.isFinite, profile.slopeMpsPerKg < 0 else { return }
+        var slopes = state.profileSlopes ?? [:]
+        let key = "\(athlete)/\(profile.exercise)"
+        guard slopes[key] != profile.slopeMpsPerKg else { return }
+        slopes[key] = profile.slopeMpsPerKg
+        state.profileSlopes = slopes
+        needsSave = true
+    }
+
+    /// After `set` ended at a station whose plan item has a velocity target and more sets to
+    /// come: the next set's load advice, applied at once when the item says `!auto`.
+    private func adviseNextSet(_ ws: inout StationWorkout, after set: SetMessage) {
+        guard let item = ws.planned, let target = item.targetMeanVelocityMps else { return }
+        let velocity = (ws.repSetId == set.setId ? LoadAdvisor.setVelocity(ws.repVelocities) : nil) ?? set.bestMeanVelocityMps
+        if let velocity, let load = set.loadKg ?? ws.loadKg {
+            ws.adviceSets.append(AdvisedSet(loadKg: load, velocityMps: velocity, velocityLossPct: set.velocityLossPct))
+        }
+        guard ws.setNumber < item.sets else {
+            ws.advice = nil
+            return
+        }
+        let exercise = ws.exercise ?? item.exercise
+        let slope = ws.athlete.flatMap { state.profileSlopes?["\($0)/\(exercise)"] }
+        let advice = LoadAdvisor.advise(
+            sets: ws.adviceSets, targetMps: target, profileSlopeMpsPerKg: slope, gym: settings.gym, cutoffPct: ws.vlThresholdPct)
+        let wire = WorkoutMessage.Advice(
+            forSet: ws.upcomingSet, loadKg: advice.loadKg, method: advice.method?.rawValue, loads: advice.loads, targetMps: target,
+            fewerSets: advice.fewerSets, fewerSetsReason: advice.fewerSetsReason, reason: advice.reason, applied: false)
+        ws.advice = wire
+        if item.autoAdvice == true, advice.loadKg != nil || advice.fewerSets { _ = ws.apply(wire) }
+    }
+
+    /// `advice.accept`: the station's pending advice goes into its plan; the detector learns the
+    /// new load (`set.load`) when it changes the next set's.
+    private mutating func acceptAdvice(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
+        var ws = workout(station)
+        guard let advice = ws.advice else {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "advice.accept: no load advice at \(station)")]
+        }
+        guard !advice.applied else {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "advice.accept: the advice at \(station) is applied already")]
+        }
+        if let problem = ws.apply(advice) {
+            return [.rejected(station: station, command: command.command, id: command.id, reason: "advice.accept: \(problem)")]
+        }
+        state.stations[station] = ws
+        needsSave = true
+        let message = ws.message(event: "advice-accepted", fallbackRestS: settings.defaultRestS)
+        var out: [NotifierOutput] = [.workout(station: station, athlete: ws.athlete, message)]
+        if ws.phase == .ready, let load = advice.loadKg {
+            out.append(loadCommand(ws, loadKg: load, now: now))
+        } else if let next = ws.nextSetLoadChange {
+            out.append(loadCommand(ws, loadKg: next, now: now))
+        }
+        return out
     }
 
     /// `lateS`: the rep that reached the threshold came this late; the notice says so instead of

@@ -76,7 +76,8 @@ public final class NotifierRuntime {
         subscriber = try Subscriber(
             transport: transport,
             prefixes: MessageTypes.prefixes(
-                CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self), logger: logger)
+                CommandMessage.self, SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self, HeartbeatMessage.self,
+                ProfileMessage.self), logger: logger)
         // Its timers count in seconds: woken a few hundred times a second, not for every message (`Subscriber.gatherS`).
         subscriber.gatherS = 0.003
         publisher = try Publisher(transport: transport, program: "notifier")

@@ -96,6 +96,13 @@ public struct StationWorkout: Sendable, Codable, Equatable {
     public var timer: RestTimer?
     /// The last set end handled (a set end seen twice, e.g. around a detector swap, counts once).
     public var lastEndedSetId: String?
+    /// Today's sets of the current exercise, as load advice reads them (reset when the exercise changes).
+    public var adviceSets: [AdvisedSet] = []
+    /// The mean velocities of the current set's first reps (`LoadAdvisor.repsPerSet`), and its id.
+    public var repVelocities: [Double] = []
+    public var repSetId: String?
+    /// The advice after the last set, until the exercise changes or the next set ends.
+    public var advice: WorkoutMessage.Advice?
 
     /// A station nobody assigned yet.
     public init(station: String) { self.station = station }
@@ -123,6 +130,10 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         phase = try c.decodeIfPresent(Phase.self, forKey: .phase) ?? .ready
         timer = try c.decodeIfPresent(RestTimer.self, forKey: .timer)
         lastEndedSetId = try c.decodeIfPresent(String.self, forKey: .lastEndedSetId)
+        adviceSets = try c.decodeIfPresent([AdvisedSet].self, forKey: .adviceSets) ?? []
+        repVelocities = try c.decodeIfPresent([Double].self, forKey: .repVelocities) ?? []
+        repSetId = try c.decodeIfPresent(String.self, forKey: .repSetId)
+        advice = try c.decodeIfPresent(WorkoutMessage.Advice.self, forKey: .advice)
     }
 
     /// How notifiers before the wire's `Plan` saved a plan.
@@ -156,12 +167,14 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         let next: String? = plan.flatMap { plan in
             plan.items.indices.contains(exerciseIndex + 1) ? plan.items[exerciseIndex + 1].exercise : nil
         }
-        return WorkoutMessage(
+        var message = WorkoutMessage(
             event: event, state: WorkoutMessage.State(rawValue: phase.rawValue) ?? .ready, plan: plan?.id, exercise: exercise,
             loadKg: loadKg, set: setNumber, sets: planned?.sets, reps: planned?.reps,
             exerciseIndex: plan == nil ? nil : exerciseIndex + 1, exercises: plan?.items.count, setsDone: setsDone,
             restS: restS(fallbackS: fallbackRestS), vlThresholdPct: vlThresholdPct, nextExercise: next
         ).targeting(planned?.targetMeanVelocityMps)
+        message.advice = advice
+        return message
     }
 
     /// The load of the plan's next set of the current exercise, when it differs from the load
@@ -202,11 +215,41 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         }
         exerciseIndex += 1
         setNumber = 1
+        (adviceSets, advice) = ([], nil)
         let next = plan.items[exerciseIndex]
         exercise = next.exercise
         loadKg = next.loadKg
         phase = .ready
         return .nextExercise(next)
+    }
+
+    /// The set advice is for: the next one while resting, the one to do while ready.
+    public var upcomingSet: Int { phase == .resting ? setNumber + 1 : setNumber }
+
+    /// Carries `advice` into the plan: its load for every set of the current exercise from the
+    /// one it is for, and one set fewer when it says so (never fewer than the sets done). Returns
+    /// what went wrong in words, nil when applied.
+    public mutating func apply(_ advice: WorkoutMessage.Advice) -> String? {
+        guard var plan, var item = planned else { return "no plan at \(station)" }
+        guard phase != .done else { return "the plan at \(station) is done" }
+        guard advice.forSet == upcomingSet else { return "the advice was for set \(advice.forSet); set \(upcomingSet) is next" }
+        guard advice.loadKg != nil || advice.fewerSets else { return "the advice has no load: \(advice.reason)" }
+        if let load = advice.loadKg {
+            let loads = (1...max(1, item.sets)).map { $0 < advice.forSet ? (item.loadKg(set: $0) ?? load) : load }
+            item.loadsKg = loads
+            item.loadKg = loads.first
+            if phase == .ready { loadKg = load }
+        }
+        if advice.fewerSets {
+            item.sets = max(advice.forSet - 1, max(1, item.sets - 1))
+            if let loads = item.loadsKg { item.loadsKg = Array(loads.prefix(item.sets)) }
+        }
+        plan.items[exerciseIndex] = item
+        self.plan = plan
+        var applied = advice
+        applied.applied = true
+        self.advice = applied
+        return nil
     }
 
     /// Whether the set just ended was the plan's last.

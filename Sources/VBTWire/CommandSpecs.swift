@@ -169,6 +169,7 @@ extension CommandName {
                         CommandArgument("load_pct_e1rm", .number, range: 1...120, "the load as % of the athlete's e1RM"),
                         CommandArgument("load_unit", .choice(["kg", "lb"]), "the unit the coach wrote the loads in"),
                         CommandArgument("target_mean_velocity_mps", .number, range: 0.01...3, "the mean velocity each rep should reach, m/s"),
+                        CommandArgument("advice", .choice(["ask", "auto"]), "load advice: ask the coach (default) or apply it"),
                     ]), required: true, "the exercises in order"),
             ]),
         CommandSpec(setEnd, "Ends the station's open set now.", programs: ["rep-detector"]),
@@ -188,6 +189,7 @@ extension CommandName {
         CommandSpec(
             restExtend, "Adds to (or, negative, takes from) the rest.", programs: ["notifier"],
             arguments: [CommandArgument("seconds", .number, required: true, range: -3_600...3_600, "seconds to add")]),
+        CommandSpec(adviceAccept, "Carries the station's load advice into its plan's next set.", programs: ["notifier"]),
     ]
 
     /// The declaration of `name`, if a vbt program acts on it.

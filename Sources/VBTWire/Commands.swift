@@ -24,6 +24,8 @@ public enum CommandName {
     public static let restSkip = "rest.skip"
     /// Adds to (or, negative, takes from) the rest (`RestExtend`).
     public static let restExtend = "rest.extend"
+    /// Carries the station's pending load advice into its plan (no arguments).
+    public static let adviceAccept = "advice.accept"
     /// The rest-timer commands, all for the notifier.
     public static let rest: Set<String> = [restPause, restResume, restSkip, restExtend]
     /// Every command a vbt program acts on: the ones declared (`specs`).
@@ -209,10 +211,11 @@ public struct Plan: Sendable, Codable, Equatable {
                 throw PayloadError("exercises[\(index)] (\(exercise)): target_mean_velocity_mps must be above 0 and at most 3")
             }
             let unit = try fields.optionalString("load_unit")
-            list.append(
-                PlanItem(
-                    exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load ?? loads?.first, loadsKg: loads,
-                    loadPctE1rm: try fields.optionalNumber("load_pct_e1rm"), loadUnit: unit == "lb" ? "lb" : nil, targetMeanVelocityMps: target))
+            var item = PlanItem(
+                exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load ?? loads?.first, loadsKg: loads,
+                loadPctE1rm: try fields.optionalNumber("load_pct_e1rm"), loadUnit: unit == "lb" ? "lb" : nil, targetMeanVelocityMps: target)
+            if try fields.optionalString("advice") == "auto" { item.autoAdvice = true }
+            list.append(item)
         }
         items = list
         try CommandName.checkArguments(CommandName.planAssign, args)
@@ -237,6 +240,7 @@ public struct Plan: Sendable, Codable, Equatable {
                         if let pct = item.loadPctE1rm { entry.append(("load_pct_e1rm", .number(pct))) }
                         if let unit = item.loadUnit { entry.append(("load_unit", .string(unit))) }
                         if let target = item.targetMeanVelocityMps { entry.append(("target_mean_velocity_mps", .number(target))) }
+                        if item.autoAdvice == true { entry.append(("advice", .string("auto"))) }
                         return .object(JSONObject(entry))
                     })
             ))
@@ -262,6 +266,8 @@ public struct PlanItem: Sendable, Codable, Equatable {
     public var loadUnit: String?
     /// The mean velocity each rep should reach, m/s.
     public var targetMeanVelocityMps: Double?
+    /// Apply the notifier's load advice without asking (`!auto` in `vbt plan create`).
+    public var autoAdvice: Bool?
 
     /// Creates an item.
     public init(
@@ -286,5 +292,6 @@ public struct PlanItem: Sendable, Codable, Equatable {
         case loadPctE1rm = "load_pct_e1rm"
         case loadUnit = "load_unit"
         case targetMeanVelocityMps = "target_mean_velocity_mps"
+        case autoAdvice = "auto_advice"
     }
 }

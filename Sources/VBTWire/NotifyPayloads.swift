@@ -201,6 +201,66 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
     public var nextExercise: String?
     /// With a plan that sets one: the mean velocity each rep should reach, m/s.
     public var targetMeanVelocityMps: Double?
+    /// With a velocity target, after a set with a next set to come: the next set's load advice.
+    public var advice: Advice?
+
+    /// Load advice for the next set (docs/detection.md, "Load advice").
+    public struct Advice: Sendable, Equatable, Codable {
+        /// The set it is for, 1-based.
+        public var forSet: Int
+        /// The suggested load, kg, rounded to the gym's plate step; nil when there is none (`reason`).
+        public var loadKg: Double?
+        /// `today-fit` or `profile-offset`; nil without a load.
+        public var method: String?
+        /// Distinct loads of today's sets it used.
+        public var loads: Int
+        /// The velocity it aims at, m/s.
+        public var targetMps: Double
+        /// Do one set fewer than planned.
+        public var fewerSets: Bool
+        public var fewerSetsReason: String?
+        /// How the load was derived, or why there is none.
+        public var reason: String
+        /// Carried into the plan (accepted with `advice.accept`, or by a plan item marked `!auto`).
+        public var applied: Bool
+
+        /// Creates advice.
+        public init(
+            forSet: Int, loadKg: Double?, method: String?, loads: Int, targetMps: Double, fewerSets: Bool, fewerSetsReason: String?,
+            reason: String, applied: Bool
+        ) {
+            (self.forSet, self.loadKg, self.method, self.loads, self.targetMps) = (forSet, loadKg, method, loads, targetMps)
+            (self.fewerSets, self.fewerSetsReason, self.reason, self.applied) = (fewerSets, fewerSetsReason, reason, applied)
+        }
+
+        init(fields: JSONObject) throws(PayloadError) {
+            forSet = try fields.integer("for_set")
+            loadKg = try fields.optionalNumber("load_kg")
+            method = try fields.optionalString("method")
+            loads = try fields.integer("loads")
+            targetMps = try fields.number("target_mps")
+            fewerSets = fields["fewer_sets"] == .bool(true)
+            fewerSetsReason = try fields.optionalString("fewer_sets_reason")
+            reason = try fields.string("reason")
+            applied = fields["applied"] == .bool(true)
+        }
+
+        func write(to writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.field("for_set", forSet)
+            writer.optionalField("load_kg", loadKg)
+            writer.optionalField("method", method)
+            writer.field("loads", loads)
+            writer.field("target_mps", targetMps)
+            writer.key("fewer_sets")
+            writer.bool(fewerSets)
+            writer.optionalField("fewer_sets_reason", fewerSetsReason)
+            writer.field("reason", reason)
+            writer.key("applied")
+            writer.bool(applied)
+            writer.endObject()
+        }
+    }
 
     /// Creates a workout message.
     public init(
@@ -235,6 +295,7 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         vlThresholdPct = try fields.number("vl_threshold_pct")
         nextExercise = try fields.optionalString("next_exercise")
         targetMeanVelocityMps = try fields.optionalNumber("target_mean_velocity_mps")
+        if let object = try fields.optionalObject("advice") { advice = try Advice(fields: object) }
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -253,5 +314,9 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         writer.field("vl_threshold_pct", vlThresholdPct)
         writer.optionalField("next_exercise", nextExercise)
         writer.optionalField("target_mean_velocity_mps", targetMeanVelocityMps)
+        if let advice {
+            writer.key("advice")
+            advice.write(to: &writer)
+        }
     }
 }

@@ -50,6 +50,12 @@ struct NotifierCommand: AsyncParsableCommand {
     @Option(help: "A sensor rate below this fraction of its best since connecting raises an alert.")
     var rateDrop: Double = 0.5
 
+    @Option(help: "Load advice is rounded to this step, kg: the smallest total increment the plates make.")
+    var plateStepKg: Double = 2.5
+
+    @Option(help: "Load advice never goes below this, kg: the empty bar.")
+    var barKg: Double = 20
+
     @Option(help: "Post every alert as JSON to this http:// or https:// address.")
     var webhook: String?
 
@@ -76,6 +82,9 @@ struct NotifierCommand: AsyncParsableCommand {
         }
         if let postureLimit { guard postureLimit > 0 else { throw ValidationError("--posture-limit must be more than 0 seconds") } }
         guard rateDrop > 0, rateDrop < 1 else { throw ValidationError("--rate-drop must be between 0 and 1, e.g. 0.5") }
+        guard plateStepKg > 0, plateStepKg <= 50, barKg >= 0, barKg <= 100 else {
+            throw ValidationError("--plate-step-kg must be more than 0 and at most 50, --bar-kg 0 to 100")
+        }
         if let webhook {
             guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw ValidationError("--webhook must be an http:// or https:// address, e.g. http://127.0.0.1:8080/alerts")
@@ -95,6 +104,7 @@ struct NotifierCommand: AsyncParsableCommand {
         settings.missedHeartbeats = missedHeartbeats
         settings.postureLimitS = postureLimit
         settings.rateDropFraction = rateDrop
+        settings.gym = GymLoads(plateStepKg: plateStepKg, barKg: barKg)
         let sink: WebhookSink? = webhook.map { url in
             var webhookSettings = WebhookSettings(url: url)
             webhookSettings.timeoutS = webhookTimeout
