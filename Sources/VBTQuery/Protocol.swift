@@ -36,6 +36,7 @@ public enum QueryName: String, Sendable, CaseIterable {
     case exportPage = "export.page"
     case status
     case backup
+    case readiness
 }
 
 /// A query's name and correlation id, read before its arguments.
@@ -239,5 +240,46 @@ public struct ReassignArgs: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case set, athlete, exercise
         case loadKg = "load_kg"
+    }
+}
+
+/// `readiness`: one athlete's stored readiness, newest first, optionally of one exercise and of
+/// sessions begun in [since_ts, until_ts) (Unix seconds).
+public struct ReadinessArgs: Codable, Sendable {
+    public var athlete: String
+    public var exercise: String?
+    public var sinceTs: Double?
+    public var untilTs: Double?
+    public var limit: Int?
+    public init(athlete: String, exercise: String? = nil, sinceTs: Double? = nil, untilTs: Double? = nil, limit: Int? = nil) {
+        (self.athlete, self.exercise, self.sinceTs, self.untilTs, self.limit) = (athlete, exercise, sinceTs, untilTs, limit)
+    }
+    enum CodingKeys: String, CodingKey {
+        case athlete, exercise, limit
+        case sinceTs = "since_ts"
+        case untilTs = "until_ts"
+    }
+}
+
+/// One session's readiness in one exercise as the recorder stored it (docs/detection.md, "Readiness").
+public struct SessionReadiness: Codable, Sendable, Equatable {
+    public var session: Int64
+    public var exercise: String
+    public var athlete: String
+    /// When the session began, and when the figure was computed (the end of the last set it read).
+    public var sessionStartedTs: Double
+    public var ts: Double
+    public var assessment: ReadinessAssessment
+    /// As every place shows it: `96 % (as usual)`.
+    public var text: String
+
+    public init(session: Int64, exercise: String, athlete: String, sessionStartedTs: Double, ts: Double, assessment: ReadinessAssessment) {
+        (self.session, self.exercise, self.athlete, self.sessionStartedTs, self.ts) = (session, exercise, athlete, sessionStartedTs, ts)
+        (self.assessment, self.text) = (assessment, assessment.text)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case session, exercise, athlete, ts, assessment, text
+        case sessionStartedTs = "session_started_ts"
     }
 }

@@ -736,6 +736,7 @@ public final class Ingestor {
                         set.exercise, set.loadKg, set.setId,
                     ])
                 try touchSession(ofSet: set.setId, ts: envelope.ts, db: db)
+                try Self.storeReadiness(ofSet: set.setId, ts: envelope.ts, db: db)
             }
         case RejectedMessage.type:
             let rejected = try message.payload(as: RejectedMessage.self)
@@ -882,6 +883,76 @@ public final class Ingestor {
             if deleted < chunk { return total }
         }
         return total
+    }
+}
+
+// MARK: Readiness
+
+extension Ingestor {
+    /// Earlier sessions begun less than this before a session are not its history (a second
+    /// visit the same day is already tired).
+    static let readinessGapS = 8.0 * 3_600
+
+    /// Each set's load and best rep (the set's own figure, else its fastest stored rep) of one
+    /// athlete's exercise, for sessions `filter` selects, in the order they were done.
+    private static func readinessSets(_ filter: String, _ arguments: StatementArguments, db: Database) throws -> [(Int64, Readiness.SetBest)] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT s.session, s.load_kg,
+                    coalesce(s.best_mean_velocity_mps, (SELECT max(r.mean_velocity_mps) FROM reps r WHERE r.set_id = s.id)) AS best
+                FROM sets s WHERE s.athlete = :athlete AND s.exercise = :exercise AND s.load_kg > 0 AND s.ended_ts IS NOT NULL AND \(filter)
+                ORDER BY s.started_ts, s.id
+                """, arguments: arguments
+        ).compactMap { row in
+            guard let best: Double = row["best"] else { return nil }
+            return (row["session"], Readiness.SetBest(loadKg: row["load_kg"], bestMeanVelocityMps: best))
+        }
+    }
+
+    /// Computes and stores the readiness of the session and exercise of a set that just ended,
+    /// while it is one of the session's first `Readiness.firstSets` loaded sets of the exercise
+    /// (docs/detection.md, "Readiness"); later sets leave the stored figure as it is.
+    static func storeReadiness(ofSet id: String, ts: Double, db: Database) throws {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT s.session, s.athlete, s.exercise, s.load_kg, n.started_ts FROM sets s JOIN sessions n ON n.id = s.session WHERE s.id = ?
+                    """, arguments: [id]),
+            let athlete: String = row["athlete"], let exercise: String = row["exercise"], let load: Double = row["load_kg"], load > 0
+        else { return }
+        let session: Int64 = row["session"]
+        let started: Double = row["started_ts"]
+        let args: [String: (any DatabaseValueConvertible)?] = ["athlete": athlete, "exercise": exercise, "session": session]
+        let today = try readinessSets("s.session = :session", StatementArguments(args), db: db).map(\.1)
+        guard today.count <= Readiness.firstSets else { return }
+        var history: [Int64: [Readiness.SetBest]] = [:]
+        var order: [Int64] = []
+        let earlier = try readinessSets(
+            """
+            s.session IN (SELECT id FROM sessions WHERE athlete = :athlete AND started_ts < :before
+                          AND id IN (SELECT session FROM sets WHERE athlete = :athlete AND exercise = :exercise AND load_kg > 0)
+                          ORDER BY started_ts DESC LIMIT :window)
+            """, StatementArguments(args.merging(["before": started - readinessGapS, "window": Readiness.windowSessions]) { $1 }), db: db)
+        for (session, set) in earlier {
+            if history[session] == nil { order.append(session) }
+            history[session, default: []].append(set)
+        }
+        let mvt =
+            try Double.fetchOne(db, sql: "SELECT mvt_mps FROM exercises WHERE id = ?", arguments: [exercise])
+            ?? Double.fetchOne(db, sql: "SELECT mvt_mps FROM exercises WHERE id = 'generic'") ?? 0.30
+        let result = Readiness.assess(today: today, history: order.map { history[$0] ?? [] }, mvtMps: mvt)
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO readiness (session, exercise, athlete, ts, verdict, score_pct, typical_error_pct, swc_pct,
+                    standard_error_pct, within_noise, sets, past_sessions, intercept_mps, slope_mps_per_kg)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                session, exercise, athlete, ts, result.verdict.rawValue, result.scorePct, result.typicalErrorPct, result.swcPct,
+                result.standardErrorPct, result.withinNoise, result.sets, result.pastSessions, result.interceptMps, result.slopeMpsPerKg,
+            ])
     }
 }
 

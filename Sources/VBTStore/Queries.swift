@@ -105,7 +105,7 @@ extension TrainingStore {
             try Self.requireAthlete(id, db)
             let name = try String.fetchOne(db, sql: "SELECT name FROM athletes WHERE id = ?", arguments: [id]) ?? id
             var rows: [String: Int] = [:]
-            for table in ["sessions", "sets", "reps", "rejected", "posture_changes", "profiles", "assignments"] {
+            for table in ["sessions", "sets", "reps", "rejected", "posture_changes", "profiles", "assignments", "readiness"] {
                 try db.execute(sql: "UPDATE \(table) SET athlete = ? WHERE athlete = ?", arguments: [pseudonym, id])
                 rows[table] = db.changesCount
             }
@@ -564,6 +564,29 @@ extension TrainingStore {
 
     /// `YYYY-MM-DD` of a Unix time shifted by a UTC offset.
     static func day(_ ts: Double, offset: Double) -> String { DayStats.day(ts, offset: offset) }
+
+    /// One athlete's stored readiness (docs/detection.md, "Readiness"), newest session first.
+    public func readiness(athlete: String, exercise: String?, sinceTs: Double?, untilTs: Double?, limit: Int) throws(StoreError) -> [SessionReadiness] {
+        try read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT r.*, n.started_ts AS session_started_ts FROM readiness r JOIN sessions n ON n.id = r.session
+                    WHERE r.athlete = ?1 AND (?2 IS NULL OR r.exercise = ?2) AND (?3 IS NULL OR n.started_ts >= ?3) AND (?4 IS NULL OR n.started_ts < ?4)
+                    ORDER BY n.started_ts DESC, r.exercise LIMIT ?5
+                    """, arguments: [athlete, exercise, sinceTs, untilTs, max(1, min(limit, 10_000))]
+            ).map { row in
+                let verdict = ReadinessVerdict(rawValue: row["verdict"]) ?? .tooLittleHistory
+                let assessment = ReadinessAssessment(
+                    verdict: verdict, scorePct: row["score_pct"], typicalErrorPct: row["typical_error_pct"], swcPct: row["swc_pct"],
+                    standardErrorPct: row["standard_error_pct"], withinNoise: row["within_noise"], sets: row["sets"],
+                    pastSessions: row["past_sessions"], interceptMps: row["intercept_mps"], slopeMpsPerKg: row["slope_mps_per_kg"])
+                return SessionReadiness(
+                    session: row["session"], exercise: row["exercise"], athlete: row["athlete"], sessionStartedTs: row["session_started_ts"],
+                    ts: row["ts"], assessment: assessment)
+            }
+        }
+    }
 
     // MARK: Export
 

@@ -138,6 +138,9 @@ public struct QueryService {
                 guard let status = status() else { throw StoreError(.invalid, "status is only known by a running recorder") }
                 result = status
             case .backup: result = try store.backup(name: try args(BackupArgs.self).name)
+            case .readiness:
+                let a = try args(ReadinessArgs.self)
+                result = try store.readiness(athlete: a.athlete, exercise: a.exercise, sinceTs: a.sinceTs, untilTs: a.untilTs, limit: a.limit ?? 20)
             }
             return Answer(reply: reply(id: head.id, result: result), id: head.id, query: head.query)
         } catch let error as StoreError {

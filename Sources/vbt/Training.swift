@@ -496,6 +496,51 @@ struct Progress: ParsableCommand {
     }
 }
 
+struct ReadinessCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "readiness",
+        abstract: "An athlete's readiness per session: the first sets' velocity against their own profile.",
+        discussion: """
+            The score is the first 3 loaded sets' best velocity over the athlete's usual velocity at the same load
+            (their profile from the last 10 earlier sessions), in %. It is judged against their own day-to-day
+            variation (docs/detection.md, "Readiness"). Fewer than 5 earlier sessions: too little history.
+            """)
+    @Argument(help: "Athlete id.") var athlete: String
+    @Option(help: "Only sessions begun on this day, YYYY-MM-DD in this computer's time zone (default: the latest sessions).") var date: String?
+    @Option(help: "Only this exercise.") var exercise: String?
+    @OptionGroup var recorder: RecorderOptions
+
+    /// The Unix seconds of `date`'s local midnight.
+    static func midnight(_ date: String) -> Double? {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd"
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(secondsFromGMT: localUTCOffset)
+        return formatter.date(from: date).map(\.timeIntervalSince1970)
+    }
+
+    func validate() throws {
+        if let date, Self.midnight(date) == nil { throw ValidationError("--date must be YYYY-MM-DD, not \(date)") }
+    }
+
+    func run() throws {
+        let since = date.flatMap(Self.midnight)
+        let args = ReadinessArgs(athlete: athlete, exercise: exercise, sinceTs: since, untilTs: since.map { $0 + 86_400 }, limit: since == nil ? 10 : 100)
+        let rows = try recorder.withClient { try $0.ask(.readiness, args, as: [SessionReadiness].self) }
+        recorder.output(rows) {
+            "readiness of \(athlete)\n"
+                + renderTable(
+                    ["session began", "exercise", "readiness", "TE %", "SWC %", "sets", "sessions"],
+                    rows.map {
+                        [
+                            localDate($0.sessionStartedTs), $0.exercise, $0.text, show($0.assessment.typicalErrorPct, 1),
+                            show($0.assessment.swcPct, 1), "\($0.assessment.sets)", "\($0.assessment.pastSessions)",
+                        ]
+                    })
+        }
+    }
+}
+
 struct Stats: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Training statistics.", subcommands: [Week.self])
 
@@ -508,17 +553,41 @@ struct Stats: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let stats = try recorder.withClient {
-                try $0.ask(.statsWeek, WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
+            // One athlete's week also shows each day's readiness (the stored figure of each
+            // session begun that day, per exercise); the gym's has no one to judge.
+            let (stats, readiness) = try recorder.withClient { client in
+                let stats = try client.ask(.statsWeek, WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
+                guard let athlete else { return (stats, [SessionReadiness]()) }
+                let since = stats.days.first.flatMap { ReadinessCommand.midnight($0.day) }
+                return (stats, try client.ask(.readiness, ReadinessArgs(athlete: athlete, sinceTs: since, limit: 200), as: [SessionReadiness].self))
             }
             if let chart { try writeChart(SVGChart.week(stats), to: chart) }
-            recorder.output(stats) {
+            var byDay: [String: [String]] = [:]
+            for row in readiness.reversed() {
+                byDay[DayStats.day(row.sessionStartedTs, offset: Double(localUTCOffset)), default: []].append("\(row.exercise) \(row.text)")
+            }
+            let header = ["day", "sets", "reps", "volume kg", "TUT s"] + (athlete == nil ? [] : ["readiness"])
+            recorder.output(athlete == nil ? WeekWithReadiness(stats: stats, readiness: nil) : WeekWithReadiness(stats: stats, readiness: readiness)) {
                 renderTable(
-                    ["day", "sets", "reps", "volume kg", "TUT s"],
+                    header,
                     (stats.days + [stats.totals]).map {
                         [$0.day, "\($0.sets)", "\($0.reps)", show($0.volumeKg, 0), show($0.timeUnderTensionS, 1)]
+                            + (athlete == nil ? [] : [byDay[$0.day]?.joined(separator: "; ") ?? "-"])
                     }) + "most trained: \(stats.mostTrainedExercise ?? "-")\n" + (chart.map { "chart: \($0)\n" } ?? "")
             }
+        }
+
+        /// The week's JSON: `stats.week`'s result, with `readiness` (the `readiness` query's rows)
+        /// when one athlete's week is asked for.
+        struct WeekWithReadiness: Encodable {
+            var stats: WeekStats
+            var readiness: [SessionReadiness]?
+            func encode(to encoder: any Encoder) throws {
+                try stats.encode(to: encoder)
+                var container = encoder.container(keyedBy: Key.self)
+                if let readiness { try container.encode(readiness, forKey: .readiness) }
+            }
+            enum Key: String, CodingKey { case readiness }
         }
     }
 }

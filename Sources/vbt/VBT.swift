@@ -18,7 +18,7 @@ struct VBT: AsyncParsableCommand {
             """,
         version: versionText("vbt"),
         subcommands: [
-            Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self,
+            Echo.self, Hz.self, Record.self, Pub.self, Posture.self, Athlete.self, Exercise.self, PlanCommand.self, ReadinessCommand.self,
             Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self, Keys.self, Status.self,
             Topics.self, Report.self,
             ConsoleCommand.self, Backup.self, SetCommand.self, LoadTest.self,
