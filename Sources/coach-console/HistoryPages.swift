@@ -27,6 +27,17 @@ struct HistoryPages {
             """
     }
 
+    /// One line: `Readiness 96 % (as usual) · squat, session of 2026-12-05 · TE 2.1 %, SWC 1.0 %`.
+    static func readinessLine(_ row: SessionReadiness?, offset: Double) -> String {
+        guard let row else { return #"<p class="facts muted" data-field="readiness">No readiness yet: it is measured on a session's first sets.</p>"# }
+        let a = row.assessment
+        let spread = a.typicalErrorPct.map { String(format: " · TE %.1f %%, SWC %.1f %%", $0, a.swcPct ?? 0) } ?? ""
+        return """
+            <p class="facts" data-field="readiness" data-verdict="\(a.verdict.rawValue)" data-score-pct="\(a.scorePct.map { String(format: "%.1f", $0) } ?? "")">\
+            Readiness <b>\(Pages.escape(row.text))</b> · \(Pages.escape(row.exercise)), session of \(DayStats.day(row.sessionStartedTs, offset: offset))\(spread)</p>
+            """
+    }
+
     func athlete(_ id: String) async throws -> String {
         async let profile = queries.ask(.athleteShow, IdArgs(id: id), as: AthleteProfile.self)
         async let week = queries.ask(.statsWeek, WeekArgs(athlete: id, utcOffsetS: utcOffsetS), as: WeekStats.self)
@@ -34,9 +45,13 @@ struct HistoryPages {
         async let history = queries.ask(.history, HistoryArgs(athlete: id, limit: 20), as: [SetSummary].self)
         let (athlete, stats, report, sets) = try await (profile, week, progress, history)
         let offset = Double(utcOffsetS)
+        // The latest session's stored readiness (docs/detection.md, "Readiness"); a recorder
+        // without the query leaves the line out rather than the page.
+        let readiness = (try? await queries.ask(.readiness, ReadinessArgs(athlete: id, limit: 1), as: [SessionReadiness].self))?.first
         var out = """
             <h1 data-athlete="\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name)) <span class="muted">\(Pages.escape(athlete.id))</span></h1>
             <p class="facts">\(athlete.weightKg.map { String(format: "%.1f kg · ", $0) } ?? "")\(athlete.sessions) sessions · \(athlete.sets) sets · \(athlete.reps) reps</p>
+            \(Self.readinessLine(readiness, offset: offset))
             <h2>Progress</h2>
             """
         if report.exercises.isEmpty { out += #"<p class="muted">No sets recorded yet.</p>"# }

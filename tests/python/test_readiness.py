@@ -6,7 +6,7 @@ comes today's session, a bad day. The test recomputes readiness from the stored 
 on its own: the profile over the last 10 earlier sessions, the mean of each session's fastest set
 per load, the score of the first 3 loaded sets, and the leave-one-out typical error. The
 recorder's stored figure, the `readiness` query, `vbt readiness` (JSON and table) and
-`vbt stats week --athlete` must all give that figure. An athlete with two earlier sessions gets
+`vbt stats week --athlete` and the coach console's athlete page must all give that figure. An athlete with two earlier sessions gets
 "too little history" and no number.
 
 Run from the repository root:  python3 -m pytest -q tests/python/test_readiness.py
@@ -15,14 +15,17 @@ Run from the repository root:  python3 -m pytest -q tests/python/test_readiness.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
+from test_e1rm import page, session_cookie
 from test_recorder import RawPublisher, Recorder, vbt
-from test_wire import Bus, bus, wait_until  # noqa: F401 (fixture)
+from test_wire import BIN_DIR, Bus, bus, free_port, wait_until  # noqa: F401 (fixture)
 
 LOADS = [40.0, 60.0, 80.0, 100.0, 100.0]
 # Each earlier day's factor on the true line v = 1.30 - 0.008 x load (the athlete's own variation).
@@ -145,6 +148,22 @@ def test_readiness_is_stored_and_shown_as_numpy_computes_it(bus: Bus, tmp_path: 
         assert f"squat {text}" in today_line, week
         week_json = json.loads(vbt(bus, "stats", "week", "--athlete", "ana", "--json").stdout)
         assert week_json["readiness"][0]["text"] == text and "days" in week_json, week_json
+
+        # The coach console's athlete page.
+        users = tmp_path / "console-users"
+        added = subprocess.run([str(BIN_DIR / "vbt"), "console", "user", "add", "coach-ready", "--role", "coach", "--users", str(users)],
+                               input="ready-steady-9\n", text=True, capture_output=True, env=bus.env, timeout=30)
+        assert added.returncode == 0, added.stderr
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"]).wait_for_log("console listening")
+        cookie = session_cookie(base, ("coach-ready", "ready-steady-9"))
+        line = re.search(r'<p class="facts" data-field="readiness" data-verdict="([a-z-]+)" data-score-pct="([\d.]*)">(.*?)</p>',
+                         page(base, "/athlete/ana", cookie), re.S)
+        assert line and line.group(1) == "below-usual" and line.group(2) == f"{want['score_pct']:.1f}", line
+        assert f"Readiness <b>{text}</b>" in line.group(3) and f"TE {want['typical_error_pct']:.1f} %" in line.group(3), line.group(3)
+        ben_line = re.search(r'data-field="readiness"[^>]*>(.*?)</p>', page(base, "/athlete/ben", cookie), re.S)
+        assert ben_line and "too little history (2 of 5 sessions)" in ben_line.group(1) and "%" not in ben_line.group(1), ben_line
 
         # Two earlier sessions: too little history, and no number anywhere.
         assert independent(db, "ben")["verdict"] == "too-little-history"
