@@ -370,7 +370,8 @@ public struct SessionReport: Codable, Sendable, Equatable {
             ChartPanel.Series(name: e.exercise, points: e.trend.map { (x: $0.ts, y: $0.e1rmKg) })
         }
         let panel = ChartPanel(title: "e1RM per day, last \(weeks) weeks", yUnit: "kg", kind: .lines(series, xLabel: { DayStats.day($0, offset: offset) }))
-        // Inline in the page, scaled to the column by its viewBox (.chart svg in the style).
+        // Inline in the page, scaled to the column by its viewBox. Not pulled up over its empty
+        // title band: its white background would hide the table above.
         return SVGChart.render(title: "", panels: [panel])
     }
 
@@ -417,7 +418,8 @@ public struct SessionReport: Codable, Sendable, Equatable {
         .rep i { display: block; width: 4mm; background: #1f77b4; margin-bottom: 0.5mm; }
         .aside { color: #666; font-size: 8.5pt; margin: 1mm 0 0; }
         section { break-inside: avoid; }
-        .chart svg { width: 100%; height: auto; display: block; margin-top: 3mm; }
+        .chart svg { width: 100%; height: auto; display: block; margin-top: 2mm; }
+        dd[data-field="readiness"] { font-size: 11pt; }
         footer { margin-top: 6mm; font-size: 8pt; color: #666; border-top: 1px solid #ddd; padding-top: 2mm; }
         """
 }

@@ -197,6 +197,14 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
             height = driver.execute_script("return document.documentElement.scrollHeight")
             driver.set_window_size(900, min(int(height) + 140, 6000))
             driver.save_screenshot(str(shot))
+            # Every figure cell is on top where it is drawn: nothing (the chart) covers it.
+            hidden = driver.execute_script("""return [...document.querySelectorAll('td[data-field]')].filter(cell => {
+                cell.scrollIntoView({block: 'center'});
+                const r = cell.getBoundingClientRect();
+                const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+                return !top || !cell.contains(top);
+            }).map(cell => cell.dataset.field);""")
+            assert hidden == [], hidden
         finally:
             driver.quit()
         assert shot.stat().st_size > 10_000
