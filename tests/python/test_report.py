@@ -6,7 +6,7 @@ session, each set's reps and mean velocities, its velocity loss as docs/detectio
 (the last rep against the fastest, (best - last) / best), the refused attempts, and each
 exercise's e1RM that day (numpy, as test_e1rm.py). `vbt report` as JSON, as text, as an HTML page
 and as a PDF must show those figures. The page is photographed in Chromium and the PDF's first
-page turned into a PNG (artifacts/report/), for a person to look at.
+page turned into a PNG (artifacts/report/, with the text), for a person to look at.
 
 Run from the repository root:  python3 -m pytest -q tests/python/test_report.py
 """
@@ -154,6 +154,8 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
 
         # Text: one row per set with its figures; readiness and tempo as stored, or not measured.
         text = vbt(bus, "report", "ana", "--date", want["date"]).stdout
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "report.txt").write_text(text)
         assert f"1 session, {len(SETS)} sets, {reps} reps, {REFUSED} rejected attempts" in text, text
         if not any(want["readiness"]):
             assert "readiness: not measured" in text, text
@@ -171,7 +173,6 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
         assert "0 sessions, 0 sets, 0 reps" in empty, empty
 
         # The page: self-contained, the same figures; then printed to PDF by Chromium.
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page, pdf = ARTIFACTS / "report.html", ARTIFACTS / "report.pdf"
         pdf.unlink(missing_ok=True)
         vbt(bus, "report", "ana", "--date", want["date"], "--html", str(page), "--pdf", str(pdf), "--chromium", chromium())
