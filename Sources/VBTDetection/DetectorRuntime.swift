@@ -811,6 +811,12 @@ public final class DetectorRuntime {
                 detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
                 exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor)
             message.tInput = inputT.map { max($0, rep.tEnd) }
+            if let phases = rep.phases {
+                (message.eccentricS, message.eccentricMeanMps) = (phases.eccentricS, phases.eccentricMeanMps)
+                (message.pauseBottomS, message.pauseTopS) = (phases.pauseBottomS, phases.pauseTopS)
+            }
+            (message.tempo, message.tempoMet) = (rep.tempo?.text, rep.tempoVerdict?.met)
+            message.tempoMissed = rep.tempoVerdict.map { $0.missed.map(\.rawValue) }
             // Late when its readings came late (a journal fetch after an outage, a restart's catch-up,
             // a rise judged only when the station fell silent): marked so, never passed off as live.
             message.markLateness(publishedAt: clock.wallSeconds())

@@ -46,6 +46,8 @@ extension StationDetector {
             assignment.targetZone = assign.targetZone
             assignment.romMm = assign.romMm
             assignment.mvtMps = assign.mvtMps
+            // A tempo the detector cannot read judges nothing (the notation: Phases.swift).
+            assignment.tempo = assign.tempo.flatMap(Tempo.init)
             self.assignment = assignment
             return []
         case CommandName.athleteUnassign:

@@ -63,6 +63,8 @@ public struct Assignment: Sendable, Codable, Equatable {
     public var romMm: Double?
     /// The exercise's MVT, for an exercise without a built-in profile.
     public var mvtMps: Double?
+    /// The prescribed tempo, "E-B-C-T" (Phases.swift): each rep is judged against it.
+    public var tempo: Tempo?
     /// Creates the defaults.
     public init() {}
 }
@@ -109,6 +111,11 @@ public struct DetectedRep: Sendable, Codable, Equatable {
     public var loadKg: Double?
     public var athlete: String?
     public var sensor: String
+    /// The phases that led into the concentric one (Phases.swift); nil where no descent was seen.
+    public var phases: RepPhases?
+    /// The prescribed tempo and whether the rep met it, when one was prescribed.
+    public var tempo: Tempo?
+    public var tempoVerdict: TempoVerdict?
 }
 
 /// A rep attempt that did not count, and why.
@@ -619,7 +626,19 @@ public struct StationDetector: Sendable, Codable {
         if measurement.concentricStartT - lastRepEndT < settings.refractoryS {
             return reject("refractory", String(format: "started %.2f s after the previous rep", measurement.concentricStartT - lastRepEndT))
         }
-        return accept(measurement, romSdMm: riseSd, curve: curve, completedT: candidate.completedT, sensor: sensor)
+        return accept(measurement, romSdMm: riseSd, curve: curve, completedT: candidate.completedT, sensor: sensor, phases: phases(of: rise, measurement))
+    }
+
+    /// The phases that led into the rep's concentric phase: from the laser's readings, or the
+    /// IMU's movement (which holds the descent only when no rest split it from the rise).
+    private func phases(of rise: Pending, _ measurement: RepMeasurement) -> RepPhases? {
+        let previousTopT = openSet != nil ? lastRepEndT : nil
+        let from = max(measurement.concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
+        let readings =
+            rise.sensor == "distance"
+            ? (distance.trace(from: from, to: measurement.concentricStartT + 0.3)?.0 ?? []).map { (t: $0.t, m: $0.positionM) }
+            : rise.trace.map { (t: $0.t, m: $0.positionM) }
+        return measurePhases(readings, concentricStartT: measurement.concentricStartT, romM: measurement.romMm / 1000, previousTopT: previousTopT)
     }
 
     /// A sensor's noise widens the ROM band by at most this share of the ROM.
@@ -658,7 +677,9 @@ public struct StationDetector: Sendable, Codable {
         return true
     }
 
-    private mutating func accept(_ measurement: RepMeasurement, romSdMm: Double, curve: [Double]?, completedT: Double, sensor: String) -> [DetectorOutput] {
+    private mutating func accept(
+        _ measurement: RepMeasurement, romSdMm: Double, curve: [Double]?, completedT: Double, sensor: String, phases: RepPhases? = nil
+    ) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         romMisses[romKey] = nil
         lastRepEndT = measurement.concentricEndT
@@ -683,7 +704,8 @@ public struct StationDetector: Sendable, Codable {
                     station: station, setId: set.setId, repId: "\(station)-\(microseconds(measurement.peakSampleT))", index: set.reps.count,
                     measurement: measurement, velocityLossPct: loss,
                     zone: VelocityZone.zone(for: measurement.meanVelocityMps, in: settings.zones).name,
-                    tEnd: completedT, exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, sensor: sensor)))
+                    tEnd: completedT, exercise: exercise.name, loadKg: assignment.loadKg, athlete: assignment.athlete, sensor: sensor,
+                    phases: phases, tempo: assignment.tempo, tempoVerdict: assignment.tempo?.judge(phases, concentricS: measurement.concentricS))))
         if set.reps.count > 1, loss >= assignment.velocityLossThresholdPct {
             out += endSet(reason: .velocityLoss, at: completedT)
         }
@@ -759,6 +781,11 @@ struct DistanceTracker: Sendable, Codable {
             found += feedAccepted(reading)
         }
         return found
+    }
+
+    /// The bar's heights from `from` to `to` (Phases.swift).
+    func heights(from: Double, to: Double) -> [(t: Double, m: Double)] {
+        points.filter { $0.t >= from && $0.t <= to }.map { (t: $0.t, m: $0.m) }
     }
 
     /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.

@@ -124,6 +124,16 @@ public struct SimulatedRep: Sendable, Equatable {
     public var peakVelocityMps: Double
     public var romMm: Double
     public var touchAndGo: Bool
+    /// The descent that led into the concentric phase, seconds from the session start: where
+    /// the bar left the top and where it reached the bottom (nil: none, a set's first rep of
+    /// a lift that starts at the bottom). The pause at the bottom runs from its end to
+    /// `concentricStartS`.
+    public var eccentricStartS: Double?
+    public var eccentricEndS: Double?
+    /// The pause at the top after the previous rep of the set, up to this rep's descent, seconds
+    /// (nil on a set's first rep): each rep carries the phases that led into it, as the
+    /// detector's do (docs/detection.md "Phases and tempo").
+    public var pauseTopS: Double?
 }
 
 /// The bar's path as a list of segments; position, velocity and acceleration
@@ -183,6 +193,7 @@ public struct BarTimeline: Sendable {
                     eccentricS = tempo.eccentricS
                     touchAndGo = false
                 }
+                let descent = (start: duration, end: duration + eccentricS)
                 move(rom, rom - depth, eccentricS)
                 if !touchAndGo {
                     var pauseS = 0.2 + 0.5 * Double.random(in: 0...1, using: &random)
@@ -195,8 +206,11 @@ public struct BarTimeline: Sendable {
                 rise(
                     from: rom - depth, to: rom, velocity: velocity, set: set, index: index, of: count, touchAndGo: touchAndGo, modes: modes,
                     random: &modeRandom)
+                markPhases(descent, previousTop: index > 1 ? reps.dropLast().last?.concentricEndS : nil)
                 // Touch-and-go is at the bottom; at the top the lifter still breathes between reps.
-                hold(rom, 0.4 + 0.8 * Double.random(in: 0...1, using: &random))
+                var topS = 0.4 + 0.8 * Double.random(in: 0...1, using: &random)
+                if let top = modes.tempo?.topPauseS { topS = Double.random(in: top, using: &modeRandom) }
+                hold(rom, topS)
             }
             // Re-rack and rest.
             move(rom, rackHeight + 35, 0.7)
@@ -227,6 +241,7 @@ public struct BarTimeline: Sendable {
             }
             let lossPerRep = 0.02 + 0.02 * Double.random(in: 0...1, using: &random)
             let count = max(1, config.repsPerSet)
+            var descent: (start: Double, end: Double)?
             for index in 1...count {
                 var height = rom * (1 + random.normal(sd: 0.01))
                 if let fade = modes.shrinkingDepth { height *= fade.romMm(rep: index, of: count) / rom }
@@ -243,9 +258,13 @@ public struct BarTimeline: Sendable {
                 rise(
                     from: 0, to: height, velocity: velocity, set: set, index: index, of: count, touchAndGo: touchAndGo, modes: modes,
                     random: &modeRandom)
-                hold(height, 0.3 + 0.7 * Double.random(in: 0...1, using: &random))
+                if let descent { markPhases(descent, previousTop: reps.dropLast().last?.concentricEndS) }
+                var topS = 0.3 + 0.7 * Double.random(in: 0...1, using: &random)
+                if let top = modes.tempo?.topPauseS { topS = Double.random(in: top, using: &modeRandom) }
+                hold(height, topS)
                 var eccentricS = 1.0 + 0.4 * Double.random(in: 0...1, using: &random)
                 if let tempo = modes.tempo { eccentricS = tempo.eccentricS }
+                descent = (duration, duration + eccentricS)
                 move(height, 0, eccentricS)
             }
             hold(0, 0.5)
@@ -265,6 +284,14 @@ public struct BarTimeline: Sendable {
                 set: set, index: index, concentricStartS: start, concentricEndS: duration,
                 meanVelocityMps: rom / 1000 / concentricS, peakVelocityMps: rom / 1000 / concentricS * .pi / 2,
                 romMm: rom, touchAndGo: touchAndGo))
+    }
+
+    /// Gives the newest rep the descent that led into it and the pause at the top before that.
+    private mutating func markPhases(_ descent: (start: Double, end: Double), previousTop: Double?) {
+        guard !reps.isEmpty else { return }
+        reps[reps.count - 1].eccentricStartS = descent.start
+        reps[reps.count - 1].eccentricEndS = descent.end
+        reps[reps.count - 1].pauseTopS = previousTop.map { descent.start - $0 }
     }
 
     mutating func hold(_ position: Double, _ seconds: Double) {

@@ -80,6 +80,8 @@ public struct SimulationModes: Sendable, Equatable {
         public var eccentricS = 3.0
         /// The pause at the bottom, seconds.
         public var pauseS: ClosedRange<Double> = 1...3
+        /// The pause at the top between reps, seconds (nil: the default athlete's breath).
+        public var topPauseS: ClosedRange<Double>?
         /// Creates the defaults: 3 s down, 1-3 s paused.
         public init() {}
     }

@@ -147,6 +147,7 @@ extension CommandName {
                 CommandArgument("target_zone", .string, "the velocity zone the athlete trains in"),
                 CommandArgument("rom_mm", .number, range: 10...3_000, "the athlete's own range of motion, mm"),
                 CommandArgument("mvt_mps", .number, range: 0.05...1.5, "the mean velocity at 1RM, m/s, for an exercise without a profile"),
+                CommandArgument("tempo", .string, "the prescribed tempo, E-B-C-T seconds or X, e.g. 3-1-X-0"),
             ]),
         CommandSpec(
             athleteUnassign, "Nobody is at the station any more: the set ends, rest and plan stop.",

@@ -125,12 +125,16 @@ public struct AthleteAssign: Sendable, Equatable {
     /// The exercise's mean velocity at 1RM, m/s, for an exercise the detector has no profile
     /// of (one added to the gym's catalogue).
     public var mvtMps: Double?
+    /// The prescribed tempo, "E-B-C-T" (e.g. "3-1-X-0"): each rep is judged against it.
+    public var tempo: String?
 
     /// Creates arguments.
     public init(
         athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, restS: Double? = nil,
-        vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil, mvtMps: Double? = nil
+        vlThresholdPct: Double? = nil, vlReference: String? = nil, targetZone: String? = nil, romMm: Double? = nil, mvtMps: Double? = nil,
+        tempo: String? = nil
     ) {
+        self.tempo = tempo
         (self.athlete, self.exercise, self.loadKg, self.restS) = (athlete, exercise, loadKg, restS)
         (self.vlThresholdPct, self.vlReference, self.targetZone, self.romMm, self.mvtMps) = (vlThresholdPct, vlReference, targetZone, romMm, mvtMps)
     }
@@ -147,6 +151,7 @@ public struct AthleteAssign: Sendable, Equatable {
         romMm = try args.optionalNumber("rom_mm")
         mvtMps = try args.optionalNumber("mvt_mps")
         if let mvtMps, !(0.05...1.5).contains(mvtMps) { throw PayloadError("mvt_mps must be 0.05 to 1.5 m/s") }
+        tempo = try args.optionalString("tempo")
         try CommandName.checkArguments(CommandName.athleteAssign, args)
     }
 
@@ -162,6 +167,7 @@ public struct AthleteAssign: Sendable, Equatable {
         if let targetZone { fields.append(("target_zone", .string(targetZone))) }
         if let romMm { fields.append(("rom_mm", .number(romMm))) }
         if let mvtMps { fields.append(("mvt_mps", .number(mvtMps))) }
+        if let tempo { fields.append(("tempo", .string(tempo))) }
         return JSONObject(fields)
     }
 }

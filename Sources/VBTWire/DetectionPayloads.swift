@@ -37,6 +37,19 @@ public struct RepMessage: BusPayload, Equatable {
     /// the bridge's journal after an outage, or the detector catching up after a restart). Nil
     /// for a live rep; written as `late: true` with `late_s`.
     public var lateS: Double?
+    /// The phases that led into the concentric one (docs/detection.md "Phases and tempo"), all
+    /// absent where the detector saw no descent and from detectors before them: the descent's
+    /// duration and mean speed (positive, m/s), the pause at the bottom, and the pause at the
+    /// top after the previous rep of the set (absent on a set's first rep).
+    public var eccentricS: Double?
+    public var eccentricMeanMps: Double?
+    public var pauseBottomS: Double?
+    public var pauseTopS: Double?
+    /// The prescribed tempo ("3-1-X-0"), whether the rep met it (absent when no phase could be
+    /// judged) and the phases that missed (`eccentric`, `pause_bottom`, `concentric`, `pause_top`).
+    public var tempo: String?
+    public var tempoMet: Bool?
+    public var tempoMissed: [String]?
 
     /// A rep published more than this long after its completing reading is late. Live, a rep
     /// reaches the bus a few tens of milliseconds after that reading (docs/performance.md), and
@@ -96,6 +109,13 @@ public struct RepMessage: BusPayload, Equatable {
         guard late == (lateS != nil) else { throw PayloadError("late and late_s come together") }
         if let lateS, lateS < 0 { throw PayloadError("late_s must not be negative") }
         self.lateS = lateS
+        eccentricS = try fields.optionalNumber("eccentric_s")
+        eccentricMeanMps = try fields.optionalNumber("eccentric_mean_mps")
+        pauseBottomS = try fields.optionalNumber("pause_bottom_s")
+        pauseTopS = try fields.optionalNumber("pause_top_s")
+        tempo = try fields.optionalString("tempo")
+        tempoMet = try fields.optionalFlag("tempo_met")
+        tempoMissed = try fields.optionalStrings("tempo_missed")
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -122,6 +142,18 @@ public struct RepMessage: BusPayload, Equatable {
         if let lateS {
             writer.key("late"); writer.bool(true)
             writer.key("late_s"); writer.fixed(lateS, decimals: 3)
+        }
+        writer.optionalField("eccentric_s", eccentricS)
+        writer.optionalField("eccentric_mean_mps", eccentricMeanMps)
+        writer.optionalField("pause_bottom_s", pauseBottomS)
+        writer.optionalField("pause_top_s", pauseTopS)
+        writer.optionalField("tempo", tempo)
+        if let tempoMet { writer.key("tempo_met"); writer.bool(tempoMet) }
+        if let tempoMissed {
+            writer.key("tempo_missed")
+            writer.beginArray()
+            for phase in tempoMissed { writer.string(phase) }
+            writer.endArray()
         }
     }
 }

@@ -1,0 +1,178 @@
+import Foundation
+
+// The whole rep, not only its concentric phase: the descent into it, the pause at the bottom
+// and the pause at the top before the descent, measured from the readings before the
+// concentric phase; and a prescribed tempo ("3-1-X-0") judged against them.
+//
+// A rep is published as its concentric phase ends, before the pause at the top that follows
+// it is over. So each rep carries the phases that led into its concentric phase: the pause at
+// the top after the previous rep of the set (none on a set's first rep: the set-up before it
+// is no part of the tempo), its descent, the pause at the bottom. Every pause between two reps
+// is then judged once, on the rep that follows it.
+
+/// The phases of a rep before its concentric phase (docs/detection.md "Phases and tempo").
+public struct RepPhases: Sendable, Codable, Equatable {
+    /// Where the bar left the top for the descent, reading time (Unix s).
+    public var eccentricStartT: Double
+    /// Where the descent came to rest (or turned, touch-and-go) at the bottom.
+    public var eccentricEndT: Double
+    /// The descent's mean speed: how far the bar went down over how long, m/s (positive).
+    public var eccentricMeanMps: Double
+    /// From the end of the descent to the start of the concentric phase, seconds.
+    public var pauseBottomS: Double
+    /// From the previous rep's top to this rep's descent, seconds; nil on a set's first rep.
+    public var pauseTopS: Double?
+
+    /// The descent's duration, seconds.
+    public var eccentricS: Double { eccentricEndT - eccentricStartT }
+
+    /// Creates phases.
+    public init(eccentricStartT: Double, eccentricEndT: Double, eccentricMeanMps: Double, pauseBottomS: Double, pauseTopS: Double?) {
+        (self.eccentricStartT, self.eccentricEndT, self.eccentricMeanMps) = (eccentricStartT, eccentricEndT, eccentricMeanMps)
+        (self.pauseBottomS, self.pauseTopS) = (pauseBottomS, pauseTopS)
+    }
+}
+
+/// Velocity beyond this is the bar moving (m/s): five standard deviations of a 2 mm laser's
+/// velocity fitted over 0.2 s at 50 Hz, and a third of the slowest descent a coach prescribes
+/// (0.6 m in 6 s peaks at 0.16 m/s).
+let phaseMovingMps = 0.05
+/// A descent takes the bar at least this share of the rep's rise down (a walk-out's wobble,
+/// a breath at the top do not).
+let phaseDescentShare = 0.5
+
+/// Measures the phases that led into a concentric phase starting at `concentricStartT` and
+/// rising `romM`, from the bar's heights `readings` (time order, reading times, metres) up to
+/// and a little past it. `previousTopT` is the end of the previous rep's concentric phase in
+/// the same set (nil on a set's first rep); the descent is looked for after it.
+///
+/// The descent is the last run of readings moving down faster than `phaseMovingMps` before the
+/// concentric start that takes the bar `phaseDescentShare` of `romM` down; its ends are refined
+/// as the concentric phase's are, by fitting the positions around each turning point
+/// (`refineTurningPoint`, on the heights turned upside down). Nil with no such descent.
+public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT: Double, romM: Double, previousTopT: Double?) -> RepPhases? {
+    let window = readings.filter { $0.t <= concentricStartT + 0.3 }
+    guard window.count >= 8, let first = window.first, let last = window.last, last.t > first.t else { return nil }
+    // Velocity fitted over about 0.2 s whatever the rate (at least five readings).
+    let interval = (last.t - first.t) / Double(window.count - 1)
+    let halfWidth = max(2, Int((0.1 / interval).rounded()))
+    let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: halfWidth)
+    // The descent: the last qualifying run of downward movement before the concentric start.
+    guard var index = trace.lastIndex(where: { $0.t <= concentricStartT }) else { return nil }
+    var run: (from: Int, to: Int)?
+    while index >= 0, trace[index].t > (previousTopT ?? -.infinity) {
+        guard trace[index].velocityMps < -phaseMovingMps else { index -= 1; continue }
+        var start = index
+        while start > 0, trace[start - 1].velocityMps < -phaseMovingMps { start -= 1 }
+        let heights = trace[start...index].map(\.positionM)
+        if (heights.max() ?? 0) - (heights.min() ?? 0) >= phaseDescentShare * romM {
+            run = (start, index)
+            break
+        }
+        index = start - 1
+    }
+    guard let run else { return nil }
+    // Upside down, the descent's start is a rise's start (the moving side after it) and its
+    // end a rise's end; the fits' windows scale with the descent as the concentric phase's do.
+    // The fits see only the readings between the previous rep's top and this rep's rise: a
+    // rise on either side is another movement, and taken as the turn's far side it bends the
+    // fit (a slow descent leaves the top by millimetres in its first tenth of a second).
+    let flipped = trace.filter { $0.t >= (previousTopT ?? -.infinity) && $0.t <= concentricStartT }.map {
+        KinematicSample(t: $0.t, positionM: -$0.positionM, velocityMps: -$0.velocityMps, accelerationMps2: 0)
+    }
+    let halfWindowS = min(0.6, max(0.06, 0.25 * (trace[run.to].t - trace[run.from].t)))
+    let start = refineTurningPoint(flipped, near: trace[run.from].t, halfWindowS: halfWindowS, minimum: true).t
+    let end = min(refineTurningPoint(flipped, near: trace[run.to].t, halfWindowS: halfWindowS, minimum: false).t, concentricStartT)
+    guard end > start else { return nil }
+    let drop = interpolatedPosition(trace, at: start) - interpolatedPosition(trace, at: end)
+    return RepPhases(
+        eccentricStartT: start, eccentricEndT: end, eccentricMeanMps: max(0, drop) / (end - start),
+        pauseBottomS: max(0, concentricStartT - end), pauseTopS: previousTopT.map { max(0, start - $0) })
+}
+
+// MARK: - Tempo
+
+/// The four phases of a tempo, in the notation's order, by the names the wire uses.
+public enum TempoPhase: String, Sendable, Codable, CaseIterable {
+    case eccentric
+    case pauseBottom = "pause_bottom"
+    case concentric
+    case pauseTop = "pause_top"
+}
+
+/// A prescribed tempo "E-B-C-T": seconds of eccentric, pause at the bottom, concentric and
+/// pause at the top, each a number or X (as fast as possible, or any: not judged). "3-1-X-0"
+/// and its compact form "31X0" say the same.
+public struct Tempo: Sendable, Codable, Equatable {
+    /// The seconds of each phase, in `TempoPhase` order; nil for X.
+    public var seconds: [Double?]
+
+    /// Reads a tempo; nil unless it has four phases, each X or a number of seconds 0 to 30.
+    public init?(_ text: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let parts: [Substring]
+        if trimmed.contains("-") {
+            parts = trimmed.split(separator: "-", omittingEmptySubsequences: false)
+        } else {
+            parts = trimmed.map { Substring(String($0)) }
+        }
+        guard parts.count == 4 else { return nil }
+        var seconds: [Double?] = []
+        for part in parts {
+            if part == "X" || part == "x" {
+                seconds.append(nil)
+            } else if let value = Double(part), value.isFinite, (0...30).contains(value) {
+                seconds.append(value)
+            } else {
+                return nil
+            }
+        }
+        self.seconds = seconds
+    }
+
+    /// The tempo in its dashed form ("3-1-X-0").
+    public var text: String {
+        seconds.map { value in
+            guard let value else { return "X" }
+            return value == value.rounded() ? String(Int(value)) : String(value)
+        }.joined(separator: "-")
+    }
+
+    /// A prescribed 0 is met under this long: no pause (touch-and-go) or no hold at the top.
+    public static let zeroUnderS = 0.3
+    /// A prescribed duration is met within this many seconds ...
+    public static let toleranceS = 0.5
+    /// ... or this share of it, whichever is wider: "3" means about three seconds, and a
+    /// lifter counting in their head is off by a count's half.
+    public static let toleranceShare = 0.2
+
+    /// Whether `measured` seconds meets `prescribed` (nil: X, always met).
+    public static func meets(_ measured: Double, _ prescribed: Double?) -> Bool {
+        guard let prescribed else { return true }
+        if prescribed == 0 { return measured < zeroUnderS }
+        return abs(measured - prescribed) <= max(toleranceS, toleranceShare * prescribed)
+    }
+
+    /// Judges a rep: each phase prescribed and measured (a phase unknown, such as the pause at
+    /// the top before a set's first rep, is not judged).
+    public func judge(_ phases: RepPhases?, concentricS: Double) -> TempoVerdict {
+        let measured: [TempoPhase: Double?] = [
+            .eccentric: phases?.eccentricS, .pauseBottom: phases?.pauseBottomS, .concentric: concentricS, .pauseTop: phases?.pauseTopS,
+        ]
+        var judged = 0
+        var missed: [TempoPhase] = []
+        for (phase, prescribed) in zip(TempoPhase.allCases, seconds) {
+            guard let prescribed, let value = measured[phase] ?? nil else { continue }
+            judged += 1
+            if !Self.meets(value, prescribed) { missed.append(phase) }
+        }
+        return TempoVerdict(met: judged > 0 ? missed.isEmpty : nil, missed: missed)
+    }
+}
+
+/// Whether a rep met its tempo, and which phases missed.
+public struct TempoVerdict: Sendable, Codable, Equatable {
+    /// Nil when no prescribed phase could be judged.
+    public var met: Bool?
+    public var missed: [TempoPhase]
+}
