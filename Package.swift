@@ -349,6 +349,10 @@ let package = Package(
             dependencies: ["VBTQuery", "VBTDetection"]
         ),
         .testTarget(
+            name: "VBTChainTests",
+            dependencies: ["VBTChain"]
+        ),
+        .testTarget(
             name: "VBTSensorsTests",
             dependencies: ["VBTSensors", "VBTWire", "VBTBus", "VBTTesting"]
         ),

@@ -12,8 +12,8 @@ struct UplinkCommand: ParsableCommand {
         commandName: "vbt-uplink",
         abstract: "Copies a gym's history (its SQLite store) to the chain's PostgreSQL store, exactly once.",
         discussion: """
-            Reads the session-recorder's store read-only and sends athletes, sessions, sets, reps and \
-            rejected attempts to the chain store, a batch per transaction that also moves the gym's \
+            Reads the session-recorder's store read-only and sends athletes, sessions, sets, reps, \
+            rejected attempts, profiles, posture changes, alerts and plans to the chain store, a batch per transaction that also moves the gym's \
             cursor there: a kill at any moment neither loses nor doubles a row, and a batch sent twice \
             changes nothing. While the chain store is away nothing is held but the gym's store itself; \
             the uplink catches up, in order, when it is back.

@@ -388,3 +388,30 @@ def test_an_uplink_refuses_a_newer_chain_schema(chain: Chain, tmp_path: Path):
         assert refused.returncode != 0 and "version 99" in refused.stderr, refused.stderr
     finally:
         assert chain.psql("DELETE FROM chain_schema WHERE version = 99").returncode == 0
+
+
+def test_chain_init_upgrades_a_store_and_the_gyms_it_has(chain: Chain, tmp_path: Path):
+    """A store set back to version 1 (migration 2's tables dropped, and with them the gyms' rights
+    on them): `vbt chain init` applies migration 2 and grants every gym its tables again, so a
+    gym's uplink (which writes version 2) runs again."""
+    db = tmp_path / "gym.sqlite"  # a gym's real store: a recorder makes it, briefly
+    bus = Bus(tmp_path / "bus")
+    (tmp_path / "bus").mkdir()
+    try:
+        bus.start()
+        recorder = Recorder(bus, db)
+        vbt(bus, "plan", "create", "upgrade-plan", "--item", "squat:3x5@100kg/180s")
+        recorder.close()
+    finally:
+        bus.stop_all()
+    chain.vbt("chain", "add-gym", "west", "--ca", str(chain.certs), "--out", str(chain.certs / "west"), *chain.admin_options())
+    version_2 = ["profiles", "posture_changes", "alerts", "plans", "plan_items"]
+    downgrade = "; ".join([f"DROP TABLE {t}" for t in version_2] + ["DELETE FROM chain_schema WHERE version = 2"])
+    assert chain.psql(downgrade).returncode == 0
+    once = [str(BIN_DIR / "vbt-uplink"), "--db", str(db), "--gym", "west", "--once", *chain.gym_options("west")]
+    older = subprocess.run(once, capture_output=True, text=True, timeout=60)
+    assert older.returncode != 0 and "run `vbt chain init`" in older.stderr, older.stderr
+    assert "applied 2" in chain.vbt("chain", "init", *chain.admin_options()).stdout
+    upgraded = subprocess.run(once, capture_output=True, text=True, timeout=60)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert chain.query("SELECT count(*) FROM plan_items WHERE gym = 'west' AND plan = 'upgrade-plan'") == 1
