@@ -32,6 +32,12 @@ public struct ConsoleBoard: Sendable {
 
     public init() {}
 
+    /// Shows `line` on `station` (a known one), when it changes what is there.
+    public mutating func note(readiness line: ReadinessLine, station: String) {
+        guard stations[station] != nil, stations[station]?.readiness != line else { return }
+        update(station, athlete: nil) { $0.readiness = line }
+    }
+
     /// Takes in one message received at `now` (monotonic seconds).
     public mutating func apply(_ message: BusMessage, now: Double) {
         let station = message.envelope.station
@@ -216,6 +222,9 @@ public struct StationState: Sendable, Equatable, Codable {
     public var alerts: [String: AlertView] = [:]
     /// The latest answers to commands given here (proto/ack.schema.json), newest last.
     public var acks: [AckView] = []
+    /// The readiness of the athlete's latest session (docs/detection.md, "Readiness"), as the
+    /// recorder stored it; shown only while `athlete` is the one it belongs to.
+    public var readiness: ReadinessLine?
     /// Monotonic seconds of the last sign of life from the bridge; the server's own, not sent.
     var bridgeSeenAt: Double?
     /// Whether the bridge's last heartbeat said it stops; the server's own, not sent.
@@ -246,13 +255,14 @@ public struct StationState: Sendable, Equatable, Codable {
         if restAthlete != athlete { view.rest = nil }
         if postureAthlete != athlete { view.posture = nil }
         view.rejected = rejected.filter { $0.athlete == athlete }
+        if readiness?.athlete != athlete { view.readiness = nil }
         (view.acks, view.alerts, view.calibrations) = ([], [:], 0)
         return view
     }
 
     enum CodingKeys: String, CodingKey {
         case station, version, athlete, exercise, set, sets, reps, rejected, posture, calibrations, rest, sensors, silent, reconnecting, alerts, plan,
-            acks
+            acks, readiness
         case loadKg = "load_kg"
         case plannedReps = "planned_reps"
         case workoutState = "workout_state"
@@ -547,4 +557,13 @@ public struct AckView: Sendable, Equatable, Codable {
         case command, program, state, reason
         case cmdId = "cmd_id"
     }
+}
+
+/// A station's readiness line: whose, the verdict and the text (`96 % (as usual)`).
+public struct ReadinessLine: Sendable, Equatable, Codable {
+    public var athlete: String
+    public var verdict: String
+    public var text: String
+    /// Creates a line.
+    public init(athlete: String, verdict: String, text: String) { (self.athlete, self.verdict, self.text) = (athlete, verdict, text) }
 }

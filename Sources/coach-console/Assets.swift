@@ -54,6 +54,8 @@ enum Assets {
             who.append(slot('athlete', 'athlete'));
             const what = make('div', 'what');
             what.append(slot('exercise'), ' ', slot('load', 'load'));
+            const ready = make('div', 'readiness');
+            ready.append(slot('readiness'));
             const big = make('div', 'big');
             big.append(slot('last-mv', 'mv'), make('span', 'unit', 'm/s'));
             const counts = make('div', 'counts');
@@ -70,7 +72,7 @@ enum Assets {
             sensors.dataset.field = 'sensors';
             const alerts = make('ul', 'alerts');
             alerts.dataset.field = 'alerts';
-            c.append(head, who, what, big, counts, loss, bars, posture, rest, sensors, alerts);
+            c.append(head, who, what, ready, big, counts, loss, bars, posture, rest, sensors, alerts);
             cards.set(name, c);
             const g = grid();
             const waiting = g.querySelector('.waiting');
@@ -99,6 +101,8 @@ enum Assets {
             put(c, 'athlete', s.athlete || '');
             put(c, 'exercise', s.exercise || '');
             put(c, 'load', kg(s.load_kg));
+            // The athlete's own readiness today (the recorder's, docs/detection.md "Readiness"), not a previous athlete's.
+            put(c, 'readiness', s.readiness && s.readiness.athlete === s.athlete ? 'Readiness ' + s.readiness.text : '');
             put(c, 'last-mv', last ? fixed(last.mean_velocity_mps, 2) : '');
             put(c, 'last-late', last && last.late_s != null ? 'late by ' + Math.round(last.late_s) + ' s: came after the station\'s link was back' : '');
             put(c, 'set', s.set != null ? String(s.set) : '');

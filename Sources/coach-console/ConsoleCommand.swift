@@ -106,6 +106,9 @@ struct ConsoleCommand: AsyncParsableCommand {
         let queryLoop = SocketLoopService(name: "console-queries", context: ZMQContext(), onShutdown: { queriesStop.set() }) { context in
             try queries.run(context: context, config: busConfig, stop: queriesStop, logger: logger)
         }
+        // Each station's readiness, asked of the recorder after each set (ReadinessFeed).
+        let readinessFeed = Task { await ReadinessFeed(live: live, queries: queries).run() }
+        defer { readinessFeed.cancel() }
         try await runProgram("coach-console", logger: logger, onShutdown: { stop.set() }, before: [queryLoop] + server.services) { context in
             try ConsoleBusLoop(context: context, config: busConfig, live: live, metrics: metrics, outbox: outbox, logger: logger).run(stop: stop)
         }

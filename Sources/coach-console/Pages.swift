@@ -175,6 +175,7 @@ enum Pages {
                 <span class="rack-name"\(named)>\(station)</span>
                 <span data-field="athlete" class="athlete"></span>
                 <span class="what"><span data-field="exercise"></span> <span data-field="load" class="load"></span></span>
+                <span data-field="readiness" class="readiness"></span>
                 <span class="counts">Set <span data-field="set"></span><span data-field="sets" class="of"></span></span>
                 <span data-field="link" class="link-state"></span>
                 <span id="link" class="link" data-field="bus">connecting…</span>

@@ -5,9 +5,10 @@ would publish them. Each day's velocities are a known line times that day's own 
 comes today's session, a bad day. The test recomputes readiness from the stored sets with numpy
 on its own: the profile over the last 10 earlier sessions, the mean of each session's fastest set
 per load, the score of the first 3 loaded sets, and the leave-one-out typical error. The
-recorder's stored figure, the `readiness` query, `vbt readiness` (JSON and table) and
-`vbt stats week --athlete` and the coach console's athlete page must all give that figure. An athlete with two earlier sessions gets
-"too little history" and no number.
+recorder's stored figure, the `readiness` query, `vbt readiness` (JSON and table), `vbt stats
+week --athlete`, the coach console's board (the athlete card and the rack display read its
+station line) and its athlete page must all give that figure. An athlete with two earlier
+sessions gets "too little history" and no number.
 
 Run from the repository root:  python3 -m pytest -q tests/python/test_readiness.py
 """
@@ -118,6 +119,18 @@ def test_readiness_is_stored_and_shown_as_numpy_computes_it(bus: Bus, tmp_path: 
             sent += publish_session(publisher, "ana", "rack-31", start - 86_400 * back, factor, f"d{back}")
         for back in (2, 1):
             sent += publish_session(publisher, "ben", "rack-32", start - 86_400 * back, 1.0, f"d{back}")
+        wait_until(lambda: recorder.rows("sets") >= sent, "the earlier sessions stored", detail=bus.describe)
+        # The coach console, running before today's sets: its board learns readiness as they end.
+        users = tmp_path / "console-users"
+        added = subprocess.run([str(BIN_DIR / "vbt"), "console", "user", "add", "coach-ready", "--role", "coach", "--users", str(users)],
+                               input="ready-steady-9\n", text=True, capture_output=True, env=bus.env, timeout=30)
+        assert added.returncode == 0, added.stderr
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"]).wait_for_log("console listening")
+        cookie = session_cookie(base, ("coach-ready", "ready-steady-9"))
+        # Today's session a few seconds old: the console's board takes live messages only.
+        start = time.time() - 900
         sent += publish_session(publisher, "ana", "rack-31", start, TODAY, "today")
         sent += publish_session(publisher, "ben", "rack-32", start, 1.0, "today")
         wait_until(lambda: recorder.rows("sets") >= sent and recorder.rows("reps") >= sent, "every set and rep stored", detail=bus.describe)
@@ -149,15 +162,17 @@ def test_readiness_is_stored_and_shown_as_numpy_computes_it(bus: Bus, tmp_path: 
         week_json = json.loads(vbt(bus, "stats", "week", "--athlete", "ana", "--json").stdout)
         assert week_json["readiness"][0]["text"] == text and "days" in week_json, week_json
 
+        # The board's athlete card and the rack display read the station's readiness line.
+        def board_line(station: str):
+            stations = json.loads(page(base, "/api/board", cookie))["stations"]
+            return next((x.get("readiness") for x in stations if x["station"] == station), None)
+
+        wait_until(lambda: board_line("rack-31") is not None and board_line("rack-32") is not None, "readiness on the board")
+        assert board_line("rack-31") == {"athlete": "ana", "verdict": "below-usual", "text": text}, board_line("rack-31")
+        assert board_line("rack-32") == {"athlete": "ben", "verdict": "too-little-history", "text": "too little history (2 of 5 sessions)"}
+        assert 'data-field="readiness"' in page(base, "/rack/rack-31", cookie)
+
         # The coach console's athlete page.
-        users = tmp_path / "console-users"
-        added = subprocess.run([str(BIN_DIR / "vbt"), "console", "user", "add", "coach-ready", "--role", "coach", "--users", str(users)],
-                               input="ready-steady-9\n", text=True, capture_output=True, env=bus.env, timeout=30)
-        assert added.returncode == 0, added.stderr
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"]).wait_for_log("console listening")
-        cookie = session_cookie(base, ("coach-ready", "ready-steady-9"))
         line = re.search(r'<p class="facts" data-field="readiness" data-verdict="([a-z-]+)" data-score-pct="([\d.]*)">(.*?)</p>',
                          page(base, "/athlete/ana", cookie), re.S)
         assert line and line.group(1) == "below-usual" and line.group(2) == f"{want['score_pct']:.1f}", line
