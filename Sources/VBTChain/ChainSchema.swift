@@ -90,17 +90,31 @@ public enum ChainSchema {
     public static func check(_ db: PostgresConnection) throws {
         let have: Int
         do { have = try version(db) } catch let error as PostgresError where error.sqlState == "42P01" {
-            throw PostgresError("the chain store has no schema: run `vbt chain init` as the chain's admin")
+            throw PostgresError("the chain store has no schema: run `vbt chain init` as the chain's admin", permanent: true)
         }
         guard have <= current else { throw newer(have) }
         guard have == current else {
-            throw PostgresError("the chain store is at schema version \(have), this uplink writes \(current): run `vbt chain init` as the chain's admin")
+            throw PostgresError(
+                "the chain store is at schema version \(have), this uplink writes \(current): run `vbt chain init` as the chain's admin",
+                permanent: true)
+        }
+    }
+
+    /// A gym's uplink connects as its gym's role: another role's rows are not its to write (row-level
+    /// security would refuse every batch), so it stops at once saying which role it got.
+    public static func checkRole(_ db: PostgresConnection, gym: String) throws {
+        let user = try db.execute("SELECT current_user").rows.first?.first ?? nil
+        guard user == role(ofGym: gym) else {
+            throw PostgresError(
+                "connected as role \(user ?? "?"), not \(role(ofGym: gym)): give --chain-user and the certificate of gym \(gym)",
+                permanent: true)
         }
     }
 
     static func newer(_ have: Int) -> PostgresError {
         PostgresError(
-            "the chain store is at schema version \(have), newer than this build knows (\(current)): upgrade vbt before it writes there")
+            "the chain store is at schema version \(have), newer than this build knows (\(current)): upgrade vbt before it writes there",
+            permanent: true)
     }
 
     /// Gyms, each gym's cursors, and the first replicated tables. Every replicated row carries its

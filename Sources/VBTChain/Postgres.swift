@@ -6,10 +6,14 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     public let description: String
     /// The five-character SQLSTATE (e.g. 42501, insufficient privilege), nil for a connection error.
     public let sqlState: String?
+    /// True when trying again cannot help (a schema this build does not write, the wrong role):
+    /// an uplink stops instead of retrying.
+    public let isPermanent: Bool
 
-    public init(_ description: String, sqlState: String? = nil) {
+    public init(_ description: String, sqlState: String? = nil, permanent: Bool = false) {
         self.description = description
         self.sqlState = sqlState
+        self.isPermanent = permanent
     }
 }
 

@@ -85,6 +85,7 @@ struct UplinkCommand: ParsableCommand {
                 if connection == nil {
                     let made = try PostgresConnection(endpoint)
                     try ChainSchema.check(made)
+                    try ChainSchema.checkRole(made, gym: gym)
                     connection = made
                     logger.info("chain store connected", metadata: ["tls": "\(made.usesTLS)", "server": "\(made.serverVersion)"])
                 }
@@ -100,7 +101,7 @@ struct UplinkCommand: ParsableCommand {
                 if once { throw status.backlog == 0 ? ExitCode.success : ExitCode.failure }
             } catch let error as PostgresError {
                 connection = nil
-                if error.description.contains("newer than this build") || error.description.contains("vbt chain init") {
+                if error.isPermanent {
                     reportProblem("vbt-uplink: \(error)")
                     throw ExitCode.failure
                 }

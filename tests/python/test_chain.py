@@ -367,6 +367,10 @@ def test_a_connection_without_a_valid_certificate_is_refused(chain: Chain, tmp_p
                                  "--chain-sslkey", str(chain.certs / "north" / "north.key")],
                                 capture_output=True, text=True, timeout=60)
     assert wrong_root.returncode != 0 and "certificate verify failed" in wrong_root.stderr, wrong_root.stderr
+    # Another gym's role and certificate for this gym: the uplink stops at once (no --once), saying so.
+    mixed = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(empty), "--gym", "north", *chain.gym_options("south")],
+                           capture_output=True, text=True, timeout=60)
+    assert mixed.returncode == 1 and "connected as role vbt_gym_south, not vbt_gym_north" in mixed.stderr, mixed.stderr
     # Another sslmode in a URL is refused before any connection.
     weak = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--gym", "north", "--db", "/dev/null",
                            "--chain-url", f"postgresql://localhost:{chain.port}/chain?sslmode=require"],

@@ -5,7 +5,8 @@
   port can speak the wire without pulling in anything else.
 - Every bus payload type is declared in VBTWire and nowhere else.
 - Only the session-recorder links SQLite: `vbt`, the daemons and the bus do
-  not (their binaries hold no `sqlite3_` symbol).
+  not (their binaries hold no `sqlite3_` symbol). `vbt-uplink`, which reads a
+  gym's store read-only for the chain, is the one other program that does.
 
 Run from the repository root:  python3 -m pytest -q tests/python
 """
