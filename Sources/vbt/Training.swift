@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Synchronization
 import VBTBus
 import VBTCommandLine
 import VBTDetection
@@ -423,6 +424,74 @@ struct PlanCommand: ParsableCommand {
                         show($0.element.targetMeanVelocityMps), show($0.element.restS, 0),
                     ]
                 })
+    }
+}
+
+/// `vbt advice accept STATION|ATHLETE`: the notifier's load advice goes into the plan.
+struct AdviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "advice", abstract: "The notifier's load advice after each set of a plan with a velocity target.",
+        subcommands: [Accept.self])
+
+    struct Accept: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Accept the load advice at a station (or an athlete's station): the next set's load, and one set fewer if advised.",
+            discussion: """
+                Finds the station in the notifier's workout messages (every 5 s; a station name or the athlete
+                there), then sends cmd.<station> advice.accept with target notifier and waits for its answer:
+                exits 0 when the advice went into the plan, 1 with the reason when there was none to accept,
+                it was applied already, or the notifier did not answer within 5 s (docs/detection.md, "Load advice").
+                """)
+        @OptionGroup var bus: BusOptions
+        @Argument(help: "The station (e.g. rack-01) or the athlete at it.") var who: String
+
+        func validate() throws {
+            guard !who.isEmpty, who.count <= 64 else { throw ValidationError("STATION|ATHLETE must be 1 to 64 characters") }
+        }
+
+        func run() async throws {
+            let (station, advice) = try await Self.find(who, bus: bus)
+            try await sendAwaitingAnswer(CommandName.adviceAccept, station: station, args: JSONObject(), program: "notifier", bus: bus)
+            var words = "advice accepted at \(station): set \(advice.forSet)"
+            if let load = advice.loadKg { words += " at " + String(format: "%g kg", load) }
+            if advice.fewerSets { words += ", one set fewer" }
+            print(words)
+        }
+
+        /// The station `who` names (a station, else the athlete at one) and its advice, from the
+        /// notifier's `workout` messages within 6 s (it repeats every station's every 5 s).
+        static func find(_ who: String, bus: BusOptions) async throws -> (station: String, advice: WorkoutMessage.Advice) {
+            // Not bootstrapped here: `sendAwaitingAnswer` bootstraps logging next, which may be done once.
+            let logger = {
+                var logger = Logger(label: "vbt.advice")
+                logger.logLevel = .notice
+                return logger
+            }()
+            let config = bus.config
+            let found = Mutex<(String, WorkoutMessage.Advice)?>(nil)
+            try await runLoop("vbt.advice", logger: logger) { context in
+                try requireBus(context, config, logger: logger)
+                let inbox = try Subscriber(context: context, config: config, prefixes: MessageTypes.prefixes(WorkoutMessage.self), logger: logger)
+                let deadline = monotonicSeconds() + 6
+                var seen = false
+                while monotonicSeconds() < deadline {
+                    guard let message = try inbox.next(timeoutMs: 200), message.envelope.station == who || message.envelope.athlete == who,
+                        let workout = try? message.payload(as: WorkoutMessage.self)
+                    else { continue }
+                    seen = true
+                    guard let advice = workout.advice else { continue }
+                    found.withLock { $0 = (message.envelope.station, advice) }
+                    return
+                }
+                reportProblem(
+                    seen
+                        ? "vbt: no load advice at \(who) (it comes after a set of a plan item with a velocity target)"
+                        : "vbt: no workout from the notifier for \(who) within 6 s; is the notifier running and \(who) assigned?")
+                throw ProgramExit()
+            }
+            guard let (station, advice) = found.withLock({ $0 }) else { throw ExitCode.failure }
+            return (station, advice)
+        }
     }
 }
 

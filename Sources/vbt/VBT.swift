@@ -22,7 +22,7 @@ struct VBT: AsyncParsableCommand {
             Station.self, History.self, Progress.self, Stats.self, Export.self, Rest.self, Watch.self, Eval.self, Wire.self, Keys.self, Status.self,
             Topics.self, Report.self,
             ConsoleCommand.self, Backup.self, SetCommand.self, LoadTest.self,
-            ChainCommand.self,
+            ChainCommand.self, AdviceCommand.self,
         ])
 }
 
