@@ -213,6 +213,14 @@ public struct SessionReport: Codable, Sendable, Equatable {
     /// The day's tempo compliance over every rep (nil: not measured).
     public var tempoCompliance: (met: Int, measured: Int)? { Self.compliance(sets.flatMap(\.reps)) }
 
+    /// The day's compliance in words with the tempos prescribed: `11 of 15 reps (73%) at 3-1-X-0`.
+    public var tempoWords: String {
+        var tempos: [String] = []
+        for tempo in sets.flatMap(\.reps).compactMap(\.tempo) where !tempos.contains(tempo) { tempos.append(tempo) }
+        let words = Self.complianceWords(tempoCompliance)
+        return tempoCompliance == nil || tempos.isEmpty ? words : words + " at " + tempos.joined(separator: ", ")
+    }
+
     /// Days since 1970-01-01 of a `YYYY-MM-DD` date (nil: not such a date).
     public static func dayNumber(_ date: String) -> Int? {
         let parts = date.split(separator: "-", omittingEmptySubsequences: false)
@@ -237,7 +245,7 @@ public struct SessionReport: Codable, Sendable, Equatable {
         var out = "Session report: \(title)\n"
         out += "\(sessions.count) session\(sessions.count == 1 ? "" : "s"), \(sets.count) sets, \(repCount) reps, \(rejected) rejected attempts\n"
         out += "readiness: \(readinessWords)\n"
-        out += "tempo compliance: \(Self.complianceWords(tempoCompliance))\n"
+        out += "tempo compliance: \(tempoWords)\n"
         for (number, session) in sessions.enumerated() {
             out += "\nsession \(number + 1) at \(session.station), \(clock(session.startedTs))-\(clock(session.endedTs)), \(session.rejected) rejected\n"
             out += "readiness: \(session.readinessWords)\n"
@@ -307,7 +315,7 @@ public struct SessionReport: Codable, Sendable, Equatable {
         body += Self.fact("sessions", "\(sessions.count)") + Self.fact("sets", "\(sets.count)") + Self.fact("reps", "\(repCount)")
         body += Self.fact("rejected", "\(rejected)", label: "rejected attempts")
         body += Self.fact("readiness", readinessWords, muted: sessions.allSatisfy { $0.readiness.isEmpty })
-        body += Self.fact("tempo", Self.complianceWords(tempoCompliance), label: "tempo compliance", muted: tempoCompliance == nil)
+        body += Self.fact("tempo", tempoWords, label: "tempo compliance", muted: tempoCompliance == nil)
         body += "</dl></section>\n"
         for (number, session) in sessions.enumerated() {
             body += "<section class=\"session\" data-session=\"\(session.id)\"><h2>Session \(number + 1) · \(Self.escape(session.station)) · "
@@ -324,7 +332,7 @@ public struct SessionReport: Codable, Sendable, Equatable {
                 body += "<td class=\"bars\">\(Self.repBars(set))</td>"
                 body += "<td>\(Self.escape(set.reason ?? (set.endedTs == nil ? "in progress" : "-")))</td>"
                 body += "<td class=\"num\">\(set.rpe.map { String(format: "%g", $0) } ?? "–")</td>"
-                body += "<td class=\"num\">\(set.tempoCompliance.map { "\($0.met)/\($0.measured)" } ?? "–")</td></tr>\n"
+                body += "<td class=\"num\" data-field=\"tempo\">\(set.tempoCompliance.map { "\($0.met)/\($0.measured)" } ?? "–")</td></tr>\n"
                 if let note = set.note, !note.isEmpty {
                     body += "<tr class=\"note\"><td></td><td colspan=\"10\">Note: \(Self.escape(note))</td></tr>\n"
                 }

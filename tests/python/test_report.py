@@ -55,11 +55,15 @@ def publish_day(publisher: RawPublisher, sets: list = SETS, days_ago: int = 0) -
         send("set", {"set_id": set_id, "event": "start", **base})
         for index, v in enumerate(velocities, 1):
             best = max(velocities[:index])
+            # Today's reps were prescribed 3-1-X-0; every third one came down too fast.
+            met = index % 3 != 0
+            tempo = {} if days_ago else {"eccentric_s": 2.8 if met else 1.4, "pause_bottom_s": 1.0, "tempo": "3-1-X-0", "tempo_met": met,
+                                         "tempo_missed": [] if met else ["eccentric"]}
             send("rep", {
                 "set_id": set_id, "rep_id": f"{set_id}-r{index}", "index": index, "mean_velocity_mps": v,
                 "peak_velocity_mps": v * 1.5, "mean_propulsive_velocity_mps": v * 1.05, "rom_mm": 600.0, "concentric_s": 0.6 / v,
                 "time_to_peak_s": 0.25, "velocity_loss_pct": round((best - v) / best * 100, 3), "t_end": time.time() - shift,
-                "detector": "rep-detector-0000a1a1", **base})
+                "detector": "rep-detector-0000a1a1", **base, **tempo})
             count += 1
         if number == 2 and not days_ago:
             for attempt in range(REFUSED):
@@ -82,19 +86,21 @@ def expected_day(db: Path, athlete: str, offset: int) -> dict:
         start = day * 86_400 - offset
         rows = conn.execute("SELECT id, session, load_kg FROM sets WHERE athlete = ? AND started_ts >= ? AND started_ts < ? "
                             "ORDER BY started_ts, id", (athlete, start, start + 86_400)).fetchall()
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(reps)")}
         sessions: dict[int, list[dict]] = {}
         for set_id, session, load in rows:
             velocities = [v for (v,) in conn.execute("SELECT mean_velocity_mps FROM reps WHERE set_id = ? ORDER BY idx", (set_id,))]
+            met = [None if m is None else bool(m) for (m,) in conn.execute("SELECT tempo_met FROM reps WHERE set_id = ? ORDER BY idx", (set_id,))] \
+                if "tempo_met" in columns else [None] * len(velocities)
             best = max(velocities)
             sessions.setdefault(session, []).append({
                 "id": set_id, "load_kg": load, "velocities": velocities, "best": best, "mean": sum(velocities) / len(velocities),
-                "vl_pct": (best - velocities[-1]) / best * 100})
+                "vl_pct": (best - velocities[-1]) / best * 100, "tempo_met": met})
         refused = conn.execute("SELECT count(*) FROM rejected WHERE athlete = ?", (athlete,)).fetchone()[0]
         # Readiness and tempo once the recorder stores them (their migrations); before, not measured.
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         readiness = {session: conn.execute("SELECT exercise, verdict, score_pct FROM readiness WHERE session = ? ORDER BY exercise",
                                            (session,)).fetchall() if "readiness" in tables else [] for session in sessions}
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(reps)")}
         met = conn.execute("SELECT tempo_met FROM reps r JOIN sets s ON s.id = r.set_id WHERE s.athlete = ? AND s.started_ts >= ? "
                            "AND s.started_ts < ? AND tempo_met IS NOT NULL", (athlete, start, start + 86_400)).fetchall() \
             if "tempo_met" in columns else []
@@ -145,6 +151,7 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
                 assert [r["mean_velocity_mps"] for r in s["reps"]] == w["velocities"], (s, w)
                 assert abs(s["best_mean_velocity_mps"] - w["best"]) < 1e-12 and abs(s["average_mean_velocity_mps"] - w["mean"]) < 1e-12
                 assert abs(s["velocity_loss_pct"] - w["vl_pct"]) < 1e-9, (s, w)
+                assert [r.get("tempo_met") for r in s["reps"]] == w["tempo_met"], (s, w)
         squat = next(e for e in got["exercises"] if e["exercise"] == "squat")
         assert abs(squat["e1rm"]["e1rm_kg"] - want["e1rm"]["e1rm_kg"]) < 1e-9 * want["e1rm"]["e1rm_kg"], (squat, want["e1rm"])
         assert squat["e1rm"]["loads_kg"] == want["e1rm"]["loads_kg"]
@@ -159,7 +166,7 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
         assert f"1 session, {len(SETS)} sets, {reps} reps, {REFUSED} rejected attempts" in text, text
         if not any(want["readiness"]):
             assert "readiness: not measured" in text, text
-        tempo = "not measured" if not want["tempo"] else f"{want['tempo'][0]} of {want['tempo'][1]} reps"
+        tempo = "not measured" if not want["tempo"] else f"{want['tempo'][0]} of {want['tempo'][1]} reps ({want['tempo'][0] / want['tempo'][1] * 100:.0f}%) at 3-1-X-0"
         assert f"tempo compliance: {tempo}" in text, text
         for number, w in enumerate(want["sessions"][0], 1):
             row = next(line.split() for line in text.splitlines() if line.split()[:2] == [str(number), "squat"])
@@ -183,6 +190,8 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
         for w in want["sessions"][0]:
             row = re.search(rf'<tr data-set="{w["id"]}">(.*?)</tr>', html).group(1)
             assert f'data-field="vl">{w["vl_pct"]:.1f}<' in row and f'data-field="best">{w["best"]:.2f}<' in row, row
+            judged = [m for m in w["tempo_met"] if m is not None]
+            assert f'data-field="tempo">{f"{sum(judged)}/{len(judged)}" if judged else "–"}<' in row, row
         assert f'data-field="e1rm">{want["e1rm"]["e1rm_kg"]:.1f}<' in html and "<svg" in html
         change = want["trend"][-1]["e1rm_kg"] - want["trend"][0]["e1rm_kg"]
         assert f"{change:+.1f} kg since {want['trend'][0]['day']}" in html, html
