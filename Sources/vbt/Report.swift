@@ -92,7 +92,15 @@ struct Report: ParsableCommand {
             reportProblem("vbt: cannot start \(browser): \(error.localizedDescription); --html FILE writes the page without it")
             throw ExitCode.failure
         }
-        process.waitUntilExit()
+        // A browser that hangs (a locked profile, a missing display library) is stopped, not waited on forever.
+        let deadline = Date().addingTimeInterval(Self.chromiumTimeoutS)
+        while process.isRunning, Date() < deadline { usleep(50_000) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            reportProblem("vbt: \(browser) did not print \(path) within \(Int(Self.chromiumTimeoutS)) s; --html FILE writes the page without it")
+            throw ExitCode.failure
+        }
         let said = (try? Data(contentsOf: log)) ?? Data()
         let head = (try? FileHandle(forReadingFrom: target))?.readData(ofLength: 5)
         guard process.terminationStatus == 0, head == Data("%PDF-".utf8) else {
@@ -101,6 +109,9 @@ struct Report: ParsableCommand {
             throw ExitCode.failure
         }
     }
+
+    /// How long Chromium may take to print the page.
+    static let chromiumTimeoutS = 120.0
 
     /// `given`, else VBT_CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH.
     static func findChromium(_ given: String?) -> String? {

@@ -227,6 +227,13 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
         # No Chromium: a clear error naming --html, and no PDF.
         missing = vbt(bus, "report", "ana", "--pdf", str(tmp_path / "x.pdf"), "--chromium", str(tmp_path / "no-chromium"), expect_ok=False)
         assert missing.returncode == 1 and "--html" in missing.stderr and not (tmp_path / "x.pdf").exists(), missing.stderr
+        # A Chromium that fails: its last words and exit status, and no PDF.
+        broken = tmp_path / "broken-chromium"
+        broken.write_text("#!/bin/sh\necho 'cannot open display' >&2\nexit 3\n")
+        broken.chmod(0o755)
+        failed = vbt(bus, "report", "ana", "--pdf", str(tmp_path / "y.pdf"), "--chromium", str(broken), expect_ok=False)
+        assert failed.returncode == 1 and "exit 3" in failed.stderr and "cannot open display" in failed.stderr, failed.stderr
+        assert not (tmp_path / "y.pdf").exists()
         unknown = vbt(bus, "report", "nobody", expect_ok=False)
         assert unknown.returncode == 1 and "no sets recorded for athlete 'nobody'" in unknown.stderr, unknown.stderr
     finally:
