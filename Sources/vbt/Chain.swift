@@ -8,7 +8,7 @@ struct ChainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chain",
         abstract: "The chain's PostgreSQL store: its certificates, its schema, its gyms (deploy/README.md, \"A chain of gyms\").",
-        subcommands: [CA.self, Init.self, AddGym.self])
+        subcommands: [CA.self, Init.self, AddGym.self, Gyms.self])
 
     struct CA: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -127,6 +127,43 @@ struct ChainCommand: AsyncParsableCommand {
             print(
                 "run: vbt-uplink --gym \(name) --chain-host HOST --chain-dbname DB --chain-user \(role) "
                     + "--chain-sslrootcert ca.crt --chain-sslcert \(name).crt --chain-sslkey \(name).key")
+        }
+    }
+}
+
+extension ChainCommand {
+    struct Gyms: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "gyms",
+            abstract: "List the chain's gyms: when each last sent a batch, and its rows per table in the chain store.",
+            discussion: "As the chain's admin (a gym's role sees only its own gym). A gym that never sent shows '-'.")
+
+        @OptionGroup var chain: ChainOptions
+
+        func run() async throws {
+            let tables = ChainTable.all.map(\.name)
+            let counts = tables.map { "(SELECT count(*) FROM \($0) t WHERE t.gym = g.gym)" }.joined(separator: ", ")
+            let rows: [[String?]]
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                rows = try db.execute(
+                    """
+                    SELECT g.gym, (SELECT to_char(max(c.updated_ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                        FROM cursors c WHERE c.gym = g.gym), \(counts)
+                    FROM gyms g ORDER BY g.gym
+                    """
+                ).rows
+            } catch let error as PostgresError {
+                reportProblem("vbt chain gyms: \(error)")
+                throw ExitCode.failure
+            }
+            let header = ["gym", "last_sent"] + tables
+            let cells = [header] + rows.map { $0.map { $0 ?? "-" } }
+            let widths = header.indices.map { column in cells.map { $0[column].count }.max() ?? 0 }
+            for line in cells {
+                print(line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
+            }
         }
     }
 }

@@ -305,6 +305,13 @@ def test_three_gyms_reach_the_chain_store_exactly_once_through_faults(chain: Cha
         assert counts["reps"] == sum(g.reps for g in gyms) == 3 * 2 * 5 * (4 + 4 + 3), counts
         assert counts["rejected"] == counts["profiles"] == 3 * 2 * (4 + 4 + 3) and counts["athletes"] == 4 + 4 + 3, counts
         assert counts["plans"] == 3 and counts["plan_items"] == 6, counts
+        # HQ's list of gyms: each gym's rows in the chain store, as the admin sees them.
+        listed = chain.vbt("chain", "gyms", *chain.admin_options()).stdout.splitlines()
+        header = listed[0].split()
+        assert header[:4] == ["gym", "last_sent", "athletes", "sessions"], listed
+        for gym in gyms:
+            line = dict(zip(header, next(row for row in listed if row.startswith(gym.name + " ")).split()))
+            assert int(line["reps"]) == gym.reps and int(line["athletes"]) == len(gym.athletes), (line, listed)
         # An uplink's one cycle ends with nothing left to send.
         once = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(east.db), "--gym", "east", "--once",
                                *chain.gym_options("east")], capture_output=True, text=True, timeout=60, env=east.bus.env)
