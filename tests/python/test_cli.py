@@ -38,7 +38,7 @@ def test_echo_and_hz(bus: Bus, tmp_path: Path):
 
 def test_help_and_bad_flags():
     for program in ["vbt-bus", "vbt", "sensor-bridge", "rep-detector", "posture-evaluator", "notifier", "session-recorder",
-                    "coach-console"]:
+                    "coach-console", "vbt-uplink"]:
         result = subprocess.run([binary(program), "--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert result.returncode == 0 and "USAGE" in result.stdout.upper(), (program, result.stderr)
         bad = subprocess.run([binary(program), "--no-such-flag"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

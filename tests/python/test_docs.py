@@ -32,7 +32,8 @@ from test_wire import BIN_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "programs"
-DAEMONS = ["vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "session-recorder", "notifier", "coach-console"]
+DAEMONS = ["vbt-bus", "sensor-bridge", "rep-detector", "posture-evaluator", "session-recorder", "notifier", "coach-console",
+           "vbt-uplink"]
 EVERYWHERE = {"--help", "--version"}
 SHARED_HEADING = "Shared options"
 
