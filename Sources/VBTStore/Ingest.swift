@@ -707,8 +707,9 @@ public final class Ingestor {
                 sql: """
                     INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
                         mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
-                        sensor, t_end, detector, src, seq, ts, late_s)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        sensor, t_end, detector, src, seq, ts, late_s, eccentric_s, eccentric_mean_mps, pause_bottom_s, pause_top_s,
+                        tempo, tempo_met, tempo_missed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO NOTHING
                     """
             ).execute(
@@ -716,7 +717,8 @@ public final class Ingestor {
                     rep.repId, rep.setId, station, envelope.athlete, rep.exercise, rep.loadKg, rep.index, rep.meanVelocityMps,
                     rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.concentricS, rep.timeToPeakS,
                     rep.velocityLossPct, rep.meanPowerW, rep.zone, rep.sensor, rep.tEnd, rep.detector, envelope.src,
-                    Int64(envelope.seq), envelope.ts, rep.lateS,
+                    Int64(envelope.seq), envelope.ts, rep.lateS, rep.eccentricS, rep.eccentricMeanMps, rep.pauseBottomS, rep.pauseTopS,
+                    rep.tempo, rep.tempoMet, rep.tempoMissed?.joined(separator: ","),
                 ])
             guard db.changesCount > 0 else { return false }
             try db.cachedStatement(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?").execute(arguments: [rep.index, rep.setId])

@@ -10,7 +10,7 @@ public enum Schema {
     /// The migration identifiers in order; the last is the current version.
     public static let versions = [
         "v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations", "v7-coach-data",
-        "v8-sample-batches", "v9-late-reps", "v11-readiness",
+        "v8-sample-batches", "v9-late-reps", "v10-rep-phases", "v11-readiness", "v12-load-advice",
     ]
 
     /// The migrator that brings any earlier database to the current version.
@@ -25,7 +25,9 @@ public enum Schema {
         migrator.registerMigration(versions[6], migrate: v7CoachData)
         migrator.registerMigration(versions[7], migrate: v8SampleBatches)
         migrator.registerMigration(versions[8], migrate: v9LateReps)
+        migrator.registerMigration("v10-rep-phases", migrate: v10RepPhases)
         migrator.registerMigration("v11-readiness", migrate: v11Readiness)
+        migrator.registerMigration("v12-load-advice", migrate: v12LoadAdvice)
         return migrator
     }
 
