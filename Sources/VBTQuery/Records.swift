@@ -111,10 +111,18 @@ extension PlanItem {
     /// Parses `EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs]`, e.g. `squat:3x5@100kg/180s`. LOAD is
     /// `100kg`, `225lb`, `80%` (of the athlete's e1RM, resolved when the plan starts), or one load
     /// per set (`60,62.5,65kg`, as many as the sets); a bare number is in `unit` (`kg` or `lb`).
-    /// `~0.75mps` (or `@0.75mps` alone) is a mean-velocity target per rep. Without a rest,
-    /// `defaultRestS` is used. Errors name the expected form.
+    /// `~0.75mps` (or `@0.75mps` alone) is a mean-velocity target per rep; a zone `~0.70-0.80mps`
+    /// aims at its middle. A trailing `!auto` applies the notifier's load advice without asking.
+    /// Without a rest, `defaultRestS` is used. Errors name the expected form.
     public static func parse(_ text: String, unit: String = "kg", defaultRestS: (String) -> Double?) throws(StoreError) -> PlanItem {
-        let form = "expected EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs] with LOAD 100kg, 225lb, 80% or 60,62.5,65kg, e.g. squat:3x5@100kg/180s"
+        let form =
+            "expected EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto] with LOAD 100kg, 225lb, 80% or 60,62.5,65kg, e.g. squat:3x5@100kg/180s"
+        var text = text
+        var auto = false
+        if text.lowercased().hasSuffix("!auto") {
+            auto = true
+            text = String(text.dropLast(5))
+        }
         let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2, !parts[0].isEmpty else { throw StoreError(.invalid, "'\(text)': \(form)") }
         var rest = parts[1]
@@ -128,6 +136,14 @@ extension PlanItem {
         var target: Double?
         func velocity(_ value: Substring) throws(StoreError) -> Double {
             let number = value.lowercased().hasSuffix("mps") ? value.dropLast(3) : value[...]
+            // A zone: its middle is the target.
+            let ends = number.split(separator: "-", omittingEmptySubsequences: false).compactMap { Double($0) }
+            if ends.count == 2, number.split(separator: "-", omittingEmptySubsequences: false).count == 2 {
+                guard ends[0] > 0, ends[0] < ends[1], ends[1] <= 3 else {
+                    throw StoreError(.invalid, "'\(text)': zone '\(value)' must be LOW-HIGH m/s with 0 < LOW < HIGH <= 3; \(form)")
+                }
+                return (ends[0] + ends[1]) / 2
+            }
             guard let mps = Double(number), mps > 0, mps <= 3 else {
                 throw StoreError(.invalid, "'\(text)': target '\(value)' is not a mean velocity like 0.75mps; \(form)")
             }
@@ -181,9 +197,12 @@ extension PlanItem {
         guard let fallback = restS ?? defaultRestS(exercise) else {
             throw StoreError(.invalid, "'\(text)': unknown exercise '\(exercise)'; see vbt exercise list")
         }
-        return PlanItem(
+        guard !auto || target != nil else { throw StoreError(.invalid, "'\(text)': !auto needs a velocity target (~0.75mps) to advise on; \(form)") }
+        var item = PlanItem(
             exercise: exercise, sets: sets, reps: reps, restS: fallback, loadKg: loadKg, loadsKg: loadsKg, loadPctE1rm: loadPct, loadUnit: loadUnit,
             targetMeanVelocityMps: target)
+        if auto { item.autoAdvice = true }
+        return item
     }
 
     /// The loads as the coach wrote them: `100 kg`, `225 lb`, `60, 62.5, 65 kg`, `80% e1RM`

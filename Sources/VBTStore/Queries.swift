@@ -350,13 +350,13 @@ extension TrainingStore {
                 try db.execute(
                     sql: """
                         INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg, loads_kg, load_pct_e1rm, load_unit,
-                            target_mean_velocity_mps)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            target_mean_velocity_mps, auto_advice)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg,
                         item.loadsKg.map { "[" + $0.map { "\($0)" }.joined(separator: ",") + "]" }, item.loadPctE1rm, item.loadUnit,
-                        item.targetMeanVelocityMps,
+                        item.targetMeanVelocityMps, item.autoAdvice == true,
                     ])
             }
         }
@@ -390,9 +390,11 @@ extension TrainingStore {
     /// A stored item; the columns of `v7-coach-data` are empty in plans stored before it.
     static func planItem(_ row: Row) -> PlanItem {
         let loads = (row["loads_kg"] as String?).flatMap { try? JSONDecoder().decode([Double].self, from: Data($0.utf8)) }
-        return PlanItem(
+        var item = PlanItem(
             exercise: row["exercise"], sets: row["sets"], reps: row["reps"], restS: row["rest_s"], loadKg: row["load_kg"], loadsKg: loads,
             loadPctE1rm: row["load_pct_e1rm"], loadUnit: row["load_unit"], targetMeanVelocityMps: row["target_mean_velocity_mps"])
+        if row["auto_advice"] as Bool? == true { item.autoAdvice = true }
+        return item
     }
 
     /// A station's latest assignment, if any.

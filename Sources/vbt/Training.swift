@@ -305,18 +305,21 @@ struct PlanCommand: ParsableCommand {
             abstract: "Create a plan from ordered items.",
             discussion: """
                 Example: vbt plan create ana-strength --athlete ana --item squat:3x5@80%/180s --item bench:3x5@60,62.5,65kg~0.6mps
-                An item is EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs]. LOAD is one of:
+                An item is EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto]. LOAD is one of:
                   100kg or 225lb      the load of every set (pounds are stored in kg, 1 lb = 0.45359237 kg, and shown as written);
                   60,62.5,65kg        one load per set, as many as the sets (the notifier tells the detector each set's load);
                   80%                 of the athlete's current e1RM in that exercise (the latest of vbt progress), resolved
                                       when the plan is assigned and rounded to the nearest 2.5 kg (5 lb with --unit lb);
                                       without an e1RM yet the plan refuses to start;
                   a bare number       in --unit (kg by default).
-                ~0.75mps (or @0.75mps without a load) is the mean velocity each rep should reach, shown by displays.
+                ~0.75mps (or @0.75mps without a load) is the mean velocity each rep should reach, shown by displays;
+                a zone ~0.70-0.80mps aims at its middle. With a target, the notifier advises each next set's load
+                (vbt advice accept); !auto applies the advice without asking.
                 """)
         @Argument(help: "Plan id: lower-case letters, digits, - or _.") var id: String
         @Option(help: "The athlete the plan is for.") var athlete: String?
-        @Option(help: "EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs], in order; without a rest, the exercise's default.") var item: [String] = []
+        @Option(help: "EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto], in order; without a rest, the exercise's default.")
+        var item: [String] = []
         @Option(help: "The unit of loads written without one, and of %e1RM rounding: kg or lb.") var unit = "kg"
         @OptionGroup var recorder: RecorderOptions
 
@@ -417,11 +420,12 @@ struct PlanCommand: ParsableCommand {
     static func describe(_ plan: Plan) -> String {
         "plan \(plan.id ?? "-")\(plan.athlete.map { " for \($0)" } ?? "")\n"
             + renderTable(
-                ["#", "exercise", "sets", "reps", "load", "target m/s", "rest s"],
+                ["#", "exercise", "sets", "reps", "load", "target m/s", "rest s", "advice"],
                 plan.items.enumerated().map {
                     [
                         "\($0.offset + 1)", $0.element.exercise, "\($0.element.sets)", "\($0.element.reps)", $0.element.loadWords,
                         show($0.element.targetMeanVelocityMps), show($0.element.restS, 0),
+                        $0.element.targetMeanVelocityMps == nil ? "-" : $0.element.autoAdvice == true ? "auto" : "ask",
                     ]
                 })
     }
