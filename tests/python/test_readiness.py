@@ -129,6 +129,8 @@ def test_readiness_is_stored_and_shown_as_numpy_computes_it(bus: Bus, tmp_path: 
         base = f"http://127.0.0.1:{port}"
         bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"]).wait_for_log("console listening")
         cookie = session_cookie(base, ("coach-ready", "ready-steady-9"))
+        # The console hears the bus (its heartbeats) before today's sets are sent, so it hears them too.
+        wait_until(lambda: json.loads(page(base, "/api/board", cookie))["bus"]["connected"], "the console on the bus")
         # Today's session a few seconds old: the console's board takes live messages only.
         start = time.time() - 900
         sent += publish_session(publisher, "ana", "rack-31", start, TODAY, "today")
@@ -167,7 +169,8 @@ def test_readiness_is_stored_and_shown_as_numpy_computes_it(bus: Bus, tmp_path: 
             stations = json.loads(page(base, "/api/board", cookie))["stations"]
             return next((x.get("readiness") for x in stations if x["station"] == station), None)
 
-        wait_until(lambda: board_line("rack-31") is not None and board_line("rack-32") is not None, "readiness on the board")
+        wait_until(lambda: board_line("rack-31") is not None and board_line("rack-32") is not None, "readiness on the board",
+                   detail=lambda: page(base, "/api/board", cookie))
         assert board_line("rack-31") == {"athlete": "ana", "verdict": "below-usual", "text": text}, board_line("rack-31")
         assert board_line("rack-32") == {"athlete": "ben", "verdict": "too-little-history", "text": "too little history (2 of 5 sessions)"}
         assert 'data-field="readiness"' in page(base, "/rack/rack-31", cookie)
