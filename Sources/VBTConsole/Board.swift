@@ -205,6 +205,8 @@ public struct StationState: Sendable, Equatable, Codable {
     /// The band each rep is held against: the plan's velocity target, else the zone the athlete
     /// was assigned (`athlete.assign`'s `target_zone`); nil without either.
     public var target: TargetBand?
+    /// The notifier's load advice for the next set (its `workout`'s `advice`), while it stands.
+    public var advice: WorkoutMessage.Advice?
     public var lastSet: LastSet?
     public var rejected: [RejectedView] = []
     public var posture: PostureView?
@@ -271,7 +273,7 @@ public struct StationState: Sendable, Equatable, Codable {
         case velocityLossPct = "velocity_loss_pct"
         case vlThresholdPct = "vl_threshold_pct"
         case lastSet = "last_set"
-        case target
+        case target, advice
     }
 
     /// The last seqs of a bridge's sample streams, from its heartbeat's replay offer (empty
@@ -311,7 +313,9 @@ public struct StationState: Sendable, Equatable, Codable {
         reps.append(
             .init(
                 index: rep.index, meanVelocityMps: rep.meanVelocityMps, peakVelocityMps: rep.peakVelocityMps, zone: rep.zone,
-                velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps), lateS: rep.lateS))
+                velocityLossPct: rep.velocityLossPct, band: target?.band(of: rep.meanVelocityMps), lateS: rep.lateS,
+                eccentricS: rep.eccentricS, pauseBottomS: rep.pauseBottomS, concentricS: rep.concentricS, pauseTopS: rep.pauseTopS,
+                tempo: rep.tempo, tempoMet: rep.tempoMet, tempoMissed: rep.tempoMissed))
         reps.sort { $0.index < $1.index }
         repsAthlete = athlete
         velocityLossPct = rep.velocityLossPct
@@ -351,6 +355,7 @@ public struct StationState: Sendable, Equatable, Codable {
         workoutState = workout.state.rawValue
         plan = workout.plan
         vlThresholdPct = workout.vlThresholdPct
+        advice = workout.advice
         if let mps = workout.targetMeanVelocityMps {
             target = TargetBand(plan: mps)
         } else if target?.source == TargetBand.Source.plan.rawValue {
@@ -361,7 +366,7 @@ public struct StationState: Sendable, Equatable, Codable {
     /// Nobody at the station any more.
     mutating func unassign() {
         (athlete, exercise, loadKg, plan, sets, set, plannedReps, workoutState) = (nil, nil, nil, nil, nil, nil, nil, nil)
-        target = nil
+        (target, advice) = (nil, nil)
     }
 
     mutating func take(_ assign: AthleteAssign, zones: [ZoneFloor] = []) {
@@ -387,10 +392,24 @@ public struct RepBar: Sendable, Equatable, Codable {
     public var band: String?
     /// How late the rep was published (its `late_s`), nil for a live rep: drawn marked, never cued.
     public var lateS: Double?
+    /// The rep's phases and its prescribed tempo with the verdict (proto/rep.schema.json), when sent.
+    public var eccentricS: Double?
+    public var pauseBottomS: Double?
+    public var concentricS: Double?
+    public var pauseTopS: Double?
+    public var tempo: String?
+    public var tempoMet: Bool?
+    public var tempoMissed: [String]?
 
     enum CodingKeys: String, CodingKey {
-        case index, zone, band
+        case index, zone, band, tempo
         case lateS = "late_s"
+        case eccentricS = "eccentric_s"
+        case pauseBottomS = "pause_bottom_s"
+        case concentricS = "concentric_s"
+        case pauseTopS = "pause_top_s"
+        case tempoMet = "tempo_met"
+        case tempoMissed = "tempo_missed"
         case meanVelocityMps = "mean_velocity_mps"
         case peakVelocityMps = "peak_velocity_mps"
         case velocityLossPct = "velocity_loss_pct"

@@ -57,7 +57,7 @@ enum Assets {
             const ready = make('div', 'readiness');
             ready.append(slot('readiness'));
             const big = make('div', 'big');
-            big.append(slot('last-mv', 'mv'), make('span', 'unit', 'm/s'));
+            big.append(slot('last-mv', 'mv'), make('span', 'unit', 'm/s'), slot('last-tempo', 'tempo'));
             const counts = make('div', 'counts');
             counts.append('Set ', slot('set'), slot('sets', 'of'), ' · Rep ', slot('rep-count', 'reps'), slot('planned-reps', 'of'));
             const loss = make('div', 'loss');
@@ -73,6 +73,17 @@ enum Assets {
             const alerts = make('ul', 'alerts');
             alerts.dataset.field = 'alerts';
             c.append(head, who, what, ready, big, counts, loss, bars, posture, rest, sensors, alerts);
+            // The notifier's load advice for the next set, with Accept for a coach (docs/detection.md "Load advice").
+            const advice = make('div', 'advice');
+            advice.append(slot('advice'));
+            if (role === 'coach') {
+              const accept = make('button', 'accept-advice', 'Accept');
+              accept.dataset.field = 'accept-advice';
+              accept.hidden = true;
+              accept.addEventListener('click', () => acceptAdvice(name, advice));
+              advice.append(' ', accept);
+            }
+            what.after(advice);
             cards.set(name, c);
             const g = grid();
             const waiting = g.querySelector('.waiting');
@@ -95,15 +106,62 @@ enum Assets {
           // How a late rep is named: " (late by N s)", "" for a live one.
           const lateWords = r => r.late_s != null ? ' (late by ' + Math.round(r.late_s) + ' s)' : '';
 
+          // The last rep against its prescribed tempo: each phase's measured seconds (X where any will
+          // do, – where unknown), the phases that missed marked, then a tick or a cross.
+          function putTempo(c, r) {
+            const f = c.querySelector('[data-field="last-tempo"]');
+            if (!f) return;
+            if (!r || !r.tempo) { f.replaceChildren(); f.title = ''; return; }
+            const prescribed = r.tempo.split('-');
+            const measured = [r.eccentric_s, r.pause_bottom_s, r.concentric_s, r.pause_top_s];
+            const missed = r.tempo_missed || [];
+            const parts = [];
+            ['eccentric', 'pause_bottom', 'concentric', 'pause_top'].forEach((phase, i) => {
+              if (i > 0) parts.push('-');
+              const any = (prescribed[i] || '').toUpperCase() === 'X';
+              parts.push(make('span', missed.includes(phase) ? 'missed' : '', any ? 'X' : measured[i] == null ? '–' : fixed(measured[i], 1)));
+            });
+            parts.push(make('span', 'verdict', r.tempo_met === true ? ' ✓' : r.tempo_met === false ? ' ✗' : ''));
+            f.replaceChildren(...parts);
+            f.title = 'tempo ' + r.tempo + (missed.length ? ': missed ' + missed.join(', ').replace(/_/g, ' ') : '');
+          }
+
+          // The next set's load advice: the load (or that there is none), one set fewer, applied; the
+          // reason in the title. Accept shows while there is something to apply.
+          function putAdvice(c, s) {
+            const a = s.advice;
+            let text = '';
+            if (a) {
+              text = 'Next set ' + a.for_set + ': ' + (a.load_kg != null ? kg(a.load_kg) : 'no load advice');
+              if (a.fewer_sets) text += ', one set fewer';
+              if (a.applied) text += ' (applied)';
+            }
+            put(c, 'advice', text);
+            const f = c.querySelector('[data-field="advice"]');
+            if (f) f.title = a ? a.reason + (a.fewer_sets_reason ? '; ' + a.fewer_sets_reason : '') : '';
+            const b = c.querySelector('[data-field="accept-advice"]');
+            if (b) b.hidden = !a || a.applied || (a.load_kg == null && !a.fewer_sets);
+          }
+          function acceptAdvice(station, box) {
+            fetch('/api/command', {
+              method: 'POST', credentials: 'same-origin',
+              headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf },
+              body: JSON.stringify({ station: station, command: 'advice.accept', args: {} }),
+            }).then(r => r.json().then(body => { if (!r.ok) box.title = 'advice.accept refused: ' + body.error; }),
+              () => { box.title = 'advice.accept not sent: the console is unreachable'; });
+          }
+
           function draw(s) {
             const c = card(s.station);
             const last = s.reps.length ? s.reps[s.reps.length - 1] : null;
             put(c, 'athlete', s.athlete || '');
             put(c, 'exercise', s.exercise || '');
             put(c, 'load', kg(s.load_kg));
+            putAdvice(c, s);
             // The athlete's own readiness today (the recorder's, docs/detection.md "Readiness"), not a previous athlete's.
             put(c, 'readiness', s.readiness && s.readiness.athlete === s.athlete ? 'Readiness ' + s.readiness.text : '');
             put(c, 'last-mv', last ? fixed(last.mean_velocity_mps, 2) : '');
+            putTempo(c, last);
             put(c, 'last-late', last && last.late_s != null ? 'late by ' + Math.round(last.late_s) + ' s: came after the station\'s link was back' : '');
             put(c, 'set', s.set != null ? String(s.set) : '');
             put(c, 'sets', s.sets != null ? '/' + s.sets : '');
@@ -598,6 +656,7 @@ enum Assets {
         .reconnecting .link-state { color: var(--warn); font-weight: 700; }
         .bar.late { opacity: 0.6; outline: 1px dashed var(--warn); }
         .late-tag { color: var(--warn); font-weight: 700; }
+        .tempo { margin-left: 0.5em; font-size: 0.5em; } .tempo .missed { color: var(--bad); font-weight: 700; text-decoration: underline; }
         .card-head { display: flex; justify-content: space-between; font-size: 14px; color: var(--muted); }
         .card-head .name { font-weight: 700; text-decoration: none; color: var(--text); }
         .link-state { font-size: 12px; }

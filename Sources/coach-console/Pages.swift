@@ -183,6 +183,7 @@ enum Pages {
               <section class="rack-now" aria-label="Last rep">
                 <div class="rack-mv"><span data-field="last-mv" class="mv"></span><span class="unit">m/s</span></div>
                 <div data-field="last-late" class="late-tag"></div>
+                <div data-field="last-tempo" class="tempo"></div>
                 <div class="rack-band"><span data-field="band" class="band"></span> <span data-field="target" class="target"></span></div>
                 <div class="rack-rep">Rep <span data-field="rep-count"></span><span data-field="planned-reps" class="of"></span></div>
                 <div class="rack-stop" data-field="vl-stop" role="alert"></div>
