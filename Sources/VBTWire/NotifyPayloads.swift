@@ -224,6 +224,15 @@ public struct WorkoutMessage: BusPayload, Equatable, Codable {
         /// Carried into the plan (accepted with `advice.accept`, or by a plan item marked `!auto`).
         public var applied: Bool
 
+        enum CodingKeys: String, CodingKey {
+            case method, loads, reason, applied
+            case forSet = "for_set"
+            case loadKg = "load_kg"
+            case targetMps = "target_mps"
+            case fewerSets = "fewer_sets"
+            case fewerSetsReason = "fewer_sets_reason"
+        }
+
         /// Creates advice.
         public init(
             forSet: Int, loadKg: Double?, method: String?, loads: Int, targetMps: Double, fewerSets: Bool, fewerSetsReason: String?,
