@@ -17,6 +17,7 @@ public enum ChainSchema {
     public static let migrations: [Migration] = [
         Migration(version: 1, name: "c1-core", sql: c1Core),
         Migration(version: 2, name: "c2-profiles-posture-alerts-plans", sql: c2ProfilesPostureAlertsPlans),
+        Migration(version: 3, name: "c3-chain-athletes", sql: c3ChainAthletes),
     ]
 
     /// The version this build writes.

@@ -8,7 +8,7 @@ struct ChainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chain",
         abstract: "The chain's PostgreSQL store: its certificates, its schema, its gyms (deploy/README.md, \"A chain of gyms\").",
-        subcommands: [CA.self, Init.self, AddGym.self, Gyms.self])
+        subcommands: [CA.self, Init.self, AddGym.self, Gyms.self, Link.self, Unlink.self, Athlete.self])
 
     struct CA: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -161,6 +161,169 @@ extension ChainCommand {
             let header = ["gym", "last_sent"] + tables
             let cells = [header] + rows.map { $0.map { $0 ?? "-" } }
             let widths = header.indices.map { column in cells.map { $0[column].count }.max() ?? 0 }
+            for line in cells {
+                print(line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
+            }
+        }
+    }
+}
+
+extension ChainCommand {
+    /// What `link` and `unlink` name: a chain id, a gym and the gym's athlete id.
+    struct LinkArguments: ParsableArguments {
+        @Argument(help: "The chain id: the code the athlete carries from gym to gym (a letter or digit, then up to 63 letters, digits, _ . -).")
+        var chainId: String
+
+        @Option(help: "The gym the athlete trains at.")
+        var gym: String
+
+        @Option(help: "The athlete's id at that gym.")
+        var athlete: String
+
+        func validate() throws {
+            guard isValidChainId(chainId) else { throw ValidationError("the chain id must be a letter or digit then up to 63 letters, digits, _ . or -") }
+            guard ChainSchema.isValidGym(gym) else { throw ValidationError("not a gym name: \(gym)") }
+        }
+    }
+
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "link",
+            abstract: "Link a gym's athlete to a chain-wide athlete (made when new), as the chain's admin.",
+            discussion: """
+                The gym's athlete must be in the chain store (its uplink sends athletes every cycle). An athlete \
+                linked to another chain id is refused: unlink her first. Linking again is a no-op.
+                """)
+
+        @OptionGroup var link: LinkArguments
+
+        @Option(help: "The chain athlete's display name (default: her name at this gym, when the chain athlete is new).")
+        var name: String?
+
+        @OptionGroup var chain: ChainOptions
+
+        func run() async throws {
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                let made = try ChainAthletes.link(db, chainId: link.chainId, gym: link.gym, athlete: link.athlete, name: name)
+                print("\(link.gym)'s athlete \(link.athlete) \(made ? "linked" : "already linked") to \(link.chainId)")
+            } catch let error as PostgresError {
+                reportProblem("vbt chain link: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+
+    struct Unlink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "unlink",
+            abstract: "Remove the link of a gym's athlete to a chain-wide athlete, as the chain's admin.",
+            discussion: "The chain athlete and her other links stay; the gym's rows are untouched.")
+
+        @OptionGroup var link: LinkArguments
+
+        @OptionGroup var chain: ChainOptions
+
+        func run() async throws {
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                try ChainAthletes.unlink(db, chainId: link.chainId, gym: link.gym, athlete: link.athlete)
+                print("\(link.gym)'s athlete \(link.athlete) unlinked from \(link.chainId)")
+            } catch let error as PostgresError {
+                reportProblem("vbt chain unlink: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+
+    struct Athlete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "athlete",
+            abstract: "A chain athlete's page: her sessions, sets and best reps at every gym she is linked at.",
+            discussion: """
+                As the chain's admin. Sessions and sets newest first, each with its gym; then per exercise her \
+                best mean velocity at each load, across gyms. Times are UTC.
+                """)
+
+        @Argument(help: "The chain id.")
+        var chainId: String
+
+        @Flag(help: "Print JSON instead of tables.")
+        var json = false
+
+        @OptionGroup var chain: ChainOptions
+
+        func run() async throws {
+            let page: ChainAthletePage?
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                page = try ChainAthletes.page(db, chainId: chainId)
+            } catch let error as PostgresError {
+                reportProblem("vbt chain athlete: \(error)")
+                throw ExitCode.failure
+            } catch {
+                reportProblem("vbt chain athlete: unreadable page from the chain store: \(error)")
+                throw ExitCode.failure
+            }
+            guard let page else {
+                reportProblem("vbt chain athlete: no chain athlete \(chainId) (vbt chain link makes one)")
+                throw ExitCode.failure
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(page), as: UTF8.self))
+                return
+            }
+            Self.printText(page)
+        }
+
+        static func printText(_ page: ChainAthletePage) {
+            let links = page.links.map { "\($0.gym):\($0.athlete)" }.joined(separator: ", ")
+            print("\(page.chainId)  \(page.name)  linked at \(links.isEmpty ? "no gym" : links)")
+            print("\nsessions (\(page.sessions.count))")
+            table(
+                [["started", "gym", "session", "station", "athlete", "minutes", "sets"]]
+                    + page.sessions.map {
+                        [
+                            time($0.startedTs), $0.gym, String($0.id), $0.station, $0.athlete,
+                            String(format: "%.1f", ($0.endedTs - $0.startedTs) / 60), String($0.sets),
+                        ]
+                    })
+            print("\nsets (\(page.sets.count))")
+            table(
+                [["started", "gym", "set", "exercise", "load_kg", "reps", "best_rep", "best_mps", "vl_pct"]]
+                    + page.sets.map {
+                        [
+                            time($0.startedTs), $0.gym, $0.id, $0.exercise ?? "-", number($0.loadKg, "%.1f"), String($0.reps),
+                            $0.bestRep.map { String($0.idx) } ?? "-", number($0.bestRep?.meanVelocityMps ?? $0.bestMeanVelocityMps, "%.3f"),
+                            number($0.velocityLossPct, "%.1f"),
+                        ]
+                    })
+            print("\nbest mean velocity per exercise and load (\(page.bests.count))")
+            table(
+                [["exercise", "load_kg", "best_mps", "gym", "set", "when"]]
+                    + page.bests.map {
+                        [$0.exercise, number($0.loadKg, "%.1f"), number($0.meanVelocityMps, "%.3f"), $0.gym, $0.setId, time($0.ts)]
+                    })
+        }
+
+        static func number(_ value: Double?, _ format: String) -> String {
+            value.map { String(format: format, $0) } ?? "-"
+        }
+
+        static func time(_ ts: Double) -> String {
+            let formatter = ISO8601DateFormatter()
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            return formatter.string(from: Date(timeIntervalSince1970: ts))
+        }
+
+        /// Columns padded to their widest cell, two spaces apart.
+        static func table(_ cells: [[String]]) {
+            let widths = cells[0].indices.map { column in cells.map { $0[column].count }.max() ?? 0 }
             for line in cells {
                 print(line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
             }

@@ -11,6 +11,8 @@ and a second uplink of one gym running beside the first. At the end every row of
 store's tables equals the union of the three gyms' SQLite rows: none lost, none doubled, none
 different. A gym's role sees and writes only its own rows (SQL as that role), a connection
 without a valid certificate is refused, and an uplink refuses a chain schema newer than it knows.
+An athlete linked at two gyms has one chain page (`vbt chain athlete`) with both gyms' training
+and nothing of anyone else's, and only HQ writes links.
 
 Run from the repository root:  python3 -m pytest -q tests/python/test_chain.py
 """
@@ -116,8 +118,8 @@ class Chain:
         self.pg_ctl("start")
         self.psql("CREATE DATABASE chain", database="postgres")
         out = self.vbt("chain", "init", *self.admin_options()).stdout
-        assert "chain schema at version 2" in out, out
-        assert "already at version 2" in self.vbt("chain", "init", *self.admin_options()).stdout
+        assert "chain schema at version 3" in out, out
+        assert "already at version 3" in self.vbt("chain", "init", *self.admin_options()).stdout
         for gym in GYMS:
             self.vbt("chain", "add-gym", gym, "--ca", str(self.certs), "--out", str(self.certs / gym), *self.admin_options())
 
@@ -402,9 +404,9 @@ def test_an_uplink_refuses_a_newer_chain_schema(chain: Chain, tmp_path: Path):
 
 
 def test_chain_init_upgrades_a_store_and_the_gyms_it_has(chain: Chain, tmp_path: Path):
-    """A store set back to version 1 (migration 2's tables dropped, and with them the gyms' rights
-    on them): `vbt chain init` applies migration 2 and grants every gym its tables again, so a
-    gym's uplink (which writes version 2) runs again."""
+    """A store set back to version 1 (migrations 2 and 3's tables dropped, and with them the gyms'
+    rights on them): `vbt chain init` applies migrations 2 and 3 and grants every gym its tables
+    again, so a gym's uplink (which writes version 3) runs again."""
     db = tmp_path / "gym.sqlite"  # a gym's real store: a recorder makes it, briefly
     bus = Bus(tmp_path / "bus")
     (tmp_path / "bus").mkdir()
@@ -416,13 +418,110 @@ def test_chain_init_upgrades_a_store_and_the_gyms_it_has(chain: Chain, tmp_path:
     finally:
         bus.stop_all()
     chain.vbt("chain", "add-gym", "west", "--ca", str(chain.certs), "--out", str(chain.certs / "west"), *chain.admin_options())
-    version_2 = ["profiles", "posture_changes", "alerts", "plans", "plan_items"]
-    downgrade = "; ".join([f"DROP TABLE {t}" for t in version_2] + ["DELETE FROM chain_schema WHERE version = 2"])
+    later = ["chain_links", "chain_athletes", "profiles", "posture_changes", "alerts", "plans", "plan_items"]
+    downgrade = "; ".join([f"DROP TABLE {t}" for t in later] + ["DELETE FROM chain_schema WHERE version IN (2, 3)"])
     assert chain.psql(downgrade).returncode == 0
     once = [str(BIN_DIR / "vbt-uplink"), "--db", str(db), "--gym", "west", "--once", *chain.gym_options("west")]
     older = subprocess.run(once, capture_output=True, text=True, timeout=60)
     assert older.returncode != 0 and "run `vbt chain init`" in older.stderr, older.stderr
-    assert "applied 2" in chain.vbt("chain", "init", *chain.admin_options()).stdout
+    assert "applied 2, 3" in chain.vbt("chain", "init", *chain.admin_options()).stdout
     upgraded = subprocess.run(once, capture_output=True, text=True, timeout=60)
     assert upgraded.returncode == 0, upgraded.stderr
     assert chain.query("SELECT count(*) FROM plan_items WHERE gym = 'west' AND plan = 'upgrade-plan'") == 1
+
+
+def seed_training(chain: Chain, gym: str, athlete: str, session: int, start: float, loads: list[float]) -> None:
+    """A session of `athlete` at `gym` with a set of three squat reps at each load, as the gym's uplink would write it."""
+    sql = [f"INSERT INTO athletes (gym, id, name, created_ts) VALUES ('{gym}', '{athlete}', '{athlete.title()}', 1) ON CONFLICT DO NOTHING",
+           f"INSERT INTO sessions (gym, id, station, athlete, started_ts, ended_ts) "
+           f"VALUES ('{gym}', {session}, '{gym}-rack-9', '{athlete}', {start}, {start + 900})"]
+    for n, load in enumerate(loads):
+        set_id = f"page-{gym}-{athlete}-{session}-{n}"
+        velocities = [round(1.2 - 0.008 * load - 0.03 * i + 0.001 * (session % 7), 4) for i in range(3)]
+        sql.append(f"INSERT INTO sets (gym, id, session, station, athlete, exercise, load_kg, started_ts, ended_ts, reps, "
+                   f"best_mean_velocity_mps) VALUES ('{gym}', '{set_id}', {session}, '{gym}-rack-9', '{athlete}', 'squat', {load}, "
+                   f"{start + 120 * n}, {start + 120 * n + 30}, 3, {velocities[0]})")
+        for i, v in enumerate(velocities, 1):
+            sql.append(f"INSERT INTO reps (gym, id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, "
+                       f"peak_velocity_mps, mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, "
+                       f"t_end, detector, src, seq, ts) VALUES ('{gym}', '{set_id}-r{i}', '{set_id}', '{gym}-rack-9', '{athlete}', "
+                       f"'squat', {load}, {i}, {v}, {v * 1.5}, {v}, 600, 0.7, 0.2, 0, {start + 120 * n + 5 * i}, 'd', 'page', "
+                       f"{session * 10 + n * 3 + i}, {start + 120 * n + 5 * i})")
+    result = chain.psql("; ".join(sql))
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_athlete_across_two_gyms_has_one_chain_page(chain: Chain):
+    """Ana trains at north and south (linked there by HQ) and an unrelated 'ana' at east; Bo at north.
+    Her chain page has both linked gyms' sessions, sets and reps and nothing of anyone else, as an
+    independent query of the chain store over (north, ana) and (south, ana) computes them."""
+    day = 86_400.0
+    seed_training(chain, "north", "ana", 990_001, 1_790_000_000.0, [60, 80])
+    seed_training(chain, "south", "ana", 990_002, 1_790_000_000.0 + day, [60, 70])
+    seed_training(chain, "north", "page-bo", 990_003, 1_790_000_000.0 + 2 * day, [60, 80])
+    seed_training(chain, "east", "ana", 990_004, 1_790_000_000.0 + 3 * day, [60])
+    admin = chain.admin_options()
+    assert "linked to ANA-1" in chain.vbt("chain", "link", "ANA-1", "--gym", "north", "--athlete", "ana", "--name", "Ana P", *admin).stdout
+    assert "linked to ANA-1" in chain.vbt("chain", "link", "ANA-1", "--gym", "south", "--athlete", "ana", *admin).stdout
+    assert "already linked" in chain.vbt("chain", "link", "ANA-1", "--gym", "south", "--athlete", "ana", *admin).stdout
+    # Bo's link to another chain id: a page of hers must not leak into Ana's.
+    chain.vbt("chain", "link", "BO-7", "--gym", "north", "--athlete", "page-bo", *admin)
+    taken = chain.vbt("chain", "link", "BO-7", "--gym", "north", "--athlete", "ana", *admin, ok=False)
+    assert taken.returncode != 0 and "linked to ANA-1" in taken.stderr, taken.stderr
+    unknown = chain.vbt("chain", "link", "ANA-1", "--gym", "east", "--athlete", "nobody", *admin, ok=False)
+    assert unknown.returncode != 0 and "no athlete nobody" in unknown.stderr, unknown.stderr
+
+    page = json.loads(chain.vbt("chain", "athlete", "ANA-1", "--json", *admin).stdout)
+    mine = "(gym, athlete) IN (('north', 'ana'), ('south', 'ana'))"
+    want_sets = chain.query(f"SELECT coalesce(json_agg(json_build_array(gym, id) ORDER BY started_ts DESC, gym, id), '[]') "
+                            f"FROM sets WHERE {mine}")
+    want_sessions = chain.query(f"SELECT coalesce(json_agg(json_build_array(gym, id) ORDER BY started_ts DESC, gym, id), '[]') "
+                                f"FROM sessions WHERE {mine}")
+    reps = chain.query(f"SELECT json_agg(json_build_array(gym, set_id, exercise, load_kg, mean_velocity_mps, idx)) FROM reps "
+                       f"WHERE {mine} AND exercise IS NOT NULL AND load_kg IS NOT NULL")
+    assert page["name"] == "Ana P" and [(l["gym"], l["athlete"]) for l in page["links"]] == [("north", "ana"), ("south", "ana")]
+    assert [[s["gym"], s["id"]] for s in page["sets"]] == want_sets
+    assert [[s["gym"], s["id"]] for s in page["sessions"]] == want_sessions
+    assert {s["gym"] for s in page["sets"]} == {s["gym"] for s in page["sessions"]} == {"north", "south"}
+    assert {s["athlete"] for s in page["sets"] + page["sessions"]} == {"ana"}
+    assert not [s for s in page["sets"] if "page-bo" in s["id"] or s["gym"] == "east"]
+    # Her fastest rep of each set, and per exercise and load her best across gyms.
+    fastest: dict[tuple, tuple] = {}
+    best: dict[tuple, float] = {}
+    for gym, set_id, exercise, load, v, idx in reps:
+        if (gym, set_id) not in fastest or (v, -idx) > fastest[(gym, set_id)]:
+            fastest[(gym, set_id)] = (v, -idx)
+        best[(exercise, load)] = max(v, best.get((exercise, load), v))
+    # Where she did it: a gym with a rep that fast (equal bests at two gyms: either).
+    where = {(exercise, load, gym) for gym, _, exercise, load, v, _ in reps if v == best[(exercise, load)]}
+    for s in page["sets"]:
+        if (s["gym"], s["id"]) in fastest:
+            assert (s["best_rep"]["mean_velocity_mps"], -s["best_rep"]["idx"]) == fastest[(s["gym"], s["id"])], s
+    assert {(b["exercise"], b["load_kg"]): b["mean_velocity_mps"] for b in page["bests"]} == best
+    assert all((b["exercise"], b["load_kg"], b["gym"]) in where for b in page["bests"]), (page["bests"], where)
+    at = {(b["exercise"], b["load_kg"]): b["gym"] for b in page["bests"]}
+    assert at[("squat", 70)] == "south" and at[("squat", 80)] == "north", at
+
+    text = chain.vbt("chain", "athlete", "ANA-1", *admin).stdout
+    assert text.startswith("ANA-1  Ana P  linked at north:ana, south:ana"), text
+    assert f"sets ({len(want_sets)})" in text and "page-south-ana-990002-0" in text and "page-north-ana-990001-1" in text, text
+    assert "page-bo" not in text and "page-east" not in text, text
+
+    # Unlinked, north's training leaves her page; only HQ's link tables changed.
+    chain.vbt("chain", "unlink", "ANA-1", "--gym", "north", "--athlete", "ana", *admin)
+    after = json.loads(chain.vbt("chain", "athlete", "ANA-1", "--json", *admin).stdout)
+    assert {s["gym"] for s in after["sets"]} == {"south"} and [l["gym"] for l in after["links"]] == ["south"]
+    again = chain.vbt("chain", "unlink", "ANA-1", "--gym", "north", "--athlete", "ana", *admin, ok=False)
+    assert again.returncode != 0 and "not linked" in again.stderr, again.stderr
+    missing = chain.vbt("chain", "athlete", "NOBODY-1", *admin, ok=False)
+    assert missing.returncode != 0 and "no chain athlete NOBODY-1" in missing.stderr, missing.stderr
+
+    # A gym's role can neither write links (of another gym or its own) nor read HQ's tables.
+    north = chain.gym_conninfo("north")
+    for gym in ["south", "north"]:
+        refused = chain.psql(f"INSERT INTO chain_links (gym, athlete, chain_id) VALUES ('{gym}', 'ana', 'ANA-1')", conninfo=north)
+        assert refused.returncode != 0 and "permission denied" in refused.stderr, refused.stderr
+    assert chain.psql("SELECT count(*) FROM chain_athletes", conninfo=north).returncode != 0
+    # The check can fail: the same insert as the admin goes through.
+    assert chain.psql("INSERT INTO chain_links (gym, athlete, chain_id) VALUES ('north', 'ana', 'ANA-1')").returncode == 0
+    assert chain.query("SELECT count(*) FROM chain_links WHERE chain_id = 'ANA-1'") == 2
