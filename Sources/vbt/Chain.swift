@@ -321,11 +321,14 @@ extension ChainCommand {
             return formatter.string(from: Date(timeIntervalSince1970: ts))
         }
 
-        /// Columns padded to their widest cell, two spaces apart.
+        /// Columns padded to their widest cell, two spaces apart; no spaces at a line's end.
         static func table(_ cells: [[String]]) {
             let widths = cells[0].indices.map { column in cells.map { $0[column].count }.max() ?? 0 }
             for line in cells {
-                print(line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
+                let padded = line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+                var text = padded.joined(separator: "  ")
+                while text.hasSuffix(" ") { text.removeLast() }
+                print(text)
             }
         }
     }

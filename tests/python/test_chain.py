@@ -506,6 +506,7 @@ def test_an_athlete_across_two_gyms_has_one_chain_page(chain: Chain):
     assert text.startswith("ANA-1  Ana P  linked at north:ana, south:ana"), text
     assert f"sets ({len(want_sets)})" in text and "page-south-ana-990002-0" in text and "page-north-ana-990001-1" in text, text
     assert "page-bo" not in text and "page-east" not in text, text
+    assert not [line for line in text.splitlines() if line.endswith(" ")], text
 
     # Unlinked, north's training leaves her page; only HQ's link tables changed.
     chain.vbt("chain", "unlink", "ANA-1", "--gym", "north", "--athlete", "ana", *admin)
