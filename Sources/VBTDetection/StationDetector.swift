@@ -1,5 +1,6 @@
 import Foundation
 import VBTQuery
+import VBTWire
 
 // One station's detector: a value fed readings in time order (and commands),
 // returning reps, rejections and set events. Everything it knows is in its

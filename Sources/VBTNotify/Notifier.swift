@@ -266,7 +266,7 @@ public struct Notifier: Sendable {
         commandCounter += 1
         let assign = AthleteAssign(
             athlete: ws.athlete ?? ws.station, exercise: ws.exercise, loadKg: ws.loadKg, restS: ws.planned?.restS,
-            vlThresholdPct: ws.vlThresholdPct)
+            vlThresholdPct: ws.vlThresholdPct, tempo: ws.planned?.tempo)
         let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
         return .command(
             station: ws.station, athlete: ws.athlete,

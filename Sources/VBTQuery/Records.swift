@@ -113,10 +113,11 @@ extension PlanItem {
     /// per set (`60,62.5,65kg`, as many as the sets); a bare number is in `unit` (`kg` or `lb`).
     /// `~0.75mps` (or `@0.75mps` alone) is a mean-velocity target per rep; a zone `~0.70-0.80mps`
     /// aims at its middle. A trailing `!auto` applies the notifier's load advice without asking.
+    /// `:3-1-X-0` after the rest (or the load) prescribes each rep's tempo (`Tempo`).
     /// Without a rest, `defaultRestS` is used. Errors name the expected form.
     public static func parse(_ text: String, unit: String = "kg", defaultRestS: (String) -> Double?) throws(StoreError) -> PlanItem {
         let form =
-            "expected EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto] with LOAD 100kg, 225lb, 80% or 60,62.5,65kg, e.g. squat:3x5@100kg/180s"
+            "expected EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][:TEMPO][!auto] with LOAD 100kg, 225lb, 80% or 60,62.5,65kg and TEMPO like 3-1-X-0, e.g. squat:3x5@100kg/180s"
         var text = text
         var auto = false
         if text.lowercased().hasSuffix("!auto") {
@@ -126,6 +127,15 @@ extension PlanItem {
         let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2, !parts[0].isEmpty else { throw StoreError(.invalid, "'\(text)': \(form)") }
         var rest = parts[1]
+        var tempo: Tempo?
+        if let colon = rest.lastIndex(of: ":") {
+            let written = String(rest[rest.index(after: colon)...])
+            guard let read = Tempo(written) else {
+                throw StoreError(.invalid, "'\(text)': tempo '\(written)' must be four phases E-B-C-T, each seconds (0-30) or X, like 3-1-X-0; \(form)")
+            }
+            tempo = read
+            rest = String(rest[..<colon])
+        }
         var restS: Double?
         if let slash = rest.firstIndex(of: "/") {
             let value = rest[rest.index(after: slash)...].lowercased().replacingOccurrences(of: "s", with: "")
@@ -202,6 +212,7 @@ extension PlanItem {
             exercise: exercise, sets: sets, reps: reps, restS: fallback, loadKg: loadKg, loadsKg: loadsKg, loadPctE1rm: loadPct, loadUnit: loadUnit,
             targetMeanVelocityMps: target)
         if auto { item.autoAdvice = true }
+        item.tempo = tempo?.text
         return item
     }
 

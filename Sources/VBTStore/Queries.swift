@@ -350,13 +350,13 @@ extension TrainingStore {
                 try db.execute(
                     sql: """
                         INSERT INTO plan_items (plan, position, exercise, sets, reps, rest_s, load_kg, loads_kg, load_pct_e1rm, load_unit,
-                            target_mean_velocity_mps, auto_advice)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            target_mean_velocity_mps, auto_advice, tempo)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         id, position + 1, item.exercise, item.sets, item.reps, item.restS, item.loadKg,
                         item.loadsKg.map { "[" + $0.map { "\($0)" }.joined(separator: ",") + "]" }, item.loadPctE1rm, item.loadUnit,
-                        item.targetMeanVelocityMps, item.autoAdvice == true,
+                        item.targetMeanVelocityMps, item.autoAdvice == true, item.tempo,
                     ])
             }
         }
@@ -394,6 +394,7 @@ extension TrainingStore {
             exercise: row["exercise"], sets: row["sets"], reps: row["reps"], restS: row["rest_s"], loadKg: row["load_kg"], loadsKg: loads,
             loadPctE1rm: row["load_pct_e1rm"], loadUnit: row["load_unit"], targetMeanVelocityMps: row["target_mean_velocity_mps"])
         if row["auto_advice"] as Bool? == true { item.autoAdvice = true }
+        item.tempo = row["tempo"]
         return item
     }
 

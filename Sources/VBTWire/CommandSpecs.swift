@@ -171,6 +171,7 @@ extension CommandName {
                         CommandArgument("load_unit", .choice(["kg", "lb"]), "the unit the coach wrote the loads in"),
                         CommandArgument("target_mean_velocity_mps", .number, range: 0.01...3, "the mean velocity each rep should reach, m/s"),
                         CommandArgument("advice", .choice(["ask", "auto"]), "load advice: ask the coach (default) or apply it"),
+                        CommandArgument("tempo", .string, "each rep's tempo, E-B-C-T seconds or X, e.g. 3-1-X-0"),
                     ]), required: true, "the exercises in order"),
             ]),
         CommandSpec(setEnd, "Ends the station's open set now.", programs: ["rep-detector"]),

@@ -221,6 +221,12 @@ public struct Plan: Sendable, Codable, Equatable {
                 exercise: exercise, sets: sets, reps: reps, restS: rest, loadKg: load ?? loads?.first, loadsKg: loads,
                 loadPctE1rm: try fields.optionalNumber("load_pct_e1rm"), loadUnit: unit == "lb" ? "lb" : nil, targetMeanVelocityMps: target)
             if try fields.optionalString("advice") == "auto" { item.autoAdvice = true }
+            if let written = try fields.optionalString("tempo") {
+                guard let tempo = Tempo(written) else {
+                    throw PayloadError("exercises[\(index)] (\(exercise)): tempo must be E-B-C-T, each seconds (0-30) or X, like 3-1-X-0")
+                }
+                item.tempo = tempo.text
+            }
             list.append(item)
         }
         items = list
@@ -247,6 +253,7 @@ public struct Plan: Sendable, Codable, Equatable {
                         if let unit = item.loadUnit { entry.append(("load_unit", .string(unit))) }
                         if let target = item.targetMeanVelocityMps { entry.append(("target_mean_velocity_mps", .number(target))) }
                         if item.autoAdvice == true { entry.append(("advice", .string("auto"))) }
+                        if let tempo = item.tempo { entry.append(("tempo", .string(tempo))) }
                         return .object(JSONObject(entry))
                     })
             ))
@@ -274,6 +281,8 @@ public struct PlanItem: Sendable, Codable, Equatable {
     public var targetMeanVelocityMps: Double?
     /// Apply the notifier's load advice without asking (`!auto` in `vbt plan create`).
     public var autoAdvice: Bool?
+    /// The tempo each rep should follow, "E-B-C-T" in its dashed form (`Tempo.text`).
+    public var tempo: String?
 
     /// Creates an item.
     public init(
@@ -299,5 +308,6 @@ public struct PlanItem: Sendable, Codable, Equatable {
         case loadUnit = "load_unit"
         case targetMeanVelocityMps = "target_mean_velocity_mps"
         case autoAdvice = "auto_advice"
+        case tempo
     }
 }

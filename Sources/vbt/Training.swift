@@ -305,7 +305,7 @@ struct PlanCommand: ParsableCommand {
             abstract: "Create a plan from ordered items.",
             discussion: """
                 Example: vbt plan create ana-strength --athlete ana --item squat:3x5@80%/180s --item bench:3x5@60,62.5,65kg~0.6mps
-                An item is EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto]. LOAD is one of:
+                An item is EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][:TEMPO][!auto]. LOAD is one of:
                   100kg or 225lb      the load of every set (pounds are stored in kg, 1 lb = 0.45359237 kg, and shown as written);
                   60,62.5,65kg        one load per set, as many as the sets (the notifier tells the detector each set's load);
                   80%                 of the athlete's current e1RM in that exercise (the latest of vbt progress), resolved
@@ -314,11 +314,13 @@ struct PlanCommand: ParsableCommand {
                   a bare number       in --unit (kg by default).
                 ~0.75mps (or @0.75mps without a load) is the mean velocity each rep should reach, shown by displays;
                 a zone ~0.70-0.80mps aims at its middle. With a target, the notifier advises each next set's load
-                (vbt advice accept); !auto applies the advice without asking.
+                (vbt advice accept); !auto applies the advice without asking. :3-1-X-0 prescribes each rep's
+                tempo (seconds of eccentric, pause at the bottom, concentric, pause at the top; X: as fast as
+                possible); the detector judges every rep against it.
                 """)
         @Argument(help: "Plan id: lower-case letters, digits, - or _.") var id: String
         @Option(help: "The athlete the plan is for.") var athlete: String?
-        @Option(help: "EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][!auto], in order; without a rest, the exercise's default.")
+        @Option(help: "EXERCISE:SETSxREPS[@LOAD][~TARGETmps][/RESTs][:TEMPO][!auto], in order; without a rest, the exercise's default.")
         var item: [String] = []
         @Option(help: "The unit of loads written without one, and of %e1RM rounding: kg or lb.") var unit = "kg"
         @OptionGroup var recorder: RecorderOptions
