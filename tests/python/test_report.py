@@ -87,23 +87,21 @@ def expected_day(db: Path, athlete: str, offset: int) -> dict:
         rows = conn.execute("SELECT id, session, load_kg FROM sets WHERE athlete = ? AND started_ts >= ? AND started_ts < ? "
                             "ORDER BY started_ts, id", (athlete, start, start + 86_400)).fetchall()
         columns = {row[1] for row in conn.execute("PRAGMA table_info(reps)")}
+        assert "tempo_met" in columns, "the recorder stores each rep's tempo verdict (v10-rep-phases)"
         sessions: dict[int, list[dict]] = {}
         for set_id, session, load in rows:
             velocities = [v for (v,) in conn.execute("SELECT mean_velocity_mps FROM reps WHERE set_id = ? ORDER BY idx", (set_id,))]
-            met = [None if m is None else bool(m) for (m,) in conn.execute("SELECT tempo_met FROM reps WHERE set_id = ? ORDER BY idx", (set_id,))] \
-                if "tempo_met" in columns else [None] * len(velocities)
+            met = [None if m is None else bool(m) for (m,) in conn.execute("SELECT tempo_met FROM reps WHERE set_id = ? ORDER BY idx", (set_id,))]
             best = max(velocities)
             sessions.setdefault(session, []).append({
                 "id": set_id, "load_kg": load, "velocities": velocities, "best": best, "mean": sum(velocities) / len(velocities),
                 "vl_pct": (best - velocities[-1]) / best * 100, "tempo_met": met})
         refused = conn.execute("SELECT count(*) FROM rejected WHERE athlete = ?", (athlete,)).fetchone()[0]
-        # Readiness and tempo once the recorder stores them (their migrations); before, not measured.
-        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # Readiness as the recorder stored it.
         readiness = {session: conn.execute("SELECT exercise, verdict, score_pct FROM readiness WHERE session = ? ORDER BY exercise",
-                                           (session,)).fetchall() if "readiness" in tables else [] for session in sessions}
+                                           (session,)).fetchall() for session in sessions}
         met = conn.execute("SELECT tempo_met FROM reps r JOIN sets s ON s.id = r.set_id WHERE s.athlete = ? AND s.started_ts >= ? "
-                           "AND s.started_ts < ? AND tempo_met IS NOT NULL", (athlete, start, start + 86_400)).fetchall() \
-            if "tempo_met" in columns else []
+                           "AND s.started_ts < ? AND tempo_met IS NOT NULL", (athlete, start, start + 86_400)).fetchall()
     date = time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
     first = time.strftime("%Y-%m-%d", time.gmtime((day - 8 * 7 + 1) * 86_400))  # the default 8 weeks, that day's included
     trend = [e for e in independent_e1rm(db, athlete, offset) if first <= e["day"] <= date]
@@ -166,6 +164,7 @@ def test_report_shows_the_figures_computed_from_the_stored_rows(bus: Bus, tmp_pa
         assert f"1 session, {len(SETS)} sets, {reps} reps, {REFUSED} rejected attempts" in text, text
         if not any(want["readiness"]):
             assert "readiness: not measured" in text, text
+        assert want["tempo"] and want["tempo"][1] > 0, "the day's reps were judged against 3-1-X-0"
         tempo = "not measured" if not want["tempo"] else f"{want['tempo'][0]} of {want['tempo'][1]} reps ({want['tempo'][0] / want['tempo'][1] * 100:.0f}%) at 3-1-X-0"
         assert f"tempo compliance: {tempo}" in text, text
         for number, w in enumerate(want["sessions"][0], 1):
