@@ -657,7 +657,14 @@ def run(kills: int, copies: int, seed: int, folder: Path, profile: Profile, targ
     t0 = math.floor(time.time()) + 5.0
     clean = Installation("clean", folder / "clean", info, copies, t0)
     faulted = Installation("faulted", folder / "faulted", info, copies, t0)
-    plan = kill_plan(rng, kills, targets or TARGETS, start_s=8.0, end_s=max(12.0, info.duration_s - 4.0))
+    # Kills begin once the recording's commands (its assignments, before the first reading) are out:
+    # a command published while the rep-detector is down is lost, as no journal keeps it (its sender
+    # gets no answer; docs/programs/rep-detector.md), and the comparison is of what readings make.
+    # A loaded machine stretches that preamble: 4 s of commands put a kill on the press stations'
+    # assignment once. The bridge starts at most 5 s before t0, so this is after the preamble.
+    end_s = max(12.0, info.duration_s - 4.0)
+    start_s = max(8.0, min(8.0 + info.first_reading_line_t, end_s - 4.0 * max(1, kills)))
+    plan = kill_plan(rng, kills, targets or TARGETS, start_s=start_s, end_s=end_s)
     stop = threading.Event()
     settled: dict[str, bool] = {}
     try:
