@@ -363,6 +363,7 @@ public final class DetectorRuntime {
     var inputCounters: InputCounters {
         var counters = subscriber.stats.totals
         counters.lost = input.counters.lost
+        counters.recovered = input.counters.recovered
         counters.outstanding = input.outstanding
         return counters
     }

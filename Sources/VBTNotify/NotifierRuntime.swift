@@ -186,6 +186,7 @@ public final class NotifierRuntime {
         nextHeartbeat = now + heartbeatIntervalS
         var inputs = subscriber.stats.totals
         inputs.lost = input.counters.lost
+        inputs.recovered = input.counters.recovered
         inputs.outstanding = input.outstanding
         let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: inputs)
         var heartbeat = base

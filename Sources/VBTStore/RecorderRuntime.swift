@@ -228,6 +228,7 @@ public final class RecorderRuntime {
     private var inputs: InputCounters {
         var counters = (samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats).totals
         counters.lost = ingestor.counters.lost
+        counters.recovered = ingestor.counters.recovered
         counters.outstanding = ingestor.outstanding
         return counters
     }

@@ -523,6 +523,8 @@ public struct InputCounters: Sendable, Equatable, Codable {
     public var malformed = 0
     /// Messages this consumer lacked that no producer's journal held any more: lost for good (the session-recorder says).
     public var lost: Int?
+    /// Messages this consumer lacked and fetched again from a producer's journal since it started.
+    public var recovered: Int?
     /// Messages this consumer lacked and still waits for: neither fetched again nor given up (its
     /// open holes and silent tails). A count that stays above 0 after a run is what may yet be lost.
     public var outstanding: Int?
@@ -642,6 +644,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.duplicates = try object.integer("duplicates")
             counters.malformed = try object.integer("malformed")
             counters.lost = try object.optionalInteger("lost")
+            counters.recovered = try object.optionalInteger("recovered")
             counters.outstanding = try object.optionalInteger("outstanding")
             inputs = counters
         }
@@ -692,6 +695,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.field("duplicates", inputs.duplicates)
             writer.field("malformed", inputs.malformed)
             if let lost = inputs.lost { writer.field("lost", lost) }
+            if let recovered = inputs.recovered { writer.field("recovered", recovered) }
             if let outstanding = inputs.outstanding { writer.field("outstanding", outstanding) }
             writer.endObject()
         }

@@ -286,7 +286,11 @@ class Gym:
         return last, lost, hole
 
     def lost(self) -> dict[str, int]:
-        return {name: self.watched.last(f"heartbeat.{name}").get("inputs", {}).get("lost", 0) for name in CONSUMERS}
+        return self.inputs("lost")
+
+    def inputs(self, counter: str) -> dict[str, int]:
+        """Each consumer's running count `counter` from its latest heartbeat's `inputs`."""
+        return {name: self.watched.last(f"heartbeat.{name}").get("inputs", {}).get(counter, 0) for name in CONSUMERS}
 
     def beat(self, name: str) -> tuple[float, dict]:
         self.watched.poll()
@@ -305,18 +309,19 @@ class Gym:
             self.net.shape("sa", kbit)
         try:
             self.steady()
-            lost_before = self.lost()
+            lost_before, recovered_before = self.lost(), self.inputs("recovered")
             self.net.cut("sa", True)
             cut = time.time()
             time.sleep(seconds)  # the partition's length is what is measured against: a duration, not a condition
             self.net.cut("sa", False)
             restored = time.time()
-            return self.catch_up(seconds, kbit, cut, restored, lost_before)
+            return self.catch_up(seconds, kbit, cut, restored, lost_before, recovered_before)
         finally:
             if kbit is not None:
                 self.net.shape("sa", None)
 
-    def catch_up(self, seconds: float, kbit: int | None, cut: float, restored: float, lost_before: dict) -> dict:
+    def catch_up(self, seconds: float, kbit: int | None, cut: float, restored: float, lost_before: dict,
+                 recovered_before: dict) -> dict:
         pid, dev = self.hosts["bridge"].proc.pid, self.net.veth["sa"]
         link = [(restored, sent_bytes(pid, dev))]
         seq_before = self.journal_end()[1]
@@ -352,18 +357,14 @@ class Gym:
         # The last to catch up, unrounded: the link's last sample was taken at or after it.
         at_all = max(at for at in done.values() if at is not None)
         sent = next(b for t, b in link if t >= at_all) - link[0][1]
+        # What each consumer fetched, from the heartbeats each sent after it caught up (a running count: a
+        # slow link's recorder may still be fetching later holes, so its `caught up` line can come late).
+        for name, at in done.items():
+            if at is not None:
+                wait_until(lambda name=name, at=at: self.beat(name)[0] > at, f"{name}'s heartbeat after it caught up",
+                           timeout=CATCH_UP_TIMEOUT_S, interval=0.1, detail=self.describe)
         lost = {name: count - lost_before[name] for name, count in self.lost().items()}
-        # The recorder is timed from its store; its `caught up` line, which says what it fetched,
-        # may come a pass later (a busy machine): waited for, bounded, when it did fetch.
-        recorder = self.hosts["session-recorder"]
-        if done.get("session-recorder") is not None:
-            try:
-                wait_until(lambda: caught_up_lines(recorder, restored), "the recorder's `caught up` line", timeout=15,
-                           interval=0.1, detail=self.describe)
-            except AssertionError:
-                pass  # none: it fetched nothing (its readings came live), which the report then says
-        recovered = {name: sum(line.get("recovered", 0) for line in caught_up_lines(self.hosts[name], restored))
-                     for name in CONSUMERS}
+        recovered = {name: count - recovered_before[name] for name, count in self.inputs("recovered").items()}
         return {"partition_s": seconds, "throttle_kbit": kbit, "cut": cut, "restored": restored, "src": src,
                 "seq_at_cut": seq_before, "target_seq": target, "caught_up_s": times, "all_s": all_s,
                 "link_bytes": sent, "recovered": recovered, "lost": lost}
