@@ -31,6 +31,11 @@ public struct ChainEndpoint: Sendable {
     public var sslKey: String?
     public var applicationName = "vbt"
     public var connectTimeoutS = 10
+    /// Seconds after which a connection whose packets go unanswered (a link that drops them, as a
+    /// dead Wi-Fi does, rather than refusing) fails instead of waiting for TCP's own timeout
+    /// (about 15 minutes): tcp_user_timeout for unacknowledged data, keepalives for a connection
+    /// waiting on an answer. 0 leaves both to the system. Unix sockets ignore them.
+    public var deadLinkS = 15
 
     public init() {}
 
@@ -51,8 +56,21 @@ public struct ChainEndpoint: Sendable {
         if let sslKey { pairs.append(("sslkey", sslKey)) }
         pairs.append(("application_name", applicationName))
         pairs.append(("connect_timeout", String(connectTimeoutS)))
+        pairs += deadLinkParameters()
         pairs.append(("sslmode", "verify-full"))
         return pairs
+    }
+
+    /// Keepalive probes start after a third of `deadLinkS` idle and four unanswered ones (a sixth
+    /// apart) end the connection, so probing also ends within the bound; sent data unacknowledged
+    /// for `deadLinkS` ends it too. After the URL, so a URL cannot lengthen the bound.
+    func deadLinkParameters() -> [(String, String)] {
+        guard deadLinkS > 0 else { return [] }
+        return [
+            ("keepalives", "1"), ("keepalives_idle", String(max(1, deadLinkS / 3))),
+            ("keepalives_interval", String(max(1, deadLinkS / 6))), ("keepalives_count", "4"),
+            ("tcp_user_timeout", String(deadLinkS * 1_000)),
+        ]
     }
 
     /// A URL that asks for any sslmode but verify-full is refused rather than silently overridden.

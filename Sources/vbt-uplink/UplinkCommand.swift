@@ -16,7 +16,8 @@ struct UplinkCommand: ParsableCommand {
             rejected attempts, profiles, posture changes, alerts and plans to the chain store, a batch per transaction that also moves the gym's \
             cursor there: a kill at any moment neither loses nor doubles a row, and a batch sent twice \
             changes nothing. While the chain store is away nothing is held but the gym's store itself; \
-            the uplink catches up, in order, when it is back.
+            the uplink catches up, in order, when it is back. A link that silently drops packets is \
+            noticed within --dead-link seconds and the connection made again.
 
             Every cycle it logs how many rows it sent, its backlog (rows not yet in the chain store) and \
             its lag (age of the oldest of them). TLS is always verify-full; the role is the gym's \
@@ -40,6 +41,9 @@ struct UplinkCommand: ParsableCommand {
     @Option(help: "Seconds back in which changing rows (sessions, sets) are sent again so later edits reach the chain; athletes are always.")
     var refreshWindow: Double = 172_800
 
+    @Option(help: "Seconds after which a chain connection that gets no answer (packets dropped on the way) is given up and made again.")
+    var deadLink: Int = 15
+
     @Flag(help: "Run one cycle and exit (0 when the backlog is empty at its end).")
     var once = false
 
@@ -52,6 +56,7 @@ struct UplinkCommand: ParsableCommand {
         }
         guard interval > 0, interval <= 3_600 else { throw ValidationError("--interval must be above 0 and at most 3600 seconds") }
         guard (1...2_000).contains(batch) else { throw ValidationError("--batch must be 1 to 2000 rows") }
+        guard (2...600).contains(deadLink) else { throw ValidationError("--dead-link must be 2 to 600 seconds") }
         guard refreshWindow >= 0 else { throw ValidationError("--refresh-window must be 0 or more seconds") }
         guard FileManager.default.fileExists(atPath: db) else {
             throw ValidationError("no store at \(db): give the session-recorder's --db")
@@ -77,7 +82,8 @@ struct UplinkCommand: ParsableCommand {
             throw ExitCode.failure
         }
         let uplink = Uplink(gym: gym, source: store, batch: batch, refreshWindowS: refreshWindow, logger: logger)
-        let endpoint = chain.endpoint(applicationName: "vbt-uplink-\(gym)")
+        var endpoint = chain.endpoint(applicationName: "vbt-uplink-\(gym)")
+        endpoint.deadLinkS = deadLink
         var connection: PostgresConnection?
         logger.info("uplink started", metadata: ["gym": "\(gym)", "db": "\(db)", "schema": "\(ChainSchema.current)"])
         while !stop.isSet {

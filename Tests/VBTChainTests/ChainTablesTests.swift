@@ -65,4 +65,20 @@ struct ChainTablesTests {
         #expect(parameters.last?.0 == "sslmode" && parameters.last?.1 == "verify-full")
         #expect(parameters.filter { $0.0 == "sslmode" }.count == 1)
     }
+
+    @Test("a dead link is bounded: keepalives and tcp_user_timeout within deadLinkS, after the URL's; 0 leaves them out")
+    func deadLink() throws {
+        var endpoint = ChainEndpoint()
+        endpoint.url = "postgresql://hq/vbt?keepalives_idle=7200&tcp_user_timeout=0"
+        endpoint.deadLinkS = 15
+        let parameters = try endpoint.parameters()
+        func last(_ key: String) -> Int? { parameters.last { $0.0 == key }.flatMap { Int($0.1) } }
+        #expect(last("tcp_user_timeout") == 15_000)
+        #expect(last("keepalives") == 1)
+        let probing = try #require(last("keepalives_idle")) + 4 * (try #require(last("keepalives_interval")))
+        #expect(probing <= 15 && probing >= 10)
+        #expect(parameters.last?.0 == "sslmode")
+        endpoint.deadLinkS = 0
+        #expect(try endpoint.parameters().filter { $0.0.hasPrefix("keepalives") || $0.0 == "tcp_user_timeout" }.isEmpty)
+    }
 }
