@@ -140,6 +140,7 @@ let package = Package(
             name: "VBTNotify",
             dependencies: [
                 "VBTWire", "VBTBus",
+                "VBTQuery",  // the one load-velocity fit (E1RMEstimator)
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ]

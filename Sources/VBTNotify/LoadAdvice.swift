@@ -1,11 +1,11 @@
 import Foundation
+import VBTQuery
 
 // Load advice (docs/detection.md, "Load advice"): after a set, the load that should bring the
 // next set to the plan's target velocity, from today's load-velocity relationship, rounded to
 // what the gym's plates can make; and, when the set's velocity loss went past the cut-off,
 // one set fewer. Pure: the notifier calls it at each set's end, the tests on simulated athletes.
-// It lives beside the notifier, which links neither VBTQuery nor its e1RM estimator; its line is
-// the same ordinary least squares as `E1RMEstimator.fit` (centred sums, in load order).
+// Today's line is `E1RMEstimator.fit`'s, the product's one load-velocity fit.
 
 /// One set done today, as advice reads it.
 public struct AdvisedSet: Sendable, Equatable, Codable {
@@ -164,22 +164,12 @@ public enum LoadAdvisor {
         return advice
     }
 
-    /// Least squares of velocity on load through `points` (distinct loads, lightest first);
-    /// nil with fewer than two.
+    /// Least squares of velocity on load through `points` (distinct loads), by
+    /// `E1RMEstimator.fit`; nil with fewer than two. Only the line is read: the MVT given
+    /// to the fit (0) names no e1RM that advice would use.
     static func line(_ points: [(load: Double, velocity: Double)]) -> (intercept: Double, slope: Double)? {
-        guard points.count >= 2 else { return nil }
-        let n = Double(points.count)
-        let meanX = points.reduce(0) { $0 + $1.load } / n
-        let meanY = points.reduce(0) { $0 + $1.velocity } / n
-        var sxx = 0.0
-        var sxy = 0.0
-        for point in points {
-            sxx += (point.load - meanX) * (point.load - meanX)
-            sxy += (point.load - meanX) * (point.velocity - meanY)
-        }
-        guard sxx > 0 else { return nil }
-        let slope = sxy / sxx
-        return (meanY - slope * meanX, slope)
+        let fit = E1RMEstimator.fit(points: points.map { LoadVelocityFit.Point(loadKg: $0.load, meanVelocityMps: $0.velocity) }, mvtMps: 0)
+        return fit.map { ($0.interceptMps, $0.slopeMpsPerKg) }
     }
 
     /// The velocity advice reads from one set's reps (their mean velocities, in order): the
