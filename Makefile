@@ -58,6 +58,8 @@ run: build
 # once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
 # gym runs, with the static Swift standard library (a process maps none of the runtime's shared
 # libraries: at 1,000 stations the rep-detector's RSS was 87-95 MB so, 99-104 MB built without).
+# Last, the chain: 50 gyms of 20 stations uplinking at once to one PostgreSQL here, beside its
+# own COPY of the same rows (tests/python/chain_bench.py, about 3 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release --static-swift-stdlib
@@ -68,6 +70,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/partition_bench.py --partitions 10 30 120 --throttle-kbit 1000
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/chain_bench.py --gyms 50 --stations 20
 
 # The long fault run (about 10 minutes): a recording of 4 simulated stations
 # (6 sets each) replayed as 20 stations at speed 1 into a clean and a faulted installation;
@@ -78,12 +81,14 @@ bench: deps
 # of 3 stations replayed at speed 1 by 3 station computers in network namespaces into a clean
 # gym and one whose links drop 10 % of packets, one partitioned twice for 30 s, one throttled
 # to 1 Mbit/s, one flapping; the stores compared. Once with the links alone, once with the
-# bus SIGKILLed during the first partition.
+# bus SIGKILLed during the first partition. Last, a gym's link to the chain's PostgreSQL dropping
+# every packet for 10 minutes while it trains on (root, nft; tests/python/chain_run.py, 11 minutes).
 SOAK_SEED ?= 1
 soak: build
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/fault_run.py --kills 20 --stations 20 --seed $(SOAK_SEED)
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/chaos_run.py --seed $(SOAK_SEED)
 	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/chaos_run.py --kill-bus --seed $(SOAK_SEED)
+	VBT_BIN_DIR=$(BIN_DIR) $(PYTHON) tests/python/chain_run.py --cut-s 600
 
 # Installs on this machine (deploy/README.md): ROLE=server, or ROLE=station
 # STATIONS="rack-01 rack-02"; DESTDIR=DIR installs into a folder instead. The
