@@ -5,7 +5,7 @@ import VBTWire
 
 /// One message of a recording, ready to publish again.
 public struct RecordedMessage: Sendable {
-    /// Seconds since the recording's first line.
+    /// Seconds since the first message the replay keeps (`Recording`).
     public var t: Double
     /// The message type (topic before the dot).
     public var type: String
@@ -66,6 +66,12 @@ public struct Recording: Sendable {
                 skippedLines += 1
                 if firstError == nil { firstError = "line \(number + 1): \(error)" }
             }
+        }
+        // The timeline starts at the first message kept: the lines left out before it (a recording's
+        // opening commands) would otherwise delay every reading's publication behind its shifted time,
+        // which places the first reading at the start.
+        if let lead = messages.map(\.t).min(), lead > 0 {
+            for index in messages.indices { messages[index].t -= lead }
         }
         if messages.isEmpty {
             throw SensorError(

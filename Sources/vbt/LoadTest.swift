@@ -246,7 +246,9 @@ struct RecordingPlan: Sendable {
         spanS = last > first ? last - first : 0
         firstReadingOffset = stationFirst.mapValues { $0 - first }
         // The replay's pass: its messages are the recording's samples and status (sensor-bridge --replay-types' default).
-        let lastReplayed = lines.last { [SampleMessage.type, StatusMessage.type].contains($0.message.envelope.type) }?.t ?? 0
+        // Its timeline starts at the first message it keeps (`Recording`), as here.
+        let kept = lines.filter { [SampleMessage.type, StatusMessage.type].contains($0.message.envelope.type) }
+        let lastReplayed = (kept.last?.t ?? 0) - (kept.map(\.t).min() ?? 0)
         passS = ReplayStagger.passSeconds(lastMessageT: lastReplayed, readingSpan: spanS, readings: readingsPerPass)
         // The replay sends readings and status only (sensor-bridge --replay-types' default): the
         // recording's commands (assignments) are left out here too, so both detectors see the same.

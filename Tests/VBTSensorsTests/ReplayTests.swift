@@ -42,6 +42,23 @@ struct ReplayTests {
         #expect(ReplayStagger.readingStep(readingSpan: 0, readings: 0) == 0.01)
     }
 
+    @Test("the timeline starts at the first message kept: commands recorded before the readings delay nothing")
+    func leadingLinesLeftOut() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path("recording.jsonl")
+        // An assignment at 0 s, then the sensor's first readings 6 s later (a recording begun before the sets).
+        let lines = [
+            #"{"t":0,"topic":"cmd.rack","msg":{"v":1,"type":"cmd","station":"rack","src":"c","seq":1,"ts":94,"id":"a","command":"athlete.assign","target":"*","args":{"athlete":"ana"}}}"#,
+            #"{"t":6.05,"topic":"sample.rack","msg":{"v":1,"type":"sample","station":"rack","src":"x","seq":1,"ts":100.05,"sensor":"distance","device":"sim","samples":[{"t":100,"mm":900}]}}"#,
+            #"{"t":6.15,"topic":"sample.rack","msg":{"v":1,"type":"sample","station":"rack","src":"x","seq":2,"ts":100.15,"sensor":"distance","device":"sim","samples":[{"t":100.1,"mm":901}]}}"#,
+        ]
+        try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let recording = try Recording(path: path, types: ["sample", "status"])
+        #expect(recording.skippedTypes == ["cmd": 1])
+        // Published at once and 0.1 s later, as their readings (shifted to start now) were taken.
+        #expect(abs(recording.messages[1].t - 0.1) < 1e-9 && recording.messages[0].t == 0)
+    }
+
     @Test("staggered copies: each copy publishes the whole recording in order, its readings shifted by its own delay")
     func staggeredCopies() throws {
         let dir = try TemporaryDirectory()
