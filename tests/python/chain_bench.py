@@ -2,7 +2,8 @@
 
 `--gyms` gym stores (default 50) of `--stations` stations each (default 20) are made directly in
 SQLite with the recorder's own schema (a session-recorder started once makes an empty store, which
-is copied): per station and day of `--days` of history one session of 4 sets of 5 reps, each set
+is copied; one gym's history is made and copied to every gym, as the chain store keys every
+row by its gym): per station and day of `--days` of history one session of 4 sets of 5 reps, each set
 with a refused attempt and a load-velocity profile, 2 athletes per station. The history ends two
 days before the run, outside the uplinks' refresh window, as a gym's older training is.
 
@@ -36,10 +37,12 @@ import os
 import random
 import signal
 import sqlite3
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,15 +77,16 @@ def template_store(folder: Path) -> Path:
     return copy
 
 
-def make_gym(template: Path, db: Path, gym: str, stations: int, days: int, seed: int) -> int:
-    """The gym's history; how many rows it has in the tables the uplink sends."""
-    rng = random.Random(seed)
+def make_history(template: Path, db: Path, stations: int, days: int) -> int:
+    """A gym's history; how many rows it has in the tables the uplink sends. Every gym gets a copy:
+    the chain store keys each row by its gym, so the gyms' own keys may be the same."""
+    rng = random.Random(1)
     with sqlite3.connect(template) as source, sqlite3.connect(db) as conn:
         source.backup(conn)
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA journal_mode = WAL")  # as the recorder keeps it: the uplink reads while the live part writes
     end = time.time() - 2 * DAY - 3_600
-    athletes = [(f"{gym}-a{n}", f"Athlete {n}", rng.choice("fmx"), 1970 + n % 35, 160.0 + n % 40, None, end - days * DAY - 60, None)
+    athletes = [(f"a{n}", f"Athlete {n}", rng.choice("fmx"), 1970 + n % 35, 160.0 + n % 40, None, end - days * DAY - 60, None)
                 for n in range(2 * stations)]
     conn.executemany("INSERT INTO athletes VALUES (?, ?, ?, ?, ?, ?, ?, ?)", athletes)
     rows = len(athletes)
@@ -90,20 +94,19 @@ def make_gym(template: Path, db: Path, gym: str, stations: int, days: int, seed:
     for day in range(days):
         for s in range(stations):
             session += 1
-            station, athlete = f"{gym}-rack-{s:02d}", athletes[(day + s) % len(athletes)][0]
+            station, athlete = f"rack-{s:02d}", athletes[(day + s) % len(athletes)][0]
             start = end - (days - day) * DAY + s * 60
             conn.execute("INSERT INTO sessions (id, station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?, ?)",
                          (session, station, athlete, start, start + 3_000))
-            rows += 1 + history_sets(conn, rng, gym, station, athlete, session, start)
+            rows += 1 + history_sets(conn, rng, station, athlete, session, start)
     conn.commit()
     conn.close()
     return rows
 
 
-def history_sets(conn: sqlite3.Connection, rng: random.Random, gym: str, station: str, athlete: str, session: int,
-                 start: float) -> int:
+def history_sets(conn: sqlite3.Connection, rng: random.Random, station: str, athlete: str, session: int, start: float) -> int:
     rows = 0
-    src = f"{gym}/rep.{station}"
+    src = f"rep.{station}"
     for n in range(4):
         set_id, load = f"{station}-{session}-{n}", 60.0 + 10 * n
         t0 = start + 300 * n
@@ -151,55 +154,69 @@ def percentile(values: list[float], p: float) -> float:
 
 def live_phase(chain: Chain, stores: dict[str, Path], stations: int, live_s: float, rep_every_s: float,
                uplinks: dict[str, subprocess.Popen]) -> dict[str, list[float]]:
-    """Each gym's stations train for `live_s`; every rep's lag to the chain store, per gym."""
+    """Each gym's stations train for `live_s`; every rep's lag to the chain store, per gym. The chain
+    store is polled on a thread of its own, so a slow poll delays no rep's writing."""
     conns = {gym: sqlite3.connect(db, timeout=30) for gym, db in stores.items()}
-    for conn in conns.values():
-        conn.execute("PRAGMA synchronous = NORMAL")  # as the recorder: no fsync per commit in WAL mode
     now = time.time()
     for gym, conn in conns.items():
+        conn.execute("PRAGMA synchronous = NORMAL")  # as the recorder: no fsync per commit in WAL mode
         for s in range(stations):
-            station = f"{gym}-rack-{s:02d}"
+            station = f"rack-{s:02d}"
             conn.execute("INSERT INTO sessions (id, station, athlete, started_ts, ended_ts) VALUES (?, ?, ?, ?, ?)",
-                         (1_000_000 + s, station, f"{gym}-a{s}", now, now))
+                         (1_000_000 + s, station, f"a{s}", now, now))
             conn.execute("INSERT INTO sets (id, session, station, athlete, exercise, load_kg, started_ts, reps) "
-                         "VALUES (?, ?, ?, ?, 'squat', 80.0, ?, 0)", (f"live-{station}", 1_000_000 + s, station, f"{gym}-a{s}", now))
+                         "VALUES (?, ?, ?, ?, 'squat', 80.0, ?, 0)", (f"live-{station}", 1_000_000 + s, station, f"a{s}", now))
         conn.commit()
     written: dict[tuple[str, int], float] = {}
     seen: dict[tuple[str, int], float] = {}
-    seq = 0
-    start = time.monotonic()
-    next_poll = start
-    tick = rep_every_s / stations  # one station's rep per gym per tick, the stations in turn
-    next_rep = start
-    while time.monotonic() < start + live_s or (len(seen) < len(written) and time.monotonic() < start + live_s + 120):
-        now_m = time.monotonic()
-        if now_m >= next_rep and now_m < start + live_s:
-            station_n = seq % stations
-            seq += 1
-            for gym, conn in conns.items():
-                station = f"{gym}-rack-{station_n:02d}"
-                ts = time.time()
-                rep(conn, f"live-{gym}-{seq}", f"live-{station}", station, f"{gym}-a{station_n}", 80.0, 1 + seq // stations, 0.6,
-                    "live", seq, ts)
-                conn.commit()
-                written[(gym, seq)] = time.time()
-            next_rep += tick
-        if now_m >= next_poll:
-            low = min((s for (g, s) in written if (g, s) not in seen), default=None)
+    lock = threading.Lock()
+    done = threading.Event()
+    failure: list[str] = []
+
+    def poll() -> None:
+        while not done.is_set():
+            with lock:
+                low = min((s for key in written.keys() - seen.keys() for s in [key[1]]), default=None)
             if low is not None:
                 got = chain.query(f"SELECT coalesce(json_agg(json_build_array(gym, seq)), '[]') FROM reps "
                                   f"WHERE src = 'live' AND seq >= {low}")
                 at = time.time()
-                for gym, s in got:
-                    seen.setdefault((gym, s), at)
-            next_poll = now_m + POLL_S
+                with lock:
+                    for gym, s in got:
+                        seen.setdefault((gym, s), at)
             dead = [gym for gym, p in uplinks.items() if p.poll() is not None]
-            assert not dead, f"uplinks exited: {dead}"
-        time.sleep(min(0.01, max(0.0, min(next_rep, next_poll) - time.monotonic())))
-    for conn in conns.values():
-        conn.close()
-    missing = [key for key in written if key not in seen]
-    assert not missing, f"{len(missing)} live reps never reached the chain store, e.g. {missing[:3]}"
+            if dead:
+                failure.append(f"uplinks exited: {dead}")
+                return
+            done.wait(POLL_S)
+
+    poller = threading.Thread(target=poll, name="chain-poll", daemon=True)
+    poller.start()
+    seq = 0
+    start = time.monotonic()
+    tick = rep_every_s / stations  # a rep per gym per tick, the stations in turn
+    try:
+        while (now_m := time.monotonic()) < start + live_s and not failure:
+            if now_m < start + seq * tick:
+                time.sleep(start + seq * tick - now_m)
+                continue
+            station_n = seq % stations
+            seq += 1
+            for gym, conn in conns.items():
+                station = f"rack-{station_n:02d}"
+                rep(conn, f"live-{seq}", f"live-{station}", station, f"a{station_n}", 80.0, 1 + seq // stations, 0.6, "live", seq,
+                    time.time())
+                conn.commit()
+                with lock:
+                    written[(gym, seq)] = time.time()
+        wait_until(lambda: failure or len(seen) >= len(written), "every live rep in the chain store", timeout=120,
+                   detail=lambda: f"{len(written) - len(seen)} of {len(written)} missing")
+    finally:
+        done.set()
+        poller.join(timeout=30)
+        for conn in conns.values():
+            conn.close()
+    assert not failure, failure
     lags: dict[str, list[float]] = {gym: [] for gym in stores}
     for (gym, s), t in written.items():
         lags[gym].append(max(0.0, seen[(gym, s)] - t))
@@ -248,9 +265,11 @@ def run(args: argparse.Namespace, folder: Path) -> dict:
     stores: dict[str, Path] = {}
     history = 0
     made = time.monotonic()
-    for n, gym in enumerate(gyms):
+    one = make_history(template, folder / "history.sqlite", args.stations, args.days)
+    for gym in gyms:
         stores[gym] = folder / f"{gym}.sqlite"
-        history += make_gym(template, stores[gym], gym, args.stations, args.days, seed=n)
+        shutil.copy(folder / "history.sqlite", stores[gym])
+        history += one
     made_s = time.monotonic() - made
     chain = Chain(folder / "chain", gyms=gyms)
     (folder / "chain").mkdir(parents=True, exist_ok=True)
