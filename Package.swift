@@ -140,7 +140,7 @@ let package = Package(
             name: "VBTNotify",
             dependencies: [
                 "VBTWire", "VBTBus",
-                "VBTQuery",  // the one load-velocity fit (E1RMEstimator)
+                "VBTQuery",  // the one load-velocity fit (E1RMEstimator) and the recorder's readiness query
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ]

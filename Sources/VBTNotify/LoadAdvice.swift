@@ -172,6 +172,16 @@ public enum LoadAdvisor {
         return fit.map { ($0.interceptMps, $0.slopeMpsPerKg) }
     }
 
+    /// Why today's readiness asks for one set fewer: a verdict of below usual that is not within
+    /// noise (one set more or less would not change it), in words with the smallest worthwhile
+    /// change as the ± of the usual: `readiness 94, below your usual 100 ± 2`. Nil otherwise.
+    public static func readinessLow(_ assessment: ReadinessAssessment) -> String? {
+        guard assessment.verdict == .below, !assessment.withinNoise, let score = assessment.scorePct, score.isFinite else { return nil }
+        var words = String(format: "readiness %.0f, below your usual 100", score)
+        if let swc = assessment.swcPct, swc.isFinite { words += String(format: swc < 1 ? " ± %.1f" : " ± %.0f", swc) }
+        return words
+    }
+
     /// The velocity advice reads from one set's reps (their mean velocities, in order): the
     /// mean of the first `repsPerSet`; nil without a rep.
     public static func setVelocity(_ repVelocitiesMps: [Double]) -> Double? {

@@ -4,6 +4,7 @@
 import Foundation
 import HeapModule
 import VBTBus
+import VBTQuery
 import VBTWire
 
 /// How the notifier behaves. Every field has its default here.
@@ -65,6 +66,19 @@ public enum NotifierOutput: Sendable, Equatable {
     case ack(station: String, athlete: String?, AckMessage)
 }
 
+/// A question for the session-recorder: today's readiness of `athlete`'s `exercise`, once it has
+/// read the set whose end was sent at `setTs` (the set message's `ts`, which the recorder keeps).
+public struct ReadinessQuestion: Sendable, Equatable {
+    public var station: String
+    public var athlete: String
+    public var exercise: String
+    public var setTs: Double
+    /// Creates a question.
+    public init(station: String, athlete: String, exercise: String, setTs: Double) {
+        (self.station, self.athlete, self.exercise, self.setTs) = (station, athlete, exercise, setTs)
+    }
+}
+
 /// The notifier: rest timers, plan progress and threshold alerts.
 public struct Notifier: Sendable {
     public let settings: NotifierSettings
@@ -87,6 +101,9 @@ public struct Notifier: Sendable {
     /// end comes, the athlete has been resting since about that rep, not since now. Not saved: a
     /// restarted notifier starts such a rest from the set's end, as before late reps were marked.
     private var lateSets: [String: (setId: String, lateS: Double, at: Double)] = [:]
+    /// Per station, the readiness to ask the recorder about (`takeReadinessQuestions`): one a
+    /// station, the latest set's, so a notifier whose questions nobody takes holds no more.
+    private var readinessQuestions: [String: ReadinessQuestion] = [:]
 
     /// Starts from `state` (loaded from disk, or empty) at `now`.
     public init(settings: NotifierSettings = NotifierSettings(), state: NotifierState = NotifierState(), now: Double) {
@@ -135,7 +152,7 @@ public struct Notifier: Sendable {
             return handle(command, station: station, now: now)
         case SetMessage.type:
             guard let set = try? message.payload(as: SetMessage.self) else { return [] }
-            return handle(set, station: station, athlete: message.envelope.athlete, now: now)
+            return handle(set, station: station, athlete: message.envelope.athlete, sentTs: message.envelope.ts, now: now)
         case RepMessage.type:
             guard let rep = try? message.payload(as: RepMessage.self) else { return [] }
             return handle(rep, station: station, athlete: message.envelope.athlete, now: now)
@@ -226,7 +243,7 @@ public struct Notifier: Sendable {
             ws.athlete = athlete
         }
         if let plan = ws.plan, plan.athlete != athlete { ws.plan = nil }
-        if let exercise = assign.exercise, exercise != ws.exercise { (ws.adviceSets, ws.advice) = ([], nil) }
+        if let exercise = assign.exercise, exercise != ws.exercise { ws.startExercise() }
         ws.exercise = assign.exercise ?? ws.exercise
         if let load = assign.loadKg, load >= 0, load <= 1_000 { ws.loadKg = load }
         if let rest = assign.restS, rest >= 0, rest <= 3600 { ws.assignedRestS = rest }
@@ -334,7 +351,8 @@ public struct Notifier: Sendable {
 
     // MARK: Sets and reps
 
-    mutating func handle(_ set: SetMessage, station: String, athlete: String?, now: Double) -> [NotifierOutput] {
+    /// `sentTs`: the set message's `ts` (the recorder's readiness names the set it read by it).
+    mutating func handle(_ set: SetMessage, station: String, athlete: String?, sentTs: Double? = nil, now: Double) -> [NotifierOutput] {
         var ws = workout(station)
         if ws.athlete == nil, let athlete { ws.athlete = athlete }
         var out: [NotifierOutput] = []
@@ -381,6 +399,7 @@ public struct Notifier: Sendable {
             ws.phase = .resting
             nextTick[station] = now + settings.tickS
             adviseNextSet(&ws, after: set)
+            if let question = readinessQuestion(ws, setTs: sentTs ?? now) { readinessQuestions[station] = question }
             out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "set-ended", fallbackRestS: settings.defaultRestS)))
             out.append(.timer(station: station, athlete: ws.athlete, timer.message(at: now)))
             // A plan with one load per set: the detector (and so the recorder's sets) learns the
@@ -428,24 +447,80 @@ public struct Notifier: Sendable {
     /// After `set` ended at a station whose plan item has a velocity target and more sets to
     /// come: the next set's load advice, applied at once when the item says `!auto`.
     private func adviseNextSet(_ ws: inout StationWorkout, after set: SetMessage) {
-        guard let item = ws.planned, let target = item.targetMeanVelocityMps else { return }
+        guard let item = ws.planned, item.targetMeanVelocityMps != nil else { return }
         let velocity = (ws.repSetId == set.setId ? LoadAdvisor.setVelocity(ws.repVelocities) : nil) ?? set.bestMeanVelocityMps
         if let velocity, let load = set.loadKg ?? ws.loadKg {
             ws.adviceSets.append(AdvisedSet(loadKg: load, velocityMps: velocity, velocityLossPct: set.velocityLossPct))
         }
-        guard ws.setNumber < item.sets else {
+        guard ws.setNumber < item.sets, let wire = advice(for: ws) else {
             ws.advice = nil
             return
         }
+        ws.advice = wire
+        if item.autoAdvice == true, wire.loadKg != nil || wire.fewerSets { _ = ws.apply(wire) }
+    }
+
+    /// The advice for the station's upcoming set from today's sets so far, with readiness's one
+    /// set fewer until an advice carried it into the plan; nil without a velocity target.
+    private func advice(for ws: StationWorkout) -> WorkoutMessage.Advice? {
+        guard let item = ws.planned, let target = item.targetMeanVelocityMps else { return nil }
         let exercise = ws.exercise ?? item.exercise
         let slope = ws.athlete.flatMap { state.profileSlopes?["\($0)/\(exercise)"] }
         let advice = LoadAdvisor.advise(
-            sets: ws.adviceSets, targetMps: target, profileSlopeMpsPerKg: slope, gym: settings.gym, cutoffPct: ws.vlThresholdPct)
-        let wire = WorkoutMessage.Advice(
+            sets: ws.adviceSets, targetMps: target, profileSlopeMpsPerKg: slope, gym: settings.gym, cutoffPct: ws.vlThresholdPct,
+            readinessLow: ws.readinessApplied ? nil : ws.readinessLow)
+        return WorkoutMessage.Advice(
             forSet: ws.upcomingSet, loadKg: advice.loadKg, method: advice.method?.rawValue, loads: advice.loads, targetMps: target,
             fewerSets: advice.fewerSets, fewerSetsReason: advice.fewerSetsReason, reason: advice.reason, applied: false)
-        ws.advice = wire
-        if item.autoAdvice == true, advice.loadKg != nil || advice.fewerSets { _ = ws.apply(wire) }
+    }
+
+    // MARK: Readiness
+
+    /// Whether to ask the recorder about today's readiness after the set just ended: the station
+    /// has advice for its next set, and the set is one of the exercise's first today
+    /// (`Readiness.firstSets`, the sets the recorder scores), and readiness took no set off yet.
+    private func readinessQuestion(_ ws: StationWorkout, setTs: Double) -> ReadinessQuestion? {
+        guard ws.advice != nil, !ws.readinessApplied, let athlete = ws.athlete, let exercise = ws.exercise,
+            (1...Readiness.firstSets).contains(ws.adviceSets.count)
+        else { return nil }
+        return ReadinessQuestion(station: ws.station, athlete: athlete, exercise: exercise, setTs: setTs)
+    }
+
+    /// The readiness questions since the last call (the runtime asks the recorder), by station.
+    public mutating func takeReadinessQuestions() -> [ReadinessQuestion] {
+        guard !readinessQuestions.isEmpty else { return [] }
+        defer { readinessQuestions = [:] }
+        return readinessQuestions.keys.sorted().compactMap { readinessQuestions[$0] }
+    }
+
+    /// The recorder's answer about today's readiness at `station`. Kept while the station's athlete
+    /// and exercise are the ones it is about; when it changes whether readiness asks for one set
+    /// fewer, a pending advice for the next set is advised anew (and applied, for `!auto`) and the
+    /// station's workout sent at once. An advice that already takes a set off for another reason
+    /// stands: one set fewer at most per advice.
+    public mutating func noteReadiness(_ readiness: SessionReadiness, station: String, now: Double) -> [NotifierOutput] {
+        guard var ws = state.stations[station], ws.athlete == readiness.athlete, ws.exercise == readiness.exercise else { return [] }
+        let low = LoadAdvisor.readinessLow(readiness.assessment)
+        let before = ws.readinessLow
+        guard low != before else { return [] }
+        ws.readinessLow = low
+        needsSave = true
+        var out: [NotifierOutput] = []
+        if ws.phase == .resting, !ws.readinessApplied, let pending = ws.advice, pending.forSet == ws.upcomingSet,
+            let item = ws.planned, ws.setNumber < item.sets,
+            !pending.fewerSets || (!pending.applied && before != nil && pending.fewerSetsReason == before),
+            let renewed = advice(for: ws)
+        {
+            var unchanged = pending
+            unchanged.applied = false
+            if renewed != unchanged {
+                ws.advice = renewed
+                if item.autoAdvice == true, renewed.loadKg != nil || renewed.fewerSets { _ = ws.apply(renewed) }
+                out.append(.workout(station: station, athlete: ws.athlete, ws.message(event: "snapshot", fallbackRestS: settings.defaultRestS)))
+            }
+        }
+        state.stations[station] = ws
+        return out
     }
 
     /// `advice.accept`: the station's pending advice goes into its plan; the detector learns the

@@ -34,6 +34,10 @@ public final class NotifierRuntime {
     private var nextHeartbeat: Double
     private let heartbeatIntervalS = 1.0
     private var input: InOrderInput
+    /// Asks the session-recorder for today's readiness, for load advice.
+    private let readiness: ReadinessAsker
+    /// Readiness questions waiting for an answer or their next try (for tests).
+    var readinessWaiting: Int { readiness.waiting }
     /// The restored state's output positions, continued once the journal opens.
     private let restoredOutput: OutputPositions?
     /// When the input positions are next saved, if they moved (monotonic).
@@ -63,16 +67,23 @@ public final class NotifierRuntime {
     /// The inputs taken in order: what producers journal.
     static let ordered = MessageTypes.prefixes(SetMessage.self, RepMessage.self, PostureMessage.self, StatusMessage.self)
 
-    /// Connects to the bus and restores the state file (timers resume with the right remaining time).
+    /// Connects to the bus and restores the state file (timers resume with the right remaining
+    /// time); asks the session-recorder at `config.queryEndpoint` for readiness.
     public convenience init(
         context: ZMQContext, config: BusConfig, settings: NotifierSettings, statePath: String?, sink: (any AlertSink)?,
         logger: Logger
     ) throws(ZMQError) {
-        try self.init(transport: ZMQTransport(context: context, config: config), settings: settings, statePath: statePath, sink: sink, logger: logger)
+        try self.init(
+            transport: ZMQTransport(context: context, config: config), settings: settings, statePath: statePath, sink: sink,
+            queryEndpoint: config.queryEndpoint, logger: logger)
     }
 
-    /// Connects on `transport`, whose clock drives every timer, and restores the state file.
-    public init(transport: any BusTransport, settings: NotifierSettings, statePath: String?, sink: (any AlertSink)?, logger: Logger) throws(ZMQError) {
+    /// Connects on `transport`, whose clock drives every timer, and restores the state file;
+    /// asks the session-recorder at `queryEndpoint` for readiness (nil: never asks).
+    public init(
+        transport: any BusTransport, settings: NotifierSettings, statePath: String?, sink: (any AlertSink)?, queryEndpoint: String? = nil,
+        logger: Logger
+    ) throws(ZMQError) {
         subscriber = try Subscriber(
             transport: transport,
             prefixes: MessageTypes.prefixes(
@@ -99,6 +110,7 @@ public final class NotifierRuntime {
         restoredOutput = restored.output
         notifier = Notifier(settings: settings, state: restored, now: clock.wallSeconds())
         input = InOrderInput(transport: transport, logger: logger, wants: { topic in Self.ordered.contains { topic.hasPrefix($0) } }, resuming: restored.input)
+        readiness = ReadinessAsker(transport: transport, endpoint: queryEndpoint, logger: logger)
         nextPositionsSave = clock.monotonicSeconds() + positionsSaveIntervalS
         let timers = restored.stations.values.filter { $0.timer != nil }.count
         logger.info(
@@ -130,6 +142,8 @@ public final class NotifierRuntime {
             }
         }
         for ready in input.poll() { try emit(notifier.handle(ready, now: clock.wallSeconds())) }
+        for question in notifier.takeReadinessQuestions() { readiness.ask(question) }
+        for answer in readiness.poll() { try emit(notifier.noteReadiness(answer.readiness, station: answer.station, now: clock.wallSeconds())) }
         try emit(notifier.tick(now: clock.wallSeconds()))
         let now = clock.monotonicSeconds()
         let spacing = max(stateSaveIntervalS, lastSaveDurationS / Self.saveShare)

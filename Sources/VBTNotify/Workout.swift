@@ -103,6 +103,12 @@ public struct StationWorkout: Sendable, Codable, Equatable {
     public var repSetId: String?
     /// The advice after the last set, until the exercise changes or the next set ends.
     public var advice: WorkoutMessage.Advice?
+    /// Why today's readiness of the current exercise asks for one set fewer (the recorder's
+    /// verdict, `LoadAdvisor.readinessLow`); nil when it does not, or is not known.
+    public var readinessLow: String?
+    /// An advice with readiness's set fewer was carried into the plan: readiness takes one set
+    /// off an exercise's day, however many of its first sets say below usual.
+    public var readinessApplied = false
 
     /// A station nobody assigned yet.
     public init(station: String) { self.station = station }
@@ -134,6 +140,13 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         repVelocities = try c.decodeIfPresent([Double].self, forKey: .repVelocities) ?? []
         repSetId = try c.decodeIfPresent(String.self, forKey: .repSetId)
         advice = try c.decodeIfPresent(WorkoutMessage.Advice.self, forKey: .advice)
+        readinessLow = try c.decodeIfPresent(String.self, forKey: .readinessLow)
+        readinessApplied = try c.decodeIfPresent(Bool.self, forKey: .readinessApplied) ?? false
+    }
+
+    /// A new exercise: today's sets, advice and readiness are the previous one's no more.
+    mutating func startExercise() {
+        (adviceSets, advice, readinessLow, readinessApplied) = ([], nil, nil, false)
     }
 
     /// How notifiers before the wire's `Plan` saved a plan.
@@ -215,7 +228,7 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         }
         exerciseIndex += 1
         setNumber = 1
-        (adviceSets, advice) = ([], nil)
+        startExercise()
         let next = plan.items[exerciseIndex]
         exercise = next.exercise
         loadKg = next.loadKg
@@ -246,6 +259,7 @@ public struct StationWorkout: Sendable, Codable, Equatable {
         }
         plan.items[exerciseIndex] = item
         self.plan = plan
+        if advice.fewerSets, let readinessLow, advice.fewerSetsReason == readinessLow { readinessApplied = true }
         var applied = advice
         applied.applied = true
         self.advice = applied

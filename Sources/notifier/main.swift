@@ -26,6 +26,11 @@ struct NotifierCommand: AsyncParsableCommand {
             left out; proto/cmd.schema.json gives every argument's type and bounds):
             \(CommandName.help(for: "notifier"))
 
+            After one of an exercise's first sets with load advice, the notifier asks the \
+            session-recorder for today's readiness (--query-endpoint): below the athlete's usual, \
+            beyond noise, the advice carries one set fewer. Without the recorder the advice goes on \
+            without it.
+
             Timers, plans and open alerts are kept in --state and survive a restart. --webhook URL \
             posts every alert as JSON from its own task (bounded queue; a slow or dead webhook never \
             stalls the bus; drops are counted in heartbeat.notifier).
@@ -55,6 +60,12 @@ struct NotifierCommand: AsyncParsableCommand {
 
     @Option(help: "Load advice never goes below this, kg: the empty bar.")
     var barKg: Double = 20
+
+    @Option(
+        help:
+            "The session-recorder's query endpoint, asked for today's readiness after a set (overrides VBT_QUERY_ENDPOINT; default tcp://127.0.0.1:7703)."
+    )
+    var queryEndpoint: String?
 
     @Option(help: "Post every alert as JSON to this http:// or https:// address.")
     var webhook: String?
@@ -113,7 +124,9 @@ struct NotifierCommand: AsyncParsableCommand {
             webhookSettings.minSeverity = AlertMessage.Severity(rawValue: webhookSeverity) ?? .info
             return WebhookSink(settings: webhookSettings, logger: logger)
         }
-        let busConfig = bus.config, notifierSettings = settings, statePath = state, journalPlan = journalOptions.plan
+        var config = bus.config
+        if let queryEndpoint { config.queryEndpoint = queryEndpoint }
+        let busConfig = config, notifierSettings = settings, statePath = state, journalPlan = journalOptions.plan
         let stop = StopFlag()
         // The sink outlives the bus loop: an attempt in flight at shutdown gets a moment to finish, then is cancelled.
         let services = sink.map { [WebhookService(sink: $0, graceS: webhookTimeout + 0.5)] } ?? []

@@ -24,10 +24,12 @@ struct LoadAdviceNotifierTests {
         let coach: Publisher
         var commandCount = 0
 
-        init() throws {
+        /// `queryEndpoint`: where the notifier asks for readiness (nil: never).
+        init(queryEndpoint: String? = nil, logger: Logger = LoadAdviceNotifierTests.logger) throws {
             var settings = NotifierSettings()
             settings.snapshotS = 1e9
-            notifier = try NotifierRuntime(transport: bus, settings: settings, statePath: nil, sink: nil, logger: LoadAdviceNotifierTests.logger)
+            notifier = try NotifierRuntime(
+                transport: bus, settings: settings, statePath: nil, sink: nil, queryEndpoint: queryEndpoint, logger: logger)
             listener = try Subscriber(
                 transport: bus, prefixes: MessageTypes.prefixes(WorkoutMessage.self, CommandMessage.self, AckMessage.self),
                 logger: LoadAdviceNotifierTests.logger)
@@ -48,10 +50,10 @@ struct LoadAdviceNotifierTests {
             try coach.publish(CommandMessage(id: "coach-\(commandCount)", command: name, target: "*", args: JSONObject(args)), station: "rack-01")
         }
 
-        /// A plan of squat, 3 x 5 at 100 kg aiming at 0.75 m/s (`advice`: `auto` or nil), then bench.
-        mutating func assignPlan(advice: String? = nil) throws {
+        /// A plan of squat, 3 (`sets`) x 5 at 100 kg aiming at 0.75 m/s (`advice`: `auto` or nil), then bench.
+        mutating func assignPlan(advice: String? = nil, sets: Int = 3) throws {
             var squat: [(key: String, value: JSONValue)] = [
-                ("exercise", .string("squat")), ("sets", .number(3)), ("reps", .number(5)), ("rest_s", .number(120)),
+                ("exercise", .string("squat")), ("sets", .number(Double(sets))), ("reps", .number(5)), ("rest_s", .number(120)),
                 ("load_kg", .number(100)), ("target_mean_velocity_mps", .number(0.75)),
             ]
             if let advice { squat.append(("advice", .string(advice))) }
