@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from test_recorder import RawPublisher, Recorder, vbt
-from test_wire import BIN_DIR, Bus, Program, free_port, wait_until
+from test_wire import BIN_DIR, Bus, Program, binary, free_port, wait_until
 
 # Debian's server binaries (not on PATH), the newest installed; `make deps` installs postgresql.
 PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name), default=Path("/usr/lib/postgresql/15/bin"))
@@ -92,7 +92,15 @@ class Chain:
         self.log = root / "postgres.log"
 
     def vbt(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([str(BIN_DIR / "vbt"), *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:  # `vbt` replaced under us by a rebuild (ENOENT, ETXTBSY): retry, bounded, as test_wire's Program
+            try:
+                result = subprocess.run([binary("vbt"), *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.25)
         if ok:
             assert result.returncode == 0, f"vbt {' '.join(args)} exited {result.returncode}: {result.stderr}"
         return result
