@@ -32,6 +32,10 @@ public struct RepMessage: BusPayload, Equatable {
     /// let the detector count the rep: `t_end`, or later when the detector
     /// needed readings past it (its smoothing). Absent for a rep a command made.
     public var tInput: Double?
+    /// When the detector took the sample message holding the completing reading from its input
+    /// (Unix seconds, its computer's clock): with the envelope's `ts`, the detector's own share of
+    /// the rep's latency (`vbt loadtest`'s stages). Absent for a rep a command made.
+    public var receivedTs: Double?
     /// Seconds between the completing reading's own time (`t_input`, else `t_end`) and the rep's
     /// publication, when over `lateAfterS`: the readings reached the detector late (fetched from
     /// the bridge's journal after an outage, or the detector catching up after a restart). Nil
@@ -103,6 +107,7 @@ public struct RepMessage: BusPayload, Equatable {
         meanPowerW = try fields.optionalNumber("mean_power_w")
         sensor = try fields.optionalString("sensor")
         tInput = try fields.optionalNumber("t_input")
+        receivedTs = try fields.optionalNumber("received_ts")
         // `late_s` counts only with `late: true` (the schema asks for both or neither).
         let late = try fields.optionalFlag("late") == true
         let lateS = try fields.optionalNumber("late_s")
@@ -139,6 +144,7 @@ public struct RepMessage: BusPayload, Equatable {
         writer.optionalField("mean_power_w", meanPowerW)
         writer.optionalField("sensor", sensor)
         if let tInput { writer.key("t_input"); writer.fixed(tInput, decimals: 6) }
+        if let receivedTs { writer.key("received_ts"); writer.fixed(receivedTs, decimals: 6) }
         if let lateS {
             writer.key("late"); writer.bool(true)
             writer.key("late_s"); writer.fixed(lateS, decimals: 3)

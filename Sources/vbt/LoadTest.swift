@@ -395,6 +395,8 @@ struct LoadReport: Encodable, Sendable {
     var slowest: [SlowRep] = []
     /// Every rep timed, as it came (`--timings`; not in the JSON report).
     var timed: [SlowRep] = []
+    /// Where the timed reps' latency went, stage by stage (`LoadStages`).
+    var stages: Stages?
     /// Whether it held the goals (`--p99-goal-ms`, `--rss-goal-mb`), once judged.
     var verdict: Verdict?
     /// The replaying bridge's name among `processes`: the load, not a daemon of the installation.
@@ -415,7 +417,7 @@ struct LoadReport: Encodable, Sendable {
         case machineStalls = "machine_stalls"
         case scheduling
         case storeGrowth = "store_growth"
-        case verdict
+        case stages, verdict
     }
 
     /// What the consumers missed and had neither fetched again nor given up when the run ended.
@@ -485,6 +487,7 @@ struct LoadReport: Encodable, Sendable {
                 machineStalls.over2Ms, machineStalls.over5Ms, machineStalls.worstMs, latencyMsOutsideStalls.count, latencyMsOutsideStalls.p50,
                 latencyMsOutsideStalls.p99, latencyMsOutsideStalls.max)
         text += "scheduling: listener \(scheduling.listener), replay \(scheduling.replay)\n"
+        if let stages { text += stages.table }
         text += "consumer            received     gaps  missing     lost  still missing\n"
         for name in consumers.keys.sorted() {
             let c = consumers[name]!
@@ -635,6 +638,7 @@ struct LoadRun {
         // Every timed rep's span (wall clock), to set aside those the computer itself stalled.
         var spans: [(from: Double, to: Double, micros: UInt64)] = []
         var window = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        var stages = LoadStages()
         var windows: [LoadReport.Window] = []
         var slowest: [LoadReport.SlowRep] = []
         var timed: [LoadReport.SlowRep] = []
@@ -736,6 +740,9 @@ struct LoadRun {
                     let micros = UInt64(max(0, (arrived - list[index].ts) * 1e6))
                     _ = histogram.record(micros)
                     spans.append((list[index].ts, arrived, micros))
+                    stages.record(
+                        readingT: completing, samplePublished: list[index].ts, received: rep.receivedTs, repPublished: message.envelope.ts,
+                        arrived: arrived)
                     _ = window.record(micros)
                     let timing = LoadReport.SlowRep(
                         station: station, repId: rep.repId, sensor: rep.sensor, latencyMs: Double(micros) / 1000, messagesAfter: list.count - index - 1,
@@ -812,7 +819,7 @@ struct LoadRun {
             latencyMs: latency(histogram), latencyMsOutsideStalls: latency(outside), machineStalls: stalls, scheduling: scheduling,
             lost: consumers.mapValues(\.lost), consumers: consumers, listener: subscriber.stats.totals, processes: processes, storeGrowth: growth,
             windows: windows,
-            slowest: slowest, timed: timed)
+            slowest: slowest, timed: timed, stages: stages.report)
     }
 
     /// The recorder's row counts, if it answers within `timeoutS`.
