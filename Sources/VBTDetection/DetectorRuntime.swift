@@ -82,6 +82,14 @@ public final class DetectorRuntime {
         var heldIMU: [(message: BusMessage, lastT: Double)] = []
         /// The readings were ended (`finish`) when the station went silent, and none came since.
         var ended = false
+        /// The recorder was asked for the station's assignment in this process's life (or the
+        /// station was handed over, its assignment with it): `requestAssignment`.
+        var asked = false
+        /// The envelope `ts` of the newest sample message fed in this process's life.
+        var fedTs = -Double.infinity
+        /// The recorder's assignment, missed by this detector, waiting for the station's first
+        /// sample message sent at or after it (`caughtUp`).
+        var missed: AssignmentRecord?
     }
     /// The last seq processed of each input stream the in-order input does not keep (commands,
     /// and a stream restored or handed over before the input delivered any of it).
@@ -123,6 +131,14 @@ public final class DetectorRuntime {
     private let recorder: QueryClient?
     /// The question for the recorder's patterns, while unanswered: its id and when to give up.
     private var patternsRequest: (id: String, deadline: Double)?
+    /// The questions for stations' assignments, while unanswered, by id: the station and when to give up.
+    private var assignmentRequests: [String: (station: String, deadline: Double)] = [:]
+    /// Stations first seen since the last message, to be asked for their assignments.
+    private var stationsToAsk: [String] = []
+    /// An assignment question went unanswered (said once: the recorder is down or far).
+    private var assignmentsUnanswered = false
+    /// How many stations hold a `missed` assignment (none: no look-up per message).
+    private var missedWaiting = 0
     /// Readings skipped for a time far from their message's `ts`.
     private var badTimes = 0
     /// How far a reading's time may be from its message's send time.
@@ -237,6 +253,12 @@ public final class DetectorRuntime {
         recorder = options.askRecorder ? try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: options.recorderTimeoutS) : nil
         if library.patterns.isEmpty { requestPatterns() }
         libraryChanged()
+        // A command published while this detector was down reached no one: the restored
+        // stations' assignments are checked against the recorder's at once (`requestAssignment`).
+        for station in stations.keys.sorted() {
+            stations[station]?.asked = true
+            requestAssignment(of: station)
+        }
         if let saved {
             logger.notice(
                 "restored from the checkpoint; fetching the readings since from the bridges' journals",
@@ -329,7 +351,7 @@ public final class DetectorRuntime {
         if isActive || isHandingOver {
             for message in input.poll() { try processAndHandOver(message, inOrder: true) }
         }
-        collectReplies()
+        try collectReplies()
         try progressTakeover()
         try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
         try replay?.serve()
@@ -507,6 +529,14 @@ public final class DetectorRuntime {
             }
             command = decoded
         }
+        defer {
+            // A station first heard of in this process's life: its assignment is asked for.
+            while let asked = stationsToAsk.popLast() { requestAssignment(of: asked) }
+        }
+        // A missed assignment applies before the first readings sent at or after it.
+        if missedWaiting > 0, command == nil, let missed = stations[station]?.missed, message.envelope.ts >= missed.ts {
+            try applyMissed(at: station)
+        }
         // Fed in place in the dictionary (its buffers have one owner and are changed where
         // they lie): nothing else may hold the station's detector meanwhile (a second
         // reference would make the first append copy its buffers).
@@ -558,6 +588,7 @@ public final class DetectorRuntime {
         outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?
     ) {
         let sensor = command == nil ? message.sensor : nil
+        if command == nil { slot.fedTs = max(slot.fedTs, message.envelope.ts) }
         if sensor == SampleMessage.imuSensor, slot.laserT > -.infinity {
             guard let lastT = message.readingTimes()?.max() ?? (try? message.payload(as: SampleMessage.self))?.readings.latestTime else {
                 return feed(message, command: command, into: &slot.detector)
@@ -614,7 +645,7 @@ public final class DetectorRuntime {
         var ack: AckMessage?
         let sensor = message.sensor
         if let command {
-            (outputs, ack) = apply(command, to: &detector)
+            (outputs, ack) = apply(command, ts: message.envelope.ts, to: &detector)
         } else if sensor == SampleMessage.postureSensor {
             // Not the detector's (StationDetector.feed): not decoded into readings.
         } else {
@@ -660,6 +691,10 @@ public final class DetectorRuntime {
         func arrived(_ slot: inout Station) -> T {
             slot.arrived = now
             slot.ended = false
+            if !slot.asked {
+                slot.asked = true
+                stationsToAsk.append(station)
+            }
             return change(&slot)
         }
         return arrived(&stations[station, default: Station(detector: StationDetector(station: station, settings: options.settings), arrived: now)])
@@ -686,34 +721,119 @@ public final class DetectorRuntime {
         }
     }
 
-    /// Takes whatever the recorder has answered (never waits); forgets a
-    /// question unanswered for `recorderTimeoutS`.
-    private func collectReplies() {
-        guard let recorder, let request = patternsRequest else { return }
+    /// Asks the recorder for a station's latest assignment, once in this process's life, at start
+    /// for a restored station, else when its first message comes. The answer is taken by
+    /// `collectReplies` whenever it comes (the loop never waits): readings that come before it
+    /// are detected under the assignment the station holds, as they would be without a recorder.
+    private func requestAssignment(of station: String) {
+        guard let recorder else { return }
         do {
-            while let reply = try recorder.nextReply() {
-                guard reply.id == request.id else { continue }  // a pattern.put's confirmation
-                patternsRequest = nil
-                let stored = try QueryClient.decode(reply.data, of: .patternList, as: [StoredPattern].self)
-                var added = 0
-                for item in stored {
-                    if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {
-                        library.add(pattern)
-                        added += 1
-                    }
-                }
-                if added > 0 { libraryChanged() }
-                logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"])
-                return
-            }
+            let id = try recorder.request(.assignmentGet, StationArgs(station: station))
+            assignmentRequests[id] = (station, clock.monotonicSeconds() + options.recorderTimeoutS)
         } catch {
-            patternsRequest = nil
-            logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
+            assignmentsNotAnswered(reason: "\(error)")
+        }
+    }
+
+    /// Says once that assignments are not checked against the recorder's.
+    private func assignmentsNotAnswered(reason: String) {
+        guard !assignmentsUnanswered else { return }
+        assignmentsUnanswered = true
+        logger.warning(
+            "no assignment from the session-recorder; stations keep the assignment they hold (a command published while this detector was down is not caught up)",
+            metadata: ["reason": "\(reason)"])
+    }
+
+    /// Takes the recorder's latest assignment of `station`: when this detector missed it (newer
+    /// than the last command it applied, and another command: `StationDetector.missedCommand`),
+    /// it is applied where the command would have been, before the station's first sample
+    /// message sent at or after it. At once when the readings fed have passed it; otherwise (a
+    /// restored station whose readings since the checkpoint are still to come from the bridges'
+    /// journals) when such a message comes, so readings sent before it keep the assignment
+    /// they were lifted under.
+    private func caughtUp(_ stored: AssignmentRecord?, station: String) throws {
+        guard let stored, isActive || isHandingOver, let slot = stations[station], slot.detector.missedCommand(stored) != nil else { return }
+        if slot.missed == nil { missedWaiting += 1 }
+        stations[station]?.missed = stored
+        if slot.fedTs >= stored.ts { try applyMissed(at: station) }
+    }
+
+    /// Applies the station's missed assignment (`caughtUp`), as the command would have been
+    /// applied; checkpointed at once, as a command is.
+    private func applyMissed(at station: String) throws {
+        guard let stored = stations[station]?.missed, let athleteBefore = stations[station].map({ $0.detector.assignment.athlete }) else { return }
+        stations[station]?.missed = nil
+        missedWaiting -= 1
+        let result: (command: CommandMessage, outputs: [DetectorOutput])?
+        do { result = try stations[station]?.detector.catchUp(on: stored) } catch {
+            logger.warning(
+                "stored assignment not applied", metadata: ["station": "\(station)", "correlation_id": "\(stored.cmdId ?? "")", "error": "\(error)"])
             return
         }
-        if clock.monotonicSeconds() > request.deadline {
+        // A command applied since (newer) has made it moot.
+        guard let (command, outputs) = result else { return }
+        changed = true
+        checkpointDue = 0
+        logger.notice(
+            "assignment caught up from the recorder",
+            metadata: [
+                "station": "\(station)", "correlation_id": "\(command.id)", "command": "\(stored.command ?? "")",
+                "athlete": "\(stations[station]?.detector.assignment.athlete ?? "")", "ts": "\(stored.ts)",
+            ])
+        for output in outputs {
+            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore) }
+        }
+    }
+
+    /// Takes whatever the recorder has answered (never waits); forgets a
+    /// question unanswered for `recorderTimeoutS`.
+    private func collectReplies() throws {
+        guard let recorder, patternsRequest != nil || !assignmentRequests.isEmpty else { return }
+        // Assignments are applied once the replies are read: what they make is published, and
+        // a failure to publish is the loop's, not the recorder's.
+        var assignments: [(station: String, stored: AssignmentRecord?)] = []
+        do {
+            while let reply = try recorder.nextReply() {
+                if let asked = assignmentRequests.removeValue(forKey: reply.id) {
+                    do {
+                        assignments.append((asked.station, try QueryClient.decode(reply.data, of: .assignmentGet, as: AssignmentRecord?.self)))
+                    } catch {
+                        assignmentsNotAnswered(reason: "\(error)")
+                    }
+                    continue
+                }
+                guard let request = patternsRequest, reply.id == request.id else { continue }  // a pattern.put's confirmation
+                patternsRequest = nil
+                do {
+                    let stored = try QueryClient.decode(reply.data, of: .patternList, as: [StoredPattern].self)
+                    var added = 0
+                    for item in stored {
+                        if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {
+                            library.add(pattern)
+                            added += 1
+                        }
+                    }
+                    if added > 0 { libraryChanged() }
+                    logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"])
+                } catch {
+                    logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
+                }
+            }
+        } catch {
+            if patternsRequest != nil { logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"]) }
+            if !assignmentRequests.isEmpty { assignmentsNotAnswered(reason: "\(error)") }
+            (patternsRequest, assignmentRequests) = (nil, [:])
+        }
+        for (station, stored) in assignments { try caughtUp(stored, station: station) }
+        let now = clock.monotonicSeconds()
+        if let request = patternsRequest, now > request.deadline {
             patternsRequest = nil
             logger.info("no patterns from the session-recorder", metadata: ["reason": "no answer within \(options.recorderTimeoutS) s; detecting without them"])
+        }
+        let expired = assignmentRequests.filter { now > $0.value.deadline }
+        if !expired.isEmpty {
+            for id in expired.keys { assignmentRequests[id] = nil }
+            assignmentsNotAnswered(reason: "no answer within \(options.recorderTimeoutS) s")
         }
     }
 
@@ -759,7 +879,7 @@ public final class DetectorRuntime {
 
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
-    private func apply(_ command: CommandMessage, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
+    private func apply(_ command: CommandMessage, ts: Double, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
         guard CommandName.spec(command.command)?.programs.contains("rep-detector") == true else { return ([], nil) }
         func answer(refusal: String?, detail: String? = nil) -> AckMessage {
             if let refusal {
@@ -776,7 +896,7 @@ public final class DetectorRuntime {
             return ([], answer(refusal: "\(command.command): \(error)"))
         }
         let outputs: [DetectorOutput]
-        do { outputs = try detector.apply(command) } catch { return ([], answer(refusal: "\(command.command): \(error)")) }
+        do { outputs = try detector.apply(command, ts: ts) } catch { return ([], answer(refusal: "\(command.command): \(error)")) }
         switch command.command {
         case CommandName.athleteAssign:
             let assignment = detector.assignment
@@ -897,6 +1017,11 @@ public final class DetectorRuntime {
         let ready = targets.allSatisfy { src, first in position(of: src) >= first - 1 }
         guard ready || clock.monotonicSeconds() >= deadline else { return }
         if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
+        // The successor asks the recorder for no handed-over station: what this one caught up
+        // on and has not applied yet (no reading since) is applied now, and goes with the state.
+        if missedWaiting > 0 {
+            for station in stations.keys.sorted() where stations[station]?.missed != nil { try applyMissed(at: station) }
+        }
         // Encode everything first: a state that cannot go on the wire aborts the
         // hand-over and this detector keeps running (the new one says so after its timeout).
         var messages: [(HandoffMessage, String)] = []
@@ -949,7 +1074,8 @@ public final class DetectorRuntime {
         stations = states.mapValues { detector in
             var restored = detector
             restored.settings = options.settings
-            return Station(detector: restored, arrived: nil)
+            // Its assignment came with it, up to the predecessor's last command: not asked again.
+            return Station(detector: restored, arrived: nil, asked: true)
         }
         positions = handed
         input = InOrderInput(

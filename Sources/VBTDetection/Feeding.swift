@@ -1,4 +1,5 @@
 import VBTBus
+import VBTQuery
 import VBTWire
 
 // What the live rep-detector and `vbt eval` share: how a bus message's
@@ -63,5 +64,52 @@ extension StationDetector {
         default:
             return []
         }
+    }
+}
+
+/// A command that changed a station's assignment, as the detector applied it: the
+/// envelope's `ts` (the sender's clock, which the recorder stores too) and its id.
+public struct AppliedCommand: Sendable, Codable, Equatable {
+    public var ts: Double
+    public var id: String
+
+    /// Creates a value.
+    public init(ts: Double, id: String) { (self.ts, self.id) = (ts, id) }
+}
+
+extension StationDetector {
+    /// The commands that change what the station's assignment is, and so move `lastCommand`.
+    /// `set.end` does not: a stored assignment older than it may still be one missed.
+    public static let assignmentCommands: Set<String> = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setLoad]
+
+    /// `apply`, noting a command that changes the assignment as the last one applied
+    /// (`ts`: its envelope's). A refused command changes nothing, so it is not noted.
+    public mutating func apply(_ command: CommandMessage, ts: Double) throws(PayloadError) -> [DetectorOutput] {
+        let outputs = try apply(command)
+        if Self.assignmentCommands.contains(command.command) { lastCommand = AppliedCommand(ts: ts, id: command.id) }
+        return outputs
+    }
+
+    /// The command that would bring this station to `stored`, the recorder's latest assignment
+    /// of it, or nil when there is nothing to catch up on: the stored one is not newer (by
+    /// `ts`) than the last command applied, or is that same command, or is not one the detector
+    /// acts on (a `plan.assign` is the notifier's, which sends the `athlete.assign` of the plan's
+    /// item after it; a row from before the recorder kept commands has no arguments).
+    /// A `set.load` row holds the whole assignment with its new load: applied as `athlete.assign`.
+    public func missedCommand(_ stored: AssignmentRecord) -> CommandMessage? {
+        guard let id = stored.cmdId, let command = stored.command, Self.assignmentCommands.contains(command) else { return nil }
+        if let last = lastCommand, stored.ts <= last.ts || id == last.id { return nil }
+        if command == CommandName.athleteUnassign { return CommandMessage(id: id, command: command, target: "rep-detector") }
+        guard let args = stored.args else { return nil }
+        return CommandMessage(id: id, command: CommandName.athleteAssign, target: "rep-detector", args: args)
+    }
+
+    /// Applies `stored` when this detector missed it (`missedCommand`), as the command would
+    /// have been applied; nil when it did not. What it made: a set ended by `athlete.unassign`.
+    public mutating func catchUp(on stored: AssignmentRecord) throws(PayloadError) -> (command: CommandMessage, outputs: [DetectorOutput])? {
+        guard let command = missedCommand(stored) else { return nil }
+        let outputs = try apply(command)
+        lastCommand = AppliedCommand(ts: stored.ts, id: command.id)
+        return (command, outputs)
     }
 }

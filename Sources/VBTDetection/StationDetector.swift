@@ -236,6 +236,9 @@ public struct StationDetector: Sendable, Codable {
     private var profilePoints: [String: [Double: Double]] = [:]
     /// Reading time of the newest reading seen.
     public private(set) var lastReadingT = -Double.infinity
+    /// The last command that changed the assignment (its envelope `ts` and id): a stored
+    /// assignment newer than it is one this detector missed (Feeding.swift, `catchUp`).
+    public var lastCommand: AppliedCommand?
 
     struct OpenSet: Sendable, Codable {
         var setId: String
@@ -248,10 +251,10 @@ public struct StationDetector: Sendable, Codable {
     /// What a checkpoint or a hand-over keeps: everything but the patterns (see `patterns`).
     private enum CodingKeys: String, CodingKey {
         case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, held, learnedRomMm, learnedRomSdMm, romMisses
-        case lastRepEndT, profilePoints, lastReadingT
+        case lastRepEndT, profilePoints, lastReadingT, lastCommand
     }
 
-    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise.
+    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise and no `lastCommand`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         station = try c.decode(String.self, forKey: .station)
@@ -269,6 +272,8 @@ public struct StationDetector: Sendable, Codable {
         lastRepEndT = try c.decode(Double.self, forKey: .lastRepEndT)
         profilePoints = try c.decode([String: [Double: Double]].self, forKey: .profilePoints)
         lastReadingT = try c.decode(Double.self, forKey: .lastReadingT)
+        // A state written before it was kept has none: any stored assignment is then newer.
+        lastCommand = try c.decodeIfPresent(AppliedCommand.self, forKey: .lastCommand)
     }
 
     /// Creates a detector for `station`.

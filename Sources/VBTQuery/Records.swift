@@ -279,16 +279,24 @@ public struct AssignmentRecord: Codable, Sendable, Equatable {
     public var ts: Double
     /// The command's correlation id (who sent it can wait for exactly this one).
     public var cmdId: String?
+    /// The command that made it (`athlete.assign`, `athlete.unassign`, `plan.assign`, `set.load`);
+    /// nil for one stored before the recorder kept it.
+    public var command: String?
+    /// The assignment's whole arguments, as `athlete.assign` takes them (for `set.load`, the
+    /// assignment before with the new load): what a detector that missed the command applies.
+    public var args: JSONObject?
 
     enum CodingKeys: String, CodingKey {
-        case station, athlete, exercise, plan, ts
+        case station, athlete, exercise, plan, ts, command, args
         case loadKg = "load_kg"
         case cmdId = "cmd_id"
     }
 
     /// Creates a value.
-    public init(station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, plan: String? = nil, ts: Double, cmdId: String? = nil)
-    {
+    public init(
+        station: String, athlete: String? = nil, exercise: String? = nil, loadKg: Double? = nil, plan: String? = nil, ts: Double, cmdId: String? = nil,
+        command: String? = nil, args: JSONObject? = nil
+    ) {
         self.station = station
         self.athlete = athlete
         self.exercise = exercise
@@ -296,6 +304,93 @@ public struct AssignmentRecord: Codable, Sendable, Equatable {
         self.plan = plan
         self.ts = ts
         self.cmdId = cmdId
+        self.command = command
+        self.args = args
+    }
+
+    /// Reads a record; one from a recorder before `command` and `args` has neither.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        station = try c.decode(String.self, forKey: .station)
+        athlete = try c.decodeIfPresent(String.self, forKey: .athlete)
+        exercise = try c.decodeIfPresent(String.self, forKey: .exercise)
+        loadKg = try c.decodeIfPresent(Double.self, forKey: .loadKg)
+        plan = try c.decodeIfPresent(String.self, forKey: .plan)
+        ts = try c.decode(Double.self, forKey: .ts)
+        cmdId = try c.decodeIfPresent(String.self, forKey: .cmdId)
+        command = try c.decodeIfPresent(String.self, forKey: .command)
+        if case .object(let object)? = try c.decodeIfPresent(CodableJSON.self, forKey: .args)?.value { args = object }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(station, forKey: .station)
+        try c.encodeIfPresent(athlete, forKey: .athlete)
+        try c.encodeIfPresent(exercise, forKey: .exercise)
+        try c.encodeIfPresent(loadKg, forKey: .loadKg)
+        try c.encodeIfPresent(plan, forKey: .plan)
+        try c.encode(ts, forKey: .ts)
+        try c.encodeIfPresent(cmdId, forKey: .cmdId)
+        try c.encodeIfPresent(command, forKey: .command)
+        try c.encodeIfPresent(args.map { CodableJSON(value: .object($0)) }, forKey: .args)
+    }
+}
+
+/// A bus JSON value carried through Foundation's coders as the same JSON.
+struct CodableJSON: Codable {
+    var value: JSONValue
+
+    init(value: JSONValue) { self.value = value }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        if let object = try? decoder.container(keyedBy: Key.self) {
+            value = .object(JSONObject(try object.allKeys.map { ($0.stringValue, try object.decode(CodableJSON.self, forKey: $0).value) }))
+        } else if var array = try? decoder.unkeyedContainer() {
+            var elements: [JSONValue] = []
+            while !array.isAtEnd { elements.append(try array.decode(CodableJSON.self).value) }
+            value = .array(elements)
+        } else {
+            let single = try decoder.singleValueContainer()
+            if single.decodeNil() {
+                value = .null
+            } else if let flag = try? single.decode(Bool.self) {
+                value = .bool(flag)
+            } else if let number = try? single.decode(Double.self) {
+                value = .number(number)
+            } else {
+                value = .string(try single.decode(String.self))
+            }
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        switch value {
+        case .null:
+            var single = encoder.singleValueContainer()
+            try single.encodeNil()
+        case .bool(let flag):
+            var single = encoder.singleValueContainer()
+            try single.encode(flag)
+        case .number(let number):
+            var single = encoder.singleValueContainer()
+            try single.encode(number)
+        case .string(let text):
+            var single = encoder.singleValueContainer()
+            try single.encode(text)
+        case .array(let elements):
+            var array = encoder.unkeyedContainer()
+            for element in elements { try array.encode(CodableJSON(value: element)) }
+        case .object(let object):
+            var keyed = encoder.container(keyedBy: Key.self)
+            for field in object.fields { try keyed.encode(CodableJSON(value: field.value), forKey: Key(stringValue: field.key)) }
+        }
     }
 }
 

@@ -347,6 +347,13 @@ public final class Ingestor {
         for (src, list) in result.holes { try Self.writeHoles(src, from: holes[src] ?? [], to: list, db: db) }
     }
 
+    /// A command's arguments as the JSON text the `assignments` table keeps.
+    static func jsonText(_ object: JSONObject) -> String {
+        var writer = JSONWriter()
+        writer.value(.object(object))
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
     /// A message of a kept stream that is not history itself (a posture reading
     /// that is no change): it moves its stream's progress and nothing else.
     static func isProgressOnly(_ message: BusMessage) -> Bool {
@@ -767,28 +774,58 @@ public final class Ingestor {
         case CommandMessage.type:
             let command = try message.payload(as: CommandMessage.self)
             let athlete: String?, exercise: String?, loadKg: Double?, plan: String?
+            // The whole command is kept with the assignment: a rep-detector that was down when it
+            // came catches up on it from here (`assignment.get`, docs/programs/rep-detector.md).
+            var args: JSONObject? = command.args
             switch command.command {
             case CommandName.athleteAssign:
                 let assign = try AthleteAssign(args: command.args)
                 (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
             case CommandName.athleteUnassign:
                 // Nobody at the station from now on: an assignment of no one.
-                try db.cachedStatement(
-                    sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, NULL, NULL, NULL, NULL, ?, ?)"
-                ).execute(
-                    arguments: [station, envelope.ts, command.id])
-                return true
+                (athlete, exercise, loadKg, plan, args) = (nil, nil, nil, nil, nil)
             case CommandName.planAssign:
                 // The plan itself is the notifier's; the recorder keeps who and which plan.
                 let assigned = try Plan(assignArgs: command.args)
                 (athlete, exercise, loadKg, plan) = (assigned.athlete, nil, nil, assigned.id)
+            case CommandName.setLoad:
+                // The station's assignment with the new load: a new row, so the assignment the
+                // detector would hold after the command is the latest one stored. One the
+                // detector refuses changes nothing here either. A row from before v14 has no
+                // command and no arguments: its athlete and exercise stand for them.
+                guard let load = try? SetLoad(args: command.args).loadKg else { return false }
+                let before = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT athlete, exercise, plan, args FROM assignments
+                        WHERE station = ? AND (command IS NULL OR command IN ('athlete.assign', 'athlete.unassign', 'set.load'))
+                        ORDER BY ts DESC, id DESC LIMIT 1
+                        """,
+                    arguments: [station])
+                var assignArgs =
+                    (before?["args"] as String?).flatMap { text -> JSONObject? in
+                        guard case .object(let object)? = try? JSONParser.parse(Array(text.utf8)) else { return nil }
+                        return object
+                    }
+                    ?? JSONObject(
+                        [("athlete", before?["athlete"] as String?), ("exercise", before?["exercise"] as String?)].compactMap { key, value in
+                            value.map { (key: key, value: JSONValue.string($0)) }
+                        })
+                assignArgs.fields.removeAll { $0.key == "load_kg" }
+                assignArgs.fields.append((key: "load_kg", value: .number(load)))
+                (athlete, exercise, loadKg, plan, args) = (before?["athlete"], before?["exercise"], load, before?["plan"], assignArgs)
             default:
                 return false
             }
             try db.cachedStatement(
-                sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                sql: "INSERT INTO assignments (station, athlete, exercise, load_kg, plan, ts, cmd_id, command, args) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ).execute(
-                arguments: [station, athlete ?? envelope.athlete, exercise, loadKg, plan, envelope.ts, command.id])
+                arguments: [
+                    // The envelope's athlete stands in for an assignment's unnamed one, not for nobody.
+                    station, [CommandName.athleteAssign, CommandName.planAssign].contains(command.command) ? athlete ?? envelope.athlete : athlete,
+                    exercise, loadKg, plan, envelope.ts,
+                    command.id, command.command, args.map(Self.jsonText),
+                ])
         case CalibrationMessage.type:
             guard case .string(let json)? = message.fields["json"] else { throw PayloadError("calibration without its json field") }
             try db.cachedStatement(

@@ -109,6 +109,10 @@ extension TrainingStore {
                 try db.execute(sql: "UPDATE \(table) SET athlete = ? WHERE athlete = ?", arguments: [pseudonym, id])
                 rows[table] = db.changesCount
             }
+            // An assignment's command arguments name them too.
+            try db.execute(
+                sql: "UPDATE assignments SET args = json_set(args, '$.athlete', ?) WHERE args IS NOT NULL AND json_extract(args, '$.athlete') = ?",
+                arguments: [pseudonym, id])
             // An alert is stored as its message's JSON: its athlete and its words name them.
             var alerts = 0
             for row in try Row.fetchAll(db, sql: "SELECT src, seq, json FROM alerts WHERE athlete = ?", arguments: [id]) {
@@ -411,7 +415,10 @@ extension TrainingStore {
             return row.map {
                 AssignmentRecord(
                     station: $0["station"], athlete: $0["athlete"], exercise: $0["exercise"], loadKg: $0["load_kg"], plan: $0["plan"],
-                    ts: $0["ts"], cmdId: $0["cmd_id"])
+                    ts: $0["ts"], cmdId: $0["cmd_id"], command: $0["command"],
+                    args: ($0["args"] as String?).flatMap { text in
+                        if case .object(let object)? = try? JSONParser.parse(Array(text.utf8)) { object } else { nil }
+                    })
             }
         }
     }
