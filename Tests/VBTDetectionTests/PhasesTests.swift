@@ -109,7 +109,7 @@ private struct PhaseErrors {
 }
 
 /// Sessions whose phases vary: slow and quick descents, long pauses and touch-and-go ones
-/// (the default athlete's 0.3 share), squat, bench and deadlift.
+/// (the default athlete's 0.3 share), the tempos 2-0-X-0 and 3-1-X-0, squat, bench and deadlift.
 private func variedSessions(rateHz: Double, accelerometer: Bool = true) -> [(SimulationConfig, String)] {
     var sessions: [(SimulationConfig, String)] = []
     for (exercise, seed) in [(SimExercise.squat, UInt64(41)), (.bench, 42), (.deadlift, 43)] {
@@ -118,6 +118,14 @@ private func variedSessions(rateHz: Double, accelerometer: Bool = true) -> [(Sim
             config.distanceRateHz = rateHz
             config.laserAccelerometer = accelerometer
             sessions.append((config, "\(exercise.name) \(eccentricS) s"))
+        }
+        // Prescribed tempos as a coach writes them (E-B-X-T), each phase drawn near its figure.
+        for (n, (eccentricS, bottomS, topS)) in [(2.0, 0.0, 0.0), (3.0, 1.0, 0.0)].enumerated() {
+            let near = { (s: Double) in s > 0 ? (s - 0.2)...(s + 0.2) : 0...0.15 }
+            var config = tempoSession(exercise, seed: seed + 200 + UInt64(n), eccentricS: eccentricS, bottomS: near(bottomS), topS: near(topS))
+            config.distanceRateHz = rateHz
+            config.laserAccelerometer = accelerometer
+            sessions.append((config, "\(exercise.name) \(Int(eccentricS))-\(Int(bottomS))-X-\(Int(topS))"))
         }
         var plain = tempoSession(exercise, seed: seed + 100, eccentricS: 1, bottomS: 0...0, topS: 0...0, sets: 3)
         plain.modes.tempo = nil  // the default athlete: 1-1.4 s down, a third touch-and-go
@@ -160,21 +168,24 @@ struct PhasesTests {
         }
         let all = (errors.eccentric + errors.bottom + errors.top).sorted()
         let p95 = all.isEmpty ? .infinity : all[Int(Double(all.count - 1) * 0.95)]
+        print(String(format: "phases %.0f Hz%@: 95th percentile %.3f s; %@", rateHz, accelerometer ? " with accelerometer" : "", p95, errors.summary))
         #expect(errors.problems.isEmpty, "\(errors.summary)", sourceLocation: sourceLocation)
-        #expect(errors.eccentric.count >= 80, "\(errors.summary)", sourceLocation: sourceLocation)
+        #expect(errors.eccentric.count >= 150, "\(errors.summary)", sourceLocation: sourceLocation)
         #expect(p95 <= typical && errors.worst <= worst, "95th percentile \(p95) s; \(errors.summary)", sourceLocation: sourceLocation)
     }
 
-    // The bounds are what each sensor holds on these sessions (docs/detection.md "Phases and
-    // tempo"); the slowest descents (3 s, leaving the top by 2 mm in its first 0.1 s) set the worst.
-    @Test("laser unit at 50 Hz with its accelerometer: descent, bottom and top pause within 40 ms (95 %), 50 ms every rep")
-    func laser() { expectPhases(rateHz: 50, accelerometer: true, typical: 0.04, worst: 0.05) }
+    // The bounds are what each sensor holds on these sessions, with a margin (docs/detection.md
+    // "Phases and tempo"): on 165 reps, 23 ms (95 %) and 45 ms worst with the accelerometer, 50
+    // and 100 ms from the laser alone, 62 and 120 ms from the lidar. The slow descents (3 s,
+    // leaving the top by 1-2 mm in their first 0.1 s) set the worst.
+    @Test("laser unit at 50 Hz with its accelerometer: within 30 ms (95 %), 55 ms every rep")
+    func laser() { expectPhases(rateHz: 50, accelerometer: true, typical: 0.03, worst: 0.055) }
 
-    @Test("laser alone at 50 Hz: within 40 ms (95 %), 70 ms every rep")
-    func laserAlone() { expectPhases(rateHz: 50, accelerometer: false, typical: 0.04, worst: 0.07) }
+    @Test("laser alone at 50 Hz: within 60 ms (95 %), 120 ms every rep")
+    func laserAlone() { expectPhases(rateHz: 50, accelerometer: false, typical: 0.06, worst: 0.12) }
 
-    @Test("lidar at 20 Hz: within 90 ms (95 %), 130 ms every rep")
-    func lidar() { expectPhases(rateHz: 20, accelerometer: false, typical: 0.09, worst: 0.13) }
+    @Test("lidar at 20 Hz: within 80 ms (95 %), 150 ms every rep")
+    func lidar() { expectPhases(rateHz: 20, accelerometer: false, typical: 0.08, worst: 0.15) }
 
     @Test("a prescribed tempo judged right on every rep, phase by phase, for reps made to meet it and to miss it")
     func judgedOnEveryRep() {
