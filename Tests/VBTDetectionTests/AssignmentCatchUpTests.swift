@@ -1,6 +1,9 @@
 import Foundation
+import Logging
 import Testing
+import VBTTesting
 
+@testable import VBTBus
 @testable import VBTDetection
 @testable import VBTQuery
 @testable import VBTWire
@@ -111,5 +114,77 @@ struct AssignmentCatchUpTests {
         #expect(try AthleteAssign(args: args) == AthleteAssign(args: Self.assignArgs))
         let before = try JSONDecoder().decode(AssignmentRecord.self, from: Data(#"{"station":"rack-01","athlete":"ana","ts":5}"#.utf8))
         #expect(before.command == nil && before.args == nil)
+    }
+
+    /// What a rep is compared on here: its key and who, what and how much it was lifted as.
+    struct Lifted: Equatable {
+        let key: SwapProcessTests.RepKey, athlete: String?, exercise: String?, loadKg: Double?
+    }
+
+    /// Plays the swap session to a detector: the assignment goes out just before message `at`
+    /// (its ts just before that message's), live on the bus or, with `missed`, only as the
+    /// recorder's stored copy, answered when the detector asks.
+    static func lifted(at: Int, missed: Bool) throws -> [Lifted] {
+        let dir = try TemporaryDirectory()
+        let bus = MemoryBus()
+        let server = bus.queryServerLink()
+        let reps = try Subscriber(transport: bus, prefixes: [RepMessage.topicPrefix], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let player = try Publisher(transport: bus, program: "test")
+        let coach = try Publisher(transport: bus, program: "vbt")
+        var options = DetectorOptions()
+        options.patternsPath = dir.path("patterns.json")
+        let runtime = try DetectorRuntime(
+            transport: bus, queryEndpoint: MemoryBus.queryEndpoint, options: options, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let messages = SwapProcessTests.session().messages
+        let ts = SwapProcessTests.lastT(messages[at]) - 0.01
+        let args = AthleteAssign(athlete: "ana", exercise: "bench", loadKg: 60).args
+        var asked = 0
+        var lifted: [Lifted] = []
+        func settle() throws {
+            for _ in 0..<10_000 {
+                try runtime.step(timeoutMs: 0)
+                while let request = try server.receive(timeoutMs: 0, maxFrames: 3), let body = request.frames.last {
+                    let fields = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+                    guard fields["query"] as? String == QueryName.assignmentGet.rawValue, let id = fields["id"] as? String else { continue }
+                    asked += 1
+                    // Stored before the detector heard of the station only when it was missed.
+                    let stored =
+                        missed
+                        ? AssignmentRecord(station: "swap-1", athlete: "ana", ts: ts, cmdId: "c-ana", command: CommandName.athleteAssign, args: args) : nil
+                    let reply = try JSONSerialization.data(withJSONObject: [
+                        "id": id, "ok": true,
+                        "result": try stored.map { try JSONSerialization.jsonObject(with: JSONEncoder().encode($0)) } ?? NSNull(),
+                    ])
+                    try server.send([request.frames[0], [], Array(reply)], dontWait: true)
+                }
+                while let message = try reps.next(timeoutMs: 0) {
+                    let rep = try message.payload(as: RepMessage.self)
+                    lifted.append(Lifted(key: SwapProcessTests.RepKey(rep), athlete: message.envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg))
+                }
+                if bus.queued == 0 { return }
+            }
+            Issue.record("the runtime never drained its input")
+        }
+        try bus.heartbeat()
+        for (index, message) in messages.enumerated() {
+            if index == at, !missed {
+                try coach.publish(CommandMessage(id: "c-ana", command: CommandName.athleteAssign, args: args), station: "swap-1", ts: ts)
+            }
+            try player.publish(message, station: "swap-1", ts: SwapProcessTests.lastT(message))
+            bus.manualClock.advance(0.1)
+            try settle()
+        }
+        #expect(asked == 1, "the station is asked for once, when first heard of")
+        return lifted
+    }
+
+    @Test("a missed assignment applies before the first readings sent at or after it, as the command live would have")
+    func missedAppliesWhereTheCommandWould() throws {
+        let at = SwapProcessTests.session().messages.count / 2
+        let live = try Self.lifted(at: at, missed: false)
+        let caughtUp = try Self.lifted(at: at, missed: true)
+        #expect(caughtUp == live)
+        #expect(live.contains { $0.athlete == "ana" && $0.exercise == "bench" && $0.loadKg == 60 })
+        #expect(live.contains { $0.athlete == nil }, "readings sent before it keep the assignment they were lifted under")
     }
 }

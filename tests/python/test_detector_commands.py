@@ -185,6 +185,11 @@ def test_set_load_changes_the_stored_assignments_load(bus: Bus, tmp_path: Path):
         assert recorder.result("assignment.get", {"station": STATION})["cmd_id"] == "c-load"
         listed = json.loads(vbt(bus, "station", "list", "--json").stdout)
         assert [s["load_kg"] for s in (listed if isinstance(listed, list) else listed["stations"]) if s["name"] == STATION] == [105]
+        # Erased, the athlete is named neither in the stored assignment nor in its arguments.
+        vbt(bus, "station", "unassign", STATION)
+        vbt(bus, "athlete", "erase", "ana", "--confirm", "ana")
+        erased = recorder.result("assignment.get", {"station": STATION, "cmd_id": "c-load"})
+        assert erased["athlete"].startswith("erased-") and erased["args"]["athlete"] == erased["athlete"], erased
     finally:
         recorder.close()
 
