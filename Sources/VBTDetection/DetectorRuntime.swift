@@ -537,6 +537,8 @@ public final class DetectorRuntime {
         if missedWaiting > 0, command == nil, let missed = stations[station]?.missed, message.envelope.ts >= missed.ts {
             try applyMissed(at: station)
         }
+        // When this message was taken from the input: a rep it completes carries it (`received_ts`).
+        let received = clock.wallSeconds()
         // Fed in place in the dictionary (its buffers have one owner and are changed where
         // they lie): nothing else may hold the station's detector meanwhile (a second
         // reference would make the first append copy its buffers).
@@ -551,7 +553,11 @@ public final class DetectorRuntime {
         // a second in a busy gym).
         if message.envelope.type == CommandMessage.type { checkpointDue = 0 }
         for output in outputs {
-            if case .pattern(let pattern) = output { learn(pattern) } else { try publish(output, athlete: athleteBefore, inputT: inputT) }
+            if case .pattern(let pattern) = output {
+                learn(pattern)
+            } else {
+                try publish(output, athlete: athleteBefore, inputT: inputT, receivedTs: inputT == nil ? nil : received)
+            }
         }
         // The answer after what the command made (a set's end before "done"), and after a
         // checkpoint holding the command is on disk (`answerCommands`); without one, at once.
@@ -920,8 +926,9 @@ public final class DetectorRuntime {
         }
     }
 
-    /// Publishes what a station's detector made; `inputT` is the last reading time of the sample message it came from.
-    private func publish(_ output: DetectorOutput, athlete: String?, inputT: Double? = nil) throws {
+    /// Publishes what a station's detector made; `inputT` is the last reading time of the sample message it came
+    /// from, and `receivedTs` when that message was taken from the input.
+    private func publish(_ output: DetectorOutput, athlete: String?, inputT: Double? = nil, receivedTs: Double? = nil) throws {
         switch output {
         case .rep(let rep):
             let m = rep.measurement
@@ -932,6 +939,7 @@ public final class DetectorRuntime {
                 detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
                 exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor)
             message.tInput = inputT.map { max($0, rep.tEnd) }
+            message.receivedTs = receivedTs
             if let phases = rep.phases {
                 (message.eccentricS, message.eccentricMeanMps) = (phases.eccentricS, phases.eccentricMeanMps)
                 (message.pauseBottomS, message.pauseTopS) = (phases.pauseBottomS, phases.pauseTopS)

@@ -95,6 +95,18 @@ def test_loadtest_reports_what_independent_counts_agree_with(tmp_path: Path):
         assert listener["received"] >= seen and listener["gaps"] == 0 and listener["malformed"] == 0, listener
         latency = report["latency_ms"]
         assert latency["count"] > 0 and 0 < latency["p50"] <= latency["p99"] <= latency["max"] < 5_000, latency
+        # Where it went: every timed rep in each stage, the three timed stages within the latency they
+        # make up, and the tail laid at one of them.
+        stages = report["stages"]
+        assert set(stages) == {"bridge", "to_detector", "detector", "to_listener", "tail"}, stages
+        for name in ("bridge", "to_detector", "detector", "to_listener"):
+            stage = stages[name]
+            assert stage["count"] == latency["count"] and 0 <= stage["p50"] <= stage["p99"] <= stage["max"], (name, stage)
+        for name in ("to_detector", "detector", "to_listener"):
+            assert stages[name]["max"] <= latency["max"] + 0.01, (name, stages[name], latency)
+        # Each rep's three parts add up to its latency: their p99s together reach at least its median.
+        assert sum(stages[n]["p99"] for n in ("to_detector", "detector", "to_listener")) >= latency["p50"] - 0.01, stages
+        assert stages["tail"]["stage"] in ("to_detector", "detector", "to_listener") and 0 < stages["tail"]["share"] <= 1, stages
         # The slowest reps timed, slowest first, the first of them the max.
         slowest = report["slowest"]
         assert 0 < len(slowest) <= 5 and slowest[0]["latency_ms"] == max(rep["latency_ms"] for rep in slowest), slowest
