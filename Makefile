@@ -59,7 +59,7 @@ run: build
 # gym runs, with the static Swift standard library (a process maps none of the runtime's shared
 # libraries: at 1,000 stations the rep-detector's RSS was 87-95 MB so, 99-104 MB built without).
 # Last, the chain: 50 gyms of 20 stations uplinking at once to one PostgreSQL here, beside its
-# own COPY of the same rows (tests/python/chain_bench.py, about 3 minutes).
+# own COPY of the same rows (tests/python/chain_bench.py, about 1.5 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 bench: deps
 	$(SWIFT) build -c release --static-swift-stdlib
