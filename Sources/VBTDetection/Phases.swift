@@ -81,14 +81,63 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     let flipped = trace.filter { $0.t >= (previousTopT ?? -.infinity) && $0.t <= concentricStartT }.map {
         KinematicSample(t: $0.t, positionM: -$0.positionM, velocityMps: -$0.velocityMps, accelerationMps2: 0)
     }
-    let halfWindowS = min(0.6, max(0.06, 0.25 * (trace[run.to].t - trace[run.from].t)))
-    let start = refineTurningPoint(flipped, near: trace[run.from].t, halfWindowS: halfWindowS, minimum: true).t
-    let end = min(refineTurningPoint(flipped, near: trace[run.to].t, halfWindowS: halfWindowS, minimum: false).t, concentricStartT)
+    // The fits' windows scale with the descent: a slow one's ends are parabolas over a
+    // second or more. The velocity threshold lies 0.6 s inside a 5 s descent, so a fit
+    // starting there may not reach the turn: the heights place it (`turnFromHeights`).
+    let runS = trace[run.to].t - trace[run.from].t
+    let halfWindowS = min(1.2, max(0.06, 0.25 * runS))
+    let middle = (run.from + run.to) / 2
+    let before = trace[..<run.from].filter { $0.t >= max(previousTopT ?? -.infinity, trace[run.from].t - 1) }.map(\.positionM)
+    let after = trace[run.to...].filter { $0.t <= concentricStartT }.map(\.positionM)
+    // The rests' levels: the highest reading in the second before the descent's run, the
+    // lowest between it and the rise (a turn without a pause is its extreme too).
+    let (top, bottom) = ((before.max() ?? trace[run.from].positionM), (after.min() ?? trace[run.to].positionM))
+    // From the threshold, the fit reaches a turn within half its window; from the heights'
+    // turn only beyond that (a fit centred on the turn sees less of the movement it fits).
+    func guess(_ edge: Double, _ heights: Double?, within bounds: ClosedRange<Double>) -> Double {
+        guard let heights, abs(heights - edge) > halfWindowS / 2 else { return edge }
+        return min(max(heights, bounds.lowerBound), bounds.upperBound)
+    }
+    let (firstT, lastT) = (trace[run.from].t, trace[run.to].t)
+    let startGuess = guess(
+        firstT, turnFromHeights(trace, from: middle, step: -1, restM: top, dropM: top - bottom), within: max(previousTopT ?? -.infinity, firstT - 2)...firstT)
+    let endGuess = guess(
+        lastT, turnFromHeights(trace, from: middle, step: 1, restM: bottom, dropM: bottom - top), within: lastT...max(lastT, concentricStartT))
+    let start = refineTurningPoint(flipped, near: startGuess, halfWindowS: halfWindowS, minimum: true).t
+    let end = min(refineTurningPoint(flipped, near: endGuess, halfWindowS: halfWindowS, minimum: false).t, concentricStartT)
     guard end > start else { return nil }
     let drop = interpolatedPosition(trace, at: start) - interpolatedPosition(trace, at: end)
     return RepPhases(
         eccentricStartT: start, eccentricEndT: end, eccentricMeanMps: max(0, drop) / (end - start),
         pauseBottomS: max(0, concentricStartT - end), pauseTopS: previousTopT.map { max(0, start - $0) })
+}
+
+/// Where the bar left (or reached) its rest at `restM`, from the heights alone: walking from
+/// `from` (inside the descent) by `step` (-1: back to its start, +1: on to its end), the times
+/// the bar is 20 % and 5 % of `dropM` (signed: rest minus the far end) away from its rest. Near
+/// the rest the distance grows with the square of the time from the turn (the acceleration is
+/// continuous), so a quarter of the distance is half the time: the turn is twice the 5 %
+/// time minus the 20 % time. 5 % of the shortest ROM is several times a laser's noise; it
+/// crosses that far from the turn whatever the descent's speed. Nil when a level is never crossed.
+func turnFromHeights(_ trace: [KinematicSample], from: Int, step: Int, restM: Double, dropM: Double) -> Double? {
+    /// The interpolated time the heights, walking out, come within `share` of the drop of the rest.
+    func crossing(_ share: Double) -> Double? {
+        let level = restM - share * dropM
+        var index = from
+        while index + step >= 0, index + step < trace.count {
+            let (inner, outer) = (trace[index], trace[index + step])
+            // Walked out past the level: on the rest's side of it.
+            if (outer.positionM - level) * dropM >= 0 {
+                let span = outer.positionM - inner.positionM
+                let share = span == 0 ? 0 : (level - inner.positionM) / span
+                return inner.t + min(1, max(0, share)) * (outer.t - inner.t)
+            }
+            index += step
+        }
+        return nil
+    }
+    guard dropM != 0, let near = crossing(0.05), let far = crossing(0.2) else { return nil }
+    return 2 * near - far
 }
 
 // MARK: - Tempo
