@@ -116,6 +116,10 @@ public final class DetectorRuntime {
     /// measured otherwise than the athlete lifted it. A heartbeat gap over `bridgeGapS` is unheard.
     static let unheardBridgeWaitS = 120.0
     static let bridgeGapS = 3.0
+    /// Readings that resume `idleTimeoutS` of reading time after the last end them by reading time
+    /// (`StationDetector.resumed`); the wall clock ends a silent station's readings this much later,
+    /// so a message delivered a little late never ends readings the reading time would not.
+    static let silenceMarginS = 2.0
     /// When each station's own bridge (heartbeat `bridge-<station>`) was last heard, monotonic;
     /// removed when it says it stops.
     private var bridgeHeard: [String: Double] = [:]
@@ -989,7 +993,7 @@ public final class DetectorRuntime {
             }
         }
         let silent = stations.compactMap { station, slot -> (String, Double)? in
-            guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS, !slot.ended else { return nil }
+            guard let arrived = slot.arrived, now - arrived >= options.settings.idleTimeoutS + Self.silenceMarginS, !slot.ended else { return nil }
             // Its bridge unheard too: cut off, not done; waited for a while longer.
             if let heard = bridgeHeard[station], now - heard > Self.bridgeGapS, now - arrived < Self.unheardBridgeWaitS { return nil }
             return (station, arrived)

@@ -15,10 +15,12 @@ extension StationDetector {
         switch readings {
         case .distance(let list):
             for r in list where usable(r.t) {
+                outputs += resumed(at: r.t)
                 outputs += feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.accG.map { ($0.x, $0.y, $0.z) })
             }
         case .imu(let list):
             for r in list where usable(r.t) {
+                outputs += resumed(at: r.t)
                 outputs += feedIMU(
                     t: r.t, accG: (r.accG.x, r.accG.y, r.accG.z), gyroDps: (r.gyroDps.x, r.gyroDps.y, r.gyroDps.z),
                     angleDeg: r.angleDeg.map { ($0.x, $0.y) })
@@ -27,6 +29,16 @@ extension StationDetector {
             break
         }
         return outputs
+    }
+
+    /// Before a reading at `t` that resumes the readings after a silence as long as the one that
+    /// ends a station's readings (`idleTimeoutS`): what was in progress is judged where it stood
+    /// (`finish`), as the live detector does when the station falls silent. By reading time, so
+    /// the same readings give the same judgement live, fetched again after a restart (which the
+    /// wall clock's silence does not see), and offline. Nothing to judge gives nothing.
+    mutating func resumed(at t: Double) -> [DetectorOutput] {
+        guard lastReadingT.isFinite, t - lastReadingT >= settings.idleTimeoutS else { return [] }
+        return finish(at: lastReadingT)
     }
 
     /// Carries out a command addressed to the rep-detector (`athlete.assign`,
