@@ -90,6 +90,16 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The bus's forwarder and its memory budget: linked by vbt-bus alone (and by the
+        // benchmark and the tests that measure and drive it), never by a consumer.
+        .target(
+            name: "VBTForwarder",
+            dependencies: [
+                "VBTWire", "VBTBus", "CZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The recorder's query protocol: query names, arguments, the values
         // replies carry, the client, charts and export files. No SQLite: only
         // the session-recorder links the store.
@@ -200,7 +210,7 @@ let package = Package(
         .executableTarget(
             name: "vbt-bus",
             dependencies: [
-                "VBTWire", "VBTBus",
+                "VBTWire", "VBTBus", "VBTForwarder",
                 "VBTCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -313,14 +323,14 @@ let package = Package(
         .executableTarget(
             name: "vbt-bench",
             dependencies: [
-                "VBTWire", "VBTBus", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTQuery", "VBTStore", "CZeroMQ",
+                "VBTWire", "VBTBus", "VBTForwarder", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTQuery", "VBTStore", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/vbt-bench"
         ),
         .testTarget(
             name: "VBTBusTests",
-            dependencies: ["VBTWire", "VBTBus", "VBTSensors", "VBTTesting", "CZeroMQ", "CBlueZ"]
+            dependencies: ["VBTWire", "VBTBus", "VBTForwarder", "VBTSensors", "VBTTesting", "CZeroMQ", "CBlueZ"]
         ),
         .testTarget(
             name: "VBTDetectionTests",

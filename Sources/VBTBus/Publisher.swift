@@ -220,14 +220,18 @@ public struct HeartbeatSchedule {
         (self.role, self.name, self.intervalS) = (role, name, intervalS)
     }
 
-    /// Publishes when due; `inputs` is only evaluated then. Threads started
-    /// since the last heartbeat are given the program's niceness (`ThreadPriority.keep`).
-    public mutating func tick(_ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil) throws {
+    /// Publishes when due; `inputs` and `amend` (what the program adds of its own, such as the
+    /// notifier's webhook counters) are only evaluated then. Threads started since the last
+    /// heartbeat are given the program's niceness (`ThreadPriority.keep`).
+    public mutating func tick(
+        _ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil,
+        amend: (inout HeartbeatMessage) -> Void = { _ in }
+    ) throws {
         let now = publisher.clock.monotonicSeconds()
         guard now >= next else { return }
         next = now + intervalS
         ThreadPriority.keep()
-        try publish(publisher, now: now, inputs: inputs(), replay: replay, stopping: false)
+        try publish(publisher, now: now, inputs: inputs(), replay: replay, stopping: false, amend: amend)
     }
 
     /// Publishes the last heartbeat, `stopping`: the process stops as asked, so it is gone, not
@@ -238,13 +242,17 @@ public struct HeartbeatSchedule {
         next = .infinity
     }
 
-    private mutating func publish(_ publisher: Publisher, now: Double, inputs: InputCounters?, replay: ReplayServer?, stopping: Bool) throws {
+    private mutating func publish(
+        _ publisher: Publisher, now: Double, inputs: InputCounters?, replay: ReplayServer?, stopping: Bool,
+        amend: (inout HeartbeatMessage) -> Void = { _ in }
+    ) throws {
         let started = self.started ?? now
         self.started = started
         var message = HeartbeatMessage(role: role, uptimeS: now - started, intervalS: intervalS, inputs: inputs)
         if let replay { message.replay = replay.offer(for: publisher) }
         message.subscribes = subscribes
         message.stopping = stopping ? true : nil
+        amend(&message)
         try publisher.publish(message, station: name)
     }
 }

@@ -456,7 +456,7 @@ public func isLoopback(_ endpoint: String) -> Bool {
 }
 
 /// The error for plaintext on an endpoint off this computer.
-func plaintextRefused(_ endpoint: String) -> ZMQError {
+package func plaintextRefused(_ endpoint: String) -> ZMQError {
     ZMQError(
         code: EINVAL,
         operation:

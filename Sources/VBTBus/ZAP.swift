@@ -114,7 +114,7 @@ public final class ZAPHandler: Sendable {
 
 extension ZMQSocket {
     /// The ZAP User-Id of the connection `msg` came in on (the peer's public key), or nil without CURVE.
-    static func userId(of msg: inout zmq_msg_t) -> UnsafePointer<CChar>? {
+    package static func userId(of msg: inout zmq_msg_t) -> UnsafePointer<CChar>? {
         zmq_msg_gets(&msg, "User-Id")
     }
 }

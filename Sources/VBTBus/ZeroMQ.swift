@@ -45,7 +45,7 @@ public struct ZMQError: Error, CustomStringConvertible, Sendable, Equatable {
 
 /// Runs a libzmq call, retrying while it fails with `EINTR` (a signal arrived).
 @inline(__always)
-func retryingInterrupts(_ call: () -> Int32) -> (result: Int32, errno: Int32) {
+package func retryingInterrupts(_ call: () -> Int32) -> (result: Int32, errno: Int32) {
     while true {
         let result = call()
         if result >= 0 { return (result, 0) }
@@ -56,7 +56,7 @@ func retryingInterrupts(_ call: () -> Int32) -> (result: Int32, errno: Int32) {
 
 /// A libzmq context: owns the I/O threads; thread-safe.
 public final class ZMQContext: @unchecked Sendable {
-    let handle: UnsafeMutableRawPointer
+    package let handle: UnsafeMutableRawPointer
     private let terminated = Mutex<Bool>(false)
 
     /// Creates a context with `ioThreads` background I/O threads (libzmq's default is 1).
@@ -122,7 +122,7 @@ public enum ZMQSocketType: Sendable {
 
 /// One libzmq socket, owned by one thread. Not `Sendable` on purpose.
 public final class ZMQSocket {
-    let handle: UnsafeMutableRawPointer
+    package let handle: UnsafeMutableRawPointer
     private let context: ZMQContext  // keeps the context alive while the socket is open
     private var closed = false
     /// Whether `receive` reads each message's ZAP User-Id (a CURVE server's sockets).

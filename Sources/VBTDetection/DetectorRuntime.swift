@@ -293,14 +293,9 @@ public final class DetectorRuntime {
         }
     }
 
-    /// Publishes, but a message that cannot be encoded (a NaN that slipped
-    /// through) is logged and dropped: one bad value never stops the process.
+    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
     private func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
-        do {
-            try publisher.publish(payload, station: station, athlete: athlete)
-        } catch let error as EncodeError {
-            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
-        }
+        try publisher.send(payload, station: station, athlete: athlete, logger: logger)
     }
 
     /// Runs until `stop` is set or, after handing over, until done.
@@ -386,13 +381,7 @@ public final class DetectorRuntime {
     }
 
     /// What the heartbeat says of the input: the subscriber's counters and what recovery could not fetch.
-    var inputCounters: InputCounters {
-        var counters = subscriber.stats.totals
-        counters.lost = input.counters.lost
-        counters.recovered = input.counters.recovered
-        counters.outstanding = input.outstanding
-        return counters
-    }
+    var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
 
     /// Hands every station's state, the input positions and the output seqs
     /// to the checkpoint writer (never fatal: a failed write is logged and

@@ -30,9 +30,7 @@ public final class NotifierRuntime {
     private let transport: any BusTransport
     private var replay: ReplayServer?
     private var notifier: Notifier
-    private let started: Double
-    private var nextHeartbeat: Double
-    private let heartbeatIntervalS = 1.0
+    private var heartbeat = HeartbeatSchedule(role: "notifier", name: "notifier")
     private var input: InOrderInput
     /// Asks the session-recorder for today's readiness, for load advice.
     private let readiness: ReadinessAsker
@@ -91,14 +89,13 @@ public final class NotifierRuntime {
                 ProfileMessage.self), logger: logger)
         // Its timers count in seconds: woken a few hundred times a second, not for every message (`Subscriber.gatherS`).
         subscriber.gatherS = 0.003
+        heartbeat.subscribes = subscriber.subscribedPrefixes
         publisher = try Publisher(transport: transport, program: "notifier")
         self.statePath = statePath
         self.sink = sink
         self.logger = logger
         clock = transport.clock
         self.transport = transport
-        started = clock.monotonicSeconds()
-        nextHeartbeat = started
         var restored = NotifierState()
         if let statePath {
             do { restored = try NotifierState.load(path: statePath) } catch {
@@ -131,7 +128,7 @@ public final class NotifierRuntime {
     /// (waiting up to `timeoutMs` for it on sockets), the timers, and the
     /// state file when it changed.
     public func step(timeoutMs: Int32 = 100) throws {
-        try heartbeat()
+        try heartbeat.tick(publisher, inputs: subscriber.stats.inputs(recovery: input), replay: replay) { $0.webhook = sink?.counters }
         try replay?.serve()
         if let message = try subscriber.next(timeoutMs: timeoutMs), !message.envelope.src.hasPrefix(publisher.stamper.instance + "/") {
             if message.envelope.type == HeartbeatMessage.type { input.note(heartbeat: message) }
@@ -193,22 +190,6 @@ public final class NotifierRuntime {
 
     /// Saves the state now (what `run` does on the way out).
     public func saveState() { save() }
-
-    private func heartbeat() throws {
-        let now = clock.monotonicSeconds()
-        guard now >= nextHeartbeat else { return }
-        nextHeartbeat = now + heartbeatIntervalS
-        var inputs = subscriber.stats.totals
-        inputs.lost = input.counters.lost
-        inputs.recovered = input.counters.recovered
-        inputs.outstanding = input.outstanding
-        let base = HeartbeatMessage(role: "notifier", uptimeS: now - started, intervalS: heartbeatIntervalS, inputs: inputs)
-        var heartbeat = base
-        heartbeat.webhook = sink?.counters
-        heartbeat.subscribes = subscriber.subscribedPrefixes
-        if let replay { heartbeat.replay = replay.offer(for: publisher) }
-        try publisher.publish(heartbeat, station: "notifier")
-    }
 
     private func save() {
         guard let statePath else { notifier.markSaved(); return }
@@ -280,12 +261,8 @@ public final class NotifierRuntime {
         }
     }
 
-    /// Publishes; a message that cannot be encoded is logged and dropped, never fatal.
+    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
     private func send<P: BusPayload>(_ payload: P, station: String, athlete: String?, ts: Double? = nil) throws {
-        do {
-            try publisher.publish(payload, station: station, athlete: athlete, ts: ts)
-        } catch let error as EncodeError {
-            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
-        }
+        try publisher.send(payload, station: station, athlete: athlete, ts: ts, logger: logger)
     }
 }

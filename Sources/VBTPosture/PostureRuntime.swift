@@ -336,24 +336,13 @@ public final class PostureRuntime {
         }
     }
 
-    /// Publishes, but a message that cannot be encoded (a NaN that slipped
-    /// through) is logged and dropped: one bad value never stops the process.
+    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
     private func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
-        do {
-            try publisher.publish(payload, station: station, athlete: athlete)
-        } catch let error as EncodeError {
-            logger.error("message not encodable; dropped", metadata: ["type": "\(P.type)", "station": "\(station)", "error": "\(error)"])
-        }
+        try publisher.send(payload, station: station, athlete: athlete, logger: logger)
     }
 
     /// What the heartbeat says of the input (summed over every stream, so only when one is due).
-    private var inputCounters: InputCounters {
-        var counters = subscriber.stats.totals
-        counters.lost = input.counters.lost
-        counters.recovered = input.counters.recovered
-        counters.outstanding = input.outstanding
-        return counters
-    }
+    private var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
 
     /// Runs until `stop` is set; checkpoints on the way out, so an evaluator stopped as asked and
     /// started again knows every stream it had reached and counts nothing it took as missed.

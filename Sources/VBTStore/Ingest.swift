@@ -1016,3 +1016,8 @@ private func finish(_ handle: SQLiteStatement, _ code: Int32, db: Database) thro
         throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
     }
 }
+
+extension Ingestor: RecoveryCounts {
+    public var recoveredMessages: Int { counters.recovered }
+    public var lostMessages: Int { counters.lost }
+}

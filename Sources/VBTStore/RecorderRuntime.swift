@@ -226,11 +226,7 @@ public final class RecorderRuntime {
 
     /// What the heartbeat says about the input: the subscriber's counters, and what was lost for good.
     private var inputs: InputCounters {
-        var counters = (samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats).totals
-        counters.lost = ingestor.counters.lost
-        counters.recovered = ingestor.counters.recovered
-        counters.outstanding = ingestor.outstanding
-        return counters
+        (samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats).inputs(recovery: ingestor)
     }
 
     /// The counters of what was stored, for tests and the heartbeat.

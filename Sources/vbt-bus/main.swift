@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import VBTBus
 import VBTCommandLine
+import VBTForwarder
 import VBTWire
 
 @main

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import VBTBus
+@testable import VBTForwarder
 
 /// `BusMemoryBudget`'s policy, driven with given memory and queue readings (the
 /// bus's own, with real connections, is tests/python/test_bus_memory.py).

@@ -7,6 +7,8 @@
 - Only the session-recorder links SQLite: `vbt`, the daemons and the bus do
   not (their binaries hold no `sqlite3_` symbol). `vbt-uplink`, which reads a
   gym's store read-only for the chain, is the one other program that does.
+- Only vbt-bus links the forwarder (VBTForwarder): no consumer carries the
+  bus's own loop.
 
 Run from the repository root:  python3 -m pytest -q tests/python
 """
@@ -50,6 +52,27 @@ def test_only_the_recorder_links_sqlite(program: str) -> None:
     symbols = subprocess.run([nm, str(binary)], capture_output=True, text=True, check=True).stdout
     linked = sorted({line.split()[-1] for line in symbols.splitlines() if "sqlite3_" in line})
     assert linked == [], f"{program} links SQLite ({len(linked)} symbols, e.g. {linked[:3]})"
+
+
+def linked_symbols(program: str) -> str:
+    binary = BIN_DIR / program
+    assert binary.exists(), f"{binary} is missing: run `swift build` first"
+    return subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
+
+
+# Swift mangles a module's name into every symbol it defines as <length><name>.
+FORWARDER_MODULE = "12VBTForwarder"
+
+
+@pytest.mark.parametrize("program", [p for p in PROGRAMS_WITHOUT_STORE if p != "vbt-bus"] + ["session-recorder", "vbt-uplink"])
+def test_only_the_bus_links_the_forwarder(program: str) -> None:
+    linked = [line for line in linked_symbols(program).splitlines() if FORWARDER_MODULE in line]
+    assert linked == [], f"{program} links the bus's forwarder ({len(linked)} symbols, e.g. {linked[:2]})"
+
+
+def test_the_bus_does_link_the_forwarder() -> None:
+    """The check above can fail: vbt-bus's binary does hold the forwarder's symbols."""
+    assert FORWARDER_MODULE in linked_symbols("vbt-bus")
 
 
 def test_the_recorder_does_link_sqlite() -> None:

@@ -1,5 +1,6 @@
 import CZeroMQ
 import Logging
+import VBTBus
 import VBTWire
 
 #if canImport(Glibc)
