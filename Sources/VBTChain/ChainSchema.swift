@@ -18,6 +18,7 @@ public enum ChainSchema {
         Migration(version: 1, name: "c1-core", sql: c1Core),
         Migration(version: 2, name: "c2-profiles-posture-alerts-plans", sql: c2ProfilesPostureAlertsPlans),
         Migration(version: 3, name: "c3-chain-athletes", sql: c3ChainAthletes),
+        Migration(version: 4, name: "c4-erasures", sql: c4Erasures),
     ]
 
     /// The version this build writes.
@@ -61,9 +62,10 @@ public enum ChainSchema {
         return applied
     }
 
-    /// Lets a gym's role (which must exist) connect, read the schema and gyms, and read, insert
+    /// Lets a gym's role (which must exist) connect, read the schema and gyms, read, insert
     /// and update every replicated table and its cursors (never delete), where row-level
-    /// security confines it to its own rows. Run again after a migration adds tables.
+    /// security confines it to its own rows, and apply its erasures (chain_erase, which checks
+    /// the gym). Run again after a migration adds tables.
     public static func grant(_ db: PostgresConnection, gym: String) throws {
         guard isValidGym(gym) else { throw PostgresError("not a gym name: \(gym)") }
         // The name is checked above (letters, digits, _), so it is safe inside the quotes.
@@ -77,6 +79,7 @@ public enum ChainSchema {
             GRANT USAGE ON SCHEMA public TO "\(role)";
             GRANT SELECT ON chain_schema, gyms TO "\(role)";
             GRANT SELECT, INSERT, UPDATE ON \(tables) TO "\(role)";
+            GRANT EXECUTE ON FUNCTION chain_erase(TEXT, TEXT, DOUBLE PRECISION, TEXT) TO "\(role)";
             """)
     }
 

@@ -19,9 +19,27 @@ public struct ChainTable: Sendable {
     /// The column (or SQLite expression) that dates a row, for the uplink's lag.
     public let timeColumn: String
     public let refresh: Refresh
+    /// When set, each row is not written but passed to this statement ($1 the gym, then the
+    /// row's columns), which must itself make a repeat a no-op (erasures: chain_erase).
+    public let apply: String?
+
+    init(name: String, columns: [String], key: [String], timeColumn: String, refresh: Refresh, apply: String? = nil) {
+        self.name = name
+        self.columns = columns
+        self.key = key
+        self.timeColumn = timeColumn
+        self.refresh = refresh
+        self.apply = apply
+    }
 
     /// The tables in the order the uplink sends them: what a row refers to goes before it.
+    /// Erasures go first: a row that still carries an erased athlete's id in the gym's store was
+    /// written after her erasure (which rewrote every earlier one), so it is sent after the
+    /// erasure is applied and keeps the id (an id given again to a new athlete stays hers).
     public static let all: [ChainTable] = [
+        ChainTable(
+            name: "erasures", columns: ["pseudonym", "ts", "athlete_sha256"], key: ["pseudonym"], timeColumn: "ts", refresh: .never,
+            apply: "SELECT chain_erase($1, $2, $3, $4)"),
         ChainTable(
             name: "athletes", columns: ["id", "name", "sex", "birth_year", "height_cm", "goal_weight_kg", "created_ts", "archived_ts"],
             key: ["id"], timeColumn: "created_ts", refresh: .all),

@@ -80,7 +80,11 @@ public final class Uplink {
             }
             let rows = try source.rows(of: table, after: cursor, limit: batch)
             guard let last = rows.last?.rowid else { return 0 }
-            try db.execute(table.upsert(rows: rows.count), [gym] + rows.flatMap(\.values))
+            if let apply = table.apply {
+                for row in rows { try db.execute(apply, [gym] + row.values) }
+            } else {
+                try db.execute(table.upsert(rows: rows.count), [gym] + rows.flatMap(\.values))
+            }
             try db.execute(
                 "UPDATE cursors SET last_rowid = $3, updated_ts = now() WHERE gym = $1 AND tbl = $2", [gym, table.name, String(last)])
             logger.debug(

@@ -141,7 +141,10 @@ extension TrainingStore {
             rows["weigh_ins"] = db.changesCount
             try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [id])
             rows["athletes"] = db.changesCount
-            try db.execute(sql: "INSERT INTO erasures (pseudonym, ts) VALUES (?, ?)", arguments: [pseudonym, now])
+            // The digest lets the chain store find her rows there too (Schema.v15ErasureDigest).
+            try db.execute(
+                sql: "INSERT INTO erasures (pseudonym, ts, athlete_sha256) VALUES (?, ?, ?)",
+                arguments: [pseudonym, now, Schema.erasureDigest(pseudonym: pseudonym, athlete: id)])
             return rows
         }
         return EraseResult(pseudonym: pseudonym, rows: rows)

@@ -14,7 +14,17 @@ final class GymStore: GymSource {
     }
 
     func rows(of table: ChainTable, after: Int64, limit: Int) throws -> [(rowid: Int64, values: [String?])] {
-        try fetch(table, where: "rowid > ?", [after], limit: limit)
+        guard try has(table) else { return [] }
+        return try fetch(table, where: "rowid > ?", [after], limit: limit)
+    }
+
+    /// False for erasures in a store a recorder older than `v15-erasure-digest` wrote (or none):
+    /// they carry no digest and wait there until the recorder is upgraded. Every other table must be there.
+    func has(_ table: ChainTable) throws -> Bool {
+        guard table.name == "erasures" else { return true }
+        return try pool.read { db in
+            try db.tableExists("erasures") && db.columns(in: "erasures").contains { $0.name == "athlete_sha256" }
+        }
     }
 
     func refreshRows(
@@ -31,7 +41,8 @@ final class GymStore: GymSource {
     }
 
     func backlog(of table: ChainTable, after: Int64) throws -> (rows: Int, oldest: Double?) {
-        try pool.read { db in
+        guard try has(table) else { return (0, nil) }
+        return try pool.read { db in
             let rows = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name) WHERE rowid > ?", arguments: [after]) ?? 0
             let oldest = try Double.fetchOne(
                 db, sql: "SELECT \(table.timeColumn) FROM \(table.name) WHERE rowid > ? ORDER BY rowid LIMIT 1", arguments: [after])

@@ -13,9 +13,10 @@ struct UplinkCommand: ParsableCommand {
         abstract: "Copies a gym's history (its SQLite store) to the chain's PostgreSQL store, exactly once.",
         discussion: """
             Reads the session-recorder's store read-only and sends athletes, sessions, sets, reps, \
-            rejected attempts, profiles, posture changes, alerts and plans to the chain store, a batch per transaction that also moves the gym's \
-            cursor there: a kill at any moment neither loses nor doubles a row, and a batch sent twice \
-            changes nothing. While the chain store is away nothing is held but the gym's store itself; \
+            rejected attempts, profiles, posture changes, alerts and plans to the chain store, and applies \
+            the gym's athlete erasures there (first in each cycle, each once), a batch per transaction \
+            that also moves the gym's cursor there: a kill at any moment neither loses nor doubles a \
+            row, and a batch sent twice changes nothing. While the chain store is away nothing is held but the gym's store itself; \
             the uplink catches up, in order, when it is back. A link that silently drops packets is \
             noticed within --dead-link seconds and the connection made again.
 

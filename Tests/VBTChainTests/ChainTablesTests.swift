@@ -42,6 +42,17 @@ struct ChainTablesTests {
         #expect(ChainSchema.migrations.map(\.version) == Array(1...ChainSchema.current))
     }
 
+    @Test("erasures go first, each through chain_erase with the gym and its columns, granted to every gym")
+    func erasuresFirst() throws {
+        let erasures = try #require(ChainTable.all.first)
+        #expect(erasures.name == "erasures" && erasures.columns == ["pseudonym", "ts", "athlete_sha256"])
+        #expect(erasures.apply == "SELECT chain_erase($1, $2, $3, $4)")
+        #expect(ChainTable.all.dropFirst().allSatisfy { $0.apply == nil })
+        let sql = ChainSchema.migrations.map(\.sql).joined(separator: "\n")
+        #expect(sql.contains("CREATE FUNCTION chain_erase(p_gym TEXT, p_pseudonym TEXT, p_ts DOUBLE PRECISION, p_sha256 TEXT)"))
+        #expect(sql.contains("SECURITY DEFINER") && sql.contains("REVOKE ALL ON FUNCTION chain_erase"))
+    }
+
     @Test("gym names that could not be a role or a common name are refused")
     func gymNames() {
         #expect(ChainSchema.isValidGym("north_side2"))

@@ -138,8 +138,8 @@ class Chain:
         self.pg_ctl("start")
         self.psql("CREATE DATABASE chain", database="postgres")
         out = self.vbt("chain", "init", *self.admin_options()).stdout
-        assert "chain schema at version 3" in out, out
-        assert "already at version 3" in self.vbt("chain", "init", *self.admin_options()).stdout
+        assert "chain schema at version 4" in out, out
+        assert "already at version 4" in self.vbt("chain", "init", *self.admin_options()).stdout
         for gym in self.gyms:
             self.vbt("chain", "add-gym", gym, "--ca", str(self.certs), "--out", str(self.certs / gym), *self.admin_options())
 
@@ -331,7 +331,7 @@ def test_three_gyms_reach_the_chain_store_exactly_once_through_faults(chain: Cha
         # HQ's list of gyms: each gym's rows in the chain store, as the admin sees them.
         listed = chain.vbt("chain", "gyms", *chain.admin_options()).stdout.splitlines()
         header = listed[0].split()
-        assert header[:4] == ["gym", "last_sent", "athletes", "sessions"], listed
+        assert header[:5] == ["gym", "last_sent", "erasures", "athletes", "sessions"], listed
         for gym in gyms:
             line = dict(zip(header, next(row for row in listed if row.startswith(gym.name + " ")).split()))
             assert int(line["reps"]) == gym.reps and int(line["athletes"]) == len(gym.athletes), (line, listed)
@@ -425,9 +425,9 @@ def test_an_uplink_refuses_a_newer_chain_schema(chain: Chain, tmp_path: Path):
 
 
 def test_chain_init_upgrades_a_store_and_the_gyms_it_has(chain: Chain, tmp_path: Path):
-    """A store set back to version 1 (migrations 2 and 3's tables dropped, and with them the gyms'
-    rights on them): `vbt chain init` applies migrations 2 and 3 and grants every gym its tables
-    again, so a gym's uplink (which writes version 3) runs again."""
+    """A store set back to version 1 (migrations 2 to 4's tables and function dropped, and with them
+    the gyms' rights on them): `vbt chain init` applies migrations 2 to 4 and grants every gym its
+    tables again, so a gym's uplink (which writes version 4) runs again."""
     db = tmp_path / "gym.sqlite"  # a gym's real store: a recorder makes it, briefly
     bus = Bus(tmp_path / "bus")
     (tmp_path / "bus").mkdir()
@@ -439,13 +439,14 @@ def test_chain_init_upgrades_a_store_and_the_gyms_it_has(chain: Chain, tmp_path:
     finally:
         bus.stop_all()
     chain.vbt("chain", "add-gym", "west", "--ca", str(chain.certs), "--out", str(chain.certs / "west"), *chain.admin_options())
-    later = ["chain_links", "chain_athletes", "profiles", "posture_changes", "alerts", "plans", "plan_items"]
-    downgrade = "; ".join([f"DROP TABLE {t}" for t in later] + ["DELETE FROM chain_schema WHERE version IN (2, 3)"])
+    later = ["erasures", "chain_links", "chain_athletes", "profiles", "posture_changes", "alerts", "plans", "plan_items"]
+    downgrade = "; ".join([f"DROP TABLE {t}" for t in later] + ["DROP FUNCTION chain_erase",
+                                                                 "DELETE FROM chain_schema WHERE version IN (2, 3, 4)"])
     assert chain.psql(downgrade).returncode == 0
     once = [str(BIN_DIR / "vbt-uplink"), "--db", str(db), "--gym", "west", "--once", *chain.gym_options("west")]
     older = subprocess.run(once, capture_output=True, text=True, timeout=60)
     assert older.returncode != 0 and "run `vbt chain init`" in older.stderr, older.stderr
-    assert "applied 2, 3" in chain.vbt("chain", "init", *chain.admin_options()).stdout
+    assert "applied 2, 3, 4" in chain.vbt("chain", "init", *chain.admin_options()).stdout
     upgraded = subprocess.run(once, capture_output=True, text=True, timeout=60)
     assert upgraded.returncode == 0, upgraded.stderr
     assert chain.query("SELECT count(*) FROM plan_items WHERE gym = 'west' AND plan = 'upgrade-plan'") == 1
@@ -547,6 +548,102 @@ def test_an_athlete_across_two_gyms_has_one_chain_page(chain: Chain):
     # The check can fail: the same insert as the admin goes through.
     assert chain.psql("INSERT INTO chain_links (gym, athlete, chain_id) VALUES ('north', 'ana', 'ANA-1')").returncode == 0
     assert chain.query("SELECT count(*) FROM chain_links WHERE chain_id = 'ANA-1'") == 2
+
+
+def gym_snapshot(chain: Chain, gym: str) -> dict[str, dict]:
+    """Every replicated row of one gym in the chain store, per table."""
+    return {table: {k: v for k, v in chain.rows(table).items() if k[0] == gym} for table in TABLES}
+
+
+def test_an_erasure_at_a_gym_reaches_the_chain_store_once(chain: Chain, tmp_path: Path):
+    """Ana and wipe-a1 train at gym wipe, are uplinked and linked by HQ (Ana also at south, as
+    wipe-twin); both are erased at the gym. After the next cycle no row of the gym in the chain
+    store carries their ids or names, the chain store equals the gym's store, wipe-a1's chain
+    athlete is gone and Ana's keeps only her south link; the gym's other athletes and south are
+    untouched. Another cycle changes nothing, nor do the erasures delivered again after a new
+    athlete was given the id ana (her rows keep it)."""
+    name, admin = "wipe", chain.admin_options()
+    chain.vbt("chain", "add-gym", name, "--ca", str(chain.certs), "--out", str(chain.certs / name), *admin)
+    seed_training(chain, "south", "wipe-twin", 990_101, 1_790_500_000.0, [60])
+    gym = Gym(name, tmp_path, chain)
+    once = [str(BIN_DIR / "vbt-uplink"), "--db", str(gym.db), "--gym", name, "--once", *chain.gym_options(name)]
+
+    def cycle() -> None:
+        result = subprocess.run(once, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+
+    erased = ["ana", f"{name}-a1"]
+    athlete_tables = chain.query("SELECT json_agg(table_name ORDER BY table_name) FROM information_schema.columns "
+                                 "WHERE table_schema = 'public' AND column_name = 'athlete'")
+    gym_tables = chain.query("SELECT json_agg(table_name ORDER BY table_name) FROM information_schema.columns "
+                             "WHERE table_schema = 'public' AND column_name = 'gym'")
+    try:
+        gym.train(1)
+        wait_until(gym.stored, "the round stored at the gym")
+        vbt(gym.bus, "set", "note", f"{name}-ana-1-0", "--note", "Ana moved well: ana adds 5 kg")
+        cycle()
+        assert chain.query(f"SELECT count(*) FROM reps WHERE gym = '{name}' AND athlete = 'ana'") == 10
+        chain.vbt("chain", "link", "WIPE-ANA", "--gym", name, "--athlete", "ana", "--name", "Ana Chain", *admin)
+        chain.vbt("chain", "link", "WIPE-ANA", "--gym", "south", "--athlete", "wipe-twin", *admin)
+        chain.vbt("chain", "link", "WIPE-A1", "--gym", name, "--athlete", f"{name}-a1", *admin)
+        chain.vbt("chain", "link", "WIPE-A0", "--gym", name, "--athlete", f"{name}-a0", *admin)
+
+        def others(snapshot: dict[str, dict], pseudonyms: tuple[str, ...] = ()) -> dict[str, dict]:
+            """The rows of anyone but the erased athletes."""
+            theirs = {*erased, *pseudonyms}
+            return {t: {k: v for k, v in rows.items() if v.get("athlete") not in theirs and v.get("id") not in theirs}
+                    for t, rows in snapshot.items()}
+
+        before, south = gym_snapshot(chain, name), gym_snapshot(chain, "south")
+        assert sum(len(rows) for rows in others(before).values()) < sum(len(rows) for rows in before.values())
+        pseudonyms = [json.loads(vbt(gym.bus, "athlete", "erase", a, "--confirm", a, "--json").stdout)["pseudonym"] for a in erased]
+        cycle()
+
+        for table in athlete_tables:
+            assert chain.query(f"SELECT count(*) FROM {table} WHERE gym = '{name}' AND athlete IN ('ana', '{name}-a1')") == 0, table
+        assert chain.query(f"SELECT count(*) FROM athletes WHERE gym = '{name}' AND id IN ('ana', '{name}-a1')") == 0
+        for table in gym_tables:  # no value of the gym's rows is her id or contains her name
+            text = "row_to_json(whole_row)::text"  # an alias no table has as a column (posture_changes has t)
+            named = chain.query(f"SELECT count(*) FROM {table} whole_row WHERE gym = '{name}' AND ({text} LIKE '%\"ana\"%' "
+                                f"OR {text} LIKE '%\"{name}-a1\"%' OR {text} ~ '(Ana|Wipe-A1)')")
+            assert named == 0, table
+        after = gym_snapshot(chain, name)
+        for table in TABLES:  # the chain store equals the gym's store, pseudonyms included
+            assert gym_rows(gym.db, name, table) == after[table], table
+        assert chain.query(f"SELECT count(*) FROM reps WHERE gym = '{name}' AND athlete = '{pseudonyms[0]}'") == 10
+        assert chain.query(f"SELECT to_json(note) FROM sets WHERE gym = '{name}' AND id = '{name}-ana-1-0'") == (
+            f"{pseudonyms[0]} moved well: {pseudonyms[0]} adds 5 kg")
+        assert others(after, tuple(pseudonyms)) == others(before) and gym_snapshot(chain, "south") == south
+        assert chain.query(f"SELECT json_agg(rows_rewritten > 0) FROM erasures WHERE gym = '{name}'") == [True, True]
+        # Her chain page keeps only her other gym; wipe-a1's chain athlete had no other link: gone.
+        page = json.loads(chain.vbt("chain", "athlete", "WIPE-ANA", "--json", *admin).stdout)
+        assert [(link["gym"], link["athlete"]) for link in page["links"]] == [("south", "wipe-twin")], page
+        assert {s["gym"] for s in page["sets"] + page["sessions"]} == {"south"}, page
+        gone = chain.vbt("chain", "athlete", "WIPE-A1", *admin, ok=False)
+        assert gone.returncode != 0 and "no chain athlete WIPE-A1" in gone.stderr, gone.stderr
+        assert "wipe-a0" in chain.vbt("chain", "athlete", "WIPE-A0", *admin).stdout
+
+        links = chain.query("SELECT json_agg(json_build_array(gym, athlete, chain_id) ORDER BY gym, athlete) FROM chain_links")
+        cycle()
+        assert gym_snapshot(chain, name) == after
+        # The erasures delivered again, after the id ana went to a new athlete who trained: hers stay hers.
+        assert chain.psql(f"UPDATE cursors SET last_rowid = 0 WHERE gym = '{name}' AND tbl = 'erasures'").returncode == 0
+        vbt(gym.bus, "athlete", "add", "ana", "--name", "Ana Second")
+        gym.athletes = [f"{name}-a0", "ana"]
+        gym.train(2)
+        wait_until(gym.stored, "the second round stored at the gym")
+        cycle()
+        assert chain.query(f"SELECT count(*) FROM reps WHERE gym = '{name}' AND athlete = 'ana'") == 10
+        assert chain.query(f"SELECT count(*) FROM reps WHERE gym = '{name}' AND athlete = '{pseudonyms[0]}'") == 10
+        assert chain.query(f"SELECT count(*) FROM erasures WHERE gym = '{name}'") == 2
+        for table in TABLES:
+            assert gym_rows(gym.db, name, table) == gym_snapshot(chain, name)[table], table
+        assert chain.query("SELECT json_agg(json_build_array(gym, athlete, chain_id) ORDER BY gym, athlete) FROM chain_links") == links
+        # Only the gym's own role applies its erasures.
+        refused = chain.psql(f"SELECT chain_erase('{name}', 'erased-x', 1, NULL)", conninfo=chain.gym_conninfo("north"))
+        assert refused.returncode != 0 and "only the role of gym wipe" in refused.stderr, refused.stderr
+    finally:
+        gym.close()
 
 
 def test_a_gym_cut_off_for_a_while_catches_up_with_nothing_lost_or_doubled(tmp_path: Path):
