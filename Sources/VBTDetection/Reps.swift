@@ -347,13 +347,12 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
         }
         var best: (error: Double, p: Double)?
         for flatOtherSide in [false, true] {
-            let a: [[Double]] = [
-                [n, m2, m3, flatOtherSide ? 0 : o2],
-                [m2, m4, m5, 0],
-                [m3, m5, m6, 0],
-                [flatOtherSide ? 0 : o2, 0, 0, flatOtherSide ? 1 : o4],
-            ]
-            let b = [y, my2, my3, flatOtherSide ? 0 : oy2]
+            let a = SIMD16<Double>(
+                n, m2, m3, flatOtherSide ? 0 : o2,
+                m2, m4, m5, 0,
+                m3, m5, m6, 0,
+                flatOtherSide ? 0 : o2, 0, 0, flatOtherSide ? 1 : o4)
+            let b = SIMD4<Double>(y, my2, my3, flatOtherSide ? 0 : oy2)
             // The jerk term may bend the curve, not carry it: otherwise a turning
             // point pushed into the rest still fits (a d^2 + c d^3 is flat near 0).
             guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0,
@@ -384,28 +383,32 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     return (best.t, best.p)
 }
 
-/// Solves a small linear system by Gaussian elimination with partial pivoting; nil when singular.
-func solveLinear(_ a: [[Double]], _ b: [Double]) -> [Double]? {
+/// Solves the 4 x 4 system `a` x = `b` (`a` row by row) by Gaussian elimination with partial
+/// pivoting; nil when singular. Fixed-size, on the stack: `refineTurningPoint` solves two per
+/// candidate turning point, hundreds a rep, and nested arrays cost an allocation per row.
+func solveLinear(_ a: SIMD16<Double>, _ b: SIMD4<Double>) -> SIMD4<Double>? {
     var m = a
     var v = b
-    let n = v.count
-    for column in 0..<n {
-        guard let pivot = (column..<n).max(by: { abs(m[$0][column]) < abs(m[$1][column]) }), abs(m[pivot][column]) > 1e-15 else {
-            return nil
+    for column in 0..<4 {
+        // The first row with the largest magnitude in the column, at or below the diagonal.
+        var pivot = column
+        for row in (column + 1)..<4 where abs(m[pivot * 4 + column]) < abs(m[row * 4 + column]) { pivot = row }
+        guard abs(m[pivot * 4 + column]) > 1e-15 else { return nil }
+        if pivot != column {
+            for k in 0..<4 { (m[column * 4 + k], m[pivot * 4 + k]) = (m[pivot * 4 + k], m[column * 4 + k]) }
+            (v[column], v[pivot]) = (v[pivot], v[column])
         }
-        m.swapAt(column, pivot)
-        v.swapAt(column, pivot)
-        for row in (column + 1)..<n {
-            let factor = m[row][column] / m[column][column]
-            for k in column..<n { m[row][k] -= factor * m[column][k] }
+        for row in (column + 1)..<4 {
+            let factor = m[row * 4 + column] / m[column * 4 + column]
+            for k in column..<4 { m[row * 4 + k] -= factor * m[column * 4 + k] }
             v[row] -= factor * v[column]
         }
     }
-    var x = [Double](repeating: 0, count: n)
-    for row in stride(from: n - 1, through: 0, by: -1) {
+    var x = SIMD4<Double>()
+    for row in stride(from: 3, through: 0, by: -1) {
         var sum = v[row]
-        for k in (row + 1)..<n { sum -= m[row][k] * x[k] }
-        x[row] = sum / m[row][row]
+        for k in (row + 1)..<4 { sum -= m[row * 4 + k] * x[k] }
+        x[row] = sum / m[row * 4 + row]
     }
     return x
 }

@@ -752,6 +752,12 @@ struct DistanceTracker: Sendable, Codable {
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
     private static let fusion = FusionSettings()
+    /// Readings taken into the window so far: the window is as it was while this stays.
+    private var appended = 0
+    /// The board's gravity over the window (`BoardGravity`, all of its 20 s), as estimated for
+    /// a rise (`measured`) at `appended` == `stamp`: a rep judged as its rise ends is fused again
+    /// for its phases from the same window, and takes the same estimate. Not checkpointed.
+    private var gravity: (stamp: Int, value: BoardGravity?)?
 
     /// A reading: time, height in metres, the accelerometer when sent. The
     /// height and the accelerometer are kept in single precision (its 24-bit
@@ -814,7 +820,7 @@ struct DistanceTracker: Sendable, Codable {
     func trace(from: Double, to: Double) -> ([KinematicSample], ConcentricEndpoints)? {
         let window = points.filter { $0.t >= from && $0.t <= to }
         guard window.count >= 4 else { return nil }
-        if let fused = fusedTrace(from: from - 0.5, to: to) { return (fused, .velocityZeros) }
+        if let fused = fused(points.filter { $0.t >= from - 0.5 && $0.t <= to }) { return (fused, .velocityZeros) }
         return (differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)
     }
 
@@ -822,6 +828,7 @@ struct DistanceTracker: Sendable, Codable {
         let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
         points.append(Point(t: t, m: m, acc: reading.acc))
+        appended += 1
         // Keep what a rep can span: 20 s of readings (a window drops its oldest without moving the rest: Window.swift).
         if let first = points.first, t - first.t > 20 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
@@ -855,15 +862,18 @@ struct DistanceTracker: Sendable, Codable {
         refined.descentBeforeM = max(0, before - valleyM)
         refined.peakM = window.filter { $0.t >= refined.valleyT }.map(\.m).max() ?? m
         lastPeakT = refined.peakT
-        if let fused = fusedTrace(from: refined.valleyT - 1.0, to: candidate.completedT) { return [(refined, fused, .velocityZeros)] }
+        let span = points.filter { $0.t >= refined.valleyT - 1.0 && $0.t <= candidate.completedT }
+        if span.allSatisfy({ $0.acc != nil }), gravity?.stamp != appended { gravity = (appended, BoardGravity(points.compactMap(\.acc))) }
+        if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
         return [(refined, trace, .fittedPositions)]
     }
 
-    /// The readings from `from` to `to` fused with the accelerometer, when
-    /// every one of them carries it and it rides the bar.
-    private func fusedTrace(from: Double, to: Double) -> [KinematicSample]? {
-        let window = points.filter { $0.t >= from && $0.t <= to }
-        guard window.allSatisfy({ $0.acc != nil }), let gravity = BoardGravity(points.compactMap(\.acc)) else { return nil }
+    /// `window`'s readings fused with the accelerometer, when every one of them carries it and
+    /// it rides the bar.
+    private func fused(_ window: [Point]) -> [KinematicSample]? {
+        guard window.allSatisfy({ $0.acc != nil }) else { return nil }
+        let estimate = gravity.flatMap { $0.stamp == appended ? $0.value : nil } ?? BoardGravity(points.compactMap(\.acc))
+        guard let gravity = estimate else { return nil }
         let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, vertical: gravity.vertical($0.acc!)) }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
