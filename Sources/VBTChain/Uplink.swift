@@ -58,15 +58,22 @@ public final class Uplink {
             status.sent[table.name] = sent
         }
         if !stop() { status.refreshed = try refresh(db, now: now, stop: stop) }
+        (status.backlog, status.lagS) = try measure(db, now: now)
+        return status
+    }
+
+    /// The backlog (rows above this gym's cursors) and the lag (seconds since the oldest of them
+    /// was written, 0 with none) at `now`, without sending anything.
+    public func measure(_ db: PostgresConnection, now: Double) throws -> (backlog: Int, lagS: Double) {
         let cursors = try self.cursors(db)
+        var backlog = 0
         var oldest: Double?
         for table in ChainTable.all {
             let (rows, first) = try source.backlog(of: table, after: cursors[table.name] ?? 0)
-            status.backlog += rows
+            backlog += rows
             if let first { oldest = min(oldest ?? first, first) }
         }
-        status.lagS = oldest.map { max(0, now - $0) } ?? 0
-        return status
+        return (backlog, oldest.map { max(0, now - $0) } ?? 0)
     }
 
     /// One batch of `table`: the cursor is read and locked inside the transaction, so two uplinks

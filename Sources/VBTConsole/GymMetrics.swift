@@ -98,6 +98,7 @@ public final class GymMetrics: Sendable {
             values["vbt_webhook_failed_total"] = webhook.failed
             values["vbt_webhook_dropped_total"] = webhook.dropped
         }
+        if let uplink = heartbeat.uplink { values["vbt_uplink_sent_rows_total"] = uplink.sentRows }
         let increases = state.withLock { state -> [String: Int] in
             var program = state.programs[name] ?? Program()
             // A smaller uptime is a new process: its counters start again from zero.
@@ -121,6 +122,13 @@ public final class GymMetrics: Sendable {
         meter("vbt_program_uptime_seconds", labels).set(heartbeat.uptimeS)
         meter("vbt_program_up", labels).set(1)
         if let outstanding = heartbeat.inputs?.outstanding { meter("vbt_program_outstanding_messages", labels).set(outstanding) }
+        if let uplink = heartbeat.uplink {
+            // A gym's chain uplink: how far behind it is, by gym (a value, not a counter).
+            let gym = ["gym": uplink.gym]
+            if let backlog = uplink.backlogRows { meter("vbt_uplink_backlog_rows", gym).set(backlog) }
+            if let lag = uplink.lagS { meter("vbt_uplink_lag_seconds", gym).set(lag) }
+            meter("vbt_uplink_error", gym).set(uplink.lastError == nil ? 0 : 1)
+        }
     }
 
     private func count(_ name: String, _ labels: [String: String]) { counter(name, labels).increment() }

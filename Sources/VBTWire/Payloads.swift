@@ -593,6 +593,25 @@ public struct HeartbeatMessage: BusPayload, Equatable {
     /// that has ended): it is gone, not silent, and the notifier stops watching it instead of
     /// raising it missing for good. Nil otherwise (written only when true).
     public var stopping: Bool?
+    /// A chain uplink's progress (`vbt-uplink --bus`).
+    public var uplink: UplinkProgress?
+
+    /// How far a gym's chain uplink is behind, and what went wrong last.
+    public struct UplinkProgress: Sendable, Equatable {
+        /// The gym's name in the chain.
+        public var gym: String
+        /// Rows in the gym's store not yet in the chain store (nil until first measured).
+        public var backlogRows: Int?
+        /// Seconds since the oldest of them was written (0 with no backlog; nil until measured).
+        public var lagS: Double?
+        /// Rows sent since the process started (new rows, not refreshes).
+        public var sentRows = 0
+        /// The last error talking to the chain store or reading the gym's store; nil once a cycle succeeds.
+        public var lastError: String?
+
+        /// Creates progress for `gym`, nothing measured yet.
+        public init(gym: String) { self.gym = gym }
+    }
 
     /// Where a producer answers replay requests (proto/replay.md), and how far each of its streams has gone,
     /// so a consumer sees a silent tail as well as a hole.
@@ -663,6 +682,14 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         }
         subscribes = try fields.optionalStrings("subscribes")
         stopping = try fields.optionalFlag("stopping") == true ? true : nil
+        if let object = try fields.optionalObject("uplink") {
+            var progress = UplinkProgress(gym: try object.string("gym"))
+            progress.backlogRows = try object.optionalInteger("backlog_rows")
+            progress.lagS = try object.optionalNumber("lag_s")
+            progress.sentRows = try object.integer("sent_rows")
+            progress.lastError = try object.optionalString("last_error")
+            uplink = progress
+        }
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -724,6 +751,16 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             writer.endArray()
         }
         if stopping == true { writer.key("stopping"); writer.bool(true) }
+        if let uplink {
+            writer.key("uplink")
+            writer.beginObject()
+            writer.field("gym", uplink.gym)
+            if let backlog = uplink.backlogRows { writer.field("backlog_rows", backlog) }
+            if let lag = uplink.lagS { writer.key("lag_s"); writer.fixed(lag, decimals: 3) }
+            writer.field("sent_rows", uplink.sentRows)
+            if let error = uplink.lastError { writer.field("last_error", error) }
+            writer.endObject()
+        }
     }
 }
 

@@ -5,6 +5,7 @@ import Logging
 import VBTBus
 import VBTChain
 import VBTCommandLine
+import VBTWire
 
 @main
 struct UplinkCommand: ParsableCommand {
@@ -48,8 +49,35 @@ struct UplinkCommand: ParsableCommand {
     @Flag(help: "Run one cycle and exit (0 when the backlog is empty at its end).")
     var once = false
 
+    @Flag(
+        help: ArgumentHelp(
+            "Publish heartbeat.uplink-<gym> on the bus: backlog, lag, rows sent and the last error.",
+            discussion: "The bus as every program reaches it: --pub-endpoint or VBT_PUB_ENDPOINT, the keys VBT_CERT and VBT_BUS_CERT, or --insecure."
+        ))
+    var bus = false
+
+    @Option(help: "With --bus: the endpoint publishers connect to (overrides VBT_PUB_ENDPOINT).")
+    var pubEndpoint: String?
+
+    @Flag(help: "With --bus: run without keys (plaintext; also VBT_INSECURE=1), only when the bus is on this computer.")
+    var insecure = false
+
     @OptionGroup var chain: ChainOptions
     @OptionGroup var logging: LogOptions
+
+    /// With --bus, where the bus is and the keys, as every program takes them (BusOptions, which
+    /// would make the bus required): the environment's, overridden by --pub-endpoint.
+    func busConfig() throws -> BusConfig {
+        var config = BusConfig.fromEnvironment()
+        if let pubEndpoint { config.pubEndpoint = pubEndpoint }
+        do { config.security = try BusSecurity.fromEnvironment() } catch { throw ValidationError("--bus: \(error)") }
+        guard config.security != nil || insecure || ProcessInfo.processInfo.environment["VBT_INSECURE"] == "1" else {
+            throw ValidationError(
+                "--bus needs keys: set VBT_CERT and VBT_BUS_CERT (`vbt keys init` and `vbt keys add` make them), "
+                    + "or pass --insecure when the bus is on this computer")
+        }
+        return config
+    }
 
     func validate() throws {
         guard ChainSchema.isValidGym(gym) else {
@@ -62,6 +90,7 @@ struct UplinkCommand: ParsableCommand {
         guard FileManager.default.fileExists(atPath: db) else {
             throw ValidationError("no store at \(db): give the session-recorder's --db")
         }
+        if bus { _ = try busConfig() }
     }
 
     func run() throws {
@@ -86,8 +115,16 @@ struct UplinkCommand: ParsableCommand {
         var endpoint = chain.endpoint(applicationName: "vbt-uplink-\(gym)")
         endpoint.deadLinkS = deadLink
         var connection: PostgresConnection?
-        logger.info("uplink started", metadata: ["gym": "\(gym)", "db": "\(db)", "schema": "\(ChainSchema.current)"])
+        var heartbeat: UplinkHeartbeat?
+        if bus {
+            do { heartbeat = try UplinkHeartbeat(gym: gym, config: busConfig(), intervalS: min(max(interval, 1), 5)) } catch {
+                reportProblem("vbt-uplink: the bus: \(error); check --pub-endpoint (VBT_PUB_ENDPOINT) and that vbt-bus is running")
+                throw ExitCode.failure
+            }
+        }
+        logger.info("uplink started", metadata: ["gym": "\(gym)", "db": "\(db)", "schema": "\(ChainSchema.current)", "bus": "\(bus)"])
         while !stop.isSet {
+            heartbeat?.tick()
             do {
                 if connection == nil {
                     let made = try PostgresConnection(endpoint)
@@ -97,7 +134,21 @@ struct UplinkCommand: ParsableCommand {
                     logger.info("chain store connected", metadata: ["tls": "\(made.usesTLS)", "server": "\(made.serverVersion)"])
                 }
                 guard let connection else { continue }
-                let status = try uplink.cycle(connection, now: Date().timeIntervalSince1970) { stop.isSet }
+                if let heartbeat {  // what is left before this cycle: seen while a long catch-up runs
+                    (heartbeat.progress.backlogRows, heartbeat.progress.lagS) = try uplink.measure(connection, now: Date().timeIntervalSince1970)
+                    heartbeat.tick(force: true)
+                }
+                let status = try uplink.cycle(connection, now: Date().timeIntervalSince1970) {
+                    heartbeat?.tick()
+                    return stop.isSet
+                }
+                if let heartbeat {
+                    heartbeat.progress.backlogRows = status.backlog
+                    heartbeat.progress.lagS = status.lagS
+                    heartbeat.progress.sentRows += status.sent.values.reduce(0, +)
+                    heartbeat.progress.lastError = nil
+                    heartbeat.tick(force: true)
+                }
                 let sent = ChainTable.all.map { "\($0.name)=\(status.sent[$0.name] ?? 0)" }.joined(separator: " ")
                 logger.info(
                     "cycle",
@@ -108,6 +159,8 @@ struct UplinkCommand: ParsableCommand {
                 if once { throw status.backlog == 0 ? ExitCode.success : ExitCode.failure }
             } catch let error as PostgresError {
                 connection = nil
+                heartbeat?.progress.lastError = error.description
+                heartbeat?.tick(force: true)
                 if error.isPermanent {
                     reportProblem("vbt-uplink: \(error)")
                     throw ExitCode.failure
@@ -119,10 +172,57 @@ struct UplinkCommand: ParsableCommand {
             } catch {
                 // The gym's store unreadable for a moment (busy, being restored): the cursor did not move.
                 logger.warning("gym store unreadable; retrying", metadata: ["error": "\(error)", "in_s": "\(interval)"])
+                heartbeat?.progress.lastError = "gym store unreadable: \(error)"
+                heartbeat?.tick(force: true)
                 if once { throw ExitCode.failure }
             }
-            stop.sleep(interval)
+            // Sleeps in heartbeat intervals, so a long --interval does not silence the heartbeat.
+            var left = interval
+            while left > 0, !stop.isSet {
+                let step = min(left, heartbeat?.intervalS ?? left)
+                stop.sleep(step)
+                left -= step
+                heartbeat?.tick()
+            }
         }
+        heartbeat?.part()
         logger.info("uplink stopped")
     }
+}
+
+/// The uplink's heartbeat on the bus (`heartbeat.uplink-<gym>`), published from the uplink's one
+/// loop (the publisher is that thread's): when due, and at once when its progress changes.
+final class UplinkHeartbeat {
+    let context = ZMQContext()
+    let publisher: Publisher
+    let name: String
+    let intervalS: Double
+    let started: Double
+    var next = -Double.infinity
+    var progress: HeartbeatMessage.UplinkProgress
+
+    init(gym: String, config: BusConfig, intervalS: Double) throws {
+        publisher = try Publisher(context: context, config: config, program: "vbt-uplink", lingerMs: 1_000)
+        name = "uplink-" + gym
+        self.intervalS = intervalS
+        started = publisher.clock.monotonicSeconds()
+        progress = HeartbeatMessage.UplinkProgress(gym: gym)
+        // A moment for a listener (the console, the notifier) to be heard, so the first heartbeat
+        // is not sent before anyone is connected; none after it: the uplink runs on regardless.
+        _ = try? publisher.waitForSubscriber(topic: "heartbeat." + name, timeoutS: 1)
+    }
+
+    /// Publishes when due, or now with `force`; a bus away loses the heartbeat, never the uplink.
+    func tick(force: Bool = false, stopping: Bool = false) {
+        let now = publisher.clock.monotonicSeconds()
+        guard force || now >= next else { return }
+        next = now + intervalS
+        var message = HeartbeatMessage(role: "vbt-uplink", uptimeS: now - started, intervalS: intervalS)
+        message.uplink = progress
+        message.stopping = stopping ? true : nil
+        try? publisher.publish(message, station: name)
+    }
+
+    /// The last heartbeat: stopped as asked, gone rather than silent.
+    func part() { tick(force: true, stopping: true) }
 }

@@ -24,6 +24,7 @@ Run from the repository root:  python3 -m pytest -q tests/python/test_chain.py
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -32,10 +33,12 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from bus_tap import BusLog
 from test_recorder import RawPublisher, Recorder, vbt
 from test_wire import BIN_DIR, Bus, Program, binary, free_port, wait_until
 
@@ -264,10 +267,10 @@ class Gym:
         self.uplinks: list[Program] = []
         self.reps = 0
 
-    def uplink(self, label: str = "") -> Program:
+    def uplink(self, label: str = "", extra: tuple[str, ...] = ()) -> Program:
         env = dict(self.bus.env, VBT_LOG_LEVEL="debug")
         args = ["vbt-uplink", "--db", str(self.db), "--gym", self.name, "--batch", "4", "--interval", "0.2",
-                *self.chain.gym_options(self.name)]
+                *extra, *self.chain.gym_options(self.name)]
         program = Program(f"uplink-{self.name}{label}-{len(self.uplinks)}", args, env, self.bus.tmp_path)
         self.bus.programs.append(program)
         self.uplinks.append(program)
@@ -643,6 +646,68 @@ def test_an_erasure_at_a_gym_reaches_the_chain_store_once(chain: Chain, tmp_path
         refused = chain.psql(f"SELECT chain_erase('{name}', 'erased-x', 1, NULL)", conninfo=chain.gym_conninfo("north"))
         assert refused.returncode != 0 and "only the role of gym wipe" in refused.stderr, refused.stderr
     finally:
+        gym.close()
+
+
+def scrape_metrics(base: str, account: tuple[str, str]) -> str:
+    """The coach console's /metrics, as Prometheus asks for it (HTTP Basic)."""
+    request = urllib.request.Request(base + "/metrics", headers={
+        "Authorization": "Basic " + base64.b64encode(f"{account[0]}:{account[1]}".encode()).decode()})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.read().decode()
+
+
+def test_an_uplink_on_the_bus_says_its_backlog_and_lag(chain: Chain, tmp_path: Path):
+    """A gym with two rounds of training not yet uplinked starts its uplink with --bus and one row a
+    batch: its heartbeat (as a bus subscriber sees it) says a backlog first and then 0, with the rows
+    it sent equal to the gym's rows in the chain store; the coach console's /metrics shows the gym's
+    backlog and lag series; the last heartbeat says it stopped."""
+    name = "beat"
+    chain.vbt("chain", "add-gym", name, "--ca", str(chain.certs), "--out", str(chain.certs / name), *chain.admin_options())
+    gym = Gym(name, tmp_path, chain)
+    log = BusLog(gym.bus.sub_endpoint, default_station=f"uplink-{name}")
+    users, viewer = tmp_path / "console-users", ("viewer-hq", "just-looking-3")
+    added = subprocess.run([binary("vbt"), "console", "user", "add", viewer[0], "--role", "viewer", "--users", str(users)],
+                           input=viewer[1] + "\n", text=True, capture_output=True, env=gym.bus.env, timeout=30)
+    assert added.returncode == 0, added.stderr
+    port = free_port()
+    console = gym.bus.spawn("coach-console", ["coach-console", "--users", str(users), "--listen", f"127.0.0.1:{port}"])
+    try:
+        console.wait_for_log("console listening")
+        gym.train(1)
+        gym.train(2)
+        wait_until(gym.stored, "two rounds stored at the gym")
+        uplink = gym.uplink(extra=("--bus", "--batch", "1"))
+
+        def progress() -> list[dict]:
+            return [m["uplink"] for m in log.of("heartbeat") if "uplink" in m]
+        wait_until(lambda: any(p.get("backlog_rows", 0) > 0 for p in progress()), "a heartbeat with a backlog",
+                   detail=uplink.describe)
+        wait_until(lambda: progress() and progress()[-1].get("backlog_rows") == 0, "the heartbeat's backlog down to 0",
+                   detail=uplink.describe)
+        beats = progress()
+        first = next(i for i, p in enumerate(beats) if p.get("backlog_rows", 0) > 0)
+        assert first < len(beats) - 1 and beats[-1]["lag_s"] == 0 and beats[first]["lag_s"] > 0, beats
+        in_chain = sum(len([k for k in chain.rows(table) if k[0] == name]) for table in TABLES)
+        assert beats[-1]["sent_rows"] == in_chain and beats[first]["backlog_rows"] <= in_chain, (beats, in_chain)
+        assert all(p["gym"] == name and "last_error" not in p for p in beats), beats
+        assert {m["role"] for m in log.of("heartbeat")} == {"vbt-uplink"}
+
+        def exported() -> str | bool:
+            text = scrape_metrics(f"http://127.0.0.1:{port}", viewer)
+            return f'vbt_uplink_backlog_rows{{gym="{name}"}} 0.0' in text and text
+        text = wait_until(exported, "/metrics to show the uplink's backlog at 0", detail=console.describe)
+        assert f'vbt_uplink_lag_seconds{{gym="{name}"}} 0.0' in text and f'vbt_uplink_error{{gym="{name}"}} 0.0' in text, text
+        assert f'vbt_uplink_sent_rows_total{{program="uplink-{name}"}} {in_chain}' in text, text
+        assert uplink.terminate() == 0, uplink.describe()
+        wait_until(lambda: log.of("heartbeat", stopping=True), "the last heartbeat, stopping")
+        # --bus without keys, off --insecure: refused before anything runs, saying what to do.
+        bare = {k: v for k, v in gym.bus.env.items() if k not in ("VBT_INSECURE", "VBT_CERT", "VBT_BUS_CERT")}
+        keyless = subprocess.run([str(BIN_DIR / "vbt-uplink"), "--db", str(gym.db), "--gym", name, "--once", "--bus",
+                                  *chain.gym_options(name)], capture_output=True, text=True, timeout=60, env=bare)
+        assert keyless.returncode != 0 and "--bus needs keys" in keyless.stderr, keyless.stderr
+    finally:
+        log.close()
         gym.close()
 
 
