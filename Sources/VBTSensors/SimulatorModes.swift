@@ -10,8 +10,9 @@ import VBTWire
 //
 // Ground truth follows a reference transducer: the concentric phase runs from
 // the instant the bar's velocity leaves zero at the bottom to the instant it
-// is zero again at the top (so lockout creep is inside it, and an overshoot's
-// top is its highest point); ROM is the height gained between them, mean
+// is zero again at the top (an overshoot's top is its highest point; lockout
+// creep, a few mm at a few mm/s after the drive has brought the bar to rest,
+// is the lockout, after it); ROM is the height gained between them, mean
 // velocity ROM / duration, peak velocity the highest in between.
 
 /// The simulator's optional behaviours (`SimulationConfig.modes`); all off by default.
@@ -86,13 +87,17 @@ public struct SimulationModes: Sendable, Equatable {
         public init() {}
     }
 
-    /// After the main rise the bar creeps on before it stops (the last of the lockout).
+    /// After the drive has brought the bar to rest at the top, it stands a moment and then creeps
+    /// on a few mm as the lifter finishes locking out: the lockout, not the concentric phase (a
+    /// transducer ends the phase where the velocity first reaches zero at the top).
     public struct LockoutCreep: Sendable, Equatable {
         /// How far, mm (drawn per rep).
         public var distanceMm: ClosedRange<Double> = 4...8
         /// Over how long, seconds (drawn per rep).
         public var durationS: ClosedRange<Double> = 0.45...0.65
-        /// Creates the defaults: 4-8 mm over 0.45-0.65 s.
+        /// How long the bar stands between the drive and the creep, seconds (drawn per rep).
+        public var stillS: ClosedRange<Double> = 0.05...0.15
+        /// Creates the defaults: 4-8 mm over 0.45-0.65 s, 0.05-0.15 s after the drive stops.
         public init() {}
     }
 
@@ -246,57 +251,50 @@ extension BarTimeline {
         let top = to + overshootMm
         let start = duration, firstSegment = segments.count
         var peak = 0.0
-        if sticks || creeps {
+        var creepM = 0.0, creepS = 0.0, stillS = 0.0
+        if creeps, let creep = modes.lockoutCreep {
+            creepM = Double.random(in: creep.distanceMm, using: &random) / 1000
+            creepS = Double.random(in: creep.durationS, using: &random)
+            stillS = Double.random(in: creep.stillS, using: &random)
+        }
+        if sticks, let sticking = modes.stickingPoint {
             // The rise is a chain of velocity ramps; the main part's durations are fixed by the mean
             // velocity and the peaks solved for so the chain covers the ROM exactly. Each ramp covers
-            // its duration times the mean of its end velocities.
-            var creepM = 0.0, creepS = 0.0
-            if creeps, let creep = modes.lockoutCreep {
-                creepM = Double.random(in: creep.distanceMm, using: &random) / 1000
-                creepS = Double.random(in: creep.durationS, using: &random)
-            }
-            let creepVelocity = creeps ? 2 * creepM / creepS : 0  // the creep ramps down from it to rest
+            // its duration times the mean of its end velocities. With creep, the drive ends at
+            // rest `creepM` short of the top, and the creep comes after it (below).
             let mainM = (top - from) / 1000 - creepM
             // The moving parts take what the whole rise would at `velocity`; a stall adds its time.
             let movingS = mainM / velocity
-            if sticks, let sticking = modes.stickingPoint {
-                var stall = Double.random(in: sticking.velocityMps, using: &random)
-                let stallS = Double.random(in: sticking.durationS, using: &random)
-                // Before the stall 40 % of the moving time, after it 60 %: each part speeds up (30 %),
-                // cruises (30 %) and slows (40 %); the first peak is 0.85 of the second.
-                let (before, after, share) = (0.4 * movingS, 0.6 * movingS, 0.85)
-                let perPeak = share * before * (0.15 + 0.3 + 0.2) + after * (0.15 + 0.3 + 0.2)
-                func secondPeak(_ stall: Double) -> Double {
-                    (mainM - stall * (0.2 * before + stallS + 0.15 * after) - 0.2 * after * creepVelocity) / perPeak
-                }
-                if secondPeak(stall) < 2 * stall {  // a rise too short for the crawl asked: crawl slower
-                    stall = (mainM - 0.2 * after * creepVelocity) / (2 * perPeak + 0.2 * before + stallS + 0.15 * after)
-                }
-                let second = secondPeak(stall), first = share * second
-                ramp(0, first, 0.3 * before)
-                ramp(first, first, 0.3 * before)
-                ramp(first, stall, 0.4 * before)
-                ramp(stall, stall, stallS)
-                ramp(stall, second, 0.3 * after)
-                ramp(second, second, 0.3 * after)
-                ramp(second, creepVelocity, 0.4 * after)
-                peak = second
-            } else {
-                // Speed up (35 %), cruise (20 %), slow to the creep's velocity (45 %): a peak about
-                // 1.7 x the mean, near the default's pi / 2.
-                let top = (mainM - 0.225 * movingS * creepVelocity) / (0.6 * movingS)
-                ramp(0, top, 0.35 * movingS)
-                ramp(top, top, 0.2 * movingS)
-                ramp(top, creepVelocity, 0.45 * movingS)
-                peak = top
+            var stall = Double.random(in: sticking.velocityMps, using: &random)
+            let stallS = Double.random(in: sticking.durationS, using: &random)
+            // Before the stall 40 % of the moving time, after it 60 %: each part speeds up (30 %),
+            // cruises (30 %) and slows (40 %); the first peak is 0.85 of the second.
+            let (before, after, share) = (0.4 * movingS, 0.6 * movingS, 0.85)
+            let perPeak = share * before * (0.15 + 0.3 + 0.2) + after * (0.15 + 0.3 + 0.2)
+            func secondPeak(_ stall: Double) -> Double {
+                (mainM - stall * (0.2 * before + stallS + 0.15 * after)) / perPeak
             }
-            if creeps { ramp(creepVelocity, 0, creepS) }
-            // Ramps land within rounding of the top; the next segments start from it exactly.
-            segments[segments.count - 1].to = top
+            if secondPeak(stall) < 2 * stall {  // a rise too short for the crawl asked: crawl slower
+                stall = mainM / (2 * perPeak + 0.2 * before + stallS + 0.15 * after)
+            }
+            let second = secondPeak(stall), first = share * second
+            ramp(0, first, 0.3 * before)
+            ramp(first, first, 0.3 * before)
+            ramp(first, stall, 0.4 * before)
+            ramp(stall, stall, stallS)
+            ramp(stall, second, 0.3 * after)
+            ramp(second, second, 0.3 * after)
+            ramp(second, 0, 0.4 * after)
+            peak = second
+            // Ramps land within rounding of the drive's top; the next segments start from it exactly.
+            segments[segments.count - 1].to = top - 1000 * creepM
         } else {
-            let concentricS = (top - from) / 1000 / velocity
-            move(from, top, concentricS)
-            peak = (top - from) / 1000 / concentricS * .pi / 2
+            // The default's drive (with creep, `creepM` short of the top), so that creep is all
+            // this rep adds to it.
+            let driveTop = top - 1000 * creepM
+            let concentricS = (driveTop - from) / 1000 / velocity
+            move(from, driveTop, concentricS)
+            peak = (driveTop - from) / 1000 / concentricS * .pi / 2
         }
         let end = duration
         let romMm = segments[segments.count - 1].to - segments[firstSegment].from
@@ -304,6 +302,16 @@ extension BarTimeline {
             SimulatedRep(
                 set: set, index: index, concentricStartS: start, concentricEndS: end, meanVelocityMps: romMm / 1000 / (end - start),
                 peakVelocityMps: peak, romMm: romMm, touchAndGo: touchAndGo))
+        if creeps {
+            // The lockout: the bar stands, then creeps up `creepM` and comes to rest again, its
+            // velocity rising and falling along half cosines (peak 2 creepM / creepS).
+            let at = segments[segments.count - 1].to
+            segments.append(Segment(start: duration, duration: stillS, from: at, to: at))
+            duration += stillS
+            ramp(0, 2 * creepM / creepS, creepS / 2)
+            ramp(2 * creepM / creepS, 0, creepS / 2)
+            segments[segments.count - 1].to = top
+        }
         if overshoots { move(top, to, Double.random(in: modes.overshoot!.settleS, using: &random)) }
     }
 }
