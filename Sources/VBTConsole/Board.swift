@@ -140,9 +140,9 @@ public struct ConsoleBoard: Sendable {
             update(station, athlete: nil) { $0.alerts[alert.alertId] = open ? AlertView(alert) : nil }
         case CommandMessage.type:
             guard let command = try? message.payload(as: CommandMessage.self) else { return }
-            if command.command == CommandName.athleteUnassign {
+            if command.name == .athleteUnassign {
                 update(station, athlete: nil) { $0.unassign() }
-            } else if command.command == CommandName.athleteAssign, let assign = try? AthleteAssign(args: command.args) {
+            } else if command.name == .athleteAssign, let assign = try? AthleteAssign(args: command.args) {
                 let zones = self.zones
                 update(station, athlete: nil) { $0.take(assign, zones: zones) }
             }

@@ -33,18 +33,12 @@ public struct ConsoleCommandRequest: Sendable, Equatable {
         let station = try object.string("station")
         guard isStationName(station) else { throw PayloadError("station must be a station's name (a-z, A-Z, 0-9, '.', '_', '-'), e.g. rack-01") }
         let command = try object.string("command")
-        guard CommandName.all.contains(command) else {
-            throw PayloadError("command must be one of \(CommandName.all.sorted().joined(separator: ", ")), not \(command)")
+        guard Command.names.contains(command) else {
+            throw PayloadError("command must be one of \(Command.names.sorted().joined(separator: ", ")), not \(command)")
         }
         let args = try object.optionalObject("args") ?? JSONObject()
-        switch command {
-        case CommandName.athleteAssign: _ = try AthleteAssign(args: args)
-        case CommandName.setLoad: _ = try SetLoad(args: args)
-        case CommandName.postureCalibrate: _ = try PostureCalibrate(args: args)
-        case CommandName.restExtend: _ = try RestExtend(args: args)
-        case CommandName.planAssign: _ = try Plan(assignArgs: args)
-        default: break
-        }
+        // Read as the programs will read it: refused here, in the same words, rather than by them.
+        _ = try Command(name: command, args: args)
         let id = "console-" + String(UInt64.random(in: .min ... .max), radix: 16)
         return ConsoleCommandRequest(id: id, station: station, command: command, target: "*", args: args, athlete: nil, user: user)
     }
@@ -85,10 +79,10 @@ extension ConsoleBoard {
             return "no station \(request.station) has been heard on the bus: check the name, and that its sensor-bridge runs"
         }
         let assigning: String?
-        switch request.command {
-        case CommandName.athleteAssign: assigning = (try? AthleteAssign(args: request.args))?.athlete
-        case CommandName.planAssign: assigning = (try? Plan(assignArgs: request.args))?.athlete
-        case CommandName.athleteUnassign: return state.athlete == nil ? "nobody is at \(request.station)" : nil
+        switch try? Command(name: request.command, args: request.args) {
+        case .athleteAssign(let assign): assigning = assign.athlete
+        case .planAssign(let plan): assigning = plan.athlete
+        case .athleteUnassign: return state.athlete == nil ? "nobody is at \(request.station)" : nil
         default:
             return state.silent ? "\(request.station) is silent: its sensor-bridge has not been heard for \(Int(silentAfterS)) s" : nil
         }

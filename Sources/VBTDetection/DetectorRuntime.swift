@@ -879,7 +879,7 @@ public final class DetectorRuntime {
     /// Applies a command; the outputs it made and the answer to it (nil for a command the
     /// detector does not act on).
     private func apply(_ command: CommandMessage, ts: Double, to detector: inout StationDetector) -> (outputs: [DetectorOutput], ack: AckMessage?) {
-        guard CommandName.spec(command.command)?.programs.contains("rep-detector") == true else { return ([], nil) }
+        guard Command.isActedOn(command.command, by: "rep-detector") else { return ([], nil) }
         func answer(refusal: String?, detail: String? = nil) -> AckMessage {
             if let refusal {
                 logger.warning(
@@ -891,13 +891,10 @@ public final class DetectorRuntime {
             }
             return AckMessage(answering: command, program: "rep-detector", refusal: refusal, detail: detail)
         }
-        do { try CommandName.checkArguments(command.command, command.args) } catch {
-            return ([], answer(refusal: "\(command.command): \(error)"))
-        }
         let outputs: [DetectorOutput]
         do { outputs = try detector.apply(command, ts: ts) } catch { return ([], answer(refusal: "\(command.command): \(error)")) }
-        switch command.command {
-        case CommandName.athleteAssign:
+        switch command.name {
+        case .athleteAssign:
             let assignment = detector.assignment
             logger.info(
                 "station assigned",
@@ -907,11 +904,11 @@ public final class DetectorRuntime {
                 ])
             let load = assignment.loadKg.map { String(format: " at %g kg", $0) } ?? ""
             return (outputs, answer(refusal: nil, detail: "\(assignment.exercise)\(load)\(assignment.athlete.map { " for \($0)" } ?? "")"))
-        case CommandName.athleteUnassign:
+        case .athleteUnassign:
             logger.info("station unassigned", metadata: ["station": "\(detector.station)", "correlation_id": "\(command.id)"])
             let ended = outputs.contains { if case .set = $0 { true } else { false } }
             return (outputs, answer(refusal: nil, detail: ended ? "the set in progress ended" : "nobody at \(detector.station)"))
-        case CommandName.setEnd:
+        case .setEnd:
             let ended = outputs.contains { if case .set = $0 { true } else { false } }
             return (outputs, answer(refusal: ended ? nil : "no set in progress at \(detector.station)"))
         default:

@@ -43,13 +43,17 @@ extension StationDetector {
 
     /// Carries out a command addressed to the rep-detector (`athlete.assign`,
     /// `athlete.unassign`, `set.load`, `set.end`); other commands change nothing. Returns what it
-    /// produced (a set ended by command). A malformed `athlete.assign`
-    /// changes nothing and is thrown back, naming what is wrong.
+    /// produced (a set ended by command). A malformed command changes nothing and is thrown
+    /// back, naming what is wrong.
     public mutating func apply(_ command: CommandMessage) throws(PayloadError) -> [DetectorOutput] {
-        let args = command.args
-        switch command.command {
-        case CommandName.athleteAssign:
-            let assign = try AthleteAssign(args: args)
+        guard let command = try Command(command) else { return [] }
+        return apply(command)
+    }
+
+    /// Carries out a command read (`Command`); those not the rep-detector's change nothing.
+    public mutating func apply(_ command: Command) -> [DetectorOutput] {
+        switch command {
+        case .athleteAssign(let assign):
             var assignment = Assignment()
             assignment.athlete = assign.athlete
             if let exercise = assign.exercise { assignment.exercise = exercise }
@@ -63,15 +67,15 @@ extension StationDetector {
             assignment.tempo = assign.tempo.flatMap(Tempo.init)
             self.assignment = assignment
             return []
-        case CommandName.athleteUnassign:
+        case .athleteUnassign:
             // The set in progress was the athlete's: it ends; what follows belongs to nobody.
             let ended = endSet(reason: .command, at: lastReadingT)
             assignment = Assignment()
             return ended
-        case CommandName.setLoad:
-            if let load = try? SetLoad(args: args) { assignment.loadKg = load.loadKg }
+        case .setLoad(let load):
+            assignment.loadKg = load.loadKg
             return []
-        case CommandName.setEnd:
+        case .setEnd:
             return endSet(reason: .command, at: lastReadingT)
         default:
             return []
@@ -90,15 +94,13 @@ public struct AppliedCommand: Sendable, Codable, Equatable {
 }
 
 extension StationDetector {
-    /// The commands that change what the station's assignment is, and so move `lastCommand`.
-    /// `set.end` does not: a stored assignment older than it may still be one missed.
-    public static let assignmentCommands: Set<String> = [CommandName.athleteAssign, CommandName.athleteUnassign, CommandName.setLoad]
-
-    /// `apply`, noting a command that changes the assignment as the last one applied
-    /// (`ts`: its envelope's). A refused command changes nothing, so it is not noted.
+    /// `apply`, noting a command that changes the assignment (`Command.Name.changesAssignment`;
+    /// `set.end` does not: a stored assignment older than it may still be one missed) as the
+    /// last one applied (`ts`: its envelope's). A refused command changes nothing, so it is not noted.
     public mutating func apply(_ command: CommandMessage, ts: Double) throws(PayloadError) -> [DetectorOutput] {
-        let outputs = try apply(command)
-        if Self.assignmentCommands.contains(command.command) { lastCommand = AppliedCommand(ts: ts, id: command.id) }
+        guard let typed = try Command(command) else { return [] }
+        let outputs = apply(typed)
+        if typed.name.changesAssignment { lastCommand = AppliedCommand(ts: ts, id: command.id) }
         return outputs
     }
 
@@ -109,11 +111,11 @@ extension StationDetector {
     /// item after it; a row from before the recorder kept commands has no arguments).
     /// A `set.load` row holds the whole assignment with its new load: applied as `athlete.assign`.
     public func missedCommand(_ stored: AssignmentRecord) -> CommandMessage? {
-        guard let id = stored.cmdId, let command = stored.command, Self.assignmentCommands.contains(command) else { return nil }
+        guard let id = stored.cmdId, let name = stored.command.flatMap(Command.Name.init), name.changesAssignment else { return nil }
         if let last = lastCommand, stored.ts <= last.ts || id == last.id { return nil }
-        if command == CommandName.athleteUnassign { return CommandMessage(id: id, command: command, target: "rep-detector") }
+        if name == .athleteUnassign { return CommandMessage(id: id, command: .athleteUnassign, target: "rep-detector") }
         guard let args = stored.args else { return nil }
-        return CommandMessage(id: id, command: CommandName.athleteAssign, target: "rep-detector", args: args)
+        return CommandMessage(id: id, command: .athleteAssign, target: "rep-detector", args: args)
     }
 
     /// Applies `stored` when this detector missed it (`missedCommand`), as the command would

@@ -187,20 +187,20 @@ public struct Notifier: Sendable {
     mutating func handle(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
         let forUs = command.target == "*" || command.target == "notifier"
         guard forUs else { return [] }
-        guard let spec = CommandName.spec(command.command), spec.programs.contains("notifier") else { return [] }
+        guard let name = command.name, name.spec.programs.contains("notifier") else { return [] }
         let out: [NotifierOutput]
         do {
             // The commands with no reader of their own (athlete.unassign, rest.pause, rest.resume,
             // rest.skip) are checked here; the others' readers check their arguments, in their words.
-            if [CommandName.athleteUnassign, CommandName.restPause, CommandName.restResume, CommandName.restSkip].contains(command.command) {
-                try spec.check(command.args)
+            if [Command.Name.athleteUnassign, .restPause, .restResume, .restSkip].contains(name) {
+                try name.spec.check(command.args)
             }
-            switch command.command {
-            case CommandName.athleteAssign: out = assignAthlete(command, station: station, now: now)
-            case CommandName.athleteUnassign: out = unassign(station: station, now: now)
-            case CommandName.planAssign: out = assignPlan(command, station: station, now: now)
-            case CommandName.adviceAccept:
-                try spec.check(command.args)
+            switch command.name {
+            case .athleteAssign: out = assignAthlete(command, station: station, now: now)
+            case .athleteUnassign: out = unassign(station: station, now: now)
+            case .planAssign: out = assignPlan(command, station: station, now: now)
+            case .adviceAccept:
+                try name.spec.check(command.args)
                 out = acceptAdvice(command, station: station, now: now)
             default: out = restCommand(command, station: station, now: now)
             }
@@ -287,7 +287,7 @@ public struct Notifier: Sendable {
         let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
         return .command(
             station: ws.station, athlete: ws.athlete,
-            CommandMessage(id: id, command: CommandName.athleteAssign, target: "*", args: assign.args))
+            CommandMessage(id: id, command: .athleteAssign, target: "*", args: assign.args))
     }
 
     /// `set.load` for the station's next set (a plan's per-set loads).
@@ -295,7 +295,7 @@ public struct Notifier: Sendable {
         commandCounter += 1
         let id = "notifier-\(Int64((now * 1000).rounded()))-\(commandCounter)"
         return .command(
-            station: ws.station, athlete: ws.athlete, CommandMessage(id: id, command: CommandName.setLoad, target: "*", args: SetLoad(loadKg: loadKg).args))
+            station: ws.station, athlete: ws.athlete, CommandMessage(id: id, command: .setLoad, target: "*", args: SetLoad(loadKg: loadKg).args))
     }
 
     private mutating func restCommand(_ command: CommandMessage, station: String, now: Double) -> [NotifierOutput] {
@@ -304,12 +304,12 @@ public struct Notifier: Sendable {
             return [.rejected(station: station, command: command.command, id: command.id, reason: "no rest timer at \(station)")]
         }
         var out: [NotifierOutput] = []
-        switch command.command {
-        case CommandName.restPause:
+        switch command.name {
+        case .restPause:
             timer.pause(at: now)
-        case CommandName.restResume:
+        case .restResume:
             timer.resume(at: now)
-        case CommandName.restExtend:
+        case .restExtend:
             let extend: RestExtend
             do { extend = try RestExtend(args: command.args) } catch {
                 return [.rejected(station: station, command: command.command, id: command.id, reason: error.reason)]

@@ -105,11 +105,11 @@ public struct WatchBoard: Sendable {
             }
         case CommandMessage.type:
             guard let command = try? message.payload(as: CommandMessage.self) else { return }
-            if command.command == CommandName.athleteUnassign {
+            if command.name == .athleteUnassign {
                 update(namingAthlete: false) { ($0.athlete, $0.exercise, $0.loadKg) = (nil, nil, nil) }
                 break
             }
-            guard command.command == CommandName.athleteAssign, let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete
+            guard command.name == .athleteAssign, let assign = try? AthleteAssign(args: command.args), let assigned = assign.athlete
             else { return }
             update(namingAthlete: false) {
                 $0.athlete = assigned

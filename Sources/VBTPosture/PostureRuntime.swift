@@ -465,8 +465,8 @@ public final class PostureRuntime {
                 command.target == "*" || command.target == "posture-evaluator"
             else { return }
             var state = tracker(station)
-            switch command.command {
-            case CommandName.postureCalibrate:
+            switch command.name {
+            case .postureCalibrate:
                 let calibrate: PostureCalibrate
                 do { calibrate = try PostureCalibrate(args: command.args) } catch {
                     logger.warning(
@@ -484,7 +484,7 @@ public final class PostureRuntime {
                 // Done means started: the calibration message follows when the seconds are over.
                 let detail = "calibrating \(athlete) for \(String(format: "%g", min(600, max(0.5, seconds)))) s"
                 try send(AckMessage(answering: command, program: "posture-evaluator", refusal: nil, detail: detail), station: station, athlete: athlete)
-            case CommandName.athleteAssign:
+            case .athleteAssign:
                 guard let athlete = (try? AthleteAssign(args: command.args))?.athlete else { break }
                 if let stored = store.byAthlete[athlete] {
                     state.apply(stored)
@@ -497,7 +497,7 @@ public final class PostureRuntime {
                         "no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
                         metadata: ["station": "\(station)", "athlete": "\(athlete)"])
                 }
-            case CommandName.athleteUnassign:
+            case .athleteUnassign:
                 state.unassign()
                 logger.info("station unassigned", metadata: ["station": "\(station)", "correlation_id": "\(command.id)"])
             default:

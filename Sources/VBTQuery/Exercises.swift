@@ -102,9 +102,9 @@ extension Plan {
     public func startCommands(athlete: String, catalogue: [ExerciseRecord]) -> [(command: String, args: JSONObject)] {
         guard let first = items.first else { return [] }
         return [
-            (CommandName.planAssign, assignArgs(athlete: athlete)),
+            (Command.Name.planAssign.rawValue, assignArgs(athlete: athlete)),
             (
-                CommandName.athleteAssign,
+                Command.Name.athleteAssign.rawValue,
                 assignmentArgs(
                     athlete: athlete, exercise: first.exercise, loadKg: first.loadKg(set: 1), restS: first.restS,
                     entry: catalogue.first { $0.id == first.exercise }, vlThresholdPct: nil)

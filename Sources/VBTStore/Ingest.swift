@@ -777,18 +777,18 @@ public final class Ingestor {
             // The whole command is kept with the assignment: a rep-detector that was down when it
             // came catches up on it from here (`assignment.get`, docs/programs/rep-detector.md).
             var args: JSONObject? = command.args
-            switch command.command {
-            case CommandName.athleteAssign:
+            switch command.name {
+            case .athleteAssign:
                 let assign = try AthleteAssign(args: command.args)
                 (athlete, exercise, loadKg, plan) = (assign.athlete, assign.exercise, assign.loadKg, nil)
-            case CommandName.athleteUnassign:
+            case .athleteUnassign:
                 // Nobody at the station from now on: an assignment of no one.
                 (athlete, exercise, loadKg, plan, args) = (nil, nil, nil, nil, nil)
-            case CommandName.planAssign:
+            case .planAssign:
                 // The plan itself is the notifier's; the recorder keeps who and which plan.
                 let assigned = try Plan(assignArgs: command.args)
                 (athlete, exercise, loadKg, plan) = (assigned.athlete, nil, nil, assigned.id)
-            case CommandName.setLoad:
+            case .setLoad:
                 // The station's assignment with the new load: a new row, so the assignment the
                 // detector would hold after the command is the latest one stored. One the
                 // detector refuses changes nothing here either. A row from before v14 has no
@@ -822,7 +822,7 @@ public final class Ingestor {
             ).execute(
                 arguments: [
                     // The envelope's athlete stands in for an assignment's unnamed one, not for nobody.
-                    station, [CommandName.athleteAssign, CommandName.planAssign].contains(command.command) ? athlete ?? envelope.athlete : athlete,
+                    station, command.name == .athleteAssign || command.name == .planAssign ? athlete ?? envelope.athlete : athlete,
                     exercise, loadKg, plan, envelope.ts,
                     command.id, command.command, args.map(Self.jsonText),
                 ])

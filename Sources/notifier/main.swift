@@ -24,7 +24,7 @@ struct NotifierCommand: AsyncParsableCommand {
 
             Commands it acts on (cmd.<station>, target notifier or *; an argument marked ? may be \
             left out; proto/cmd.schema.json gives every argument's type and bounds):
-            \(CommandName.help(for: "notifier"))
+            \(Command.help(for: "notifier"))
 
             After one of an exercise's first sets with load advice, the notifier asks the \
             session-recorder for today's readiness (--query-endpoint): below the athlete's usual, \

@@ -24,7 +24,7 @@ struct PostureEvaluator: AsyncParsableCommand {
 
             Commands it acts on (cmd.<station>, target posture-evaluator or *; an argument marked ? \
             may be left out; proto/cmd.schema.json gives every argument's type and bounds):
-            \(CommandName.help(for: "posture-evaluator"))
+            \(Command.help(for: "posture-evaluator"))
 
             --compute FILE fits a calibration offline from a JSON file {"acc": [[x,y,z],...], \
             "mag": [[x,y,z],...], "accPoints": [...], "magPoints": [...]} and prints it with the \

@@ -18,7 +18,7 @@ struct RepDetector: AsyncParsableCommand {
 
             Commands it acts on (cmd.<station>, target rep-detector or *; an argument marked ? may be \
             left out; proto/cmd.schema.json gives every argument's type and bounds):
-            \(CommandName.help(for: "rep-detector"))
+            \(Command.help(for: "rep-detector"))
 
             A laser unit that sends its accelerometer (acc_g) and hangs from the bar has each rep \
             measured from both (Kalman smoother); a unit without one, or standing on the floor, is \

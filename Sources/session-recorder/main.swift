@@ -30,7 +30,7 @@ struct SessionRecorder: AsyncParsableCommand {
 
             Commands it stores (cmd.<station>; proto/cmd.schema.json gives every argument's type and \
             bounds):
-            \(CommandName.help(for: "session-recorder"))
+            \(Command.help(for: "session-recorder"))
             """,
         version: versionText("session-recorder"))
 

@@ -22,7 +22,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand(CommandName.restPause, station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(Command.Name.restPause.rawValue, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Resume: AsyncParsableCommand {
@@ -30,7 +30,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand(CommandName.restResume, station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(Command.Name.restResume.rawValue, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Skip: AsyncParsableCommand {
@@ -38,7 +38,7 @@ struct Rest: AsyncParsableCommand {
         @OptionGroup var bus: BusOptions
         @Argument(help: "The station, e.g. rack-01.") var station: String
         func validate() throws { try validateStation(station) }
-        func run() async throws { try await sendRestCommand(CommandName.restSkip, station: station, args: JSONObject(), bus: bus) }
+        func run() async throws { try await sendRestCommand(Command.Name.restSkip.rawValue, station: station, args: JSONObject(), bus: bus) }
     }
 
     struct Extend: AsyncParsableCommand {
@@ -51,7 +51,7 @@ struct Rest: AsyncParsableCommand {
             guard seconds.isFinite, abs(seconds) <= 3600, seconds != 0 else { throw ValidationError("SECONDS must be between -3600 and 3600, not 0") }
         }
         func run() async throws {
-            try await sendRestCommand(CommandName.restExtend, station: station, args: RestExtend(seconds: seconds).args, bus: bus)
+            try await sendRestCommand(Command.Name.restExtend.rawValue, station: station, args: RestExtend(seconds: seconds).args, bus: bus)
         }
     }
 }

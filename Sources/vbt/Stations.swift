@@ -122,7 +122,7 @@ struct Station: ParsableCommand {
                 let args = assignmentArgs(
                     athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, entry: entry,
                     vlThresholdPct: vlThreshold)
-                let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteAssign, args)])
+                let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(Command.Name.athleteAssign.rawValue, args)])
                 let stored = try client.waitStored(station: station, commandId: sent.ids[0], timeoutS: recorder.timeout)
                 recorder.output(stored) {
                     "\(station): \(athlete), \(exercise) at \(show(load, 1)) kg\(sent.answers.isEmpty ? "" : " (\(describe(sent.answers)))")\n"
@@ -226,7 +226,7 @@ extension QueryClient {
     /// Publishes `athlete.unassign` to `station` and waits until the recorder has stored it.
     @discardableResult
     func unassign(_ station: String, athlete: String, recorder: RecorderOptions) throws -> AssignmentRecord {
-        let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(CommandName.athleteUnassign, JSONObject())])
+        let sent = try publishCommands(station: station, athlete: athlete, config: recorder.config, [(Command.Name.athleteUnassign.rawValue, JSONObject())])
         return try waitStored(station: station, commandId: sent.ids[0], timeoutS: recorder.timeout)
     }
 }
@@ -240,9 +240,9 @@ func validateStation(_ station: String) throws {
 /// The programs that act on each command vbt sends to a station and answer it on
 /// `ack.<station>` (proto/README.md).
 let commandAnswerers: [String: [String]] = [
-    CommandName.athleteAssign: ["rep-detector", "notifier"],
-    CommandName.athleteUnassign: ["rep-detector", "notifier"],
-    CommandName.planAssign: ["notifier"],
+    Command.Name.athleteAssign.rawValue: ["rep-detector", "notifier"],
+    Command.Name.athleteUnassign.rawValue: ["rep-detector", "notifier"],
+    Command.Name.planAssign.rawValue: ["notifier"],
 ]
 
 /// One program's answer to a command: carried out, with what it said.

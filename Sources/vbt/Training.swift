@@ -457,7 +457,7 @@ struct AdviceCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (station, advice) = try await Self.find(who, bus: bus)
-            try await sendAwaitingAnswer(CommandName.adviceAccept, station: station, args: JSONObject(), program: "notifier", bus: bus)
+            try await sendAwaitingAnswer(Command.Name.adviceAccept.rawValue, station: station, args: JSONObject(), program: "notifier", bus: bus)
             var words = "advice accepted at \(station): set \(advice.forSet)"
             if let load = advice.loadKg { words += " at " + String(format: "%g kg", load) }
             if advice.fewerSets { words += ", one set fewer" }

@@ -70,7 +70,7 @@ struct Posture: AsyncParsableCommand {
             }
             let args = PostureCalibrate(athlete: athlete, seconds: seconds).args
             let answer = try await sendAwaitingAnswer(
-                CommandName.postureCalibrate, station: station, athlete: athlete, args: args, program: "posture-evaluator", bus: recorder.bus)
+                Command.Name.postureCalibrate.rawValue, station: station, athlete: athlete, args: args, program: "posture-evaluator", bus: recorder.bus)
             print(
                 "calibration \(answer.id) started at \(station): \(answer.detail ?? "calibrating \(athlete) for \(Int(seconds)) s"); "
                     + "watch with `vbt echo calibration.\(station)`")
@@ -398,9 +398,9 @@ struct Pub: AsyncParsableCommand {
         do { _ = try payload.init(fields: fields) } catch {
             throw ValidationError("\(type) message refused by proto/\(type).schema.json: \(error) (--no-check sends it anyway)")
         }
-        if type == CommandMessage.type, case .string(let command)? = fields["command"], !CommandName.all.contains(command) {
+        if type == CommandMessage.type, case .string(let command)? = fields["command"], !Command.names.contains(command) {
             throw ValidationError(
-                "no command '\(command)'; known: \(CommandName.all.sorted().joined(separator: ", ")) (--no-check sends it anyway)")
+                "no command '\(command)'; known: \(Command.names.sorted().joined(separator: ", ")) (--no-check sends it anyway)")
         }
     }
 

@@ -42,7 +42,7 @@ struct Wire: ParsableCommand {
         }
         if commands {
             var writer = JSONWriter()
-            writer.value(.array(CommandName.specs.map(\.json)))
+            writer.value(.array(Command.specs.map(\.json)))
             print(String(decoding: writer.bytes, as: UTF8.self))
             return
         }
@@ -113,7 +113,7 @@ enum WireTypes {
         }
         if type == CommandMessage.type {
             let command = try message.payload(as: CommandMessage.self)
-            try CommandName.checkArguments(command.command, command.args)
+            try Command.checkArguments(command.command, command.args)
         }
         return try roundTrip(message, &stamper)
     }

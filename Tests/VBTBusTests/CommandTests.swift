@@ -106,4 +106,24 @@ struct CommandTests {
         #expect(lines.allSatisfy { $0.count <= 78 })
         #expect(lines.joined().contains("mvt_mps?, tempo?}"))
     }
+
+    @Test("every declared command has a typed name and reads into its case; an unknown one is nil; refused arguments throw")
+    func typed() throws {
+        #expect(Set(Command.Name.allCases.map(\.rawValue)) == Set(CommandName.specs.map(\.name)))
+        for name in Command.Name.allCases { #expect(name.spec.name == name.rawValue) }
+        let assign = AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100)
+        let read = try Command(CommandMessage(id: "1", command: .athleteAssign, args: assign.args))
+        #expect(read == .athleteAssign(assign))
+        #expect(read?.name == .athleteAssign && read?.isActedOn(by: "notifier") == true && read?.isActedOn(by: "coach-console") == false)
+        #expect(try Command(name: "set.load", args: SetLoad(loadKg: 60).args) == .setLoad(SetLoad(loadKg: 60)))
+        #expect(try Command(name: "rest.skip", args: JSONObject()) == .restSkip)
+        #expect(try Command(name: "lights.dim", args: JSONObject([("level", .number(3))])) == nil)
+        // A command that takes no arguments refuses any; one that takes some refuses a wrong one, naming it.
+        #expect(throws: PayloadError.self) { try Command(name: "set.end", args: JSONObject([("now", .bool(true))])) }
+        do {
+            _ = try Command(name: "set.load", args: JSONObject([("load_kg", .string("heavy"))]))
+            Issue.record("a load that is not a number was read")
+        } catch { #expect(error.reason.contains("load_kg")) }
+        #expect(Command.Name.allCases.filter(\.changesAssignment) == [.athleteAssign, .athleteUnassign, .setLoad])
+    }
 }
