@@ -8,7 +8,7 @@ struct ChainCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chain",
         abstract: "The chain's PostgreSQL store: its certificates, its schema, its gyms (deploy/README.md, \"A chain of gyms\").",
-        subcommands: [CA.self, Init.self, AddGym.self, Gyms.self, Link.self, Unlink.self, Athlete.self])
+        subcommands: [CA.self, Init.self, AddGym.self, Gyms.self, Link.self, Unlink.self, Athlete.self, Leaderboard.self])
 
     struct CA: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -164,6 +164,68 @@ extension ChainCommand {
             for line in cells {
                 print(line.indices.map { line[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  "))
             }
+        }
+    }
+}
+
+extension ChainCommand {
+    struct Leaderboard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "leaderboard",
+            abstract: "Per exercise, each athlete's best rep across the chain's gyms, best first.",
+            discussion: """
+                As the chain's admin. A best rep is the heaviest load lifted, then the fastest mean velocity at \
+                it. Athletes linked to one chain id are one entrant (their best at any gym, under HQ's name); \
+                others are their gym's. Reps without an exercise or load, and erased athletes' pseudonyms, \
+                are left out. Times are UTC.
+                """)
+
+        @Option(help: "Only this exercise (e.g. squat).")
+        var exercise: String?
+
+        @Option(help: "Entrants per exercise, 1 to 1000.")
+        var limit: Int = 10
+
+        @Flag(help: "Print JSON instead of a table.")
+        var json = false
+
+        @OptionGroup var chain: ChainOptions
+
+        func validate() throws {
+            guard (1...1_000).contains(limit) else { throw ValidationError("--limit must be 1 to 1000") }
+        }
+
+        func run() async throws {
+            let entries: [ChainLeaderboard.Entry]
+            do {
+                let db = try PostgresConnection(chain.endpoint(applicationName: "vbt-chain"))
+                try ChainSchema.check(db)
+                entries = try ChainLeaderboard.compute(db, exercise: exercise, limit: limit)
+            } catch let error as PostgresError {
+                reportProblem("vbt chain leaderboard: \(error)")
+                throw ExitCode.failure
+            } catch {
+                reportProblem("vbt chain leaderboard: unreadable answer from the chain store: \(error)")
+                throw ExitCode.failure
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(entries), as: UTF8.self))
+                return
+            }
+            guard !entries.isEmpty else {
+                print(exercise.map { "no reps of \($0) in the chain store" } ?? "no reps in the chain store")
+                return
+            }
+            Athlete.table(
+                [["exercise", "rank", "chain_id", "name", "gym", "athlete", "load_kg", "mean_mps", "lifted"]]
+                    + entries.map {
+                        [
+                            $0.exercise, String($0.rank), $0.chainId ?? "-", $0.name, $0.gym, $0.athlete,
+                            Athlete.number($0.loadKg, "%.1f"), Athlete.number($0.meanVelocityMps, "%.2f"), Athlete.time($0.ts),
+                        ]
+                    })
         }
     }
 }

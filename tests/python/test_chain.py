@@ -711,6 +711,55 @@ def test_an_uplink_on_the_bus_says_its_backlog_and_lag(chain: Chain, tmp_path: P
         gym.close()
 
 
+def test_the_chain_leaderboard_merges_linked_athletes_and_matches_an_independent_computation(chain: Chain):
+    """Per exercise each entrant's best rep (heaviest load, then fastest), over every rep in the
+    chain store (this module's other tests' too), as computed here in Python from the raw tables:
+    Lb Ana linked at north and south is one entrant with her south best; an unlinked athlete is her
+    gym's; a pseudonym with no athlete row is left out."""
+    admin = chain.admin_options()
+    seed_training(chain, "north", "lb-ana", 990_201, 1_791_000_000.0, [60, 100])
+    seed_training(chain, "south", "lb-ana2", 990_202, 1_791_100_000.0, [60, 110])
+    seed_training(chain, "east", "lb-bo", 990_203, 1_791_200_000.0, [105])
+    seed_training(chain, "east", "erased-lb", 990_204, 1_791_300_000.0, [150])
+    assert chain.psql("DELETE FROM athletes WHERE gym = 'east' AND id = 'erased-lb'").returncode == 0
+    chain.vbt("chain", "link", "LB-ANA", "--gym", "north", "--athlete", "lb-ana", "--name", "Lb Ana", *admin)
+    chain.vbt("chain", "link", "LB-ANA", "--gym", "south", "--athlete", "lb-ana2", *admin)
+
+    reps = chain.query("SELECT json_agg(json_build_array(gym, athlete, exercise, load_kg, mean_velocity_mps, set_id, ts)) FROM reps")
+    links = {(g, a): c for g, a, c in chain.query("SELECT json_agg(json_build_array(gym, athlete, chain_id)) FROM chain_links")}
+    hq = dict(chain.query("SELECT json_agg(json_build_array(chain_id, name)) FROM chain_athletes"))
+    known = {(g, i): n for g, i, n in chain.query("SELECT json_agg(json_build_array(gym, id, name)) FROM athletes")}
+    best: dict[tuple, tuple] = {}
+    for gym, athlete, exercise, load, velocity, set_id, ts in reps:
+        if athlete is None or exercise is None or load is None or ((gym, athlete) not in links and (gym, athlete) not in known):
+            continue
+        chain_id = links.get((gym, athlete))
+        entrant = f"{chain_id}\x1f" if chain_id else f"\x1f{gym}\x1f{athlete}"
+        name = hq[chain_id] if chain_id else known[(gym, athlete)]
+        candidate = (load, velocity, -ts, gym, set_id, athlete, chain_id, name)
+        key = (exercise, entrant)
+        if key not in best or (load, velocity, -ts) > best[key][:3]:
+            best[key] = candidate
+    want = []
+    for exercise in sorted({e for e, _ in best}):
+        entries = sorted(((e, v) for (x, e), v in best.items() if x == exercise), key=lambda ev: (-ev[1][0], -ev[1][1], -ev[1][2], ev[0]))
+        for rank, (_, (load, velocity, neg_ts, gym, set_id, athlete, chain_id, name)) in enumerate(entries, 1):
+            want.append({"exercise": exercise, "rank": rank, "chain_id": chain_id, "name": name, "gym": gym, "athlete": athlete,
+                         "load_kg": load, "mean_velocity_mps": velocity, "set_id": set_id, "ts": -neg_ts})
+    got = json.loads(chain.vbt("chain", "leaderboard", "--limit", "1000", "--json", *admin).stdout)
+    assert len(got) == len(want) > 0 and [{k: e.get(k) for k in w} for e, w in zip(got, want)] == want, (got[:5], want[:5])
+    mine = [e for e in got if e.get("chain_id") == "LB-ANA"]
+    assert len(mine) == 1 and mine[0]["gym"] == "south" and mine[0]["load_kg"] == 110 and mine[0]["name"] == "Lb Ana", mine
+    assert not [e for e in got if e["athlete"] == "erased-lb"] and any(e["athlete"] == "lb-bo" for e in got)
+    top = json.loads(chain.vbt("chain", "leaderboard", "--exercise", "squat", "--limit", "1", "--json", *admin).stdout)
+    assert top == [e for e in got if e["exercise"] == "squat" and e["rank"] == 1], top
+    text = chain.vbt("chain", "leaderboard", "--exercise", "squat", *admin).stdout
+    assert text.splitlines()[0].split()[:4] == ["exercise", "rank", "chain_id", "name"] and "LB-ANA" in text, text
+    assert "no reps of curl" in chain.vbt("chain", "leaderboard", "--exercise", "curl", *admin).stdout
+    refused = chain.vbt("chain", "leaderboard", "--limit", "0", *admin, ok=False)
+    assert refused.returncode != 0 and "--limit must be 1 to 1000" in refused.stderr, refused.stderr
+
+
 def test_a_gym_cut_off_for_a_while_catches_up_with_nothing_lost_or_doubled(tmp_path: Path):
     """tests/python/chain_run.py with a 25 s cut (`make soak` runs it for 10 minutes): the uplink
     behind a link dropping every packet notices within its 15 s dead-link bound, while the cut
