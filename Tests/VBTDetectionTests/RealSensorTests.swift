@@ -256,7 +256,7 @@ extension RealSensorTests {
 
     /// `VBT_MODE_TABLE=1 swift test --filter RealSensorTests/modeTable` prints docs/detection.md's
     /// table of modes: every mode with each sensor it applies to, on `VBT_SEEDS` (first-last, default
-    /// the unseen seeds), and `VBT_MODES` (comma-separated, default all) only.
+    /// the unseen seeds), and `VBT_MODES` and `VBT_SENSORS` (comma-separated, default all) only.
     @Test(
         "the modes' table: every true rep is found or missed, never both",
         .enabled(if: ProcessInfo.processInfo.environment["VBT_MODE_TABLE"] != nil))
@@ -273,7 +273,7 @@ extension RealSensorTests {
             (.overshoot, [.laser50, .lidar20]), (.video, [.laser50]), (.bleBursts, [.imu60]), (.imu10Hz, [.imu60]),
         ]
         for (mode, sensors) in rows where named?.contains(mode) ?? true {
-            for sensor in sensors {
+            for sensor in sensors where environment["VBT_SENSORS"].map({ $0.split(separator: ",").contains(Substring(sensor.rawValue)) }) ?? true {
                 let score = Self.score(sensor, seeds: seeds, modes: [mode])
                 let f1 = String(format: "%.3f", score.f1), mae = String(format: "%.3f", score.mae)
                 print("table \(mode.rawValue) \(sensor) seeds \(seeds.first!)-\(seeds.last!): F1 \(f1), MAE \(mae)")
