@@ -99,8 +99,11 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
         return min(max(heights, bounds.lowerBound), bounds.upperBound)
     }
     let (firstT, lastT) = (trace[run.from].t, trace[run.to].t)
+    // The previous rep's top bounds the descent's start, unless a sensor placed it after the
+    // run began (an IMU at 10 Hz can): then the run's own first time does.
+    let earliest = min(firstT, max(previousTopT ?? -.infinity, firstT - 2))
     let startGuess = guess(
-        firstT, turnFromHeights(trace, from: middle, step: -1, restM: top, dropM: top - bottom), within: max(previousTopT ?? -.infinity, firstT - 2)...firstT)
+        firstT, turnFromHeights(trace, from: middle, step: -1, restM: top, dropM: top - bottom), within: earliest...firstT)
     let endGuess = guess(
         lastT, turnFromHeights(trace, from: middle, step: 1, restM: bottom, dropM: bottom - top), within: lastT...max(lastT, concentricStartT))
     let start = refineTurningPoint(flipped, near: startGuess, halfWindowS: halfWindowS, minimum: true).t

@@ -246,4 +246,20 @@ struct PhasesTests {
         #expect(wrong.isEmpty, "\(wrong.joined(separator: "; "))")
         #expect(met >= 30 && missed >= 30, "\(met) met, \(missed) missed")
     }
+
+    @Test("a previous top placed after the descent began bounds nothing: the descent is measured, not a crash")
+    func previousTopInsideTheDescent() {
+        // At rest at 0.5 m, lowered by a half cosine over 1.0-2.0 s to 0.1 m, a pause, the rise at 2.5 s (10 Hz).
+        let readings = stride(from: 0.0, through: 2.5, by: 0.1).map { t -> (t: Double, m: Double) in
+            let share = min(1, max(0, t - 1.0))
+            return (t, 0.3 + 0.2 * cos(Double.pi * share))
+        }
+        // An IMU at 10 Hz can report the previous top later than the run's first reading.
+        let phases = measurePhases(readings, concentricStartT: 2.5, romM: 0.4, previousTopT: 1.3)
+        if let phases {
+            #expect(phases.eccentricEndT > phases.eccentricStartT && phases.eccentricEndT <= 2.5)
+        }
+        let clean = measurePhases(readings, concentricStartT: 2.5, romM: 0.4, previousTopT: 0.5)
+        #expect(clean.map { abs($0.eccentricStartT - 1.0) < 0.15 && abs($0.eccentricEndT - 2.0) < 0.15 } == true, "\(String(describing: clean))")
+    }
 }
