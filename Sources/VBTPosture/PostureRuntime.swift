@@ -4,172 +4,6 @@ import VBTBus
 import VBTQuery
 import VBTWire
 
-/// How the posture evaluator behaves.
-public struct PostureSettings: Sendable, Codable, Equatable {
-    /// A new state must hold this long (reading time) before it is reported: noise does not flap.
-    public var hysteresisS = 0.5
-    /// Bad posture held this long is "sustained" (the notifier alerts on it).
-    public var sustainedBadS = 5.0
-    /// Most posture messages per second per station (state changes always go out at once).
-    public var maxRateHz = 5.0
-    /// Creates the defaults.
-    public init() {}
-}
-
-/// One station's posture state: calibration, collection, hysteresis.
-/// Codable: the evaluator checkpoints it.
-public struct PostureTracker: Sendable, Codable {
-    public let station: String
-    public var settings: PostureSettings
-    public var athlete: String?
-    public private(set) var calibration: PostureCalibration?
-    private var collecting: Collection?
-    private var reported: Bool?
-    private var candidate: Candidate?
-    private var badSince: Double?
-    private var lastPublishedT = -Double.infinity
-
-    /// A state seen but not yet held for the hysteresis, and since when.
-    struct Candidate: Sendable, Codable {
-        var correct: Bool
-        var since: Double
-    }
-
-    struct Collection: Sendable, Codable {
-        var athlete: String
-        var seconds: Double
-        var startT: Double?
-        var acc: [Vector3] = []
-        var mag: [Vector3] = []
-    }
-
-    /// Creates a tracker.
-    public init(station: String, settings: PostureSettings = PostureSettings()) {
-        self.station = station
-        self.settings = settings
-    }
-
-    /// What feeding produced.
-    public enum Output: Sendable, Equatable {
-        case posture(PostureReport)
-        case calibrated(PostureCalibration)
-    }
-
-    /// Whether a calibration is collecting readings.
-    var isCalibrating: Bool { collecting != nil }
-
-    /// Starts collecting `seconds` of readings for `athlete`'s calibration.
-    public mutating func startCalibration(athlete: String, seconds: Double) {
-        collecting = Collection(athlete: athlete, seconds: seconds)
-    }
-
-    /// Uses `calibration` from now on (an assignment, or one arriving mid-stream): the state starts over.
-    public mutating func apply(_ calibration: PostureCalibration) {
-        self.calibration = calibration
-        athlete = calibration.athlete
-        reported = nil
-        candidate = nil
-        badSince = nil
-    }
-
-    /// Nobody at the station any more: nothing is judged until someone is assigned or calibrated.
-    public mutating func unassign() {
-        athlete = nil
-        calibration = nil
-        collecting = nil
-        reported = nil
-        candidate = nil
-        badSince = nil
-    }
-
-    /// A new athlete without a stored calibration: nothing is judged until they calibrate.
-    public mutating func clearCalibration(athlete: String) {
-        self.athlete = athlete
-        calibration = nil
-        reported = nil
-        candidate = nil
-        badSince = nil
-    }
-
-    /// Feeds one reading.
-    public mutating func feed(t: Double, acc: Vector3, mag: Vector3) -> [Output] {
-        var out: [Output] = []
-        if var collection = collecting {
-            let start = collection.startT ?? t
-            collection.startT = start
-            collection.acc.append(acc)
-            collection.mag.append(mag)
-            if t - start >= collection.seconds {
-                let made = PostureCalibration.fit(athlete: collection.athlete, acc: collection.acc, mag: collection.mag, at: t)
-                collecting = nil
-                // Only an assignment changes who is at the station: another athlete's calibration
-                // is kept for them (and published), the station's athlete keeps theirs.
-                if athlete == nil || athlete == made.athlete { apply(made) }
-                out.append(.calibrated(made))
-            } else {
-                collecting = collection
-            }
-            return out
-        }
-        guard let calibration else { return out }
-        let result = calibration.evaluate(acc: acc, mag: mag)
-        // Hysteresis: a new state counts once it has held for hysteresisS.
-        var changed = false
-        if reported == nil {
-            reported = result.correct
-            changed = true
-        } else if result.correct != reported {
-            if let held = candidate, held.correct == result.correct {
-                if t - held.since >= settings.hysteresisS {
-                    reported = result.correct
-                    candidate = nil
-                    changed = true
-                }
-            } else {
-                candidate = Candidate(correct: result.correct, since: t)
-            }
-        } else {
-            candidate = nil
-        }
-        let correct = reported ?? result.correct
-        if correct { badSince = nil } else if badSince == nil { badSince = candidateStart(t) }
-        guard changed || t - lastPublishedT >= 1 / settings.maxRateHz else { return out }
-        lastPublishedT = t
-        let badFor = badSince.map { t - $0 } ?? 0
-        out.append(
-            .posture(
-                PostureReport(
-                    station: station, athlete: athlete, correct: correct, changed: changed,
-                    accDensity: result.accDensity, magDensity: result.magDensity,
-                    accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
-                    badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t)))
-        return out
-    }
-
-    /// When the current bad stretch began: the candidate's start if it just flipped.
-    private func candidateStart(_ t: Double) -> Double { t - settings.hysteresisS }
-
-}
-
-/// One evaluated moment of a station's posture.
-public struct PostureReport: Sendable, Equatable {
-    public var station: String
-    public var athlete: String?
-    public var correct: Bool
-    /// The state just changed (after the hysteresis).
-    public var changed: Bool
-    public var accDensity: Double
-    public var magDensity: Double
-    public var accThreshold: Double
-    public var magThreshold: Double
-    /// How long the posture has been bad, seconds (0 when correct).
-    public var badForS: Double
-    /// Bad for at least the configured limit.
-    public var sustainedBad: Bool
-    /// Reading time.
-    public var t: Double
-}
-
 /// The stations a posture-evaluator receives samples from, shared with its
 /// in-order input (which fetches only their streams' holes).
 final class FollowedStations {
@@ -206,31 +40,31 @@ public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
 /// readings since from the bridges' journals and evaluates them again, what
 /// was already published not sent twice.
 public final class PostureRuntime {
-    private let subscriber: Subscriber
-    private var publisher: Publisher
-    private let clock: any BusClock
-    private let transport: any BusTransport
-    private var replay: ReplayServer?
-    private let logger: Logger
-    private let settings: PostureSettings
-    private let storePath: String?
-    private var store = CalibrationStore()
-    private var trackers: [String: PostureTracker] = [:]
-    private var warnedUncalibrated: Set<String> = []
-    private var heartbeat = HeartbeatSchedule(role: "posture-evaluator", name: "posture-evaluator")
+    let subscriber: Subscriber
+    var publisher: Publisher
+    let clock: any BusClock
+    let transport: any BusTransport
+    var replay: ReplayServer?
+    let logger: Logger
+    let settings: PostureSettings
+    let storePath: String?
+    var store = CalibrationStore()
+    var trackers: [String: PostureTracker] = [:]
+    var warnedUncalibrated: Set<String> = []
+    var heartbeat = HeartbeatSchedule(role: "posture-evaluator", name: "posture-evaluator")
     /// Asks the session-recorder for calibrations this evaluator has not seen (made elsewhere, or before a reinstall).
-    private let recorder: QueryClient?
+    let recorder: QueryClient?
     /// Questions to the recorder not yet answered, by id.
-    private var calibrationRequests: [String: (station: String, athlete: String, deadline: Double)] = [:]
+    var calibrationRequests: [String: (station: String, athlete: String, deadline: Double)] = [:]
     /// How long an unanswered question is remembered.
     static let recorderTimeoutS = 10.0
     /// Every followed station's sample stream in order, holes fetched from the bridges' journals.
-    private var input: InOrderInput
+    var input: InOrderInput
     /// The stations whose samples come here: those with a posture wearable.
-    private let followed = FollowedStations()
-    private var checkpoint: CheckpointFile?
-    private var checkpointDue = 0.0
-    private var changed = false
+    let followed = FollowedStations()
+    var checkpoint: CheckpointFile?
+    var checkpointDue = 0.0
+    var changed = false
     /// Longest time between checkpoints while readings come.
     public var checkpointIntervalS = 2.0
     /// Whether this process began from a checkpoint, and checkpoints written.
@@ -323,7 +157,7 @@ public final class PostureRuntime {
     }
 
     /// Writes the trackers, input positions and output seqs (a failure is logged and retried).
-    private func saveCheckpoint(now: Double) {
+    func saveCheckpoint(now: Double) {
         guard let checkpoint else { return }
         checkpointDue = now + checkpointIntervalS
         do {
@@ -337,12 +171,12 @@ public final class PostureRuntime {
     }
 
     /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
-    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
+    func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
         try publisher.send(payload, station: station, athlete: athlete, logger: logger)
     }
 
     /// What the heartbeat says of the input (summed over every stream, so only when one is due).
-    private var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
+    var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
 
     /// Runs until `stop` is set; checkpoints on the way out, so an evaluator stopped as asked and
     /// started again knows every stream it had reached and counts nothing it took as missed.
@@ -370,7 +204,7 @@ public final class PostureRuntime {
     }
 
     /// One message received: a sample through the in-order input, a heartbeat noted.
-    private func take(_ message: BusMessage) throws {
+    func take(_ message: BusMessage) throws {
         switch message.envelope.type {
         case SampleMessage.type:
             // A station's prefix also matches longer names (`sample.rack-1`, `sample.rack-10`): only followed ones go on.
@@ -389,7 +223,7 @@ public final class PostureRuntime {
     /// wearable there (its `status`, sent as the link comes up, before any
     /// reading, and every few seconds while it streams), or a calibration was
     /// asked for there. A station once followed stays followed.
-    private func follow(_ station: String) {
+    func follow(_ station: String) {
         guard followed.names.insert(station).inserted else { return }
         do {
             try subscriber.subscribe(SampleMessage.topic(station: station))
@@ -403,7 +237,7 @@ public final class PostureRuntime {
 
     /// Asks the recorder for `athlete`'s latest calibration, for `station`.
     /// The loop never waits: `collectReplies` applies it when it comes.
-    private func requestCalibration(athlete: String, station: String) {
+    func requestCalibration(athlete: String, station: String) {
         guard let recorder else { return }
         do {
             let id = try recorder.request(.calibrationGet, AthleteArgs(athlete: athlete))
@@ -416,7 +250,7 @@ public final class PostureRuntime {
     /// Applies the calibrations the recorder has sent (never waits): kept
     /// locally from then on, and used at the station if the same athlete is
     /// still there with none. Questions unanswered for long are forgotten.
-    private func collectReplies() {
+    func collectReplies() {
         guard let recorder, !calibrationRequests.isEmpty else { return }
         while let reply = try? recorder.nextReply() {
             guard let request = calibrationRequests.removeValue(forKey: reply.id) else { continue }
@@ -451,128 +285,4 @@ public final class PostureRuntime {
         }
     }
 
-    private func tracker(_ station: String) -> PostureTracker {
-        trackers[station] ?? PostureTracker(station: station, settings: settings)
-    }
-
-    /// One input message, in its stream's order.
-    private func handle(_ message: BusMessage) throws {
-        let station = message.envelope.station
-        changed = true
-        if message.envelope.type == CommandMessage.type {
-            checkpointDue = 0  // a command is kept by no journal: checkpointed at once
-            guard let command = try? message.payload(as: CommandMessage.self),
-                command.target == "*" || command.target == "posture-evaluator"
-            else { return }
-            var state = tracker(station)
-            switch command.name {
-            case .postureCalibrate:
-                let calibrate: PostureCalibrate
-                do { calibrate = try PostureCalibrate(args: command.args) } catch {
-                    logger.warning(
-                        "command not carried out", metadata: ["station": "\(station)", "command": "\(command.command)", "reason": "\(error)"])
-                    try send(AckMessage(answering: command, program: "posture-evaluator", refusal: "posture.calibrate: \(error)"), station: station)
-                    return
-                }
-                follow(station)
-                let athlete = calibrate.athlete ?? state.athlete ?? station
-                let seconds = calibrate.seconds ?? 10
-                state.startCalibration(athlete: athlete, seconds: min(600, max(0.5, seconds)))
-                logger.info(
-                    "posture calibration started",
-                    metadata: ["station": "\(station)", "athlete": "\(athlete)", "seconds": "\(seconds)", "correlation_id": "\(command.id)"])
-                // Done means started: the calibration message follows when the seconds are over.
-                let detail = "calibrating \(athlete) for \(String(format: "%g", min(600, max(0.5, seconds)))) s"
-                try send(AckMessage(answering: command, program: "posture-evaluator", refusal: nil, detail: detail), station: station, athlete: athlete)
-            case .athleteAssign:
-                guard let athlete = (try? AthleteAssign(args: command.args))?.athlete else { break }
-                if let stored = store.byAthlete[athlete] {
-                    state.apply(stored)
-                    logger.info("posture calibration loaded", metadata: ["station": "\(station)", "athlete": "\(athlete)"])
-                } else {
-                    // Never judge one athlete with another's model; the recorder may know theirs.
-                    state.clearCalibration(athlete: athlete)
-                    requestCalibration(athlete: athlete, station: station)
-                    logger.info(
-                        "no posture calibration here for this athlete; asking the session-recorder (or calibrate with vbt posture calibrate)",
-                        metadata: ["station": "\(station)", "athlete": "\(athlete)"])
-                }
-            case .athleteUnassign:
-                state.unassign()
-                logger.info("station unassigned", metadata: ["station": "\(station)", "correlation_id": "\(command.id)"])
-            default:
-                break
-            }
-            trackers[station] = state
-            return
-        }
-        // Most samples are other sensors': their readings are never built, nor checked (`Subscriber.sampleSensors`).
-        guard message.envelope.type == SampleMessage.type, message.sensor == SampleMessage.postureSensor else { return }
-        let readings: [SampleMessage.PostureReading]
-        do {
-            guard case .posture(let posture) = try message.payload(as: SampleMessage.self).readings else { return }
-            readings = posture
-        } catch {
-            // Counted and logged as the subscriber counts what it refuses on receipt (not a line per message).
-            subscriber.countMalformed(error, topic: message.topic)
-            return
-        }
-        var state = tracker(station)
-        var outputs: [PostureTracker.Output] = []
-        for reading in readings { outputs += state.feed(t: reading.t, acc: reading.acc, mag: reading.mag) }
-        trackers[station] = state
-        if state.calibration == nil, !warnedUncalibrated.contains(station), !outputs.contains(where: { if case .calibrated = $0 { true } else { false } }) {
-            warnedUncalibrated.insert(station)
-            logger.info("posture readings without a calibration; send posture.calibrate or assign a calibrated athlete", metadata: ["station": "\(station)"])
-        }
-        for output in outputs {
-            switch output {
-            case .calibrated(let calibration):
-                store.byAthlete[calibration.athlete] = calibration
-                if let storePath {
-                    do { try store.save(path: storePath) } catch {
-                        logger.error("calibration not saved", metadata: ["path": "\(storePath)", "error": "\(error)"])
-                    }
-                }
-                for (sensor, fit) in [("acc", calibration.acc), ("mag", calibration.mag)] where !fit.fromData {
-                    logger.warning("default calibration used", metadata: ["station": "\(station)", "sensor": "\(sensor)", "reason": "\(fit.reason ?? "")"])
-                }
-                try send(CalibrationMessage(calibration), station: station, athlete: calibration.athlete)
-            case .posture(let report):
-                try send(PostureMessage(report), station: station, athlete: report.athlete)
-            }
-        }
-    }
-}
-
-extension PostureMessage {
-    /// The message of a report (the station and athlete travel in the envelope).
-    public init(_ report: PostureReport) {
-        self.init(
-            correct: report.correct, changed: report.changed, accDensity: report.accDensity, magDensity: report.magDensity,
-            accThreshold: report.accThreshold, magThreshold: report.magThreshold, badForS: report.badForS,
-            sustainedBad: report.sustainedBad, t: report.t)
-    }
-}
-
-extension CalibrationMessage {
-    /// The message of a calibration: both fits, and the whole model as JSON text
-    /// with sorted keys (the same calibration, the same text).
-    public init(_ calibration: PostureCalibration) {
-        func fit(_ sensor: SensorCalibration) -> Fit {
-            Fit(
-                mean: sensor.mean, covariance: sensor.covariance, determinant: sensor.determinant, inverse: sensor.inverse,
-                eigenvalues: sensor.eigenvalues, sigma: sensor.sigma, threshold: sensor.threshold, fromData: sensor.fromData,
-                reason: sensor.reason, samples: sensor.samples)
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let json = (try? encoder.encode(calibration)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        self.init(acc: fit(calibration.acc), mag: fit(calibration.mag), json: json)
-    }
-
-    /// The model it carries, if its JSON text is one this build reads.
-    public var calibration: PostureCalibration? {
-        try? JSONDecoder().decode(PostureCalibration.self, from: Data(json.utf8))
-    }
 }
