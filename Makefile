@@ -54,8 +54,9 @@ run: build
 # paired rack page in headless Chromium and the start of its sound, at 1 and 100 simulated stations
 # against a whole installation (tests/python/rack_bench.py, about 2.5 minutes).
 # Then the load test: make run's stations replayed at 9 and 1,000 stations against a
-# whole installation, through vbt loadtest, the copies' starts spread over 2 s and then all at
-# once (tests/python/loadtest_bench.py, about 8 minutes). Built as `make install` builds what a
+# whole installation, through vbt loadtest, the copies' starts spread over 2 s three times back
+# to back, then all at once, then spread beside a CPU-bound vbt eval; each run with where its
+# reps' time went, stage by stage (tests/python/loadtest_bench.py, about 15 minutes). Built as `make install` builds what a
 # gym runs, with the static Swift standard library (a process maps none of the runtime's shared
 # libraries: at 1,000 stations the rep-detector's RSS was 87-95 MB so, 99-104 MB built without).
 # Last, the chain: 50 gyms of 20 stations uplinking at once to one PostgreSQL here, beside its
@@ -68,7 +69,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100
-	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000 --repeat 3 --hog
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/partition_bench.py --partitions 10 30 120 --throttle-kbit 1000
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/chain_bench.py --gyms 50 --stations 20
 

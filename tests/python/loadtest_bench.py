@@ -13,9 +13,15 @@ and checks the report against an independent count: the database's reps at the
 replayed stations. The raw libzmq baseline of the same `make bench` run is vbt-bench's
 bus section, printed before this.
 
+Each run also prints where a rep's time went (`vbt loadtest`'s stages: bridge, to the detector,
+in the detector, to the listener; p50/p99/max) and the stage that holds the tail. `--repeat N`
+runs each count N times back to back (a goal held once may be luck); `--hog` runs each count
+once more beside a CPU-bound process at normal priority (`vbt eval` of the recording, over and
+over), as a gym's server runs backups and reports beside the rep path.
+
 Run from the repository root:
     VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/loadtest_bench.py \\
-        [--stations 9 1000] [--stagger 2 0] [--duration 40] [--probes 100] [--folder DIR]
+        [--stations 9 1000] [--stagger 2 0] [--duration 40] [--probes 100] [--repeat 1] [--hog] [--folder DIR]
 A --folder keeps its recording between runs (making one takes about 2 minutes).
 """
 
@@ -159,6 +165,31 @@ def show(report: dict) -> str:
     return " | ".join(cells)
 
 
+def show_stages(report: dict) -> str:
+    """Where the timed reps' time went, a stage a line, and the stage holding the tail."""
+    stages = report.get("stages") or {}
+    lines = [f"    {name:<12} p50 {stages[name]['p50']:7.2f}  p99 {stages[name]['p99']:8.2f}  max {stages[name]['max']:8.1f} ms"
+             for name in ("bridge", "to_detector", "detector", "to_listener") if name in stages]
+    tail = stages.get("tail")
+    if tail:
+        lines.append(f"    the tail: {tail['stage']}, {tail['share'] * 100:.0f} % of the slowest {tail['reps']} reps' time")
+    return "\n".join(lines) if lines else "    (no stages: the report has none)"
+
+
+class Hog:
+    """A CPU-bound process at normal priority beside the installation: `vbt eval` of the
+    recording, again and again, until stopped."""
+
+    def __init__(self, rec: Path, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        script = f'while :; do "{binary("vbt")}" eval "{rec}" --json > /dev/null 2>&1 || sleep 1; done'
+        self.process = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, 15)
+        self.process.wait(timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stations", type=int, nargs="+", default=[9, 1000], help="station counts (default 9 1000)")
@@ -168,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", type=Path, help="keep the recording and the runs here")
     parser.add_argument("--probes", type=int, default=100,
                         help="stations whose reps are timed (1 to 100, default 100): a 40 s run times 5 reps each")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each count at the first stagger, back to back (default 1)")
+    parser.add_argument("--hog", action="store_true",
+                        help="then each count once more beside a CPU-bound process at normal priority (vbt eval in a loop)")
     parser.add_argument("--journal", action="store_true",
                         help="journal the replay as station bridges do (vbt loadtest --journal): what a consumer misses is fetched")
     args = parser.parse_args(argv)
@@ -177,10 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         print("stations | stagger | readings/s | reps received / expected | lost or still missing | p50 ms | p99 ms | max ms | CPU and RSS per daemon (at the end / the most it held)",
               flush=True)
         failures = 0
-        for stations, stagger in ((n, s) for n in args.stations for s in args.stagger):
-            report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger,
-                              args.probes, args.journal)
-            print(show(report), flush=True)
+        # Per count: the first stagger `repeat` times back to back, the others once, then once
+        # beside the hog.
+        runs = [(n, s, False) for n in args.stations for i, s in enumerate(args.stagger) for _ in range(args.repeat if i == 0 else 1)]
+        runs += [(n, args.stagger[0], True) for n in args.stations] if args.hog else []
+        for stations, stagger, hogged in runs:
+            hog = Hog(rec, folder / "hog") if hogged else None
+            try:
+                report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger,
+                                  args.probes, args.journal)
+            finally:
+                if hog:
+                    hog.stop()
+            print(show(report) + ("  [beside a CPU-bound vbt eval]" if hogged else ""), flush=True)
+            print(show_stages(report), flush=True)
             slow = ", ".join(f"{rep['station']} {rep.get('sensor') or '?'} {rep['latency_ms']:.1f} ms ({rep['messages_after']} messages after)"
                              for rep in report.get("slowest", [])[:3])
             print(f"  slowest: {slow}", flush=True)
