@@ -104,7 +104,7 @@ extension DetectorRuntime {
             while let reply = try recorder.nextReply() {
                 if let asked = assignmentRequests.removeValue(forKey: reply.id) {
                     do {
-                        assignments.append((asked.station, try QueryClient.decode(reply.data, of: .assignmentGet, as: AssignmentRecord?.self)))
+                        assignments.append((asked.station, try QueryClient.decode(reply.data, of: .assignmentGet)))
                     } catch {
                         assignmentsNotAnswered(reason: "\(error)")
                     }
@@ -113,7 +113,7 @@ extension DetectorRuntime {
                 guard let request = patternsRequest, reply.id == request.id else { continue }  // a pattern.put's confirmation
                 patternsRequest = nil
                 do {
-                    let stored = try QueryClient.decode(reply.data, of: .patternList, as: [StoredPattern].self)
+                    let stored = try QueryClient.decode(reply.data, of: .patternList)
                     var added = 0
                     for item in stored {
                         if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {

@@ -72,7 +72,7 @@ final class ReadinessAsker {
                 entry.id = nil
                 pending[station] = entry
                 let rows: [SessionReadiness]
-                do { rows = try QueryClient.decode(reply.data, of: .readiness, as: [SessionReadiness].self) } catch {
+                do { rows = try QueryClient.decode(reply.data, of: .readiness) } catch {
                     // A recorder that refuses the query (one from before readiness) will not change its mind.
                     pending[station] = nil
                     tellAbsent("\(error)")

@@ -255,7 +255,7 @@ public final class PostureRuntime {
         while let reply = try? recorder.nextReply() {
             guard let request = calibrationRequests.removeValue(forKey: reply.id) else { continue }
             do {
-                guard let stored = try QueryClient.decode(reply.data, of: .calibrationGet, as: StoredCalibration?.self) else {
+                guard let stored = try QueryClient.decode(reply.data, of: .calibrationGet) else {
                     logger.info("no calibration at the session-recorder either", metadata: ["athlete": "\(request.athlete)"])
                     continue
                 }

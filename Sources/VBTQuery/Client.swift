@@ -29,42 +29,43 @@ public final class QueryClient {
         self.timeoutS = timeoutS
     }
 
-    /// Sends `query` with `args` and decodes the result as `R`.
-    public func ask<A: Encodable, R: Decodable>(_ query: QueryName, _ args: A, as type: R.Type) throws -> R {
-        try Self.decode(try askRaw(query, args), of: query, as: type)
+    /// Sends `query` with `args` and decodes its result.
+    public func ask<A, R>(_ query: Query<A, R>, _ args: A) throws -> R {
+        try Self.decode(try askRaw(query, args), of: query)
     }
 
-    /// A reply's result as `R`, or the recorder's refusal as a `QueryError`.
-    public static func decode<R: Decodable>(_ data: Data, of query: QueryName, as type: R.Type) throws -> R {
+    /// A reply to `query` as its result, or the recorder's refusal as a `QueryError`.
+    public static func decode<A, R>(_ data: Data, of query: Query<A, R>) throws -> R {
+        let name = query.name.rawValue
         let decoded: QueryReply<R>
         do { decoded = try JSONDecoder().decode(QueryReply<R>.self, from: data) } catch {
-            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query.rawValue) did not fit: \(describeDecodingError(error))")
+            throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(name) did not fit: \(describeDecodingError(error))")
         }
         guard decoded.ok else {
-            throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(query.rawValue)")
+            throw QueryError(kind: decoded.error?.kind ?? "other", message: decoded.error?.message ?? "the recorder refused \(name)")
         }
         if let result = decoded.result { return result }
-        throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(query.rawValue) had no result")
+        throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(name) had no result")
     }
 
     /// Sends a request without waiting for the answer (a store the caller does not
     /// need confirmed); returns false when it could not even be queued.
     @discardableResult
-    public func post<A: Encodable>(_ query: QueryName, _ args: A) -> Bool {
+    public func post<A, R>(_ query: Query<A, R>, _ args: A) -> Bool {
         counter += 1
-        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.rawValue, args: args)) else { return false }
+        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.name.rawValue, args: args)) else { return false }
         return (try? link.send([[], Array(body)], dontWait: true)) == true
     }
 
     /// Sends a request without waiting; its reply comes from `nextReply`.
     /// Returns the request's id. For a program whose loop must never wait on
     /// another process (the rep-detector, the posture evaluator).
-    public func request<A: Encodable>(_ query: QueryName, _ args: A) throws -> String {
+    public func request<A, R>(_ query: Query<A, R>, _ args: A) throws -> String {
         counter += 1
         let id = "\(prefix)-\(counter)"
-        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.name.rawValue, args: args))
         guard try link.send([[], Array(body)], dontWait: true) else {
-            throw QueryError(kind: "busy", message: "could not queue \(query.rawValue) for the session-recorder at \(endpoint)")
+            throw QueryError(kind: "busy", message: "could not queue \(query.name.rawValue) for the session-recorder at \(endpoint)")
         }
         return id
     }
@@ -79,11 +80,12 @@ public final class QueryClient {
         return nil
     }
 
-    /// Sends one request and returns the reply's bytes.
-    public func askRaw<A: Encodable>(_ query: QueryName, _ args: A) throws -> Data {
+    /// Sends one request and returns the reply's bytes (for a caller that keeps them,
+    /// as the console's cache does; `decode` reads them).
+    public func askRaw<A, R>(_ query: Query<A, R>, _ args: A) throws -> Data {
         counter += 1
         let id = "\(prefix)-\(counter)"
-        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.rawValue, args: args))
+        let body = try JSONEncoder().encode(QueryRequest(id: id, query: query.name.rawValue, args: args))
         try link.send([[], Array(body)], dontWait: false)
         let deadline = clock.monotonicSeconds() + timeoutS
         while true {

@@ -69,80 +69,10 @@ public struct QueryService {
             return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         }
         do {
-            func optionalArgs<A: Decodable>(_ type: A.Type, default value: A) throws -> A {
-                do { return try decoder.decode(OptionalQueryArgs<A>.self, from: request).args ?? value } catch {
-                    throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(describeDecodingError(error)); see proto/query.md")
-                }
-            }
-            func args<A: Decodable>(_ type: A.Type) throws -> A {
-                do { return try decoder.decode(QueryArgs<A>.self, from: request).args } catch {
-                    throw StoreError(.invalid, "arguments of \(head.query) do not fit: \(describeDecodingError(error)); see proto/query.md")
-                }
-            }
-            guard let name = QueryName(rawValue: head.query) else {
+            guard let name = QueryName(rawValue: head.query), let handler = Self.handlers[name] else {
                 throw StoreError(.invalid, "unknown query '\(head.query)'; known: \(Self.queries.joined(separator: ", "))")
             }
-            let result: any Encodable
-            switch name {
-            case .athleteAdd: result = try store.addAthlete(try args(AthleteInput.self))
-            case .athleteList:
-                result = try store.athletes(includeArchived: try optionalArgs(AthleteListArgs.self, default: AthleteListArgs()).includeArchived ?? false)
-            case .athleteEdit: result = try store.editAthlete(try args(AthleteEditArgs.self))
-            case .athleteArchive:
-                let a = try args(ArchiveArgs.self)
-                result = try store.archiveAthlete(a.id, archived: a.archived)
-            case .athleteErase:
-                let a = try args(EraseArgs.self)
-                result = try store.eraseAthlete(a.id, confirm: a.confirm)
-            case .setReassign: result = try store.reassignSet(try args(ReassignArgs.self))
-            case .setAnnotate: result = try store.annotateSet(try args(AnnotateArgs.self))
-            case .exerciseAdd: result = try store.addExercise(try args(ExerciseInput.self))
-            case .athleteShow: result = try store.athlete(try args(IdArgs.self).id)
-            case .athleteWeighIn:
-                let a = try args(WeighInArgs.self)
-                result = try store.weighIn(athlete: a.id, weightKg: a.weightKg, ts: a.ts ?? Date().timeIntervalSince1970)
-            case .exerciseList: result = try store.exercises()
-            case .exerciseShow: result = try store.exercise(try args(IdArgs.self).id)
-            case .planCreate: result = try store.createPlan(try args(Plan.self))
-            case .planShow: result = try store.plan(try args(IdArgs.self).id)
-            case .planList: result = try store.plans()
-            case .assignmentGet:
-                let a = try args(StationArgs.self)
-                result = Optional(try store.assignment(station: a.station, cmdId: a.cmdId))
-            case .stationList: result = try store.stations(now: now(), sightings: sightings)
-            case .stationAdd: result = try store.addStation(try args(StationAddArgs.self), now: now(), sightings: sightings)
-            case .stationRename: result = try store.renameStation(try args(StationRenameArgs.self), now: now(), sightings: sightings)
-            case .stationRemove: result = try store.removeStation(try args(StationNameArgs.self).name, now: now(), sightings: sightings)
-            case .calibrationGet: result = Optional(try store.calibration(athlete: try args(AthleteArgs.self).athlete))
-            case .patternList: result = try store.patterns(exercise: try optionalArgs(ExerciseFilterArgs.self, default: ExerciseFilterArgs()).exercise)
-            case .patternPut:
-                let pattern = try args(StoredPattern.self)
-                try store.putPattern(pattern)
-                result = pattern
-            case .history:
-                let a = try optionalArgs(HistoryArgs.self, default: HistoryArgs())
-                result = try store.history(athlete: a.athlete, station: a.station, exercise: a.exercise, limit: a.limit ?? 20)
-            case .progress:
-                let a = try args(ProgressArgs.self)
-                result = try store.progress(athlete: a.athlete, exercise: a.exercise, utcOffsetS: a.utcOffsetS ?? 0)
-            case .report:
-                let a = try args(ReportArgs.self)
-                result = try store.report(athlete: a.athlete, date: a.date, utcOffsetS: a.utcOffsetS ?? 0, weeks: a.weeks ?? 8)
-            case .statsWeek:
-                let a = try optionalArgs(WeekArgs.self, default: WeekArgs())
-                result = try store.weekStats(athlete: a.athlete, now: a.now ?? Date().timeIntervalSince1970, utcOffsetS: a.utcOffsetS ?? 0)
-            case .exportPage:
-                let a = try args(PageArgs.self)
-                result = try store.page(table: a.table, athlete: a.athlete, after: a.after, limit: a.limit ?? 1000)
-            case .status:
-                guard let status = status() else { throw StoreError(.invalid, "status is only known by a running recorder") }
-                result = status
-            case .backup: result = try store.backup(name: try args(BackupArgs.self).name)
-            case .readiness:
-                let a = try args(ReadinessArgs.self)
-                result = try store.readiness(athlete: a.athlete, exercise: a.exercise, sinceTs: a.sinceTs, untilTs: a.untilTs, limit: a.limit ?? 20)
-            }
-            return Answer(reply: reply(id: head.id, result: result), id: head.id, query: head.query)
+            return Answer(reply: try handler.answer(self, request, head.id), id: head.id, query: head.query)
         } catch let error as StoreError {
             let failure = QueryFailure(kind: error.kind.rawValue, message: error.message)
             return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
@@ -151,6 +81,87 @@ public struct QueryService {
             return Answer(reply: reply(id: head.id, failure: failure), id: head.id, query: head.query, failure: failure)
         }
     }
+
+    /// One query's typed handler: reads the request's arguments as the query's
+    /// `Arguments`, answers, and encodes its `Result` as the reply.
+    struct Handler: Sendable {
+        let name: QueryName
+        let answer: @Sendable (_ service: QueryService, _ request: Data, _ id: String?) throws -> Data
+    }
+
+    /// A handler whose arguments are required, or, with `omitted`, may be left out
+    /// (then `omitted`; still checked strictly when given).
+    static func serve<A, R>(_ query: Query<A, R>, omitted: A? = nil, _ body: @escaping @Sendable (QueryService, A) throws -> R) -> Handler {
+        Handler(name: query.name) { service, request, id in
+            let args: A
+            do {
+                if let omitted {
+                    args = try JSONDecoder().decode(OptionalQueryArgs<A>.self, from: request).args ?? omitted
+                } else {
+                    args = try JSONDecoder().decode(QueryArgs<A>.self, from: request).args
+                }
+            } catch {
+                throw StoreError(.invalid, "arguments of \(query.name.rawValue) do not fit: \(describeDecodingError(error)); see proto/query.md")
+            }
+            return service.reply(id: id, result: try body(service, args))
+        }
+    }
+
+    /// A handler for a query that takes no arguments: whatever `args` holds is not read.
+    static func serve<R>(_ query: Query<NoArgs, R>, _ body: @escaping @Sendable (QueryService) throws -> R) -> Handler {
+        Handler(name: query.name) { service, _, id in service.reply(id: id, result: try body(service)) }
+    }
+
+    /// Every query's handler, one per `QueryName` (a test holds this): the compiler checks
+    /// that each takes its query's arguments and returns its result.
+    static let table: [Handler] = [
+        serve(.athleteAdd) { try $0.store.addAthlete($1) },
+        serve(.athleteList, omitted: AthleteListArgs()) { try $0.store.athletes(includeArchived: $1.includeArchived ?? false) },
+        serve(.athleteShow) { try $0.store.athlete($1.id) },
+        serve(.athleteWeighIn) { try $0.store.weighIn(athlete: $1.id, weightKg: $1.weightKg, ts: $1.ts ?? Date().timeIntervalSince1970) },
+        serve(.athleteEdit) { try $0.store.editAthlete($1) },
+        serve(.athleteArchive) { try $0.store.archiveAthlete($1.id, archived: $1.archived) },
+        serve(.athleteErase) { try $0.store.eraseAthlete($1.id, confirm: $1.confirm) },
+        serve(.setReassign) { try $0.store.reassignSet($1) },
+        serve(.setAnnotate) { try $0.store.annotateSet($1) },
+        serve(.exerciseList) { try $0.store.exercises() },
+        serve(.exerciseShow) { try $0.store.exercise($1.id) },
+        serve(.exerciseAdd) { try $0.store.addExercise($1) },
+        serve(.planCreate) { try $0.store.createPlan($1) },
+        serve(.planShow) { try $0.store.plan($1.id) },
+        serve(.planList) { try $0.store.plans() },
+        serve(.assignmentGet) { try $0.store.assignment(station: $1.station, cmdId: $1.cmdId) },
+        serve(.stationList) { try $0.store.stations(now: $0.now(), sightings: $0.sightings) },
+        serve(.stationAdd) { try $0.store.addStation($1, now: $0.now(), sightings: $0.sightings) },
+        serve(.stationRename) { try $0.store.renameStation($1, now: $0.now(), sightings: $0.sightings) },
+        serve(.stationRemove) { try $0.store.removeStation($1.name, now: $0.now(), sightings: $0.sightings) },
+        serve(.calibrationGet) { try $0.store.calibration(athlete: $1.athlete) },
+        serve(.patternList, omitted: ExerciseFilterArgs()) { try $0.store.patterns(exercise: $1.exercise) },
+        serve(.patternPut) { service, pattern in
+            try service.store.putPattern(pattern)
+            return pattern
+        },
+        serve(.history, omitted: HistoryArgs()) {
+            try $0.store.history(athlete: $1.athlete, station: $1.station, exercise: $1.exercise, limit: $1.limit ?? 20)
+        },
+        serve(.progress) { try $0.store.progress(athlete: $1.athlete, exercise: $1.exercise, utcOffsetS: $1.utcOffsetS ?? 0) },
+        serve(.report) { try $0.store.report(athlete: $1.athlete, date: $1.date, utcOffsetS: $1.utcOffsetS ?? 0, weeks: $1.weeks ?? 8) },
+        serve(.statsWeek, omitted: WeekArgs()) {
+            try $0.store.weekStats(athlete: $1.athlete, now: $1.now ?? Date().timeIntervalSince1970, utcOffsetS: $1.utcOffsetS ?? 0)
+        },
+        serve(.exportPage) { try $0.store.page(table: $1.table, athlete: $1.athlete, after: $1.after, limit: $1.limit ?? 1000) },
+        serve(.status) { service in
+            guard let status = service.status() else { throw StoreError(.invalid, "status is only known by a running recorder") }
+            return status
+        },
+        serve(.backup) { try $0.store.backup(name: $1.name) },
+        serve(.readiness) {
+            try $0.store.readiness(athlete: $1.athlete, exercise: $1.exercise, sinceTs: $1.sinceTs, untilTs: $1.untilTs, limit: $1.limit ?? 20)
+        },
+    ]
+
+    /// The handlers by name (the first, should a name be served twice).
+    static let handlers = Dictionary(table.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
 
     /// Why `peer` may not ask `query`, or nil when it may (proto/security.md).
     static func refusal(of query: String, by peer: AuthorizedPeer?) -> String? {
@@ -174,12 +185,9 @@ public struct QueryService {
         var error: QueryFailure
     }
 
-    private func reply(id: String?, result: any Encodable) -> Data {
-        func encode<R: Encodable>(_ value: R) -> Data {
-            (try? Self.encoder.encode(Success(id: id, result: value)))
-                ?? reply(id: id, failure: QueryFailure(kind: "other", message: "the result could not be encoded as JSON"))
-        }
-        return encode(result)
+    fileprivate func reply<R: Encodable>(id: String?, result: R) -> Data {
+        (try? Self.encoder.encode(Success(id: id, result: result)))
+            ?? reply(id: id, failure: QueryFailure(kind: "other", message: "the result could not be encoded as JSON"))
     }
 
     private func reply(id: String?, failure: QueryFailure) -> Data {

@@ -12,7 +12,7 @@ struct HistoryPages {
     let utcOffsetS: Int
 
     func athletes() async throws -> String {
-        let athletes = try await queries.ask(.athleteList, NoArgs(), as: [AthleteProfile].self)
+        let athletes = try await queries.ask(.athleteList, AthleteListArgs())
         let rows = athletes.sorted { $0.id < $1.id }.map { athlete in
             """
             <tr data-athlete="\(Pages.escape(athlete.id))"><td><a href="/athlete/\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name))</a></td>\
@@ -39,15 +39,15 @@ struct HistoryPages {
     }
 
     func athlete(_ id: String) async throws -> String {
-        async let profile = queries.ask(.athleteShow, IdArgs(id: id), as: AthleteProfile.self)
-        async let week = queries.ask(.statsWeek, WeekArgs(athlete: id, utcOffsetS: utcOffsetS), as: WeekStats.self)
-        async let progress = queries.ask(.progress, ProgressArgs(athlete: id, utcOffsetS: utcOffsetS), as: ProgressReport.self)
-        async let history = queries.ask(.history, HistoryArgs(athlete: id, limit: 20), as: [SetSummary].self)
+        async let profile = queries.ask(.athleteShow, IdArgs(id: id))
+        async let week = queries.ask(.statsWeek, WeekArgs(athlete: id, utcOffsetS: utcOffsetS))
+        async let progress = queries.ask(.progress, ProgressArgs(athlete: id, utcOffsetS: utcOffsetS))
+        async let history = queries.ask(.history, HistoryArgs(athlete: id, limit: 20))
         let (athlete, stats, report, sets) = try await (profile, week, progress, history)
         let offset = Double(utcOffsetS)
         // The latest session's stored readiness (docs/detection.md, "Readiness"); a recorder
         // without the query leaves the line out rather than the page.
-        let readiness = (try? await queries.ask(.readiness, ReadinessArgs(athlete: id, limit: 1), as: [SessionReadiness].self))?.first
+        let readiness = (try? await queries.ask(.readiness, ReadinessArgs(athlete: id, limit: 1)))?.first
         var out = """
             <h1 data-athlete="\(Pages.escape(athlete.id))">\(Pages.escape(athlete.name)) <span class="muted">\(Pages.escape(athlete.id))</span></h1>
             <p class="facts">\(athlete.weightKg.map { String(format: "%.1f kg · ", $0) } ?? "")\(athlete.sessions) sessions · \(athlete.sets) sets · \(athlete.reps) reps</p>
@@ -101,11 +101,11 @@ struct HistoryPages {
         let midnight = (floor((now + Double(utcOffsetS)) / 86_400) * 86_400) - Double(utcOffsetS)
         // The week as `vbt stats week` counts it: today and the six days before.
         let since = period == "week" ? midnight - 6 * 86_400 : midnight
-        async let history = queries.ask(.history, HistoryArgs(limit: 10_000), as: [SetSummary].self)
-        let athletes = try await queries.ask(.athleteList, NoArgs(), as: [AthleteProfile].self)
+        async let history = queries.ask(.history, HistoryArgs(limit: 10_000))
+        let athletes = try await queries.ask(.athleteList, AthleteListArgs())
         var reports: [ProgressReport] = []
         for athlete in athletes {
-            reports.append(try await queries.ask(.progress, ProgressArgs(athlete: athlete.id, utcOffsetS: utcOffsetS), as: ProgressReport.self))
+            reports.append(try await queries.ask(.progress, ProgressArgs(athlete: athlete.id, utcOffsetS: utcOffsetS)))
         }
         let board = Leaderboard(sets: try await history, progress: reports, since: since)
         var out = """

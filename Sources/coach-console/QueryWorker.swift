@@ -34,11 +34,11 @@ final class QueryWorker: Sendable {
 
     /// The recorder's answer to `query`, decoded; a cached one when recent. Throws the
     /// recorder's refusal, a timeout naming the endpoint, or `busy`.
-    func ask<A: Encodable & Sendable, R: Decodable & Sendable>(_ query: QueryName, _ args: A, as type: R.Type) async throws -> R {
-        let key = query.rawValue + ":" + String(decoding: (try? JSONEncoder().encode(args)) ?? Data(), as: UTF8.self)
+    func ask<A, R>(_ query: Query<A, R>, _ args: A) async throws -> R {
+        let key = query.name.rawValue + ":" + String(decoding: (try? JSONEncoder().encode(args)) ?? Data(), as: UTF8.self)
         let now = monotonicSeconds()
         if let cached = state.withLock({ $0.cache[key] }), now - cached.at < Self.cacheS {
-            return try QueryClient.decode(cached.data, of: query, as: type)
+            return try QueryClient.decode(cached.data, of: query)
         }
         let data: Data = try await withCheckedThrowingContinuation { continuation in
             let job = Job(
@@ -58,7 +58,7 @@ final class QueryWorker: Sendable {
                 job.fail(QueryError(kind: "busy", message: "too many history requests waiting for the session-recorder; try again"))
             }
         }
-        let decoded = try QueryClient.decode(data, of: query, as: type)
+        let decoded = try QueryClient.decode(data, of: query)
         state.withLock { state in
             state.cache[key] = (monotonicSeconds(), data)
             if state.cache.count > 512 { state.cache = state.cache.filter { monotonicSeconds() - $0.value.at < Self.cacheS } }

@@ -30,7 +30,7 @@ struct ReadinessFeed {
                 // Sessions begun before now: the bound also makes each question its own, where the
                 // worker would give the same arguments its cached answer for 10 s.
                 let args = ReadinessArgs(athlete: athlete, untilTs: Date().timeIntervalSince1970, limit: 1)
-                let rows = try? await queries.ask(.readiness, args, as: [SessionReadiness].self)
+                let rows = try? await queries.ask(.readiness, args)
                 guard let row = rows?.first, row.sessionStartedTs >= Date().timeIntervalSince1970 - freshS else { continue }
                 let line = ReadinessLine(athlete: athlete, verdict: row.assessment.verdict.rawValue, text: row.text)
                 live.update { board, _ in board.note(readiness: line, station: state.station) }

@@ -216,7 +216,7 @@ struct ConsoleServer {
         }
         router.get("/api/plans") { _, _ -> Response in
             do {
-                let plans = try await history.queries.ask(.planList, NoArgs(), as: [Plan].self)
+                let plans = try await history.queries.ask(.planList, NoArgs())
                 var writer = JSONWriter()
                 writer.value(
                     .array(
@@ -245,15 +245,15 @@ struct ConsoleServer {
                 isStationName(station), let id = try? fields.string("plan")
             else { return problem(.badRequest, #"the body must be {"station": "rack-01", "plan": "PLAN-ID", "athlete": "optional"}"#) }
             do {
-                let stored = try await history.queries.ask(.planShow, IdArgs(id: id), as: Plan.self)
-                let catalogue = try await history.queries.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+                let stored = try await history.queries.ask(.planShow, IdArgs(id: id))
+                let catalogue = try await history.queries.ask(.exerciseList, NoArgs())
                 guard let athlete = (try? fields.optionalString("athlete")).flatMap({ $0 }).flatMap({ $0.isEmpty ? nil : $0 }) ?? stored.athlete else {
                     return problem(.badRequest, "plan \(id) has no athlete: name one")
                 }
                 // Loads as % of e1RM become kg from the athlete's latest e1RM, as vbt plan assign does.
                 var e1rm: [String: Double] = [:]
                 if stored.items.contains(where: { $0.loadPctE1rm != nil }) {
-                    e1rm = Plan.latestE1RM(try await history.queries.ask(.progress, ProgressArgs(athlete: athlete), as: ProgressReport.self))
+                    e1rm = Plan.latestE1RM(try await history.queries.ask(.progress, ProgressArgs(athlete: athlete)))
                 }
                 let plan: Plan
                 do { plan = try stored.resolvingLoads(athlete: athlete, e1rmKg: e1rm) } catch {

@@ -22,7 +22,7 @@ struct Backup: ParsableCommand {
     @OptionGroup var recorder: RecorderOptions
 
     func run() throws {
-        let result = try recorder.withClient { try $0.ask(.backup, BackupArgs(name: name), as: BackupResult.self) }
+        let result = try recorder.withClient { try $0.ask(.backup, BackupArgs(name: name)) }
         recorder.output(result) {
             let rows = result.rows.keys.sorted().map { "\($0) \(result.rows[$0]!)" }.joined(separator: ", ")
             return "backup \(result.path): \(result.bytes) bytes, integrity \(result.integrity)\nrows: \(rows)\n"
@@ -56,7 +56,7 @@ struct SetCommand: ParsableCommand {
 
         func run() throws {
             let summary = try recorder.withClient {
-                try $0.ask(.setAnnotate, AnnotateArgs(set: set, rpe: rpe, note: note, clear: clear ? true : nil), as: SetSummary.self)
+                try $0.ask(.setAnnotate, AnnotateArgs(set: set, rpe: rpe, note: note, clear: clear ? true : nil))
             }
             recorder.output(summary) {
                 "set \(summary.id): RPE \(summary.rpe.map { String(format: "%g", $0) } ?? "-"), note \(summary.note.map { "\"\($0)\"" } ?? "-")\n"
@@ -80,7 +80,7 @@ struct SetCommand: ParsableCommand {
 
         func run() throws {
             let summary = try recorder.withClient {
-                try $0.ask(.setReassign, ReassignArgs(set: set, athlete: athlete, exercise: exercise, loadKg: load), as: SetSummary.self)
+                try $0.ask(.setReassign, ReassignArgs(set: set, athlete: athlete, exercise: exercise, loadKg: load))
             }
             recorder.output(summary) {
                 "set \(summary.id): \(summary.athlete ?? "-"), \(summary.exercise ?? "-")\(summary.loadKg.map { String(format: " at %g kg", $0) } ?? ""), \(summary.reps) reps\n"

@@ -825,7 +825,7 @@ struct LoadRun {
     /// The recorder's row counts, if it answers within `timeoutS`.
     private func storeRows(_ context: ZMQContext, timeoutS: Double) -> [String: Int]? {
         guard let client = try? QueryClient(context: context, config: config, timeoutS: timeoutS),
-            let status = try? client.ask(.status, NoArgs(), as: RecorderStatus.self)
+            let status = try? client.ask(.status, NoArgs())
         else { return nil }
         return status.rows
     }

@@ -33,7 +33,7 @@ struct Report: ParsableCommand {
 
     func run() throws {
         let args = ReportArgs(athlete: athlete, date: date, utcOffsetS: localUTCOffset, weeks: weeks)
-        let report = try recorder.withClient { try $0.ask(.report, args, as: SessionReport.self) }
+        let report = try recorder.withClient { try $0.ask(.report, args) }
         var written: [String] = []
         if let html {
             try write(report.html, to: html)

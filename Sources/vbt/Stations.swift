@@ -24,7 +24,7 @@ struct Station: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let stations = try recorder.withClient { try $0.ask(.stationList, NoArgs(), as: [StationRecord].self) }
+            let stations = try recorder.withClient { try $0.ask(.stationList, NoArgs()) }
             recorder.output(stations) {
                 renderTable(
                     ["station", "label", "state", "athlete", "exercise", "load kg", "since"],
@@ -48,7 +48,7 @@ struct Station: ParsableCommand {
         func validate() throws { try validateStation(name) }
 
         func run() throws {
-            let change = try recorder.withClient { try $0.ask(.stationAdd, StationAddArgs(name: name, label: label), as: StationChange.self) }
+            let change = try recorder.withClient { try $0.ask(.stationAdd, StationAddArgs(name: name, label: label)) }
             recorder.output(change) { "station \(name) registered\(change.station.map { " (\(Station.describeState($0)))" } ?? "")\n" }
         }
     }
@@ -71,7 +71,7 @@ struct Station: ParsableCommand {
         }
 
         func run() throws {
-            let change = try recorder.withClient { try $0.ask(.stationRename, StationRenameArgs(name: name, to: new), as: StationChange.self) }
+            let change = try recorder.withClient { try $0.ask(.stationRename, StationRenameArgs(name: name, to: new)) }
             recorder.output(change) { "station \(name) is now \(new): \(change.movedRows ?? 0) stored rows moved\n" }
         }
     }
@@ -86,7 +86,7 @@ struct Station: ParsableCommand {
         func validate() throws { try validateStation(name) }
 
         func run() throws {
-            let change = try recorder.withClient { try $0.ask(.stationRemove, StationNameArgs(name: name), as: StationChange.self) }
+            let change = try recorder.withClient { try $0.ask(.stationRemove, StationNameArgs(name: name)) }
             recorder.output(change) { "station \(name) removed from the registry; its history stays\n" }
         }
     }
@@ -116,8 +116,8 @@ struct Station: ParsableCommand {
 
         func run() throws {
             try recorder.withClient { client in
-                _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
-                let entry = try client.ask(.exerciseShow, IdArgs(id: exercise), as: ExerciseRecord.self)
+                _ = try client.ask(.athleteShow, IdArgs(id: athlete))
+                let entry = try client.ask(.exerciseShow, IdArgs(id: exercise))
                 try client.prepareAssignment(athlete: athlete, at: station, move: move, recorder: recorder)
                 let args = assignmentArgs(
                     athlete: athlete, exercise: exercise, loadKg: load, restS: entry.defaultRestS, entry: entry,
@@ -191,7 +191,7 @@ func describeDuration(_ seconds: Double) -> String {
 extension QueryClient {
     /// The registry's record of `station`, or an error naming what to do when it is unknown.
     func knownStation(_ station: String) throws -> StationRecord {
-        try knownStation(station, in: try ask(.stationList, NoArgs(), as: [StationRecord].self))
+        try knownStation(station, in: try ask(.stationList, NoArgs()))
     }
 
     /// `station`'s record among `stations` (the registry, as `station.list` answered).
@@ -210,7 +210,7 @@ extension QueryClient {
     /// other station (with `move`, unassigned there first). A silent station is said on stderr:
     /// the assignment waits for it.
     func prepareAssignment(athlete: String, at station: String, move: Bool, recorder: RecorderOptions) throws {
-        let stations = try ask(.stationList, NoArgs(), as: [StationRecord].self)
+        let stations = try ask(.stationList, NoArgs())
         let record = try knownStation(station, in: stations)
         if let reason = record.silenceReason { reportProblem("vbt: note: \(reason); the assignment is kept for when it speaks") }
         for other in stations where other.athlete == athlete && other.name != station {
@@ -340,7 +340,7 @@ extension QueryClient {
         while true {
             // Asked by its command id: the notifier's own athlete.assign for a plan's next item may come
             // a moment later and be the station's latest by then.
-            if let stored = try ask(.assignmentGet, StationArgs(station: station, cmdId: commandId), as: AssignmentRecord?.self), stored.cmdId == commandId {
+            if let stored = try ask(.assignmentGet, StationArgs(station: station, cmdId: commandId)), stored.cmdId == commandId {
                 return stored
             }
             guard monotonicSeconds() < deadline else {

@@ -106,7 +106,7 @@ struct Athlete: ParsableCommand {
 
         func run() throws {
             let input = AthleteInput(id: id, name: name, sex: sex, birthYear: born, heightCm: heightCm, goalWeightKg: goalKg, weightKg: weightKg)
-            let athlete = try recorder.withClient { try $0.ask(.athleteAdd, input, as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteAdd, input) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -118,7 +118,7 @@ struct Athlete: ParsableCommand {
 
         func run() throws {
             let athletes = try recorder.withClient {
-                try $0.ask(.athleteList, AthleteListArgs(includeArchived: archived ? true : nil), as: [AthleteProfile].self)
+                try $0.ask(.athleteList, AthleteListArgs(includeArchived: archived ? true : nil))
             }
             recorder.output(athletes) {
                 renderTable(
@@ -139,7 +139,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athlete = try recorder.withClient { try $0.ask(.athleteShow, IdArgs(id: id), as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteShow, IdArgs(id: id)) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -151,7 +151,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athlete = try recorder.withClient { try $0.ask(.athleteWeighIn, WeighInArgs(id: id, weightKg: kg), as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteWeighIn, WeighInArgs(id: id, weightKg: kg)) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -178,7 +178,7 @@ struct Athlete: ParsableCommand {
             let edit = AthleteEditArgs(
                 id: id, name: name, sex: sex, birthYear: born, heightCm: heightCm, goalWeightKg: goalKg,
                 clear: clear.isEmpty ? nil : clear.compactMap { names[$0] })
-            let athlete = try recorder.withClient { try $0.ask(.athleteEdit, edit, as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteEdit, edit) }
             recorder.output(athlete) { describe(athlete) }
         }
     }
@@ -191,7 +191,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let athlete = try recorder.withClient { try $0.ask(.athleteArchive, ArchiveArgs(id: id, archived: !undo), as: AthleteProfile.self) }
+            let athlete = try recorder.withClient { try $0.ask(.athleteArchive, ArchiveArgs(id: id, archived: !undo)) }
             recorder.output(athlete) { "\(athlete.id) \(athlete.archivedTs == nil ? "is active again" : "archived")\n" }
         }
     }
@@ -209,7 +209,7 @@ struct Athlete: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let result = try recorder.withClient { try $0.ask(.athleteErase, EraseArgs(id: id, confirm: confirm), as: EraseResult.self) }
+            let result = try recorder.withClient { try $0.ask(.athleteErase, EraseArgs(id: id, confirm: confirm)) }
             recorder.output(result) {
                 let rows = result.rows.keys.sorted().filter { result.rows[$0]! > 0 }.map { "\($0) \(result.rows[$0]!)" }.joined(separator: ", ")
                 return "\(id) erased: their training is now \(result.pseudonym) (\(rows))\n"
@@ -256,7 +256,7 @@ struct Exercise: ParsableCommand {
 
         func run() throws {
             let input = ExerciseInput(id: id, name: name, description: description, expectedRomMm: romMm, mvtMps: mvtMps, defaultRestS: restS)
-            let e = try recorder.withClient { try $0.ask(.exerciseAdd, input, as: ExerciseRecord.self) }
+            let e = try recorder.withClient { try $0.ask(.exerciseAdd, input) }
             recorder.output(e) { "added " + Show.describe(e) }
         }
     }
@@ -266,7 +266,7 @@ struct Exercise: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let exercises = try recorder.withClient { try $0.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self) }
+            let exercises = try recorder.withClient { try $0.ask(.exerciseList, NoArgs()) }
             recorder.output(exercises) {
                 renderTable(
                     ["id", "name", "ROM mm", "MVT m/s", "rest s"],
@@ -283,7 +283,7 @@ struct Exercise: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let e = try recorder.withClient { try $0.ask(.exerciseShow, IdArgs(id: id), as: ExerciseRecord.self) }
+            let e = try recorder.withClient { try $0.ask(.exerciseShow, IdArgs(id: id)) }
             recorder.output(e) { Self.describe(e) }
         }
 
@@ -331,7 +331,7 @@ struct PlanCommand: ParsableCommand {
 
         func run() throws {
             let plan = try recorder.withClient { client -> Plan in
-                let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+                let catalogue = try client.ask(.exerciseList, NoArgs())
                 var items: [PlanItem] = []
                 for (index, text) in item.enumerated() {
                     do {
@@ -340,7 +340,7 @@ struct PlanCommand: ParsableCommand {
                         throw StoreError(.invalid, "item \(index + 1) \(error.message)")
                     }
                 }
-                return try client.ask(.planCreate, Plan(id: id, athlete: athlete, items: items), as: Plan.self)
+                return try client.ask(.planCreate, Plan(id: id, athlete: athlete, items: items))
             }
             recorder.output(plan) { describe(plan) }
         }
@@ -352,7 +352,7 @@ struct PlanCommand: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let plan = try recorder.withClient { try $0.ask(.planShow, IdArgs(id: id), as: Plan.self) }
+            let plan = try recorder.withClient { try $0.ask(.planShow, IdArgs(id: id)) }
             recorder.output(plan) { describe(plan) }
         }
     }
@@ -362,7 +362,7 @@ struct PlanCommand: ParsableCommand {
         @OptionGroup var recorder: RecorderOptions
 
         func run() throws {
-            let plans = try recorder.withClient { try $0.ask(.planList, NoArgs(), as: [Plan].self) }
+            let plans = try recorder.withClient { try $0.ask(.planList, NoArgs()) }
             recorder.output(plans) {
                 renderTable(["id", "athlete", "exercises"], plans.map { [$0.id ?? "-", $0.athlete ?? "-", $0.items.map(\.exercise).joined(separator: ", ")] })
             }
@@ -391,13 +391,13 @@ struct PlanCommand: ParsableCommand {
 
         func run() throws {
             try recorder.withClient { client in
-                let stored = try client.ask(.planShow, IdArgs(id: id), as: Plan.self)
-                let catalogue = try client.ask(.exerciseList, NoArgs(), as: [ExerciseRecord].self)
+                let stored = try client.ask(.planShow, IdArgs(id: id))
+                let catalogue = try client.ask(.exerciseList, NoArgs())
                 guard let who = athlete ?? stored.athlete else { throw QueryError(kind: "invalid", message: "plan \(id) has no athlete: give --athlete") }
                 var e1rm: [String: ExerciseProgress.E1RM] = [:]
                 if stored.items.contains(where: { $0.loadPctE1rm != nil }) {
                     e1rm = Plan.latestE1RMEstimates(
-                        try client.ask(.progress, ProgressArgs(athlete: who, utcOffsetS: localUTCOffset), as: ProgressReport.self))
+                        try client.ask(.progress, ProgressArgs(athlete: who, utcOffsetS: localUTCOffset)))
                 }
                 let plan = try stored.resolvingLoads(athlete: who, e1rmKg: e1rm.mapValues(\.e1rmKg))
                 // Each e1RM a %e1RM load came from, with its day, data and reliability.
@@ -513,7 +513,7 @@ struct History: ParsableCommand {
 
     func run() throws {
         let sets = try recorder.withClient {
-            try $0.ask(.history, HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit), as: [SetSummary].self)
+            try $0.ask(.history, HistoryArgs(athlete: athlete, station: station, exercise: exercise, limit: limit))
         }
         recorder.output(sets) {
             renderTable(
@@ -547,7 +547,7 @@ struct Progress: ParsableCommand {
     func run() throws {
         let offset = localUTCOffset
         let report = try recorder.withClient {
-            try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset), as: ProgressReport.self)
+            try $0.ask(.progress, ProgressArgs(athlete: athlete, exercise: exercise, utcOffsetS: offset))
         }
         if let chart { try writeChart(SVGChart.progress(report, utcOffsetS: offset), to: chart) }
         recorder.output(report) {
@@ -601,7 +601,7 @@ struct ReadinessCommand: ParsableCommand {
     func run() throws {
         let since = date.flatMap(Self.midnight)
         let args = ReadinessArgs(athlete: athlete, exercise: exercise, sinceTs: since, untilTs: since.map { $0 + 86_400 }, limit: since == nil ? 10 : 100)
-        let rows = try recorder.withClient { try $0.ask(.readiness, args, as: [SessionReadiness].self) }
+        let rows = try recorder.withClient { try $0.ask(.readiness, args) }
         recorder.output(rows) {
             "readiness of \(athlete)\n"
                 + renderTable(
@@ -631,10 +631,10 @@ struct Stats: ParsableCommand {
             // One athlete's week also shows each day's readiness (the stored figure of each
             // session begun that day, per exercise); the gym's has no one to judge.
             let (stats, readiness) = try recorder.withClient { client in
-                let stats = try client.ask(.statsWeek, WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset), as: WeekStats.self)
+                let stats = try client.ask(.statsWeek, WeekArgs(athlete: athlete, utcOffsetS: localUTCOffset))
                 guard let athlete else { return (stats, [SessionReadiness]()) }
                 let since = stats.days.first.flatMap { ReadinessCommand.midnight($0.day) }
-                return (stats, try client.ask(.readiness, ReadinessArgs(athlete: athlete, sinceTs: since, limit: 200), as: [SessionReadiness].self))
+                return (stats, try client.ask(.readiness, ReadinessArgs(athlete: athlete, sinceTs: since, limit: 200)))
             }
             if let chart { try writeChart(SVGChart.week(stats), to: chart) }
             var byDay: [String: [String]] = [:]
@@ -714,7 +714,7 @@ struct Export: ParsableCommand {
                 var rows: [[Cell]] = []
                 var after: Int64?
                 repeat {
-                    let page = try client.ask(.exportPage, PageArgs(table: table, athlete: athlete, after: after, limit: 5_000), as: TablePage.self)
+                    let page = try client.ask(.exportPage, PageArgs(table: table, athlete: athlete, after: after, limit: 5_000))
                     columns = page.columns
                     rows += page.rows
                     after = page.next

@@ -62,7 +62,7 @@ struct Posture: AsyncParsableCommand {
         func run() async throws {
             if !noCheck {
                 try recorder.withClient { client in
-                    _ = try client.ask(.athleteShow, IdArgs(id: athlete), as: AthleteProfile.self)
+                    _ = try client.ask(.athleteShow, IdArgs(id: athlete))
                     if let reason = try client.knownStation(station).silenceReason {
                         throw QueryError(kind: "invalid", message: "cannot calibrate at \(station): \(reason)")
                     }

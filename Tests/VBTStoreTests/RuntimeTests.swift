@@ -76,7 +76,7 @@ struct RecorderRuntimeTests {
         try recorder.step(maxWaitMs: 0)
         let reply = try #require(try client.nextReply())
         #expect(reply.id == id)
-        let sets = try QueryClient.decode(reply.data, of: .history, as: [SetSummary].self)
+        let sets = try QueryClient.decode(reply.data, of: .history)
         #expect(sets.map(\.id) == [setId] && sets.first?.reps == 3 && sets.first?.endedTs != nil)
     }
 
