@@ -366,7 +366,7 @@ struct IMUTracker: Sendable, Codable {
         }
         // A rise still open at the end of the movement ends at the rest that follows.
         if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) { found.append(end) }
-        return found.map { candidate in
+        let rises = found.map { candidate in
             var rise = candidate
             rise.completedT = completedT
             rise.peakT = min(rise.peakT, last.t)
@@ -380,6 +380,30 @@ struct IMUTracker: Sendable, Codable {
             lastPeakT = rise.peakT
             return IMURise(candidate: rise, trace: samples)
         }
+        // A rise that stopped without the bar coming down and went on up within the same movement
+        // (no rest between) is one rise: a grinder past its sticking point, as the laser's held rise
+        // (StationDetector.arrive). As there, only a rise lowered into is joined (a pick-up to the
+        // shoulders is no part of the press after it), and only when the bar goes on further than
+        // a settling at the top does (`stickingM`, `stickingShare`, Reps.swift): a re-rack after
+        // the last rep's top is no part of it.
+        var joined: [IMURise] = []
+        for rise in rises {
+            if let earlier = joined.last?.candidate, earlier.endedInPause,
+                earlier.descentBeforeM >= StationDetector.returnShare * earlier.riseM,
+                rise.candidate.peakM - rise.candidate.riseM >= earlier.peakM - settings.hysteresisM,
+                rise.candidate.peakM >= earlier.peakM + max(stickingM, stickingShare * earlier.riseM)
+            {
+                var whole = rise.candidate
+                whole.valleyT = earlier.valleyT
+                whole.riseM = whole.peakM - (earlier.peakM - earlier.riseM)
+                whole.descentBeforeM = earlier.descentBeforeM
+                whole.riseUncertaintyM = positionNoise(over: whole.peakT - whole.valleyT)
+                joined[joined.count - 1] = IMURise(candidate: whole, trace: samples)
+            } else {
+                joined.append(rise)
+            }
+        }
+        return joined
     }
 }
 
