@@ -96,7 +96,7 @@ extension PostureRuntime {
                 }
                 try send(CalibrationMessage(calibration), station: station, athlete: calibration.athlete)
             case .posture(let report):
-                try send(PostureMessage(report), station: station, athlete: report.athlete)
+                try send(report.posture, station: station, athlete: report.athlete)
             }
         }
     }

@@ -139,10 +139,11 @@ public struct PostureTracker: Sendable, Codable {
         out.append(
             .posture(
                 PostureReport(
-                    station: station, athlete: athlete, correct: correct, changed: changed,
-                    accDensity: result.accDensity, magDensity: result.magDensity,
-                    accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
-                    badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t)))
+                    station: station, athlete: athlete,
+                    posture: PostureMessage(
+                        correct: correct, changed: changed, accDensity: result.accDensity, magDensity: result.magDensity,
+                        accThreshold: calibration.acc.threshold, magThreshold: calibration.mag.threshold,
+                        badForS: badFor, sustainedBad: badFor >= settings.sustainedBadS, t: t))))
         return out
     }
 
@@ -151,33 +152,18 @@ public struct PostureTracker: Sendable, Codable {
 
 }
 
-/// One evaluated moment of a station's posture.
+/// One evaluated moment of a station's posture: the `posture` message it publishes, and whose it
+/// is (the station and athlete travel in the message's envelope). The message's fields read as
+/// the report's own (`report.correct`).
+@dynamicMemberLookup
 public struct PostureReport: Sendable, Equatable {
     public var station: String
     public var athlete: String?
-    public var correct: Bool
-    /// The state just changed (after the hysteresis).
-    public var changed: Bool
-    public var accDensity: Double
-    public var magDensity: Double
-    public var accThreshold: Double
-    public var magThreshold: Double
-    /// How long the posture has been bad, seconds (0 when correct).
-    public var badForS: Double
-    /// Bad for at least the configured limit.
-    public var sustainedBad: Bool
-    /// Reading time.
-    public var t: Double
-}
+    /// What it says (proto/posture.schema.json).
+    public var posture: PostureMessage
 
-extension PostureMessage {
-    /// The message of a report (the station and athlete travel in the envelope).
-    public init(_ report: PostureReport) {
-        self.init(
-            correct: report.correct, changed: report.changed, accDensity: report.accDensity, magDensity: report.magDensity,
-            accThreshold: report.accThreshold, magThreshold: report.magThreshold, badForS: report.badForS,
-            sustainedBad: report.sustainedBad, t: report.t)
-    }
+    /// The message's field at `keyPath`.
+    public subscript<T>(dynamicMember keyPath: KeyPath<PostureMessage, T>) -> T { posture[keyPath: keyPath] }
 }
 
 extension CalibrationMessage {
