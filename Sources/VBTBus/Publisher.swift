@@ -220,15 +220,16 @@ public struct HeartbeatSchedule {
         (self.role, self.name, self.intervalS) = (role, name, intervalS)
     }
 
-    /// Publishes when due; `inputs` and `amend` (what the program adds of its own, such as the
+    /// Publishes when due, or now with `force` (a program whose news should not wait for the
+    /// next beat); `inputs` and `amend` (what the program adds of its own, such as the
     /// notifier's webhook counters) are only evaluated then. Threads started since the last
     /// heartbeat are given the program's niceness (`ThreadPriority.keep`).
     public mutating func tick(
-        _ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil,
+        _ publisher: Publisher, inputs: @autoclosure () -> InputCounters?, replay: ReplayServer? = nil, force: Bool = false,
         amend: (inout HeartbeatMessage) -> Void = { _ in }
     ) throws {
         let now = publisher.clock.monotonicSeconds()
-        guard now >= next else { return }
+        guard force || now >= next else { return }
         next = now + intervalS
         ThreadPriority.keep()
         try publish(publisher, now: now, inputs: inputs(), replay: replay, stopping: false, amend: amend)
@@ -236,9 +237,11 @@ public struct HeartbeatSchedule {
 
     /// Publishes the last heartbeat, `stopping`: the process stops as asked, so it is gone, not
     /// silent. Its journal (`replay`) stays offered: a restarted producer answers where it did.
-    public mutating func part(_ publisher: Publisher, inputs: InputCounters?, replay: ReplayServer? = nil) throws {
+    public mutating func part(
+        _ publisher: Publisher, inputs: InputCounters?, replay: ReplayServer? = nil, amend: (inout HeartbeatMessage) -> Void = { _ in }
+    ) throws {
         let now = publisher.clock.monotonicSeconds()
-        try publish(publisher, now: now, inputs: inputs, replay: replay, stopping: true)
+        try publish(publisher, now: now, inputs: inputs, replay: replay, stopping: true, amend: amend)
         next = .infinity
     }
 

@@ -190,39 +190,30 @@ struct UplinkCommand: ParsableCommand {
     }
 }
 
-/// The uplink's heartbeat on the bus (`heartbeat.uplink-<gym>`), published from the uplink's one
-/// loop (the publisher is that thread's): when due, and at once when its progress changes.
+/// The uplink's heartbeat on the bus (`heartbeat.uplink-<gym>`, `HeartbeatSchedule`'s with the
+/// uplink's progress), published from the uplink's one loop (the publisher is that thread's):
+/// when due, and at once when its progress changes.
 final class UplinkHeartbeat {
     let context = ZMQContext()
     let publisher: Publisher
-    let name: String
-    let intervalS: Double
-    let started: Double
-    var next = -Double.infinity
+    private var schedule: HeartbeatSchedule
     var progress: HeartbeatMessage.UplinkProgress
+    var intervalS: Double { schedule.intervalS }
 
     init(gym: String, config: BusConfig, intervalS: Double) throws {
         publisher = try Publisher(context: context, config: config, program: "vbt-uplink", lingerMs: 1_000)
-        name = "uplink-" + gym
-        self.intervalS = intervalS
-        started = publisher.clock.monotonicSeconds()
+        schedule = HeartbeatSchedule(role: "vbt-uplink", name: "uplink-" + gym, intervalS: intervalS)
         progress = HeartbeatMessage.UplinkProgress(gym: gym)
         // A moment for a listener (the console, the notifier) to be heard, so the first heartbeat
         // is not sent before anyone is connected; none after it: the uplink runs on regardless.
-        _ = try? publisher.waitForSubscriber(topic: "heartbeat." + name, timeoutS: 1)
+        _ = try? publisher.waitForSubscriber(topic: "heartbeat." + schedule.name, timeoutS: 1)
     }
 
     /// Publishes when due, or now with `force`; a bus away loses the heartbeat, never the uplink.
-    func tick(force: Bool = false, stopping: Bool = false) {
-        let now = publisher.clock.monotonicSeconds()
-        guard force || now >= next else { return }
-        next = now + intervalS
-        var message = HeartbeatMessage(role: "vbt-uplink", uptimeS: now - started, intervalS: intervalS)
-        message.uplink = progress
-        message.stopping = stopping ? true : nil
-        try? publisher.publish(message, station: name)
+    func tick(force: Bool = false) {
+        try? schedule.tick(publisher, inputs: nil, force: force) { $0.uplink = progress }
     }
 
     /// The last heartbeat: stopped as asked, gone rather than silent.
-    func part() { tick(force: true, stopping: true) }
+    func part() { try? schedule.part(publisher, inputs: nil) { $0.uplink = progress } }
 }
