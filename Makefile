@@ -52,7 +52,8 @@ run: build
 # subscriber, and the console's CPU and memory (tests/python/console_bench.py, 2 minutes). Then the
 # rack display: from the reading a bridge stamped that completed a rep to the rep on the bus, on a
 # paired rack page in headless Chromium and the start of its sound, at 1 and 100 simulated stations
-# against a whole installation (tests/python/rack_bench.py, about 2.5 minutes).
+# against a whole installation (tests/python/rack_bench.py, about 2.5 minutes); then again with the
+# other 99 stations one replay of a recording, their bridges off this machine as in a gym (about 4 minutes).
 # Then the load test: make run's stations replayed at 9 and 1,000 stations against a
 # whole installation, through vbt loadtest, the copies' starts spread over 2 s three times back
 # to back, then all at once, then spread beside a CPU-bound vbt eval; each run with where its
@@ -69,6 +70,7 @@ bench: deps
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/console_bench.py --stations 100 500
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100
+	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/rack_bench.py --stations 1 100 --others replay
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/loadtest_bench.py --stations 9 1000 --repeat 3 --hog
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/partition_bench.py --partitions 10 30 120 --throttle-kbit 1000
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/chain_bench.py --gyms 50 --stations 20

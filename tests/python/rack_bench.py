@@ -11,6 +11,13 @@ hundred journals on this one disk would time this machine's disk, not a station 
 simulated reading's `t` is the moment the bridge's schedule samples it, so a bridge that runs
 late shows in the figures.
 
+With `--others replay` the displayed stations keep their simulated bridges and the other
+stations are one `sensor-bridge --replay` of a recording made here in real time from `make
+run`'s three stations with the bridge's own batching (a message a reading while its socket is
+free): the server sees the same streams, message for message, as from that many bridges at
+their racks, while the bridges' own work, which in a gym runs on each station's computer, stays
+off the server's two cores (a hundred bridge processes took 70-85 % of a core here).
+
 Per displayed station (`--displays`, the first K stations) a rack display in headless Chromium,
 paired with a real code from `vbt console display add`, with autoplay allowed and one key
 press (an athlete's first touch), so the page's AudioContext runs. A script injected before
@@ -37,7 +44,7 @@ to report.json in the folder printed first.
 
 Run from the repository root (about 3 minutes):
     VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/rack_bench.py \\
-        [--stations 1 100] [--seconds 60] [--displays 1] [--others laser|full] [--batch-delay S] [--folder DIR]
+        [--stations 1 100] [--seconds 60] [--displays 1] [--others laser|full|replay] [--batch-delay S] [--folder DIR]
 """
 
 from __future__ import annotations
@@ -255,6 +262,31 @@ def start_bridges(node: fault_run.Node, stations: list[str], shown: list[str], s
             *(["--batch-delay", f"{batch_delay:g}"] if batch_delay is not None else [])], nice)
 
 
+# `make run`'s stations with the bridge's own batching (loadtest_bench's, without its 20 ms).
+REPLAY_STATIONS = [fault_run.SimStation(s.station, s.exercise, s.load_kg, s.one_rep_max_kg, s.seed, s.athlete,
+                                        tuple(a for a in s.sensors if a not in loadtest_bench.BATCHED), s.assign)
+                   for s in loadtest_bench.MAKE_RUN_STATIONS]
+
+
+def replay_recording(folder: Path) -> Path:
+    """The other stations' recording, made once a folder (about 70 s, in real time)."""
+    path = folder / "recording.jsonl"
+    if not path.exists():
+        fault_run.log("recording make run's three stations in real time, a message a reading (about 70 s)")
+        fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=3),
+                                 sim_speed=1, sims=REPLAY_STATIONS)
+    return path
+
+
+def start_replay(node: fault_run.Node, recording: Path, others: int) -> int:
+    """One replay at speed 1, looped, publishing at least `others` stations (whole copies of the
+    recording's stations, starts spread over 2 s); returns how many."""
+    copies = math.ceil(others / len(REPLAY_STATIONS))
+    node.spawn("replay", ["sensor-bridge", "--replay", str(recording), "--stations", str(copies),
+                          *(["--stagger", "2"] if copies > 1 else []), "--speed", "1", "--loop", "--no-journal"])
+    return copies * len(REPLAY_STATIONS)
+
+
 def match(reps: list[BusRep], seen: dict) -> list[dict]:
     """Each displayed station's reps, in the order they came off the bus, matched to the page's
     first later change showing the rep's count and velocity (each change used once) and to the
@@ -321,7 +353,7 @@ def cpu_use(node: fault_run.Node) -> dict[str, float]:
             seconds = cpu_seconds(program.proc.pid)
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
-        key = "sensor-bridges" if name.startswith("bridge-") else name
+        key = "sensor-bridges" if name.startswith("bridge-") else "sensor-bridge (replay)" if name == "replay" else name
         use[key] = use.get(key, 0.0) + seconds
     return use
 
@@ -334,9 +366,10 @@ def stats(values: list[float]) -> dict:
 
 
 def one(stations: int, seconds: float, folder: Path, displays: int = 1, batch_delay: float | None = None,
-        others: str = "laser", bridge_nice: int = 0) -> dict:
-    """A whole run at `stations` stations: the installation, the bridges, `displays` rack displays,
-    a window of `seconds`; returns the figures and every displayed rep's times."""
+        others: str = "laser", bridge_nice: int = 0, recording: Path | None = None) -> dict:
+    """A whole run at `stations` stations: the installation, the bridges (the displayed ones' only
+    with `recording`, the others replayed from it), `displays` rack displays, a window of `seconds`;
+    returns the figures and every displayed rep's times."""
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"rack-{i:03d}" for i in range(1, stations + 1)]
     shown_names = names[:max(1, min(displays, stations))]
@@ -360,7 +393,13 @@ def one(stations: int, seconds: float, folder: Path, displays: int = 1, batch_de
     try:
         start_installation(node, folder, users, port)
         tap = BusTap(node.sub_endpoint, keep, b"rep.")
-        start_bridges(node, names, shown_names, seconds, batch_delay, others, bridge_nice)
+        replayed = 0
+        if recording is not None:
+            start_bridges(node, shown_names, shown_names, seconds, batch_delay, others, bridge_nice)
+            if stations > len(shown_names):
+                replayed = start_replay(node, recording, stations - len(shown_names))
+        else:
+            start_bridges(node, names, shown_names, seconds, batch_delay, others, bridge_nice)
         for name in shown_names:
             shown.append(pair(base, users, node.env, name))
         fault_run.log(f"{stations} stations live, {len(shown)} display(s) paired; measuring {seconds:.0f} s")
@@ -369,6 +408,8 @@ def one(stations: int, seconds: float, folder: Path, displays: int = 1, batch_de
         time.sleep(seconds)  # the measurement window, not a wait for a condition
         ended, cpu_after, own_after, machine_after = time.time(), cpu_use(node), own_cpu(), machine_ticks()
         load_after = os.getloadavg()[0]
+        if replayed and node.current["replay"].proc.poll() is not None:
+            raise RuntimeError(f"the replay of the other stations stopped: {node.current['replay'].describe()}")
         wall = ended - started
         cpu = {name: round(100 * (cpu_after[name] - cpu_before[name]) / wall, 1) for name in cpu_after if name in cpu_before}
         # The machine's busy share of all its cores, and how much of that was this run's own.
@@ -405,7 +446,7 @@ def one(stations: int, seconds: float, folder: Path, displays: int = 1, batch_de
     complete = [dict(row, t_input=row["t_input"] if row["t_input"] is not None else row["t_end"]) for row in rows]
     every = [{"t_input": r.t_input if r.t_input is not None else r.t_end, "bus": r.received} for r in window]
     result = {
-        "stations": stations, "displays": shown_names, "seconds": seconds, "other_stations_sensors": others, "bridge_nice": bridge_nice,
+        "stations": stations, "displays": shown_names, "replayed_stations": replayed, "seconds": seconds, "other_stations_sensors": others, "bridge_nice": bridge_nice,
         "batch_delay": f"{batch_delay:g}" if batch_delay is not None else f"{bridge_default_batch_delay()} (the bridge's default)",
         "reps_on_bus_all_stations": len(window),
         "reps_on_bus_displayed": len(rows),
@@ -440,9 +481,11 @@ def report(results: list[dict]) -> str:
     def cell(value: float | None) -> str:
         return f"{value:9.1f}" if value is not None else f"{'-':>9}"
 
+    others = {"laser": "the laser alone", "full": "laser and bar IMU",
+              "replay": "one replay of make run's stations (laser, bar IMU, posture), a message a reading"}
     out = ["", "rack display end to end: from the reading that completed a rep (t_input, stamped by the bridge), "
            f"bridge --batch-delay {results[0]['batch_delay']}; a displayed station's bridge: laser and bar IMU, the others': "
-           + ("the laser alone" if results[0]["other_stations_sensors"] == "laser" else "laser and bar IMU")
+           + others[results[0]["other_stations_sensors"]]
            + (f"; bridges at nice {results[0]['bridge_nice']}" if results[0]["bridge_nice"] else ""),
            f"{'stations':>8}  {'stage':<40} {'reps':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}"]
     for r in results:
@@ -453,7 +496,8 @@ def report(results: list[dict]) -> str:
     out.append("")
     for r in results:
         missing = r["unmatched_dom"] + [f"{x} (no sound)" for x in r["unmatched_sound"]]
-        out.append(f"{r['stations']} stations, display(s) {', '.join(r['displays'])}: {r['reps_on_bus_displayed']} reps on the bus, "
+        out.append(f"{r['stations']} stations" + (f" ({r['replayed_stations']} replayed)" if r["replayed_stations"] else "")
+                   + f", display(s) {', '.join(r['displays'])}: {r['reps_on_bus_displayed']} reps on the bus, "
                    f"{r['matched_dom']} matched on the page, {r['matched_sound']} with their sound; unmatched: "
                    f"{len(r['unmatched_dom'])} on the page, {len(r['unmatched_sound'])} sounds"
                    + (f" ({'; '.join(missing[:6])})" if missing else "")
@@ -483,8 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--displays", type=int, default=1, help="rack displays, each on its own station (default 1)")
     parser.add_argument("--batch-delay", type=float, default=None,
                         help="passed to every sensor-bridge (default: not passed, the bridge's own default)")
-    parser.add_argument("--others", choices=["laser", "full"], default="laser",
-                        help="the undisplayed stations' sensors: the laser alone (default) or the laser and the bar IMU")
+    parser.add_argument("--others", choices=["laser", "full", "replay"], default="laser",
+                        help="the undisplayed stations: a simulated bridge each with the laser alone (default) or the laser "
+                             "and the bar IMU, or one replay of a recording of make run's stations (their bridges off this machine)")
     parser.add_argument("--bridge-nice", type=int, default=0,
                         help="the bridges' niceness (default 0): above 0 the server's programs and the browser go first")
     parser.add_argument("--folder", type=Path, help="where the logs and report.json go (default: a new temporary folder)")
@@ -494,9 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     print(f"rack display benchmark: logs and report.json in {folder}", flush=True)
     results = []
+    recording = replay_recording(folder / "recording") if args.others == "replay" else None
     for stations in args.stations:
         run = folder / f"n{stations}"
-        results.append(one(stations, args.seconds, run, args.displays, args.batch_delay, args.others, args.bridge_nice))
+        results.append(one(stations, args.seconds, run, args.displays, args.batch_delay, args.others, args.bridge_nice, recording))
         if not args.keep:
             shutil.rmtree(run / "journal", ignore_errors=True)
             for db in run.glob("vbt.sqlite*"):
