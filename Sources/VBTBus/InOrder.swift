@@ -254,34 +254,20 @@ public final class InOrderInput {
     private var streams = StreamTable()
     /// Not before this (monotonic s): the next recovery pass (`Settings.passIntervalS`).
     private var nextPass = 0.0
-    /// Per stream: its producer (the heartbeat's station); per producer: where it answers.
-    public private(set) var producers: [String: String]
-    public private(set) var endpoints: [String: String]
-    private var clients: [String: ReplayClient] = [:]
-    /// Offered endpoints no socket may use (off this computer without a key: proto/security.md), logged once each.
-    private var unusable: Set<String> = []
-    /// Per endpoint off this computer, the CURVE key its producer offers it with.
-    private var serverKeys: [String: String] = [:]
-    private var ready: [BusMessage] = []
-    private var catchUp = CatchUpReport()
-    /// Per producer, the instance it runs as now (its heartbeat's `src` before the slash).
-    private var instances: [String: String] = [:]
-    /// Instances whose heartbeat came without a replay offer: they keep no journal, so a hole in
-    /// one of their streams that no other producer offers is given up at once. A consumer
-    /// waited `unknownProducerS` for an offer that might be queued behind the hole; once the
-    /// producer's own heartbeat has said it keeps none, nothing is coming (waiting, a
+    /// Who answers for each stream, asking, replies and when to give up: shared with the
+    /// session-recorder's recovery. A hole in a stream whose producer's heartbeat offers no
+    /// journal, and that no other producer offers, is given up at once: once the producer's own
+    /// heartbeat has said it keeps none, nothing is coming (waiting `unknownProducerS`, a
     /// rep-detector the bus disconnected at 1,000 stations of such a replay held every stream's
     /// later messages for nine seconds, its reps 3.3 s late).
-    private var journalless: Set<String> = []
+    private let engine: RecoveryEngine
+    /// Per stream: its producer (the heartbeat's station); per producer: where it answers.
+    public var producers: [String: String] { engine.producers }
+    public var endpoints: [String: String] { engine.endpoints }
+    private var ready: [BusMessage] = []
+    private var catchUp = CatchUpReport()
     /// The bus's own heartbeats noted so far (`Settings.unknownProducerBeats`).
     private var busBeats = 0
-    /// Per endpoint, when it last answered a question (monotonic).
-    private var lastAnswer: [String: Double] = [:]
-    /// Questions asked so far, and per endpoint the number of the latest-asked question it has
-    /// answered: a producer answers its questions in the order they came, so one numbered after
-    /// it is still in line.
-    private var questionsAsked: UInt64 = 0
-    private var answeredNumber: [String: UInt64] = [:]
     /// Questions asked and not yet answered nor timed out (`Settings.maxQuestions`).
     public private(set) var questionsInFlight = 0
 
@@ -299,8 +285,7 @@ public final class InOrderInput {
         self.wants = wants
         fromStart = positions != nil
         for (src, seq) in positions ?? [:] { streams[src] = Stream(next: seq + 1) }
-        self.producers = producers
-        self.endpoints = endpoints
+        engine = RecoveryEngine(transport: transport, logger: logger, producers: producers, endpoints: endpoints)
     }
 
     /// The last seq delivered per stream (what a checkpoint keeps).
@@ -419,44 +404,22 @@ public final class InOrderInput {
         }
     }
 
-    /// Remembers the key an endpoint is offered with; a new key makes a new client, and an
-    /// endpoint that could not be used is tried again (its producer came back with a key).
-    private func noteKey(_ offer: HeartbeatMessage.ReplayOffer) {
-        guard serverKeys[offer.endpoint] != offer.serverKey else { return }
-        serverKeys[offer.endpoint] = offer.serverKey
-        clients[offer.endpoint] = nil
-        unusable.remove(offer.endpoint)
-    }
-
     /// Takes note of a heartbeat: where its producer answers, and each stream's last seq sent.
     public func note(heartbeat message: BusMessage) {
         if message.topic == Subscriber.busHeartbeatTopic { busBeats += 1 }
-        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self) else { return }
-        guard let offer = heartbeat.replay else {
-            journalless.insert(String(streamInstance(message.envelope.src)))
-            return
-        }
-        journalless.remove(String(streamInstance(message.envelope.src)))
-        let producer = message.envelope.station
-        endpoints[producer] = offer.endpoint
-        noteKey(offer)
-        instances[producer] = String(streamInstance(message.envelope.src))
-        for (src, last) in offer.lastSeq where last > 0 {
-            let topic = String(streamTopic(src))
-            guard wants(topic) else { continue }
-            producers[src] = producer
-            let now = clock.monotonicSeconds()
+        let now = clock.monotonicSeconds()
+        engine.note(heartbeat: message, tracks: { wants(String(streamTopic($0))) }) { src, last, _ in
             let known = streams.update(src) { stream in
-                if UInt64(last) >= stream.next, UInt64(last) > stream.tail {
-                    stream.tail = UInt64(last)
+                if last >= stream.next, last > stream.tail {
+                    stream.tail = last
                     if stream.missingSince == nil { stream.missingSince = now }
                 }
             }
             if known == nil, fromStart {
                 // A fresh consumer starts each stream at what it receives; a resumed one, at 1.
                 var stream = Stream(next: 1, unseen: true)
-                if UInt64(last) >= 1 {
-                    stream.tail = UInt64(last)
+                if last >= 1 {
+                    stream.tail = last
                     stream.missingSince = now
                 }
                 streams[src] = stream
@@ -467,9 +430,7 @@ public final class InOrderInput {
     /// One pass: takes replies, asks for what is missing, gives up on what
     /// waited too long. Returns what may be processed now, in order.
     public func poll() -> [BusMessage] {
-        for (endpoint, client) in clients {
-            while let reply = try? client.nextReply() { take(reply, from: endpoint) }
-        }
+        engine.takeReplies { reply, endpoint in take(reply, from: endpoint) }
         // Only the streams that miss something are looked at, at most every `passIntervalS` (this runs for every message received).
         let missing = !streams.missing.isEmpty
         catchUp.update(missing: missing, recovered: counters.recovered, lost: counters.lost, clock: clock, logger: logger)
@@ -484,7 +445,7 @@ public final class InOrderInput {
         // every held message's dictionary be copied (seen in a consumer the bus had disconnected).
         let waiting = Array(streams.missing)
         questionsInFlight = waiting.reduce(0) { $0 + (streams.isAsking($1, now: now) ? 1 : 0) }
-        let (answeredAt, answeredNumbers, patienceS) = (lastAnswer, answeredNumber, settings.maxWaitS)
+        let (engine, patienceS) = (engine, settings.maxWaitS)
         for src in waiting {
             var due: (since: Double, next: UInt64, last: UInt64, repeats: Int, unanswered: Bool, beat: Int)?
             streams.update(src) { stream in
@@ -495,8 +456,8 @@ public final class InOrderInput {
                 // it: a slow link works through them in order. Asked again it would only queue
                 // another copy on that link (at 1 Mbit/s the repeats outgrew the answers and a
                 // detector counted 184 readings lost that the journal held), so it waits its turn.
-                if let asked = stream.asked, !asked.id.isEmpty, (answeredAt[asked.endpoint] ?? 0) > stream.askedAt,
-                    (answeredNumbers[asked.endpoint] ?? 0) < stream.askedNumber, now - stream.askedAt < patienceS
+                if let asked = stream.asked, !asked.id.isEmpty, engine.isInLine(asked.endpoint, askedAt: stream.askedAt, number: stream.askedNumber),
+                    now - stream.askedAt < patienceS
                 {
                     stream.asked?.deadline = now + settings.answerTimeoutS
                     return
@@ -514,44 +475,22 @@ public final class InOrderInput {
                 due = (since, stream.next, last, stream.repeats, stream.unanswered, stream.missingBeat)
             }
             guard let due else { continue }
-            let endpoint = producers[src].flatMap { endpoints[$0] }
-            // Waiting for its turn to ask (`maxQuestions`) while its producer answers the others,
-            // and never left unanswered itself: it waits on.
-            let inLine = !due.unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
-            // Its question unanswered at an endpoint that has answered before: the link is slow, not
-            // closed (a station's journal fetched over a throttled Wi-Fi link answered after 16 s),
-            // so it waits up to `maxWaitS`, asked again less and less often.
-            let slowLink = due.repeats > 0 && endpoint.map { lastAnswer[$0] != nil } == true
-            // A stream no heartbeat has offered is not waited for long: its producer may keep no journal.
-            let waited = now - due.since
-            // (Whether its producer keeps no journal is looked up last: it makes the instance's name.)
-            func unknownTooLong() -> Bool {
-                waited > settings.unknownProducerS && busBeats - due.beat >= settings.unknownProducerBeats
-                    || waited > settings.giveUpS || journalless.contains(String(streamInstance(src)))
-            }
-            if producers[src] == nil ? unknownTooLong() : waited > settings.giveUpS && !inLine && !slowLink || waited > settings.maxWaitS {
+            let givesUp = engine.liveGivesUp(
+                src, waited: now - due.since, beatsWaited: busBeats - due.beat, unanswered: due.unanswered, repeats: due.repeats, now: now,
+                settings: settings)
+            if givesUp {
                 giveUp(src)
                 continue
             }
-            guard questionsInFlight < settings.maxQuestions, let endpoint, !unusable.contains(endpoint) else { continue }
+            guard questionsInFlight < settings.maxQuestions else { continue }
             let range = due.next...min(due.last, due.next + settings.maxRange - 1)
-            do {
-                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint, serverKey: serverKeys[endpoint])
-                clients[endpoint] = client
-                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
-                questionsAsked += 1
-                let number = questionsAsked
-                streams.update(src) {
-                    $0.asked = (id, range, now + settings.answerTimeoutS * Double(1 << min($0.repeats, 3)), endpoint)
-                    ($0.askedAt, $0.askedNumber) = (now, number)
-                }
-                counters.requests += 1
-                questionsInFlight += 1
-            } catch {
-                if unusable.insert(endpoint).inserted {
-                    logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
-                }
+            guard let question = engine.ask(src, range: range, now: now) else { continue }
+            streams.update(src) {
+                $0.asked = (question.id, range, now + settings.answerTimeoutS * Double(1 << min($0.repeats, 3)), question.endpoint)
+                ($0.askedAt, $0.askedNumber) = (now, question.number)
             }
+            counters.requests += 1
+            questionsInFlight += 1
         }
         return take()
     }
@@ -581,21 +520,17 @@ public final class InOrderInput {
     /// One reply: its messages delivered in order; what the journal no longer holds counted lost.
     private func take(_ reply: ReplayReply, from endpoint: String) {
         let src = reply.header.src
-        lastAnswer[endpoint] = clock.monotonicSeconds()
         guard let asked = streams[src]?.asked, asked.id == reply.header.id, asked.endpoint == endpoint else {
             return takeLate(reply, from: endpoint)
         }
-        if let number = streams[src]?.askedNumber { answeredNumber[endpoint] = max(answeredNumber[endpoint] ?? 0, number) }
+        if let number = streams[src]?.askedNumber { engine.answered(endpoint, number: number) }
         guard var stream = streams.take(src) else { return }
         let nextBefore = stream.next
         stream.asked = nil
         stream.unanswered = false
         stream.repeats = 0
         var returned: [UInt64: BusMessage] = [:]
-        for (topic, body) in reply.messages {
-            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
-            returned[message.envelope.seq] = message
-        }
+        for message in RecoveryEngine.messages(of: reply) { returned[message.envelope.seq] = message }
         if stream.unseen, let keptFrom = reply.header.keptFrom, UInt64(keptFrom) > stream.next, returned[stream.next] == nil {
             logger.info(
                 "a stream begun before this consumer's checkpoint is taken from what its producer still holds",
@@ -603,7 +538,7 @@ public final class InOrderInput {
             stream.next = UInt64(keptFrom)
         }
         stream.unseen = false
-        let live = isLive(src)
+        let live = engine.isLive(src)
         let end = reply.header.lostThrough(asked: asked.range, live: live)
         // A held message far past a live stream's journal end (more than a question's worth) is forged
         // or corrupt: dropped, or it would hold the stream back and at last make it skip ahead.
@@ -661,10 +596,9 @@ public final class InOrderInput {
     private func takeLate(_ reply: ReplayReply, from endpoint: String) {
         let src = reply.header.src
         // Only the stream's own producer answers for it.
-        guard !reply.messages.isEmpty, let producer = producers[src], endpoints[producer] == endpoint, var stream = streams.take(src) else { return }
+        guard !reply.messages.isEmpty, engine.endpoint(of: src) == endpoint, var stream = streams.take(src) else { return }
         let known = max(stream.held.keys.max() ?? 0, stream.tail)
-        for (topic, body) in reply.messages {
-            guard let message = try? decodeMessage(topic: topic, body: body), message.envelope.src == src else { continue }
+        for message in RecoveryEngine.messages(of: reply) {
             let seq = message.envelope.seq
             guard seq >= stream.next, seq <= known, stream.held[seq] == nil else { continue }
             stream.held.insert(message, at: seq)
@@ -673,12 +607,6 @@ public final class InOrderInput {
         streams[src] = stream
         drain(src)
         keepWithinBudget()
-    }
-
-    /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
-    private func isLive(_ src: String) -> Bool {
-        guard let producer = producers[src], let instance = instances[producer] else { return false }
-        return streamInstance(src) == instance
     }
 
     /// Skips what `src` waited for too long: counted lost, and what was held after it delivered.
@@ -696,7 +624,7 @@ public final class InOrderInput {
         counters.lost += range.count
         let reason =
             producers[src].map { "\($0) did not answer in time (\(settings.giveUpS) s; \(settings.maxWaitS) s once it had answered)" }
-            ?? (journalless.contains(String(streamInstance(src))) ? "its producer keeps no journal" : "no producer offers its journal")
+            ?? (engine.isJournalless(src) ? "its producer keeps no journal" : "no producer offers its journal")
         logLoss(src, range, reason: reason)
         drain(src)
     }
