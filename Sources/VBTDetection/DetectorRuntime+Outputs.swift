@@ -54,12 +54,11 @@ extension DetectorRuntime {
         switch output {
         case .rep(let rep):
             let m = rep.measurement
+            // The measured figures go as they are: a figure the measurement gains is published with it.
             var message = RepMessage(
-                setId: rep.setId, repId: rep.repId, index: rep.index, meanVelocityMps: m.meanVelocityMps,
-                peakVelocityMps: m.peakVelocityMps, meanPropulsiveVelocityMps: m.meanPropulsiveVelocityMps, romMm: m.romMm,
-                concentricS: m.concentricS, timeToPeakS: m.timeToPeakS, velocityLossPct: rep.velocityLossPct, tEnd: rep.tEnd,
-                detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
-                exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, meanPowerW: m.meanPowerW, sensor: rep.sensor)
+                setId: rep.setId, repId: rep.repId, index: rep.index, figures: m.figures, velocityLossPct: rep.velocityLossPct,
+                tEnd: rep.tEnd, detector: instance, concentricStartT: m.concentricStartT, concentricEndT: m.concentricEndT,
+                exercise: rep.exercise, loadKg: rep.loadKg, zone: rep.zone, sensor: rep.sensor)
             message.tInput = inputT.map { max($0, rep.tEnd) }
             message.receivedTs = receivedTs
             if let phases = rep.phases {

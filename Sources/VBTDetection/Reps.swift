@@ -1,29 +1,22 @@
 import Foundation
+import VBTWire
 
 // From a bar's motion to measured reps: turning points with hysteresis find
 // candidate concentric phases; each candidate is refined and measured, then
 // validated against the exercise (ROM, minimum duration, refractory period).
 
 /// The metrics of one concentric phase (Sánchez-Medina & González-Badillo 2011, Med Sci Sports Exerc 43(9): mean, peak and mean propulsive velocity).
-public struct RepMeasurement: Sendable, Equatable, Codable {
+/// Its figures are the rep message's (`RepFigures`) and read as its own (`measurement.romMm`).
+@dynamicMemberLookup
+public struct RepMeasurement: Sendable, Equatable {
     /// Start of the concentric phase (velocity extrapolated to zero), Unix s.
     public var concentricStartT: Double
     /// End of the concentric phase, Unix s.
     public var concentricEndT: Double
     /// Time of the highest sample: with the station, the rep's identity.
     public var peakSampleT: Double
-    /// Mean concentric velocity: displacement / duration.
-    public var meanVelocityMps: Double
-    /// Highest instantaneous velocity in the concentric phase.
-    public var peakVelocityMps: Double
-    /// Mean velocity until the bar first decelerates faster than gravity (a < -g).
-    public var meanPropulsiveVelocityMps: Double
-    /// Bar travel of the concentric phase.
-    public var romMm: Double
-    public var concentricS: Double
-    public var timeToPeakS: Double
-    /// Mean of m (a + g) v over the concentric phase, when the load is known.
-    public var meanPowerW: Double?
+    /// What the rep message carries of the phase.
+    public var figures: RepFigures
 }
 
 /// How the start and end of a concentric phase are found in a trace.

@@ -699,6 +699,14 @@ public final class Ingestor {
         }
     }
 
+    /// A rep's own columns, from its field table (`RepMessage.fields`): a field added there is stored
+    /// in its column (named in its migration) with no other change here.
+    static let repColumns = RepMessage.fields.storedColumns()
+    /// The rep's row: the envelope's columns, then its own; a repeated rep adds nothing.
+    static let repInsert =
+        "INSERT INTO reps (station, athlete, src, seq, ts, \(repColumns.compactMap(\.column).joined(separator: ", "))) VALUES (?, ?, ?, ?, ?"
+        + String(repeating: ", ?", count: repColumns.count) + ") ON CONFLICT(id) DO NOTHING"
+
     /// Writes one non-sample message; returns false when it added nothing (a repeated rep).
     /// Its statements are prepared once (`cachedStatement`): compiled for every message, they and
     /// the savepoint around them were 16 % of the recorder's time at 400 stations, 4.5 % once
@@ -710,23 +718,9 @@ public final class Ingestor {
         case RepMessage.type:
             let rep = try message.payload(as: RepMessage.self)
             try ensureSet(id: rep.setId, station: station, athlete: envelope.athlete, exercise: rep.exercise, loadKg: rep.loadKg, ts: envelope.ts, db: db)
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO reps (id, set_id, station, athlete, exercise, load_kg, idx, mean_velocity_mps, peak_velocity_mps,
-                        mean_propulsive_velocity_mps, rom_mm, concentric_s, time_to_peak_s, velocity_loss_pct, mean_power_w, zone,
-                        sensor, t_end, detector, src, seq, ts, late_s, eccentric_s, eccentric_mean_mps, pause_bottom_s, pause_top_s,
-                        tempo, tempo_met, tempo_missed)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT(id) DO NOTHING
-                    """
-            ).execute(
-                arguments: [
-                    rep.repId, rep.setId, station, envelope.athlete, rep.exercise, rep.loadKg, rep.index, rep.meanVelocityMps,
-                    rep.peakVelocityMps, rep.meanPropulsiveVelocityMps, rep.romMm, rep.concentricS, rep.timeToPeakS,
-                    rep.velocityLossPct, rep.meanPowerW, rep.zone, rep.sensor, rep.tEnd, rep.detector, envelope.src,
-                    Int64(envelope.seq), envelope.ts, rep.lateS, rep.eccentricS, rep.eccentricMeanMps, rep.pauseBottomS, rep.pauseTopS,
-                    rep.tempo, rep.tempoMet, rep.tempoMissed?.joined(separator: ","),
-                ])
+            var arguments: [(any DatabaseValueConvertible)?] = [station, envelope.athlete, envelope.src, Int64(envelope.seq), envelope.ts]
+            for field in Self.repColumns { arguments.append(field.stored(rep).databaseValue) }
+            try db.cachedStatement(sql: Self.repInsert).execute(arguments: StatementArguments(arguments))
             guard db.changesCount > 0 else { return false }
             try db.cachedStatement(sql: "UPDATE sets SET reps = max(reps, ?) WHERE id = ?").execute(arguments: [rep.index, rep.setId])
         case SetMessage.type:
@@ -1020,4 +1014,16 @@ private func finish(_ handle: SQLiteStatement, _ code: Int32, db: Database) thro
 extension Ingestor: RecoveryCounts {
     public var recoveredMessages: Int { counters.recovered }
     public var lostMessages: Int { counters.lost }
+}
+
+extension ColumnValue {
+    /// The value as SQLite stores it.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let value): value.databaseValue
+        case .real(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        }
+    }
 }

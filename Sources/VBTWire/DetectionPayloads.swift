@@ -1,18 +1,45 @@
 // The rep detector's messages (proto/rep, set, rejected, takeover, handoff).
 
-/// `rep`: one counted repetition with its metrics.
+/// A rep's measured figures: what the detector measures of a concentric phase and the rep
+/// message carries as it is (the detector's `RepMeasurement` holds one). A figure added here and
+/// in `RepMessage.fields` is measured, published, decoded and stored with no other mapping.
+public struct RepFigures: Sendable, Equatable, Codable {
+    /// Mean concentric velocity: displacement / duration.
+    public var meanVelocityMps: Double
+    /// Highest instantaneous velocity in the concentric phase.
+    public var peakVelocityMps: Double
+    /// Mean velocity until the bar first decelerates faster than gravity (a < -g).
+    public var meanPropulsiveVelocityMps: Double
+    /// Bar travel of the concentric phase.
+    public var romMm: Double
+    /// Duration of the concentric phase.
+    public var concentricS: Double
+    /// From the concentric phase's start to its peak velocity.
+    public var timeToPeakS: Double
+    /// Mean of m (a + g) v over the concentric phase, when the load is known.
+    public var meanPowerW: Double?
+
+    /// Creates the figures.
+    public init(
+        meanVelocityMps: Double, peakVelocityMps: Double, meanPropulsiveVelocityMps: Double, romMm: Double, concentricS: Double,
+        timeToPeakS: Double, meanPowerW: Double? = nil
+    ) {
+        (self.meanVelocityMps, self.peakVelocityMps, self.meanPropulsiveVelocityMps) = (meanVelocityMps, peakVelocityMps, meanPropulsiveVelocityMps)
+        (self.romMm, self.concentricS, self.timeToPeakS, self.meanPowerW) = (romMm, concentricS, timeToPeakS, meanPowerW)
+    }
+}
+
+/// `rep`: one counted repetition with its metrics. Its fields are declared once, in `fields`;
+/// the measured figures (`figures`) read as the rep's own (`rep.meanVelocityMps`).
+@dynamicMemberLookup
 public struct RepMessage: BusPayload, Equatable {
     public static let type = "rep"
     public var setId: String
     /// Deterministic: `<station>-<microseconds of the rep's highest sample>`.
     public var repId: String
     public var index: Int
-    public var meanVelocityMps: Double
-    public var peakVelocityMps: Double
-    public var meanPropulsiveVelocityMps: Double
-    public var romMm: Double
-    public var concentricS: Double
-    public var timeToPeakS: Double
+    /// What the detector measured of the concentric phase.
+    public var figures: RepFigures
     public var velocityLossPct: Double
     /// Reading time of the sample that completed the rep.
     public var tEnd: Double
@@ -25,7 +52,6 @@ public struct RepMessage: BusPayload, Equatable {
     public var exercise: String?
     public var loadKg: Double?
     public var zone: String?
-    public var meanPowerW: Double?
     /// `distance` or `imu`.
     public var sensor: String?
     /// Reading time of the last reading of the sample message whose arrival
@@ -55,6 +81,47 @@ public struct RepMessage: BusPayload, Equatable {
     public var tempoMet: Bool?
     public var tempoMissed: [String]?
 
+    /// The fields in wire order (proto/rep.schema.json): the decoder, the encoder and the
+    /// recorder's row (the column is the key unless a row names another, or none) come from
+    /// here. Times keep microseconds (6 decimals), `late_s` milliseconds.
+    public static let fields: [PayloadField<RepMessage>] = [
+        .string("set_id", \.setId),
+        .string("rep_id", \.repId, column: .named("id")),
+        .integer("index", \.index, column: .named("idx")),
+        .number("mean_velocity_mps", \.figures.meanVelocityMps),
+        .number("peak_velocity_mps", \.figures.peakVelocityMps),
+        .number("mean_propulsive_velocity_mps", \.figures.meanPropulsiveVelocityMps),
+        .number("rom_mm", \.figures.romMm),
+        .number("concentric_s", \.figures.concentricS),
+        .number("time_to_peak_s", \.figures.timeToPeakS),
+        .number("velocity_loss_pct", \.velocityLossPct),
+        .number("t_end", \.tEnd, decimals: 6),
+        .string("detector", \.detector),
+        .optionalNumber("concentric_start_t", \.concentricStartT, column: .none),
+        .optionalNumber("concentric_end_t", \.concentricEndT, column: .none),
+        .optionalString("exercise", \.exercise),
+        .optionalNumber("load_kg", \.loadKg),
+        .optionalString("zone", \.zone),
+        .optionalNumber("mean_power_w", \.figures.meanPowerW),
+        .optionalString("sensor", \.sensor),
+        .optionalNumber("t_input", \.tInput, decimals: 6, column: .none),
+        .optionalNumber("received_ts", \.receivedTs, decimals: 6, column: .none),
+        .optionalNumber("late_s", \.lateS, decimals: 3, marker: "late"),
+        .optionalNumber("eccentric_s", \.eccentricS),
+        .optionalNumber("eccentric_mean_mps", \.eccentricMeanMps),
+        .optionalNumber("pause_bottom_s", \.pauseBottomS),
+        .optionalNumber("pause_top_s", \.pauseTopS),
+        .optionalString("tempo", \.tempo),
+        .optionalFlag("tempo_met", \.tempoMet),
+        .optionalStrings("tempo_missed", \.tempoMissed),
+    ]
+
+    /// A rep's figure, as if it were the rep's own property.
+    public subscript<T>(dynamicMember path: WritableKeyPath<RepFigures, T>) -> T {
+        get { figures[keyPath: path] }
+        set { figures[keyPath: path] = newValue }
+    }
+
     /// A rep published more than this long after its completing reading is late. Live, a rep
     /// reaches the bus a few tens of milliseconds after that reading (docs/performance.md), and
     /// the gym's computers keep their clocks within milliseconds of each other (NTP): one second
@@ -71,6 +138,17 @@ public struct RepMessage: BusPayload, Equatable {
         lateS = delay > Self.lateAfterS ? delay : nil
     }
 
+    /// Creates a rep message from the detector's figures.
+    public init(
+        setId: String, repId: String, index: Int, figures: RepFigures, velocityLossPct: Double, tEnd: Double, detector: String,
+        concentricStartT: Double?, concentricEndT: Double?, exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil,
+        sensor: String? = nil
+    ) {
+        (self.setId, self.repId, self.index, self.figures, self.velocityLossPct) = (setId, repId, index, figures, velocityLossPct)
+        (self.tEnd, self.detector, self.concentricStartT, self.concentricEndT) = (tEnd, detector, concentricStartT, concentricEndT)
+        (self.exercise, self.loadKg, self.zone, self.sensor) = (exercise, loadKg, zone, sensor)
+    }
+
     /// Creates a rep message.
     public init(
         setId: String, repId: String, index: Int, meanVelocityMps: Double, peakVelocityMps: Double,
@@ -78,89 +156,30 @@ public struct RepMessage: BusPayload, Equatable {
         velocityLossPct: Double, tEnd: Double, detector: String, concentricStartT: Double?, concentricEndT: Double?,
         exercise: String? = nil, loadKg: Double? = nil, zone: String? = nil, meanPowerW: Double? = nil, sensor: String? = nil
     ) {
-        (self.setId, self.repId, self.index, self.meanVelocityMps, self.peakVelocityMps) = (setId, repId, index, meanVelocityMps, peakVelocityMps)
-        (self.meanPropulsiveVelocityMps, self.romMm, self.concentricS, self.timeToPeakS) = (meanPropulsiveVelocityMps, romMm, concentricS, timeToPeakS)
-        (self.velocityLossPct, self.tEnd, self.detector, self.concentricStartT, self.concentricEndT) = (
-            velocityLossPct, tEnd, detector, concentricStartT, concentricEndT
-        )
-        (self.exercise, self.loadKg, self.zone, self.meanPowerW, self.sensor) = (exercise, loadKg, zone, meanPowerW, sensor)
+        let figures = RepFigures(
+            meanVelocityMps: meanVelocityMps, peakVelocityMps: peakVelocityMps, meanPropulsiveVelocityMps: meanPropulsiveVelocityMps,
+            romMm: romMm, concentricS: concentricS, timeToPeakS: timeToPeakS, meanPowerW: meanPowerW)
+        self.init(
+            setId: setId, repId: repId, index: index, figures: figures, velocityLossPct: velocityLossPct, tEnd: tEnd, detector: detector,
+            concentricStartT: concentricStartT, concentricEndT: concentricEndT, exercise: exercise, loadKg: loadKg, zone: zone, sensor: sensor)
     }
 
+    /// What the table reads into: every required field is overwritten, every optional one starts absent.
+    private static let blank = RepMessage(
+        setId: "", repId: "", index: 0,
+        figures: RepFigures(meanVelocityMps: 0, peakVelocityMps: 0, meanPropulsiveVelocityMps: 0, romMm: 0, concentricS: 0, timeToPeakS: 0),
+        velocityLossPct: 0, tEnd: 0, detector: "", concentricStartT: nil, concentricEndT: nil)
+
     public init(fields: JSONObject) throws(PayloadError) {
-        setId = try fields.string("set_id")
-        repId = try fields.string("rep_id")
-        index = try fields.integer("index")
-        meanVelocityMps = try fields.number("mean_velocity_mps")
-        peakVelocityMps = try fields.number("peak_velocity_mps")
-        meanPropulsiveVelocityMps = try fields.number("mean_propulsive_velocity_mps")
-        romMm = try fields.number("rom_mm")
-        concentricS = try fields.number("concentric_s")
-        timeToPeakS = try fields.number("time_to_peak_s")
-        velocityLossPct = try fields.number("velocity_loss_pct")
-        tEnd = try fields.number("t_end")
-        detector = try fields.string("detector")
-        concentricStartT = try fields.optionalNumber("concentric_start_t")
-        concentricEndT = try fields.optionalNumber("concentric_end_t")
-        exercise = try fields.optionalString("exercise")
-        loadKg = try fields.optionalNumber("load_kg")
-        zone = try fields.optionalString("zone")
-        meanPowerW = try fields.optionalNumber("mean_power_w")
-        sensor = try fields.optionalString("sensor")
-        tInput = try fields.optionalNumber("t_input")
-        receivedTs = try fields.optionalNumber("received_ts")
+        self = try Self.fields.read(into: Self.blank, from: fields)
         // `late_s` counts only with `late: true` (the schema asks for both or neither).
         let late = try fields.optionalFlag("late") == true
-        let lateS = try fields.optionalNumber("late_s")
         guard late == (lateS != nil) else { throw PayloadError("late and late_s come together") }
         if let lateS, lateS < 0 { throw PayloadError("late_s must not be negative") }
-        self.lateS = lateS
-        eccentricS = try fields.optionalNumber("eccentric_s")
-        eccentricMeanMps = try fields.optionalNumber("eccentric_mean_mps")
-        pauseBottomS = try fields.optionalNumber("pause_bottom_s")
-        pauseTopS = try fields.optionalNumber("pause_top_s")
-        tempo = try fields.optionalString("tempo")
-        tempoMet = try fields.optionalFlag("tempo_met")
-        tempoMissed = try fields.optionalStrings("tempo_missed")
     }
 
     public func write(to writer: inout JSONWriter) {
-        writer.field("set_id", setId)
-        writer.field("rep_id", repId)
-        writer.field("index", index)
-        writer.field("mean_velocity_mps", meanVelocityMps)
-        writer.field("peak_velocity_mps", peakVelocityMps)
-        writer.field("mean_propulsive_velocity_mps", meanPropulsiveVelocityMps)
-        writer.field("rom_mm", romMm)
-        writer.field("concentric_s", concentricS)
-        writer.field("time_to_peak_s", timeToPeakS)
-        writer.field("velocity_loss_pct", velocityLossPct)
-        writer.key("t_end"); writer.fixed(tEnd, decimals: 6)
-        writer.field("detector", detector)
-        writer.optionalField("concentric_start_t", concentricStartT)
-        writer.optionalField("concentric_end_t", concentricEndT)
-        writer.optionalField("exercise", exercise)
-        writer.optionalField("load_kg", loadKg)
-        writer.optionalField("zone", zone)
-        writer.optionalField("mean_power_w", meanPowerW)
-        writer.optionalField("sensor", sensor)
-        if let tInput { writer.key("t_input"); writer.fixed(tInput, decimals: 6) }
-        if let receivedTs { writer.key("received_ts"); writer.fixed(receivedTs, decimals: 6) }
-        if let lateS {
-            writer.key("late"); writer.bool(true)
-            writer.key("late_s"); writer.fixed(lateS, decimals: 3)
-        }
-        writer.optionalField("eccentric_s", eccentricS)
-        writer.optionalField("eccentric_mean_mps", eccentricMeanMps)
-        writer.optionalField("pause_bottom_s", pauseBottomS)
-        writer.optionalField("pause_top_s", pauseTopS)
-        writer.optionalField("tempo", tempo)
-        if let tempoMet { writer.key("tempo_met"); writer.bool(tempoMet) }
-        if let tempoMissed {
-            writer.key("tempo_missed")
-            writer.beginArray()
-            for phase in tempoMissed { writer.string(phase) }
-            writer.endArray()
-        }
+        Self.fields.write(self, to: &writer)
     }
 }
 
