@@ -9,32 +9,22 @@ import VBTWire
 /// and counts what no journal holds any more as lost. A hole no journal answers
 /// for is counted lost after a bounded wait (`HolePatience`), so none stays
 /// outstanding for good: the heartbeat's `inputs.lost` grows and the notifier
-/// raises `data-lost`. Owned by the recorder's loop thread; never waits.
+/// raises `data-lost`. The holes live in the database (`Ingestor`); who answers for
+/// each stream, asking, replies and when to give up are the `RecoveryEngine` the in-order
+/// input drives too. Owned by the recorder's loop thread; never waits.
 final class RecorderRecovery {
-    private let transport: any BusTransport
     private let ingestor: Ingestor
     private let logger: Logger
     private let clock: any BusClock
-    /// Per producer (its heartbeat's station): where it answers, and the
-    /// instance it runs as now (its heartbeat's `src` before the slash).
-    private var endpoints: [String: String] = [:]
-    private var instances: [String: String] = [:]
-    /// Instances whose heartbeat came without an offer: they keep no journal, so a hole in one
-    /// of their streams that no producer offers is given up at the next pass, counted lost, as
-    /// the in-order input does (`InOrderInput`). Waiting would keep it outstanding for good, and
-    /// every pass would look through the holes of a thousand streams again.
-    private var journalless: Set<String> = []
-    /// How long holes wait, when each stream's began to (monotonic), and who answers.
+    /// Who answers for each stream (its producers start from the database, so a restarted
+    /// recorder still knows), asking and replies, and the verdict on a hole that waited. A hole
+    /// in a stream whose producer keeps no journal, and that no producer offers, is given up at
+    /// the next pass: waiting would keep it outstanding for good, and every pass would look
+    /// through the holes of a thousand streams again.
+    private let engine: RecoveryEngine
+    /// How long holes wait, and when each stream's began to (monotonic).
     private let patience: HolePatience
     private var holeSince: [String: Double] = [:]
-    private var liveness = ProducerLiveness()
-    /// Per stream: its producer (kept in the database, so a restarted recorder still knows).
-    private var producers: [String: String]
-    private var clients: [String: ReplayClient] = [:]
-    /// Offered endpoints no socket may use (off this computer without a key: proto/security.md), logged once each.
-    private var unusable: Set<String> = []
-    /// Per endpoint off this computer, the CURVE key its producer offers it with.
-    private var serverKeys: [String: String] = [:]
     /// Per stream: the question asked and when to give up on it.
     private var asked: [String: (id: String, range: ClosedRange<UInt64>, deadline: Double)] = [:]
     /// Per stream: not asked again before this time (a reply's messages are being stored:
@@ -59,47 +49,28 @@ final class RecorderRecovery {
     private var warnedAhead: Set<String> = []
 
     init(transport: any BusTransport, ingestor: Ingestor, patience: HolePatience = .history, logger: Logger) throws(StoreError) {
-        self.transport = transport
         self.patience = patience
         self.ingestor = ingestor
         self.logger = logger
         clock = transport.clock
-        producers = try ingestor.producers()
+        engine = RecoveryEngine(transport: transport, logger: logger, producers: try ingestor.producers())
     }
 
-    /// Remembers the key an endpoint is offered with; a new key makes a new client, and an
-    /// endpoint that could not be used is tried again (its producer came back with a key).
-    private func noteKey(_ offer: HeartbeatMessage.ReplayOffer) {
-        guard serverKeys[offer.endpoint] != offer.serverKey else { return }
-        serverKeys[offer.endpoint] = offer.serverKey
-        clients[offer.endpoint] = nil
-        unusable.remove(offer.endpoint)
-    }
+    /// Per stream: its producer (the heartbeat's station).
+    private var producers: [String: String] { engine.producers }
 
     /// Takes note of a heartbeat: a journalling producer's offer says where to
     /// ask, and whether a stream has a tail this recorder never received.
     /// `seen` is the last seq the subscriber received of a stream.
     func note(heartbeat message: BusMessage, seen: (String) -> UInt64?) {
-        guard let heartbeat = try? message.payload(as: HeartbeatMessage.self) else { return }
-        let producer = message.envelope.station
-        liveness.heard(producer, endpoint: heartbeat.replay?.endpoint, at: clock.monotonicSeconds())
-        guard let offer = heartbeat.replay else {
-            journalless.insert(String(streamInstance(message.envelope.src)))
-            return
-        }
-        journalless.remove(String(streamInstance(message.envelope.src)))
-        endpoints[producer] = offer.endpoint
-        noteKey(offer)
-        instances[producer] = String(streamInstance(message.envelope.src))
         // Streams of types not kept (status, timers, heartbeats...) are not tracked: no tail, no hole.
-        for (src, last) in offer.lastSeq where last > 0 && ingestor.keeps(src: src) {
-            producers[src] = producer
+        engine.note(heartbeat: message, tracks: { ingestor.keeps(src: $0) }) { src, last, _ in
             let have = max(seen(src) ?? 0, (try? ingestor.storedLastSeq(src)) ?? 0)
-            guard UInt64(last) > have else { continue }
+            guard last > have else { return }
             if let index = tails.firstIndex(where: { $0.src == src }) {
-                tails[index].through = max(tails[index].through, UInt64(last))
+                tails[index].through = max(tails[index].through, last)
             } else {
-                tails.append((src, have, UInt64(last), message.envelope.ts))
+                tails.append((src, have, last, message.envelope.ts))
             }
         }
     }
@@ -110,12 +81,7 @@ final class RecorderRecovery {
     func step(flush: () -> Bool) -> [BusMessage] {
         recordTails(flush: flush)
         var fetched: [BusMessage] = []
-        for (endpoint, client) in clients {
-            while let reply = try? client.nextReply() {
-                liveness.answered(endpoint)
-                fetched += take(reply)
-            }
-        }
+        engine.takeReplies { reply, _ in fetched += take(reply) }
         let now = clock.monotonicSeconds()
         for (src, question) in asked where now > question.deadline {
             asked[src] = nil
@@ -143,12 +109,7 @@ final class RecorderRecovery {
         for src in holes.keys where ingestor.keeps(src: src) {
             let since = holeSince[src] ?? now
             holeSince[src] = since
-            let producer = producers[src]
-            let endpoint = producer.flatMap { endpoints[$0] }
-            let verdict = liveness.verdict(
-                since: since, now: now, producer: producer, endpoint: endpoint, journalless: journalless.contains(String(streamInstance(src))),
-                unusable: endpoint.map { unusable.contains($0) } ?? false, patience: patience)
-            if case .giveUp(let reason) = verdict { byReason[reason, default: []].append(src) }
+            if case .giveUp(let reason) = engine.historyVerdict(src, since: since, now: now, patience: patience) { byReason[reason, default: []].append(src) }
         }
         if holeSince.count > holes.count { holeSince = holeSince.filter { holes[$0.key] != nil } }
         for (reason, list) in byReason {
@@ -212,24 +173,13 @@ final class RecorderRecovery {
         let sorted = holes.filter { ingestor.keeps(src: $0.key) }.sorted { $0.key < $1.key }
         let start = sorted.firstIndex { $0.key > lastAsked } ?? 0
         for (src, list) in sorted[start...] + sorted[..<start] where asked[src] == nil && calm[src, default: 0] <= now {
-            guard asked.count < Self.maxAsked, let first = list.first, let producer = producers[src], let endpoint = endpoints[producer],
-                !unusable.contains(endpoint)
-            else { continue }
+            guard asked.count < Self.maxAsked, let first = list.first else { continue }
             let range = first.lowerBound...min(first.upperBound, first.lowerBound + Self.maxRange - 1)
-            do {
-                let client = try clients[endpoint] ?? ReplayClient(transport: transport, endpoint: endpoint, serverKey: serverKeys[endpoint])
-                clients[endpoint] = client
-                // Asked, as far as liveness goes, even when it cannot be queued (no connection yet).
-                liveness.asked(endpoint, at: now)
-                guard let id = try client.request(src: src, from: Int(range.lowerBound), to: Int(range.upperBound)) else { continue }
-                asked[src] = (id, range, now + Self.answerTimeoutS)
-                lastAsked = src
-                requests += 1
-            } catch {
-                if unusable.insert(endpoint).inserted {
-                    logger.warning("replay endpoint unusable", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
-                }
-            }
+            // Nil without a usable endpoint, or when it cannot be queued yet (no connection).
+            guard let question = engine.ask(src, range: range, now: now) else { continue }
+            asked[src] = (question.id, range, now + Self.answerTimeoutS)
+            lastAsked = src
+            requests += 1
         }
     }
 
@@ -240,16 +190,16 @@ final class RecorderRecovery {
             // A late answer to a question since timed out (a producer slow to answer would
             // otherwise be asked again and again, each answer late and dropped): its messages
             // still fill holes (the ingestor stores each seq once); nothing is counted lost from it.
-            let late = Self.messages(of: reply)
+            let late = RecoveryEngine.messages(of: reply)
             replayed += late.count
             return late
         }
         asked[src] = nil
         calm[src] = clock.monotonicSeconds() + Self.calmS
-        let messages = Self.messages(of: reply)
+        let messages = RecoveryEngine.messages(of: reply)
         let returned = Set(messages.map(\.envelope.seq))
         replayed += messages.count
-        let end = reply.header.lostThrough(asked: question.range, live: isLive(src))
+        let end = reply.header.lostThrough(asked: question.range, live: engine.isLive(src))
         // Past a live stream's journal end: the real messages fill that hole as they come. Asked again later, not at once.
         if end < question.range.upperBound, !reply.header.more, let keptTo = reply.header.keptTo {
             calm[src] = clock.monotonicSeconds() + Self.aheadCalmS
@@ -273,20 +223,6 @@ final class RecorderRecovery {
             if let start = runStart { markLost(src, start...end) }
         }
         return messages
-    }
-
-    /// A reply's messages that decode and belong to the stream it answers for.
-    private static func messages(of reply: ReplayReply) -> [BusMessage] {
-        reply.messages.compactMap { frames in
-            guard let message = try? decodeMessage(topic: frames.topic, body: frames.body), message.envelope.src == reply.header.src else { return nil }
-            return message
-        }
-    }
-
-    /// Whether `src` belongs to the instance its producer runs as now (so it may still grow).
-    private func isLive(_ src: String) -> Bool {
-        guard let producer = producers[src], let instance = instances[producer] else { return false }
-        return streamInstance(src) == instance
     }
 
     private func markLost(_ src: String, _ range: ClosedRange<UInt64>) {
