@@ -12,6 +12,9 @@ public enum ColumnValue: Sendable, Equatable {
     case text(String)
 }
 
+/// The property a row of `P`'s table fills (Sendable, so the table is).
+public typealias FieldPath<P, Value> = any WritableKeyPath<P, Value> & Sendable
+
 /// One field of a payload `P`: its wire key, how it is read, written and stored.
 public struct PayloadField<P>: Sendable {
     /// Where a field is stored by the recorder.
@@ -47,21 +50,21 @@ public struct PayloadField<P>: Sendable {
     }
 
     /// A required string.
-    public static func string(_ key: StaticString, _ path: WritableKeyPath<P, String> & Sendable, column: Column = .key) -> Self {
+    public static func string(_ key: StaticString, _ path: FieldPath<P, String>, column: Column = .key) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.string(key.description) },
             write: { payload, writer in writer.field(key, payload[keyPath: path]) }, stored: { .text($0[keyPath: path]) })
     }
 
     /// An optional string, written only when present.
-    public static func optionalString(_ key: StaticString, _ path: WritableKeyPath<P, String?> & Sendable, column: Column = .key) -> Self {
+    public static func optionalString(_ key: StaticString, _ path: FieldPath<P, String?>, column: Column = .key) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.optionalString(key.description) },
             write: { payload, writer in writer.optionalField(key, payload[keyPath: path]) }, stored: { $0[keyPath: path].map { .text($0) } ?? .null })
     }
 
     /// A required integer.
-    public static func integer(_ key: StaticString, _ path: WritableKeyPath<P, Int> & Sendable, column: Column = .key) -> Self {
+    public static func integer(_ key: StaticString, _ path: FieldPath<P, Int>, column: Column = .key) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.integer(key.description) },
             write: { payload, writer in writer.field(key, payload[keyPath: path]) }, stored: { .integer($0[keyPath: path]) })
@@ -69,7 +72,7 @@ public struct PayloadField<P>: Sendable {
 
     /// A required number, written in its shortest form or with `decimals` fixed digits (times).
     public static func number(
-        _ key: StaticString, _ path: WritableKeyPath<P, Double> & Sendable, decimals: Int? = nil, column: Column = .key
+        _ key: StaticString, _ path: FieldPath<P, Double>, decimals: Int? = nil, column: Column = .key
     ) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.number(key.description) },
@@ -79,7 +82,7 @@ public struct PayloadField<P>: Sendable {
     /// An optional number, written only when present; `marker` names a flag written `true` just
     /// before it (`late` before `late_s`), which the payload checks after the table.
     public static func optionalNumber(
-        _ key: StaticString, _ path: WritableKeyPath<P, Double?> & Sendable, decimals: Int? = nil, marker: StaticString? = nil,
+        _ key: StaticString, _ path: FieldPath<P, Double?>, decimals: Int? = nil, marker: StaticString? = nil,
         column: Column = .key
     ) -> Self {
         Self(
@@ -92,7 +95,7 @@ public struct PayloadField<P>: Sendable {
     }
 
     /// An optional boolean, written only when present; stored as 1 or 0.
-    public static func optionalFlag(_ key: StaticString, _ path: WritableKeyPath<P, Bool?> & Sendable, column: Column = .key) -> Self {
+    public static func optionalFlag(_ key: StaticString, _ path: FieldPath<P, Bool?>, column: Column = .key) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.optionalFlag(key.description) },
             write: { payload, writer in
@@ -101,7 +104,7 @@ public struct PayloadField<P>: Sendable {
     }
 
     /// An optional array of strings, written only when present; stored comma-separated.
-    public static func optionalStrings(_ key: StaticString, _ path: WritableKeyPath<P, [String]?> & Sendable, column: Column = .key) -> Self {
+    public static func optionalStrings(_ key: StaticString, _ path: FieldPath<P, [String]?>, column: Column = .key) -> Self {
         Self(
             key, column, read: { payload, object throws(PayloadError) in payload[keyPath: path] = try object.optionalStrings(key.description) },
             write: { payload, writer in
