@@ -103,7 +103,7 @@ public func measureConcentric(
     guard end > start, top.p > bottom.p else { return nil }
 
     // Integrate velocity over [start, end] (trapezoids, clipped at the ends).
-    var displacement = 0.0, propulsive = 0.0, propulsiveTime = 0.0, powerSum = 0.0
+    var displacement = 0.0, propulsive = 0.0, propulsiveTime = 0.0, powerSum = 0.0, peakPower = -Double.infinity
     var braking = false
     for i in 0..<(trace.count - 1) {
         let a = trace[i], b = trace[i + 1]
@@ -120,7 +120,10 @@ public func measureConcentric(
         // looked for after peak velocity, so noise at the start cannot end it.
         if !braking, a.t >= trace[peakIndex].t, min(p.acc, q.acc) < -standardGravity { braking = true }
         if !braking { propulsive += piece; propulsiveTime += t1 - t0 }
-        if let loadKg { powerSum += loadKg * ((p.acc + q.acc) / 2 + standardGravity) * (p.v + q.v) / 2 * (t1 - t0) }
+        if let loadKg {
+            powerSum += loadKg * ((p.acc + q.acc) / 2 + standardGravity) * (p.v + q.v) / 2 * (t1 - t0)
+            peakPower = max(peakPower, loadKg * (p.acc + standardGravity) * p.v, loadKg * (q.acc + standardGravity) * q.v)
+        }
     }
     let duration = end - start
     // ROM and mean velocity from the fitted turning points; the integral of the
@@ -128,12 +131,14 @@ public func measureConcentric(
     _ = displacement
     let rom = top.p - bottom.p
     let mean = rom / duration
-    return RepMeasurement(
+    var measurement = RepMeasurement(
         concentricStartT: start, concentricEndT: end, peakSampleT: trace[to].t,
         meanVelocityMps: mean, peakVelocityMps: peakVelocity,
         meanPropulsiveVelocityMps: propulsiveTime > 0 ? propulsive / propulsiveTime : mean,
         romMm: rom * 1000, concentricS: duration, timeToPeakS: trace[peakIndex].t - start,
         meanPowerW: loadKg.map { _ in powerSum / duration })
+    measurement.peakPowerW = loadKg != nil && peakPower.isFinite ? peakPower : nil
+    return measurement
 }
 
 /// How much further a rise must take the bar past a dip in its velocity to be the same rep's:

@@ -11,7 +11,7 @@ public enum Schema {
     public static let versions = [
         "v1-core", "v2-posture-profiles-alerts", "v3-raw-samples", "v4-recovery", "v5-athlete-care", "v6-stations", "v7-coach-data",
         "v8-sample-batches", "v9-late-reps", "v10-rep-phases", "v11-readiness", "v12-load-advice",
-        "v13-plan-tempo", "v14-assignment-args", "v15-erasure-digest",
+        "v13-plan-tempo", "v14-assignment-args", "v15-erasure-digest", "v16-peak-power",
     ]
 
     /// The migrator that brings any earlier database to the current version.
@@ -32,6 +32,7 @@ public enum Schema {
         migrator.registerMigration("v13-plan-tempo", migrate: v13PlanTempo)
         migrator.registerMigration("v14-assignment-args", migrate: v14AssignmentArgs)
         migrator.registerMigration("v15-erasure-digest", migrate: v15ErasureDigest)
+        migrator.registerMigration("v16-peak-power", migrate: v16PeakPower)
         return migrator
     }
 

@@ -18,6 +18,8 @@ public struct RepFigures: Sendable, Equatable, Codable {
     public var timeToPeakS: Double
     /// Mean of m (a + g) v over the concentric phase, when the load is known.
     public var meanPowerW: Double?
+    /// Highest m (a + g) v in the concentric phase, when the load is known.
+    public var peakPowerW: Double? = nil
 
     /// Creates the figures.
     public init(
@@ -103,6 +105,7 @@ public struct RepMessage: BusPayload, Equatable {
         .optionalNumber("load_kg", \.loadKg),
         .optionalString("zone", \.zone),
         .optionalNumber("mean_power_w", \.figures.meanPowerW),
+        .optionalNumber("peak_power_w", \.figures.peakPowerW),
         .optionalString("sensor", \.sensor),
         .optionalNumber("t_input", \.tInput, decimals: 6, column: .none),
         .optionalNumber("received_ts", \.receivedTs, decimals: 6, column: .none),

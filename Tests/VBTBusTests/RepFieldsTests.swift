@@ -6,14 +6,14 @@ import VBTWire
 /// columns come from it, so it must name every field of proto/rep.schema.json once, in wire order.
 @Suite("Rep field table")
 struct RepFieldsTests {
-    /// A rep with every field present.
+    /// A rep with every field present (a field added to the table is set here too).
     static var full: RepMessage {
         var rep = RepMessage(
             setId: "rack-01-set-1", repId: "rack-01-1700000003210000", index: 3, meanVelocityMps: 0.61, peakVelocityMps: 1.02,
             meanPropulsiveVelocityMps: 0.66, romMm: 512.5, concentricS: 0.84, timeToPeakS: 0.31, velocityLossPct: 7.5,
             tEnd: 1_700_000_003.25, detector: "rep-detector-1", concentricStartT: 1_700_000_002.2, concentricEndT: 1_700_000_003.04,
             exercise: "squat", loadKg: 100, zone: "strength-speed", meanPowerW: 690.5, sensor: "distance")
-        (rep.tInput, rep.receivedTs, rep.lateS) = (1_700_000_003.27, 1_700_000_003.29, 2.5)
+        (rep.tInput, rep.receivedTs, rep.lateS, rep.peakPowerW) = (1_700_000_003.27, 1_700_000_003.29, 2.5, 1_402.7)
         (rep.eccentricS, rep.eccentricMeanMps, rep.pauseBottomS, rep.pauseTopS) = (1.9, 0.27, 0.4, 1.2)
         (rep.tempo, rep.tempoMet, rep.tempoMissed) = ("3-1-X-0", false, ["eccentric", "pause_top"])
         return rep

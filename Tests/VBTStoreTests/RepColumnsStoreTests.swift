@@ -43,4 +43,17 @@ struct RepColumnsStoreTests {
         let station: String = row["station"], src: String = row["src"], ts: Double = row["ts"]
         #expect(station == "rack-01" && src == messages[1].envelope.src && ts == 1_763_812_352)
     }
+
+    @Test("a rep's peak power is stored; a rep without one stores NULL")
+    func peakPower() throws {
+        let fixture = try StoreFixture()
+        var producer = Producer("rep-detector")
+        var messages = try setMessages(&producer, load: 100, reps: 2, t0: 1_763_812_345)
+        var rep = try RepMessage(fields: messages[2].fields)
+        rep.peakPowerW = 1_312.4
+        messages[2] = try producer.message(rep, ts: 1_763_812_351)
+        try fixture.ingestor.ingest(messages)
+        let stored = try fixture.store.read { db in try Double?.fetchAll(db, sql: "SELECT peak_power_w FROM reps ORDER BY idx") }
+        #expect(stored == [nil, 1_312.4])
+    }
 }
