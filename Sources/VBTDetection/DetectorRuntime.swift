@@ -44,7 +44,18 @@ public final class DetectorRuntime {
     /// message (two tables of it were a fifth of the runtime's hash look-ups).
     var stations: [String: Station] = [:]
     struct Station {
-        var detector: StationDetector
+        /// The station's detector, out of line: a dictionary holds its values in its buckets, many
+        /// of them empty, and a detector is some 1.4 KB (docs/performance.md).
+        var detector: StationDetector {
+            get { boxed.value }
+            _modify {
+                if !isKnownUniquelyReferenced(&boxed) { boxed = Boxed(value: boxed.value) }
+                yield &boxed.value
+            }
+        }
+        private var boxed: Boxed
+        /// A detector on the heap, shared by copies of its `Station` until one of them changes it.
+        final class Boxed { var value: StationDetector; init(value: StationDetector) { self.value = value } }
         /// When a message of the station last came (monotonic); nil for a station handed over
         /// and not heard from since, which is never ended as silent.
         var arrived: Double?
@@ -63,6 +74,10 @@ public final class DetectorRuntime {
         /// The recorder's assignment, missed by this detector, waiting for the station's first
         /// sample message sent at or after it (`caughtUp`).
         var missed: AssignmentRecord?
+
+        init(detector: StationDetector, arrived: Double?, asked: Bool = false) {
+            (boxed, self.arrived, self.asked) = (Boxed(value: detector), arrived, asked)
+        }
     }
     /// The last seq processed of each input stream the in-order input does not keep (commands,
     /// and a stream restored or handed over before the input delivered any of it).
