@@ -174,7 +174,8 @@ struct IMUTracker: Sendable, Codable {
             velocitySinceRest += (previous.aG + a) / 2 * standardGravity * (t - previous.t)
         }
         // Drift can leave the integral off zero at a real rest: quiet for long
-        // enough (longer than any glide through a lift) is rest whatever it says.
+        // enough (longer than any glide through a lift) within the movement is
+        // rest, unless the integral says the bar still glides at its top speed.
         // (A lone loud window among quiet ones is noise: the quiet lasts until
         // the loud ones do for a tenth of a second.)
         if quietWindow {
@@ -184,8 +185,9 @@ struct IMUTracker: Sendable, Codable {
             loudSince = loudSince ?? t
             if let loud = loudSince, t - loud >= Self.loudResetS { quietSince = nil }
         }
-        let longQuiet = quietSince.map { t - $0 >= Self.restAfterQuietS } ?? false
-        let quiet = quietWindow && (isStill || (longQuiet && !isGliding(at: t)) || hasStopped(at: t))
+        // (Quiet before the movement began says nothing of whether it has stopped.)
+        let longQuiet = quietSince.map { t - max($0, moving.first?.t ?? $0) >= Self.restAfterQuietS } ?? false
+        let quiet = quietWindow && (isStill || (longQuiet && !isGliding(at: t) && hasBraked(at: t)) || hasStopped(at: t))
         if isStill {
             if quiet {
                 // At rest the vertical acceleration is zero: learn the offset (or,
@@ -255,8 +257,9 @@ struct IMUTracker: Sendable, Codable {
     /// its velocity integral says (asked only then: it looks back over the movement).
     private func hasStopped(at t: Double) -> Bool {
         let residual = abs(velocitySinceRest)
-        if residual < Self.restMaxVelocityMps { return true }
         let sinceRest = moving.first.map { t - $0.t } ?? 0
+        let braked = hasBraked(at: t)
+        if residual < Self.restMaxVelocityMps { return braked }
         let midway = isMidway(at: t)
         // No rep takes this long: the integral has lost its way (a violent
         // pick-up, a knock), so a quiet bar at the end of its range is at rest.
@@ -270,7 +273,18 @@ struct IMUTracker: Sendable, Codable {
         let allowance =
             Self.restMaxVelocityMps + 2.5 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
             + Self.samplingShare * recentPeak
-        return residual < allowance && (residual < Self.glideShare * recentPeak || recentPeak < Self.slowestGlideMps) && !midway
+        return residual < allowance && (residual < Self.glideShare * recentPeak || (recentPeak < Self.slowestGlideMps && braked)) && !midway
+    }
+
+    /// Whether the bar has braked since the movement's fastest: a bar comes to rest only by
+    /// slowing, so a leftover beyond what noise and the offset make of the integral must be under
+    /// half the movement's peak. (A slow descent that is quiet in every window, 3 s down at
+    /// 0.2-0.3 m/s, has not braked while it is still at or near its top speed.)
+    private func hasBraked(at t: Double) -> Bool {
+        let residual = abs(velocitySinceRest)
+        let sinceRest = moving.first.map { t - $0.t } ?? 0
+        let peak = moving.reduce(residual) { max($0, abs($1.v)) }
+        return residual <= max(2 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest, 0.5 * peak)
     }
 
     /// Whether the velocity integral says the bar glides on, beyond what noise (2 sigma) and
