@@ -214,7 +214,10 @@ struct DetectorCrashTests {
             CommandMessage(id: "c1", command: CommandName.athleteAssign, args: AthleteAssign(athlete: "ana", exercise: "squat", loadKg: 100).args),
             station: "swap-1")
         var answer: AckMessage?
-        for _ in 0..<10_000 where answer == nil {
+        // The answer waits for the command writer's write and fsync, at normal priority: on a
+        // machine busy with parallel suites that has taken over 10 s, so the bound is wall time.
+        let deadline = Date().addingTimeInterval(120)
+        while answer == nil, Date() < deadline {
             try detector.step(timeoutMs: 1)
             if let message = try acks.next(timeoutMs: 0) { answer = try message.payload(as: AckMessage.self) }
         }
