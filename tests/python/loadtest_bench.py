@@ -88,12 +88,13 @@ def unit_option(name: str, option: str) -> list[str]:
     return []
 
 
-def recording(folder: Path) -> Path:
+def recording(folder: Path, sims: list[fault_run.SimStation] = MAKE_RUN_STATIONS, how: str = "batched up to 20 ms") -> Path:
+    """`sims` recorded once a folder, in real time (2 sets of 5, 20 s rests: about 70 s)."""
     path = folder / "recording.jsonl"
     if not path.exists():
-        fault_run.log("recording make run's three stations in real time (2 sets of 5, 20 s rests: about 70 s)")
-        fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=3),
-                                 sim_speed=1, sims=MAKE_RUN_STATIONS)
+        fault_run.log(f"recording make run's three stations in real time, {how} (about 70 s)")
+        fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=len(sims)),
+                                 sim_speed=1, sims=sims)
     return path
 
 

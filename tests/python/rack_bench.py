@@ -268,16 +268,6 @@ REPLAY_STATIONS = [fault_run.SimStation(s.station, s.exercise, s.load_kg, s.one_
                    for s in loadtest_bench.MAKE_RUN_STATIONS]
 
 
-def replay_recording(folder: Path) -> Path:
-    """The other stations' recording, made once a folder (about 70 s, in real time)."""
-    path = folder / "recording.jsonl"
-    if not path.exists():
-        fault_run.log("recording make run's three stations in real time, a message a reading (about 70 s)")
-        fault_run.make_recording(folder, fault_run.Profile(sets=2, reps=5, rest_s=20, kills=0, stations=3),
-                                 sim_speed=1, sims=REPLAY_STATIONS)
-    return path
-
-
 def start_replay(node: fault_run.Node, recording: Path, others: int) -> int:
     """One replay at speed 1, looped, publishing at least `others` stations (whole copies of the
     recording's stations, starts spread over 2 s); returns how many."""
@@ -539,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     print(f"rack display benchmark: logs and report.json in {folder}", flush=True)
     results = []
-    recording = replay_recording(folder / "recording") if args.others == "replay" else None
+    recording = loadtest_bench.recording(folder / "recording", REPLAY_STATIONS, "a message a reading") if args.others == "replay" else None
     for stations in args.stations:
         run = folder / f"n{stations}"
         results.append(one(stations, args.seconds, run, args.displays, args.batch_delay, args.others, args.bridge_nice, recording))
