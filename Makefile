@@ -16,11 +16,13 @@ build: deps
 # reports its own real duration (a process suite's waits would hold the rest).
 # The process suites run one at a time: beside the others on 2 cores, the bus's
 # 100,000-message flood once left a subscriber a gap (3m15s so, 2m30s in parallel).
-# The code follows .swift-format (`swift format -i -r Sources Tests Benchmarks` applies it).
-# Then scripts/lint-history.sh: no comment, help or log text names a tracker's issue;
-# and scripts/lint-commits.sh: every commit since the template follows it (CONTRIBUTING.md).
+# The code follows .swift-format (`swift format -i -r Sources Tests Benchmarks Plugins` applies it).
+# Then scripts/lint-assets.sh: the pages' scripts through ESLint, their style sheets through a CSS
+# parser (scripts/lint_css.py); scripts/lint-history.sh: no comment, help or log text names a
+# tracker's issue; and scripts/lint-commits.sh: every commit since the template follows it (CONTRIBUTING.md).
 lint:
-	$(SWIFT) format lint --strict -r Sources Tests Benchmarks Package.swift
+	$(SWIFT) format lint --strict -r Sources Tests Benchmarks Plugins Package.swift
+	@bash scripts/lint-assets.sh
 	@bash scripts/lint-history.sh
 	@bash scripts/lint-commits.sh
 

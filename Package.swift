@@ -305,8 +305,15 @@ let package = Package(
                 // Byte buffers and the WebSocket close codes a removed display is sent.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
-            ]
+            ],
+            // Its script and style sheet (Assets/*.js, *.css), compiled in as strings.
+            plugins: ["EmbedAssets"]
         ),
+        // The console's script and style sheet are files that `make lint` checks; this build-tool
+        // plugin writes them into a Swift file of `static let` strings at build time (no network,
+        // no resource folder: an installed console is its binary alone).
+        .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["embed-assets"]),
+        .executableTarget(name: "embed-assets", path: "Plugins/embed-assets"),
         // A gym's uplink to the chain store: reads the recorder's SQLite read-only.
         .executableTarget(
             name: "vbt-uplink",
@@ -370,6 +377,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system {
+// A plugin takes no Swift settings (its tool, an executable target, does).
+for target in package.targets where target.type != .system && target.type != .plugin {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

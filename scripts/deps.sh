@@ -21,6 +21,7 @@ command -v systemd-nspawn >/dev/null 2>&1 || apt_packages+=(systemd-container)  
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)  # the coach console's tests drive a real headless browser
 command -v chromedriver >/dev/null 2>&1 || apt_packages+=(chromium-driver)
 command -v pdftoppm >/dev/null 2>&1 || apt_packages+=(poppler-utils)  # the report test turns vbt report's PDF into a picture
+command -v eslint >/dev/null 2>&1 || apt_packages+=(eslint)  # make lint checks the console's scripts with it
 # The export test opens vbt's CSV files in a real spreadsheet (headless, no desktop, no recommends).
 lean_packages=()
 command -v soffice >/dev/null 2>&1 || lean_packages+=(libreoffice-calc-nogui)
@@ -46,6 +47,7 @@ $python -c 'import pytest' 2>/dev/null || py_packages+=(pytest)
 $python -c 'import numpy, scipy' 2>/dev/null || py_packages+=(numpy scipy)
 $python -c 'import mpmath' 2>/dev/null || py_packages+=(mpmath)
 $python -c 'import selenium' 2>/dev/null || py_packages+=(selenium)
+$python -c 'import tinycss2' 2>/dev/null || py_packages+=(tinycss2)  # make lint parses the console's style sheets with it
 if [ ${#py_packages[@]} -gt 0 ]; then
     echo "deps: installing Python test tools ${py_packages[*]}"
     $python -m pip install --quiet "${py_packages[@]}" 2>/dev/null \

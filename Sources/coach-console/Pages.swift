@@ -1,7 +1,7 @@
 import VBTConsole
 import VBTDetection
 
-/// The console's pages: small HTML shells; the script (Assets.swift) draws the stations from
+/// The console's pages: small HTML shells; the script (Assets/console.js) draws the stations from
 /// the WebSocket's updates. Nothing is loaded from elsewhere (the Content-Security-Policy
 /// allows only the console itself), so the pages work on a gym network without the internet.
 enum Pages {

@@ -200,8 +200,8 @@ struct ConsoleServer {
             let period = request.uri.queryParameters["period"].map(String.init) == "week" ? "week" : "today"
             return try await historyPage(context, title: "leaderboards") { try await history.leaders(period: period) }
         }
-        router.get("/assets/console.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
-        router.get("/assets/console.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
+        router.get("/assets/console.js") { _, _ in asset(Assets.consoleJS, type: "text/javascript; charset=utf-8") }
+        router.get("/assets/console.css") { _, _ in asset(Assets.consoleCSS, type: "text/css; charset=utf-8") }
         let registry = self.registry
         router.get("/metrics") { _, _ -> Response in
             Response(
