@@ -8,7 +8,7 @@ import VBTTesting
 @testable import VBTWire
 
 /// `InOrderInput` over the in-memory bus (a labelled test double) with a real
-/// journal: a producer publishing samples, its replay endpoint and heartbeat.
+/// journal: a producer publishing samples, its replay endpoint and heartbeat (`ProducerRig`).
 @Suite("in-order input")
 struct InOrderTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
@@ -26,7 +26,7 @@ struct InOrderTests {
         try pump(20)
         // An attacker copies the stream's src (visible on the bus) with seq 2^53 - 1.
         let journal = try #require(producer.journal)
-        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let src = try rig.src()
         let original = try #require(try journal.read(src: src, from: 1, to: 1).first)
         let forged = String(decoding: original.body, as: UTF8.self).replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":9007199254740991,")
         #expect(forged.contains("9007199254740991"))
@@ -51,7 +51,7 @@ struct InOrderTests {
         for _ in 0..<20 { try rig.pass(serve: true) }
         // A message copied with seq 15 (within a question's range of the producer's 10), and the producer falls idle.
         let journal = try #require(rig.producer.journal)
-        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let src = try rig.src()
         let original = try #require(try journal.read(src: src, from: 10, to: 10).first)
         let copy = String(decoding: original.body, as: UTF8.self).replacingOccurrences(of: "\"seq\":10,", with: "\"seq\":15,")
         try rig.bus.publisherLink(lingerMs: 0).send(topic: original.topic, body: Array(copy.utf8))
@@ -158,7 +158,7 @@ struct InOrderTests {
         rig.dropSamples(30...49)
         try beatHere()
         try rig.samples(100)
-        let src = try #require(journal.streams.keys.first { $0.hasSuffix("/sample.rack-01") })
+        let src = try rig.src()
         func answer(_ request: ReceivedMessage, from: UInt64, to: UInt64) throws {
             let asked = try ReplayRequest(json: try #require(request.frames.last))
             let records = try journal.read(src: src, from: from, to: to)
@@ -439,37 +439,18 @@ extension InOrderTests {
 }
 
 extension InOrderTests {
-    /// A journalling producer of one station's samples, its replay endpoint and
-    /// heartbeat, and an `InOrderInput` fed by a subscriber, over the in-memory bus.
-    final class Rig {
-        let dir: TemporaryDirectory
-        let bus = MemoryBus()
-        let producer: Publisher
-        let server: ReplayServer
-        var heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+    /// The producer (`ProducerRig`) and an `InOrderInput` fed by a subscriber.
+    final class Rig: ProducerRig {
         let subscriber: Subscriber
         let input: InOrderInput
         /// The seqs the input delivered, in order.
         var delivered: [UInt64] = []
-        private var t: Double
 
         init(settings: InOrderInput.Settings = InOrderInput.Settings()) throws {
-            dir = try TemporaryDirectory()
-            producer = try Publisher(transport: bus, program: "sensor-bridge")
-            producer.journal = try Journal(
-                settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
-            server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
+            let bus = MemoryBus()
             subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "heartbeat."], logger: InOrderTests.logger)
             input = InOrderInput(transport: bus, logger: InOrderTests.logger, settings: settings, wants: { $0.hasPrefix("sample.") })
-            t = bus.clock.wallSeconds()
-        }
-
-        /// Publishes `count` one-reading samples of `station`, 20 ms apart.
-        func samples(_ count: Int, station: String = "rack-01") throws {
-            for _ in 0..<count {
-                t += 0.02
-                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: station, ts: t)
-            }
+            try super.init(bus: bus)
         }
 
         /// What arrived goes to the input and the input polls, `passes` times, 50 ms of the

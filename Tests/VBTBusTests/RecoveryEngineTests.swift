@@ -8,39 +8,21 @@ import VBTTesting
 @testable import VBTWire
 
 /// `RecoveryEngine` alone: a producer with a real journal and replay server over the in-memory
-/// bus (a labelled test double: its clock is moved by hand), and a real libzmq transport where
-/// an endpoint's use is refused.
+/// bus (`ProducerRig`), and a real libzmq transport where an endpoint's use is refused.
 @Suite("recovery engine")
 struct RecoveryEngineTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
-    final class Rig {
-        let dir: TemporaryDirectory
-        let bus = MemoryBus()
-        let producer: Publisher
-        let server: ReplayServer
-        var heartbeat = HeartbeatSchedule(role: "sensor-bridge", name: "bridge-rack-01")
+    /// The producer (`ProducerRig`) and a recovery engine learning from its heartbeats.
+    final class Rig: ProducerRig {
         let subscriber: Subscriber
         let engine: RecoveryEngine
-        private var t: Double
 
         init() throws {
-            dir = try TemporaryDirectory()
-            producer = try Publisher(transport: bus, program: "sensor-bridge")
-            producer.journal = try Journal(
-                settings: JournalSettings(directory: dir.path("journal")), instance: producer.stamper.instance, clock: bus.clock)
-            server = try ReplayServer(journal: try #require(producer.journal), transport: bus, endpoint: "memory://bridge/replay")
+            let bus = MemoryBus()
             subscriber = try Subscriber(transport: bus, prefixes: ["heartbeat."], logger: RecoveryEngineTests.logger)
             engine = RecoveryEngine(transport: bus, logger: RecoveryEngineTests.logger)
-            t = bus.clock.wallSeconds()
-        }
-
-        /// Publishes `count` one-reading samples of `station`, 20 ms apart.
-        func samples(_ count: Int, station: String = "rack-01") throws {
-            for _ in 0..<count {
-                t += 0.02
-                try producer.publish(SampleMessage(.distance([SampleMessage.DistanceReading(t: t, distanceMm: 500)])), station: station, ts: t)
-            }
+            try super.init(bus: bus)
         }
 
         /// The producer's heartbeat (with its offer unless `journal` is false), as the consumer receives it.
@@ -58,11 +40,6 @@ struct RecoveryEngineTests {
                 named[src] = last
             }
             return named
-        }
-
-        /// The src of `station`'s sample stream in the producer's journal.
-        func src(_ station: String = "rack-01") throws -> String {
-            try #require(producer.journal?.streams.keys.first { $0.hasSuffix("/sample.\(station)") })
         }
     }
 
