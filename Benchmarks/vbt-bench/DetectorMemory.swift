@@ -42,14 +42,17 @@ private func residentBytes() -> Int {
 /// The child's work: `stations` detectors fed the rack's session; with
 /// `snapshots`, a copy of every station's state is held for 3 s of every 6
 /// (as the checkpoint writer holds one while it writes). Prints the resident
-/// growth at its largest, in bytes a station.
-func detectorMemoryChild(stations: Int, snapshots: Bool) {
+/// growth at its largest, in bytes a station. With `reps`, then the first station's reps and
+/// rejections, a JSON object a line (sorted keys): a change to how the state is kept can be
+/// checked to leave them as they were.
+func detectorMemoryChild(stations: Int, snapshots: Bool, reps printReps: Bool = false) {
     let readings = rackReadings()
     let before = residentBytes()
     var detectors = (0..<stations).map { StationDetector(station: "rack-\($0)") }
     var snapshot: [StationDetector]?
     var largest = 0
     var reps = 0
+    var firstStation: [DetectorOutput] = []
     var lastSnapshotT = -Double.infinity
     for (index, r) in readings.enumerated() {
         if snapshots, r.t - lastSnapshotT >= 6 {
@@ -62,12 +65,25 @@ func detectorMemoryChild(stations: Int, snapshots: Bool) {
                 r.imu
                 ? detectors[s].feedIMU(t: r.t, accG: r.acc!, gyroDps: r.gyro, angleDeg: r.angles)
                 : detectors[s].feedDistance(t: r.t, distanceMm: r.distanceMm, accG: r.acc)
-            if s == 0 { reps += outputs.filter { if case .rep = $0 { true } else { false } }.count }
+            if s == 0 {
+                reps += outputs.filter { if case .rep = $0 { true } else { false } }.count
+                if printReps { firstStation += outputs }
+            }
         }
         if index % 250 == 0 { largest = max(largest, residentBytes() - before) }
     }
     largest = max(largest, residentBytes() - before)
     print("\(largest / stations) \(reps) \(snapshot?.count ?? 0)")
+    guard printReps else { return }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    for output in firstStation {
+        switch output {
+        case .rep(let rep): print(String(decoding: (try? encoder.encode(rep)) ?? Data(), as: UTF8.self))
+        case .rejected(let rejected): print(String(decoding: (try? encoder.encode(rejected)) ?? Data(), as: UTF8.self))
+        default: break
+        }
+    }
 }
 
 /// Runs the child twice (without and with snapshots) and prints bytes a station.

@@ -33,7 +33,7 @@ func option(_ name: String, _ fallback: Int) -> Int {
     return value
 }
 if let index = arguments.firstIndex(of: "--detector-memory-child"), index + 1 < arguments.count, let stations = Int(arguments[index + 1]) {
-    detectorMemoryChild(stations: stations, snapshots: arguments.contains("--snapshots"))
+    detectorMemoryChild(stations: stations, snapshots: arguments.contains("--snapshots"), reps: arguments.contains("--reps"))
     exit(0)
 }
 if arguments.contains("--help") {

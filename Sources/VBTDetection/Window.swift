@@ -17,7 +17,8 @@
 // A window also keeps its readings smaller than they are in use
 // (`WindowElement`): a reading's time as 32-bit microseconds from the
 // window's base, not a 64-bit Unix time, which halves a height (16 bytes to
-// 8) and takes a third off a bar IMU's reading (24 to 16). The figures at
+// 8) and takes a third off a bar IMU's reading (24 to 16); a laser reading keeps
+// its accelerometer in half precision as well (14 bytes: StationDetector.swift). The figures at
 // 1,000 and 2,000 stations: docs/decisions/0035-detector-memory-and-checkpoints.md.
 
 /// What a `ChunkedWindow` keeps of an element: a smaller form (`Stored`)
@@ -63,8 +64,8 @@ enum WindowTime {
 struct ChunkedWindow<Element: WindowElement>: RandomAccessCollection {
     /// Elements a chunk holds (a power of two). A window leaves up to a chunk unused at each
     /// end, and an append after a snapshot copies one: a station's 20 s of laser readings
-    /// (1,000 of 20 bytes) take 22.6 KB of heap in chunks of 64, 23.5 KB in chunks of 128
-    /// (docs/performance.md); at 32 the chunks' own headers would cost what the slack saves.
+    /// (1,000 of 14 bytes) take 15.8 KB of heap in chunks of 64 (docs/performance.md); at 32
+    /// the chunks' own headers would cost what the slack saves.
     static var chunkSize: Int { 64 }
     private static var shift: Int { 6 }
 

@@ -104,6 +104,35 @@ struct WindowStorageTests {
         #expect(copied.map { $0.acc?.z } == points.dropFirst(300).map { $0.acc?.z })
     }
 
+    /// A laser reading is 14 bytes in a window; its accelerometer comes back to the nearest half
+    /// precision value (within 2^-11 of what was sent, any units up to 16-bit raw counts), its
+    /// height and time as before, and a board beyond half precision's range reads as infinite.
+    @Test("a laser reading is 14 bytes, its accelerometer in half precision")
+    func laserReadingInFourteenBytes() {
+        #expect(MemoryLayout<DistanceTracker.Point.Stored>.stride == 14)
+        var random = SeededGenerator(seed: 43)
+        var points = ChunkedWindow<DistanceTracker.Point>()
+        var sent: [BoardAcceleration] = []
+        for index in 0..<600 {
+            let scale = [1.0, 9.81, 16_384.0][index % 3]  // g, m/s^2, a 16-bit part's raw counts
+            let acc = BoardAcceleration(
+                x: scale * Double.random(in: -2...2, using: &random), y: scale * Double.random(in: -2...2, using: &random),
+                z: scale * Double.random(in: -2...2, using: &random))
+            sent.append(acc)
+            points.append(DistanceTracker.Point(t: 1_795_865_317 + Double(index) * 0.02, m: 1.25, acc: acc))
+        }
+        for (point, acc) in zip(points, sent) {
+            let kept = point.acc!
+            for (a, b) in [(kept.x, acc.x), (kept.y, acc.y), (kept.z, acc.z)] {
+                #expect(a == Double(Float16(Float(b))))
+                #expect(abs(a - b) <= abs(b) * 0x1p-11 + 0x1p-24)
+            }
+            #expect(point.m == Double(Float(1.25)))
+        }
+        points.append(DistanceTracker.Point(t: 1_795_865_330, m: 1, acc: BoardAcceleration(x: 0, y: 0, z: 70_000)))
+        #expect(points.last!.acc!.z == .infinity)
+    }
+
     /// Times are offsets from a base in 32 bits: an element further than that from it
     /// moves the base, and only the elements then too far behind are dropped.
     @Test("an element further from the base than 32 bits of microseconds moves it, dropping only what is then out of reach")
