@@ -7,11 +7,14 @@ program at build time (the EmbedAssets plugin), served from the binary.
 - Every declaration of every style sheet is one Chromium accepts (CSS.supports): a misspelt
   property or a value that does not suit it would be dropped in silence by the browser.
   `make lint` (scripts/lint_css.py) checks the syntax; this checks the meaning.
+- The plugin's tool, embed-assets, keeps any text verbatim (compiled with swiftc and printed back)
+  and refuses, naming the file, what it cannot keep.
 """
 
 from __future__ import annotations
 
 import http.client
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -111,3 +114,43 @@ def test_chromium_accepts_every_declaration_of_the_style_sheets():
             assert driver.execute_script("return [CSS.supports('colr', 'red'), CSS.supports('width', 'red')]") == [False, False]
     finally:
         driver.quit()
+
+
+def test_embed_assets_keeps_any_text_verbatim_and_refuses_what_it_cannot(tmp_path: Path):
+    """The plugin's tool, on text a Swift literal would misread: quotes and `#`s that close a raw
+    string, backslashes that start an escape or an interpolation, an empty file, blank last lines.
+    The generated file is compiled (swiftc) and prints each string back."""
+    swiftc = shutil.which("swiftc")
+    assert swiftc, "swiftc is missing: the Swift toolchain builds vbt"
+    texts = {
+        "closers.js": b'const a = `"""#` + "\\"##" + \'"""##\';\n// ### and \\(x) and \\#(y) and \\n\n',
+        "tabs-and-unicode.css": b'.a::before { content: "\xc2\xb7 \xe2\x80\x93"; }\n\t.b { color: #abcdef; }\n\n',
+        "empty.css": b"",
+        "no-final-newline.js": b"x",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_bytes(text)
+    generated = tmp_path / "Assets.swift"
+    made = subprocess.run([binary("embed-assets"), str(generated), *(str(tmp_path / n) for n in texts)],
+                          capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    names = {"closers.js": "closersJS", "tabs-and-unicode.css": "tabsAndUnicodeCSS", "empty.css": "emptyCSS",
+             "no-final-newline.js": "noFinalNewlineJS"}
+    main = tmp_path / "main.swift"
+    main.write_text("".join(f'print(Assets.{names[n]}.utf8.count, terminator: " ")\nprint(Assets.{names[n]}, terminator: "")\n'
+                            for n in texts))
+    program = tmp_path / "print-assets"
+    built = subprocess.run([swiftc, "-o", str(program), str(generated), str(main)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    printed = subprocess.run([str(program)], capture_output=True, timeout=30, check=True).stdout
+    expected = b"".join(b"%d %s" % (len(t[:-1] if t.endswith(b"\n") else t), t[:-1] if t.endswith(b"\n") else t)
+                        for t in texts.values())
+    assert printed == expected
+    # Refused, naming the file and what to do.
+    for name, text, says in (("crlf.js", b"a;\r\nb;\r\n", "LF line endings"), ("latin1.css", b"a { content: '\xe9'; }\n", "UTF-8"),
+                             ("9lives.js", b"a;\n", "starting with a letter")):
+        (tmp_path / name).write_bytes(text)
+        refused = subprocess.run([binary("embed-assets"), str(tmp_path / "out.swift"), str(tmp_path / name)],
+                                 capture_output=True, text=True, timeout=30)
+        assert refused.returncode != 0 and name in refused.stderr and says in refused.stderr, refused.stderr
+    assert not (tmp_path / "out.swift").exists(), "nothing written when a file is refused"
