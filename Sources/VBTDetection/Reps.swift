@@ -314,6 +314,10 @@ public struct TurningPoints: Sendable, Codable, Equatable {
 /// (touch-and-go). The best t0 is searched on a 1 ms grid; each try is a small
 /// linear least-squares fit. Far less sensitive to noise than looking for
 /// where a differentiated velocity crosses zero.
+///
+/// It runs four times a rep, on the rep path: each try costs a few dozen
+/// operations whatever the window's length (`TurningPointSums`), so a thousand
+/// stations completing reps on one reading queue behind little work.
 public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, halfWindowS: Double, minimum: Bool) -> (t: Double, p: Double) {
     let points = trace.filter { abs($0.t - guess) <= halfWindowS * 1.3 }
     guard points.count >= 5 else {
@@ -323,42 +327,19 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     // The moving side is after t0 for the start of a rise, before it for the end.
     let movingAfter = minimum
     let sign = minimum ? 1.0 : -1.0
-    let times = points.map(\.t), values = points.map(\.positionM)
+    let sums = TurningPointSums(points, around: guess)
     /// The fit's squared error with the turning point at `candidate`, and p0.
-    /// The normal equations only need power sums (the two sides' columns never
-    /// overlap), so one pass of scalar sums per try, no allocation.
     func fit(_ candidate: Double) -> (error: Double, p: Double)? {
-        var n = 0.0, y = 0.0, yy = 0.0
-        var m2 = 0.0, m3 = 0.0, m4 = 0.0, m5 = 0.0, m6 = 0.0, my2 = 0.0, my3 = 0.0  // moving side
-        var o2 = 0.0, o4 = 0.0, oy2 = 0.0  // other side
-        for (t, value) in zip(times, values) {
-            let d = t - candidate
-            n += 1; y += value; yy += value * value
-            if movingAfter ? d > 0 : d < 0 {
-                let d2 = d * d, d3 = d2 * d
-                m2 += d2; m3 += d3; m4 += d2 * d2; m5 += d2 * d3; m6 += d3 * d3
-                my2 += value * d2; my3 += value * d3
-            } else {
-                let d2 = d * d
-                o2 += d2; o4 += d2 * d2; oy2 += value * d2
-            }
-        }
+        let (moving, other) = sums.sides(at: candidate, movingAfter: movingAfter)
         var best: (error: Double, p: Double)?
-        for flatOtherSide in [false, true] {
-            let a = SIMD16<Double>(
-                n, m2, m3, flatOtherSide ? 0 : o2,
-                m2, m4, m5, 0,
-                m3, m5, m6, 0,
-                flatOtherSide ? 0 : o2, 0, 0, flatOtherSide ? 1 : o4)
-            let b = SIMD4<Double>(y, my2, my3, flatOtherSide ? 0 : oy2)
+        for variant in 0..<2 {
+            let flatOtherSide = variant == 1
             // The jerk term may bend the curve, not carry it: otherwise a turning
             // point pushed into the rest still fits (a d^2 + c d^3 is flat near 0).
-            guard let x = solveLinear(a, b), x[1] * sign > 0, x[3] * sign >= 0,
-                abs(x[2]) * halfWindowS <= 0.1 * abs(x[1])
+            guard let x = sums.solve(moving: moving, other: other, flatOtherSide: flatOtherSide),
+                x.a * sign > 0, x.b * sign >= 0, abs(x.c) * halfWindowS <= 0.1 * abs(x.a)
             else { continue }
-            // For a least-squares solution, SSE = y'y - x'(A'y).
-            let error = yy - (x[0] * b[0] + x[1] * b[1] + x[2] * b[2] + x[3] * b[3])
-            if best == nil || error < best!.error { best = (error, x[0]) }
+            if best == nil || x.error < best!.error { best = (x.error, x.p0) }
         }
         return best
     }
@@ -379,6 +360,113 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     let coarse = best.t
     search(from: coarse - coarseS, to: coarse + coarseS, step: fineS)
     return (best.t, best.p)
+}
+
+/// The power sums `refineTurningPoint`'s fits need, for any turning point, from prefix sums
+/// taken once: with u = t - a reference time and d = u - e, each sum of d^k over a run of
+/// readings is a binomial mix of the run's sums of u^j, so a try costs a binary search and a
+/// few dozen operations, not a pass over the readings. Heights are taken from the first
+/// reading's (the fits are the same; the squared errors keep their digits).
+struct TurningPointSums {
+    /// The readings' times, ascending.
+    private let times: [Double]
+    /// Before reading i, from `stride * i`: the sums of u^0 ... u^6 and of y u^0 ... y u^3.
+    private let prefix: [Double]
+    private static let stride = 11
+    private let reference: Double, base: Double
+    /// Over every reading: the count, the heights' sum and their squares' sum.
+    private let n: Double, y: Double, yy: Double
+
+    init(_ points: [KinematicSample], around reference: Double) {
+        let sorted = zip(points, points.dropFirst()).allSatisfy { $0.t <= $1.t } ? points : points.sorted { $0.t < $1.t }
+        (self.reference, base) = (reference, sorted[0].positionM)
+        times = sorted.map(\.t)
+        let stride = Self.stride
+        var prefix = [Double](repeating: 0, count: (sorted.count + 1) * stride)
+        var yy = 0.0
+        for (index, point) in sorted.enumerated() {
+            let u: Double = point.t - reference
+            let value: Double = point.positionM - base
+            var power = 1.0
+            for j in 0..<7 {
+                prefix[(index + 1) * stride + j] = prefix[index * stride + j] + power
+                if j < 4 { prefix[(index + 1) * stride + 7 + j] = prefix[index * stride + 7 + j] + value * power }
+                power *= u
+            }
+            yy += value * value
+        }
+        self.prefix = prefix
+        (n, y, self.yy) = (Double(sorted.count), prefix[sorted.count * stride + 7], yy)
+    }
+
+    /// A side's sums about a turning point: of d^2 ... d^6 and of y d^2, y d^3 (d^0 and d^1 are
+    /// not used by the fit).
+    struct Side {
+        var d2 = 0.0, d3 = 0.0, d4 = 0.0, d5 = 0.0, d6 = 0.0, yd2 = 0.0, yd3 = 0.0
+    }
+
+    /// The moving side's and the other side's sums with the turning point at `t0`: the moving
+    /// side is the readings after it (`movingAfter`) or before it; a reading at t0 itself is
+    /// on the other side.
+    func sides(at t0: Double, movingAfter: Bool) -> (moving: Side, other: Side) {
+        // The first reading after t0 (movingAfter) or at or after it.
+        var low = 0, high = times.count
+        while low < high {
+            let middle = (low + high) / 2
+            if movingAfter ? times[middle] <= t0 : times[middle] < t0 { low = middle + 1 } else { high = middle }
+        }
+        let e = t0 - reference
+        let before = side(from: 0, to: low, e: e), after = side(from: low, to: times.count, e: e)
+        return movingAfter ? (after, before) : (before, after)
+    }
+
+    private func side(from: Int, to: Int, e: Double) -> Side {
+        let lower = from * Self.stride, upper = to * Self.stride
+        func run(_ j: Int) -> Double { prefix[upper + j] - prefix[lower + j] }
+        let (u0, u1, u2, u3, u4, u5, u6) = (run(0), run(1), run(2), run(3), run(4), run(5), run(6))
+        let (w0, w1, w2, w3) = (run(7), run(8), run(9), run(10))
+        // d = u - e: sum d^k = sum_j C(k, j) (-e)^(k-j) sum u^j (likewise with y), by Horner in -e.
+        let f = -e
+        var side = Side()
+        side.d2 = u2 + f * (2 * u1 + f * u0)
+        side.d3 = u3 + f * (3 * u2 + f * (3 * u1 + f * u0))
+        let d4Inner: Double = 4 * u1 + f * u0
+        side.d4 = u4 + f * (4 * u3 + f * (6 * u2 + f * d4Inner))
+        let d5Inner: Double = 10 * u2 + f * (5 * u1 + f * u0)
+        side.d5 = u5 + f * (5 * u4 + f * (10 * u3 + f * d5Inner))
+        let d6Inner: Double = 15 * u2 + f * (6 * u1 + f * u0)
+        let d6Middle: Double = 15 * u4 + f * (20 * u3 + f * d6Inner)
+        side.d6 = u6 + f * (6 * u5 + f * d6Middle)
+        side.yd2 = w2 + f * (2 * w1 + f * w0)
+        side.yd3 = w3 + f * (3 * w2 + f * (3 * w1 + f * w0))
+        return side
+    }
+
+    /// The least-squares fit p = p0 + a d^2 + c d^3 on the moving side and p0 + b d^2 on the
+    /// other (b = 0 when `flatOtherSide`), with its squared error; nil when the sides cannot
+    /// determine it (too few readings on one). The normal equations couple a and c only to each
+    /// other and to p0, and b only to p0: a 2 x 2 block and a scalar are eliminated, leaving one
+    /// equation for p0 (a Schur complement), exact like a general solve and a tenth of its work.
+    func solve(moving m: Side, other o: Side, flatOtherSide: Bool) -> (p0: Double, a: Double, c: Double, b: Double, error: Double)? {
+        let det = m.d4 * m.d6 - m.d5 * m.d5
+        guard det > 1e-12 * m.d4 * m.d6, det > 0 else { return nil }
+        // The moving block's inverse applied to its couplings with p0 (g) and its right side (h).
+        let (ig2, ig3) = ((m.d6 * m.d2 - m.d5 * m.d3) / det, (m.d4 * m.d3 - m.d5 * m.d2) / det)
+        let (ih2, ih3) = ((m.d6 * m.yd2 - m.d5 * m.yd3) / det, (m.d4 * m.yd3 - m.d5 * m.yd2) / det)
+        var schur = n - (m.d2 * ig2 + m.d3 * ig3), right = y - (m.d2 * ih2 + m.d3 * ih3)
+        if !flatOtherSide {
+            guard o.d4 > 0 else { return nil }
+            schur -= o.d2 * o.d2 / o.d4
+            right -= o.d2 * o.yd2 / o.d4
+        }
+        guard schur > 1e-12 * n else { return nil }
+        let p0 = right / schur
+        let a = ih2 - ig2 * p0, c = ih3 - ig3 * p0
+        let b = flatOtherSide ? 0 : (o.yd2 - o.d2 * p0) / o.d4
+        // For a least-squares solution, SSE = y'y - x'(A'y).
+        let error = yy - (p0 * y + a * m.yd2 + c * m.yd3 + b * (flatOtherSide ? 0 : o.yd2))
+        return (p0 + base, a, c, b, error)
+    }
 }
 
 /// Solves the 4 x 4 system `a` x = `b` (`a` row by row) by Gaussian elimination with partial
