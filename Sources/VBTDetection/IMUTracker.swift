@@ -144,11 +144,25 @@ struct IMUTracker: Sendable, Codable {
     private var heights = ChunkedWindow<Height>()
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
+    /// While the bar moves: its height now and the lowest it has been in this movement, by the
+    /// velocity integral so far (drift not yet removed: see `lowest`). Nil at rest.
+    private var liveHeightM: Double?
+    private var liveLowM: Double?
 
     init(settings: DetectorSettings) { self.settings = settings }
 
-    /// The lowest the bar has been after `lowest.after` (nil: it has not moved since), brought up to date.
-    func lowest(_ lowest: inout LowestHeight) -> Double? { lowest.update(heights) }
+    /// The lowest the bar has surely been after `lowest.after` (nil: it has not moved since),
+    /// brought up to date: the movements since, and the one in progress by its velocity integral
+    /// so far, raised by what that integral cannot be sure of (3 sigma of the noise's random walk
+    /// and the offset's uncertainty, integrated twice), so a lowering is known while the bar is
+    /// still on its way down, never made up by drift.
+    func lowest(_ lowest: inout LowestHeight) -> Double? {
+        let done = lowest.update(heights)
+        guard !isStill, let live = liveLowM, let start = moving.first?.t, start > lowest.after else { return done }
+        let sinceRest = lastT - start
+        let sure = live + 3 * positionNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest * sinceRest / 2
+        return min(done ?? sure, sure)
+    }
 
     mutating func feed(
         t: Double, accG: (Double, Double, Double), gyroDps: (Double, Double, Double)?,
@@ -212,14 +226,19 @@ struct IMUTracker: Sendable, Codable {
             moving = ChunkedWindow(recent)  // the movement began within the window
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
-
+            (liveHeightM, liveLowM) = (heightM, heightM)
         } else {
+            if let previous = moving.last, let live = liveHeightM {
+                let height = live + (previous.v + velocitySinceRest) / 2 * (t - previous.t)
+                (liveHeightM, liveLowM) = (height, min(liveLowM ?? height, height))
+            }
             moving.append(Raw(t: t, aG: a, along: along, v: velocitySinceRest))
         }
         if moving.count > 6000 { moving.removeFirst(moving.count - 6000) }  // 30 s at 200 Hz
         guard quiet else { return [] }
         // Still again: the movement between two rests is complete.
         isStill = true
+        (liveHeightM, liveLowM) = (nil, nil)
         let restStart = recent.first?.t ?? t
         defer { moving.removeAll() }  // not read at rest, and made again when the bar moves: its memory is given back
         return segment(upTo: restStart, completedT: t)
@@ -346,6 +365,7 @@ struct IMUTracker: Sendable, Codable {
         loudSince = nil
         flatSince = nil
         velocitySinceRest = 0
+        (liveHeightM, liveLowM) = (nil, nil)
     }
 
     /// The movement since the last rest, integrated, its heights carried on

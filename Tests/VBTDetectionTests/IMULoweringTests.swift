@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+
+@testable import VBTDetection
+@testable import VBTSensors
+
+@Suite("Bar IMU: a rise told from a pick-up while the bar comes down")
+struct IMULoweringTests {
+    /// Feeds a station's bar IMU (with angles) the heights `moves` pass through, each a cosine
+    /// move to a height (m) over seconds, at 60 Hz with white noise of `noiseG` (seeded); returns
+    /// each output with the reading time that produced it.
+    func run(_ moves: [(toM: Double, s: Double)], exercise: String, seed: UInt64 = 1, noiseG: Double = 0) -> [(t: Double, output: DetectorOutput)] {
+        var detector = StationDetector(station: "p01")
+        detector.assignment.exercise = exercise
+        var random = SeededGenerator(seed: seed)
+        var out: [(t: Double, output: DetectorOutput)] = []
+        var (t, from) = (1_000.0, 0.0)
+        for move in moves {
+            let start = t
+            while t < start + move.s {
+                let x = (t - start) / move.s
+                let a = (move.toM - from) * .pi * .pi / (2 * move.s * move.s) * cos(.pi * x)
+                let reading = detector.feedIMU(t: t, accG: (0, 0, 1 + a / standardGravity + random.normal(sd: noiseG)), angleDeg: (0, 0))
+                out += reading.map { (t, $0) }
+                t += 1.0 / 60
+            }
+            from = move.toM
+        }
+        return out + detector.finish(at: t).map { (t, $0) }
+    }
+
+    @Test("a first rep from the floor is a rep while the bar is still on its way down, not at the rest after it")
+    func firstRepOnTheWayDown() {
+        // 3 s on the floor, 0.55 m up in 1 s, 0.8 s at the top, down in 1.2 s (ending at 5.8 s), 3 s on the floor.
+        let out = run([(0, 3), (0.55, 1), (0.55, 0.8), (0, 1.2), (0, 3)], exercise: "deadlift")
+        let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t - 1_000 } else { nil } }
+        #expect(given.count == 1, "\(out.map(\.output))")
+        #expect(given.first.map { $0 < 5.8 } == true, "given at \(given) s, the descent ends at 5.8 s")
+    }
+
+    @Test("a pick-up to the shoulders, pressed on from there, is still no rep at 20 mg: the drift of a movement in progress makes no lowering")
+    func pickupStaysNoRep() {
+        for seed: UInt64 in 1...10 {
+            // 3 s at the hips, 0.42 m up to the shoulders in 0.3 s, 1.5 s there, a press of 0.55 m in 1 s,
+            // 0.6 s at the top, back to the shoulders in 1.2 s, 2 s there, and down to the hips.
+            let moves: [(toM: Double, s: Double)] = [(0, 3), (0.42, 0.3), (0.42, 1.5), (0.97, 1), (0.97, 0.6), (0.42, 1.2), (0.42, 2), (0, 0.8), (0, 3)]
+            let out = run(moves, exercise: "press", seed: seed, noiseG: 0.02)
+            let tops = out.compactMap { item -> Double? in if case .rep(let rep) = item.output { rep.measurement.concentricEndT - 1_000 } else { nil } }
+            #expect(tops.allSatisfy { $0 > 3.5 }, "seed \(seed): reps with tops at \(tops) s; the pick-up's is at 3.3 s")
+            #expect(tops.filter { abs($0 - 5.8) < 0.3 }.count == 1, "seed \(seed): reps with tops at \(tops) s; the press's is at 5.8 s")
+        }
+    }
+}
