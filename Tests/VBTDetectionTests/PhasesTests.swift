@@ -182,7 +182,7 @@ struct PhasesTests {
     }
 
     // The bounds are what each sensor holds on these sessions, with a margin (docs/detection.md
-    // "Phases and tempo"): on 165 reps, 20 ms (95 %) and 46 ms worst with the accelerometer, 48
+    // "Phases and tempo"): on 165 reps, 20 ms (95 %) and 47 ms worst with the accelerometer, 48
     // and 86 ms from the laser alone, 60 and 121 ms from the lidar. The slow descents (3 s,
     // leaving the top by 1-2 mm in their first 0.1 s) set the worst.
     @Test("laser unit at 50 Hz with its accelerometer: within 30 ms (95 %), 55 ms every rep")
