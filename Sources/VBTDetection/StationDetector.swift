@@ -818,9 +818,9 @@ struct DistanceTracker: Sendable, Codable {
     /// The trace of the readings from `from` to `to`, as a rise's is made (`measured`); nil
     /// with too few readings.
     func trace(from: Double, to: Double) -> ([KinematicSample], ConcentricEndpoints)? {
-        let window = points.filter { $0.t >= from && $0.t <= to }
+        let window = readings(from: from, to: to)
         guard window.count >= 4 else { return nil }
-        if let fused = fused(points.filter { $0.t >= from - 0.5 && $0.t <= to }) { return (fused, .velocityZeros) }
+        if let fused = fused(readings(from: from - 0.5, to: to)) { return (fused, .velocityZeros) }
         return (differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)
     }
 
@@ -849,7 +849,7 @@ struct DistanceTracker: Sendable, Codable {
     private mutating func measured(_ candidate: ConcentricCandidate, lastM m: Double) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         // The EMA lags: widen the window so the true valley and peak are inside
         // (but not back into the previous rise, which may have ended lower).
-        let window = points.filter { $0.t >= max(candidate.valleyT - 0.5, lastPeakT) && $0.t <= candidate.completedT }
+        let window = readings(from: max(candidate.valleyT - 0.5, lastPeakT), to: candidate.completedT)
         let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2)
         var refined = candidate
         // Locate the valley and peak on the unlagged trace.
@@ -858,14 +858,32 @@ struct DistanceTracker: Sendable, Codable {
         // What came before the rise: how far the bar was lowered into it.
         let valleyM = window.filter { $0.t >= refined.valleyT - 0.1 && $0.t <= refined.peakT }.map(\.m).min() ?? m
         let since = max(refined.valleyT - 8, lastPeakT)
-        let before = points.filter { $0.t >= since && $0.t <= refined.valleyT }.map(\.m).max() ?? valleyM
+        let before = readings(from: since, to: refined.valleyT).map(\.m).max() ?? valleyM
         refined.descentBeforeM = max(0, before - valleyM)
         refined.peakM = window.filter { $0.t >= refined.valleyT }.map(\.m).max() ?? m
         lastPeakT = refined.peakT
-        let span = points.filter { $0.t >= refined.valleyT - 1.0 && $0.t <= candidate.completedT }
+        let span = readings(from: refined.valleyT - 1.0, to: candidate.completedT)
         if span.allSatisfy({ $0.acc != nil }), gravity?.stamp != appended { gravity = (appended, BoardGravity(points.compactMap(\.acc))) }
         if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
         return [(refined, trace, .fittedPositions)]
+    }
+
+    /// The readings from `from` to `to`, both included. Readings enter in time order
+    /// (`StationDetector.feedDistance`), so they are one run of the window, found by two binary
+    /// searches: a rep reads four such runs of a 20 s window, and each reading of it is unpacked
+    /// when read.
+    private func readings(from: Double, to: Double) -> [Point] {
+        func firstIndex(after bound: Double, orAt: Bool) -> Int {
+            var low = 0, high = points.count
+            while low < high {
+                let middle = (low + high) / 2
+                let t = points[middle].t
+                if orAt ? t < bound : t <= bound { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+        let start = firstIndex(after: from, orAt: true), end = firstIndex(after: to, orAt: false)
+        return start < end ? Array(points[start..<end]) : []
     }
 
     /// `window`'s readings fused with the accelerometer, when every one of them carries it and
