@@ -12,8 +12,8 @@ downloaded, nothing of this computer written) with the installed /etc/vbt,
 container:
 
 - the boot starts vbt.target (install.sh enables it): every unit runs, the
-  bus, the rep-detector and the bridge under SCHED_RR 10, and reps reach the
-  recorder's store;
+  bus, the rep-detector and the bridge under SCHED_RR 10, each at its unit's
+  `Nice=` (the session-recorder -5), and reps reach the recorder's store;
 - `systemctl kill --kill-whom=main -s KILL rep-detector.service`: systemd starts it again
   (NRestarts 1, a new MainPID) and reps keep coming; no other unit restarted;
 - `systemctl stop vbt.target` stops every unit, none failed;
@@ -43,6 +43,15 @@ STATION = "rack-01"
 SERVER_UNITS = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier", "coach-console"]
 UNITS = [*(f"{name}.service" for name in SERVER_UNITS), f"sensor-bridge@{STATION}.service"]
 REALTIME = {"vbt-bus.service", "rep-detector.service", f"sensor-bridge@{STATION}.service"}
+
+
+def unit_nice(unit: str) -> int:
+    """The `Nice=` of a unit's file in deploy/systemd (0 without): what its processes must run at."""
+    name = re.sub(r"@[^.]*", "@", unit)
+    for line in (REPO / "deploy" / "systemd" / name).read_text().splitlines():
+        if line.startswith("Nice="):
+            return int(line.split("=", 1)[1])
+    return 0
 STORE = "/var/lib/vbt/session-recorder/vbt.sqlite"
 BOOT_S = 120.0  # a boot on a busy 2-core machine takes 10-20 s
 REPS_S = 90.0  # the simulated athlete's first rep comes within a few seconds of the bridge's start
@@ -160,6 +169,10 @@ class Container:
         assert policy and priority, text
         return f"{policy.group(1)} {priority.group(1)}"
 
+    def nice(self, pid: str) -> int:
+        """The niceness of a process of the container, as `ps` reads it."""
+        return int(self.run("ps", "-o", "ni=", "-p", pid).strip())
+
     def poweroff(self) -> int:
         self.run("systemctl", "poweroff", "--no-block")
         return self.process.wait(timeout=BOOT_S)
@@ -195,6 +208,10 @@ def test_systemd_runs_restarts_and_stops_the_units(tmp_path):
         for unit in UNITS:
             expected = "SCHED_RR 10" if unit in REALTIME else "SCHED_OTHER 0"
             assert container.policy(state[unit]["MainPID"]) == expected, unit
+            # Under the normal scheduler, the session-recorder ahead of other work (-5), the posture-evaluator
+            # behind it (5); `ps` shows no niceness for a real-time process.
+            if unit not in REALTIME:
+                assert container.nice(state[unit]["MainPID"]) == unit_nice(unit), unit
 
         # A killed rep-detector is started again by systemd, and reps keep coming.
         before = container.reps()
