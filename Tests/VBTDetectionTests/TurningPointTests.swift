@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VBTSensors
 
 @testable import VBTDetection
 
@@ -7,32 +8,18 @@ import Testing
 // solve. These tests fit the same candidates the plain way, a pass over the readings and a
 // general 4 x 4 elimination, and ask for the same fits and the same turning points.
 
-/// A deterministic generator (SplitMix64), so a failure can be run again.
-private struct Seeded {
-    var state: UInt64
-    mutating func next() -> Double {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-    }
-    /// Roughly normal (the sum of four uniforms, centred and scaled to sd 1).
-    mutating func normal() -> Double { (next() + next() + next() + next() - 2) * 1.732 }
-}
-
 /// A bar at rest from `turnT` on, at 0.4 m: leaving it upwards then (`up`, a rise's start), or
 /// rising into it before (a rise's end), with the given acceleration; read at `hz` with
 /// `noiseM` of noise (sd) and uneven timing.
 private func trace(turnT: Double, up: Bool, accelerationMps2: Double, hz: Double, noiseM: Double, seed: UInt64) -> [KinematicSample] {
-    var random = Seeded(state: seed)
+    var random = SeededGenerator(seed: seed)
     let restM = 0.4
     return (0..<Int(2 * hz)).map { index in
-        let t = 1_000_000 + Double(index) / hz + 0.2 * random.next() / hz
+        let t = 1_000_000 + Double(index) / hz + 0.2 * Double.random(in: 0..<1, using: &random) / hz
         let d = max(0, up ? t - turnT : turnT - t)
         let moved = 0.5 * accelerationMps2 * d * d + 0.1 * accelerationMps2 * d * d * d
         return KinematicSample(
-            t: t, positionM: restM + (up ? moved : -moved) + noiseM * random.normal(), velocityMps: 0, accelerationMps2: 0)
+            t: t, positionM: restM + (up ? moved : -moved) + random.normal(sd: noiseM), velocityMps: 0, accelerationMps2: 0)
     }
 }
 
