@@ -391,6 +391,11 @@ public struct StationDetector: Sendable, Codable {
     /// picking the bar up to the shoulders before a press (it stays there and
     /// is pressed on from there), is not a rep, however big.
     static let returnShare = 0.6
+    /// The bar IMU sees a slow lowering only in part: a 3-1-X descent is quiet in every window and
+    /// its integral may rest before the bottom, so the lowering into a rep can read as well under
+    /// 0.6 of it. A rise it saw lowered into by this share is a rep's: a pick-up has nothing lowered
+    /// before it but its own dip (a hang clean's, about 0.1 m of a 0.4-0.5 m rise, under a quarter).
+    static let imuLoweredIntoShare = 0.3
     /// A rise not lowered from within this long is no rep.
     static let pendingLimitS = 20.0
 
@@ -478,7 +483,7 @@ public struct StationDetector: Sendable, Codable {
                 out += notARep(waiting, because: "it was neither lowered into nor lowered from before the next rise")
             }
         }
-        if rise.candidate.descentBeforeM >= Self.returnShare * rise.candidate.riseM {
+        if rise.candidate.descentBeforeM >= (rise.sensor == "imu" ? Self.imuLoweredIntoShare : Self.returnShare) * rise.candidate.riseM {
             out += judge(rise)
         } else {
             pending = rise

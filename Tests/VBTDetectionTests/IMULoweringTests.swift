@@ -14,7 +14,7 @@ struct IMULoweringTests {
         detector.assignment.exercise = exercise
         var random = SeededGenerator(seed: seed)
         var out: [(t: Double, output: DetectorOutput)] = []
-        var (t, from) = (1_000.0, 0.0)
+        var (t, from) = (0.0, 0.0)
         for move in moves {
             let start = t
             while t < start + move.s {
@@ -33,7 +33,7 @@ struct IMULoweringTests {
     func firstRepOnTheWayDown() {
         // 3 s on the floor, 0.55 m up in 1 s, 0.8 s at the top, down in 1.2 s (ending at 5.8 s), 3 s on the floor.
         let out = run([(0, 3), (0.55, 1), (0.55, 0.8), (0, 1.2), (0, 3)], exercise: "deadlift")
-        let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t - 1_000 } else { nil } }
+        let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t } else { nil } }
         #expect(given.count == 1, "\(out.map(\.output))")
         #expect(given.first.map { $0 < 5.8 } == true, "given at \(given) s, the descent ends at 5.8 s")
     }
@@ -45,9 +45,25 @@ struct IMULoweringTests {
             // 0.6 s at the top, back to the shoulders in 1.2 s, 2 s there, and down to the hips.
             let moves: [(toM: Double, s: Double)] = [(0, 3), (0.42, 0.3), (0.42, 1.5), (0.97, 1), (0.97, 0.6), (0.42, 1.2), (0.42, 2), (0, 0.8), (0, 3)]
             let out = run(moves, exercise: "press", seed: seed, noiseG: 0.02)
-            let tops = out.compactMap { item -> Double? in if case .rep(let rep) = item.output { rep.measurement.concentricEndT - 1_000 } else { nil } }
+            let tops = out.compactMap { item -> Double? in if case .rep(let rep) = item.output { rep.measurement.concentricEndT } else { nil } }
             #expect(tops.allSatisfy { $0 > 3.5 }, "seed \(seed): reps with tops at \(tops) s; the pick-up's is at 3.3 s")
             #expect(tops.filter { abs($0 - 5.8) < 0.3 }.count == 1, "seed \(seed): reps with tops at \(tops) s; the press's is at 5.8 s")
         }
+    }
+
+    @Test("a rise the IMU saw lowered into by a third of it is a rep; a pick-up after its own dip (a fifth of it) is still none")
+    func loweredIntoShare() {
+        func repTops(_ moves: [(toM: Double, s: Double)]) -> [Double] {
+            run(moves, exercise: "generic").compactMap { item -> Double? in
+                if case .rep(let rep) = item.output { rep.measurement.concentricEndT } else { nil }
+            }
+        }
+        // 0.16 m down, 1.5 s still, 0.45 m up (its top at 5.5 s), 1.5 s there.
+        let partLowered = repTops([(0, 3), (-0.16, 0.5), (-0.16, 1.5), (0.29, 0.5), (0.29, 1.5), (0.29, 2)])
+        #expect(partLowered.count == 1 && partLowered.allSatisfy { abs($0 - 5.5) < 0.3 }, "reps with tops at \(partLowered) s")
+        // A dip of 0.1 m and a pick-up of 0.45 m from it (its top at 3.8 s), 1.5 s at the shoulders,
+        // a press of 0.5 m (its top at 6.3 s), 0.6 s there, and back to the shoulders.
+        let pickup = repTops([(0, 3), (-0.1, 0.3), (0.35, 0.5), (0.35, 1.5), (0.85, 1), (0.85, 0.6), (0.35, 1.2), (0.35, 3)])
+        #expect(pickup.count == 1 && pickup.allSatisfy { abs($0 - 6.3) < 0.3 }, "reps with tops at \(pickup) s")
     }
 }
