@@ -19,9 +19,11 @@ import VBTWire
 // - reading time: how long after the rep's top (`concentricEndT`) the reading
 //   that gave the rep was taken (p50/p99/max; the same figures as the test's).
 
-/// The sensors of the real-sensor sessions, as PublishLatencyTests names them.
+/// The sensors of the real-sensor sessions, as PublishLatencyTests names them, and the laser with
+/// its unit's accelerometer, as the load test's rack has it: each rep's rise and phases fused
+/// (a Kalman smoother over the phases' span, up to 15 s before a set's first rep).
 enum FeedSensor: String, CaseIterable {
-    case laser50 = "laser 50 Hz", lidar20 = "lidar 20 Hz", imu60 = "phone IMU 60 Hz"
+    case laser50 = "laser 50 Hz", laserAcc50 = "laser+acc 50 Hz", lidar20 = "lidar 20 Hz", imu60 = "phone IMU 60 Hz"
 }
 
 /// One reading of one station, ready for `feed`: its reading time, and the readings value holding it alone.
@@ -61,8 +63,8 @@ func feedSessions(_ sensor: FeedSensor) throws -> FeedSessions {
             config.repsPerSet = 5
             config.restS = 20
             config.faults = .realWorld
-            config.laserAccelerometer = false
-            config.distanceRateHz = sensor == .laser50 ? 50 : sensor == .lidar20 ? 20 : 0
+            config.laserAccelerometer = sensor == .laserAcc50
+            config.distanceRateHz = sensor == .laser50 || sensor == .laserAcc50 ? 50 : sensor == .lidar20 ? 20 : 0
             config.distanceNoiseMm = sensor == .lidar20 ? 4 : 2
             config.imuRateHz = sensor == .imu60 ? 60 : 0
             var sensors = SimulatedSensors(config)

@@ -243,9 +243,11 @@ struct Matrix4 {
         return Matrix4((rows.0 + t.rows.0) / 2, (rows.1 + t.rows.1) / 2, (rows.2 + t.rows.2) / 2, (rows.3 + t.rows.3) / 2)
     }
 
-    /// The inverse by Gauss-Jordan elimination with partial pivoting; nil when singular.
+    /// The inverse by Gauss-Jordan elimination with partial pivoting; nil when singular. The
+    /// smoother inverts a matrix a reading: rows in inline arrays, indexed without a switch.
     var inverse: Matrix4? {
-        var a = self, result = Matrix4.identity
+        var a: InlineArray<4, SIMD4<Double>> = [rows.0, rows.1, rows.2, rows.3]
+        var result: InlineArray<4, SIMD4<Double>> = [SIMD4(1, 0, 0, 0), SIMD4(0, 1, 0, 0), SIMD4(0, 0, 1, 0), SIMD4(0, 0, 0, 1)]
         for column in 0..<4 {
             var pivot = column
             for row in (column + 1)..<4 where abs(a[row][column]) > abs(a[pivot][column]) { pivot = row }
@@ -264,8 +266,11 @@ struct Matrix4 {
                 result[row] -= factor * result[column]
             }
         }
-        let finite = (0..<4).allSatisfy { row in (0..<4).allSatisfy { result[row][$0].isFinite } }
-        return finite ? result : nil
+        for row in 0..<4 {
+            let lanes = result[row]
+            guard lanes[0].isFinite, lanes[1].isFinite, lanes[2].isFinite, lanes[3].isFinite else { return nil }
+        }
+        return Matrix4(result[0], result[1], result[2], result[3])
     }
 
     static func + (l: Matrix4, r: Matrix4) -> Matrix4 { Matrix4(l.rows.0 + r.rows.0, l.rows.1 + r.rows.1, l.rows.2 + r.rows.2, l.rows.3 + r.rows.3) }
