@@ -137,6 +137,11 @@ public final class Subscriber {
     /// the stations it follows. Its readings are then never checked here; the
     /// consumers that read them check them.
     public var sampleSensors: Set<String>?
+    /// The stations whose samples the caller reads (nil: every one), by the name in the topic
+    /// (`sample.<station>`). Another station's sample is skipped as another sensor's is: a
+    /// rep-detector serving part of a gym (`--stations GLOB`) parses only its own stations'
+    /// readings, not every station's on the bus.
+    public var sampleStations: (@Sendable (String) -> Bool)?
     /// Each sample stream's `src` and topic, made once, not for every message (`RecurringNames`).
     private let names = RecurringNames()
     /// How long `next` lets messages gather once the queue is empty before it
@@ -223,7 +228,7 @@ public final class Subscriber {
     func accept(_ received: ReceivedMessage) -> BusMessage? {
         let message: BusMessage
         do {
-            message = try decodeMessage(received, samples: samples, using: sampleSensors, names: names)
+            message = try decodeMessage(received, samples: samples, using: servesStation(of: received) ? sampleSensors : [], names: names)
         } catch {
             reject(error, topic: received.frames.first)
             return nil
@@ -234,6 +239,14 @@ public final class Subscriber {
         let forCaller = wanted(message.topic)
         if message.topic == Self.busHeartbeatTopic { noteBusHeartbeat(message) }
         return forCaller ? message : nil
+    }
+
+    /// Whether the frame is no sample, or one of a station the caller reads (`sampleStations`).
+    private func servesStation(of received: ReceivedMessage) -> Bool {
+        guard let sampleStations, let topic = received.frames.first else { return true }
+        let prefix = SampleMessage.topicPrefix.utf8
+        guard topic.count > prefix.count, topic.starts(with: prefix) else { return true }
+        return sampleStations(String(decoding: topic.dropFirst(prefix.count), as: UTF8.self))
     }
 
     /// Forgets the sources that received nothing for `forgetAfterS` (to within the minute between looks).

@@ -198,10 +198,11 @@ public final class DetectorRuntime {
         // builds and finds malformed is counted as the subscriber counts it (`process`). A
         // laser's readings, each of them used, are read whole as they are received. Both in the
         // envelope's pass: located, then read again, they were two fifths of the decoding
-        // (docs/decisions/0034-wire-codec-hot-paths.md). A wearable's are not the detector's: its samples are read only
-        // as far as their envelope.
+        // (docs/decisions/0034-wire-codec-hot-paths.md). A wearable's samples, and with --stations
+        // other stations', are read only as far as their envelope (counted for their streams).
         subscriber.samples = .read([SampleMessage.distanceSensor], times: [SampleMessage.imuSensor])
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
+        if options.stationsGlob != "*" { subscriber.sampleStations = { [glob = options.stationsGlob] in fnmatch(glob, $0, 0) == 0 } }
         heartbeat.subscribes = subscriber.subscribedPrefixes
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")

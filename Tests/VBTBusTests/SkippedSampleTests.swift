@@ -95,4 +95,26 @@ struct SkippedSampleTests {
         #expect(try received[2].payload(as: SampleMessage.self) == Self.posture)
         #expect(subscriber.stats.totals.gaps == 0 && subscriber.stats.totals.malformed == 0 && subscriber.stats.totals.received == 6)
     }
+    @Test("a subscriber serving some stations reads only their samples, and counts every station's")
+    func subscriberSkipsOtherStations() throws {
+        let bus = MemoryBus()
+        let subscriber = try Subscriber(transport: bus, prefixes: ["sample.", "status."], logger: Logger(label: "skip-test"))
+        subscriber.samples = .located
+        subscriber.sampleStations = { $0.hasPrefix("rack-") }
+        let publisher = try Publisher(transport: bus, program: "bridge")
+        let stations = ["rack-1", "bench-1", "rack-2", "bench-2"]
+        for (index, station) in stations.enumerated() {
+            try publisher.publish(Self.distance, station: station, ts: 1_795_910_514 + Double(index))
+        }
+        // Not a sample: never skipped, whatever its station.
+        let status = StatusMessage(state: .streaming, sensor: "distance", device: "/dev/ttyACM0", rateHz: 50)
+        try publisher.publish(status, station: "bench-1", ts: 1_795_910_520)
+        var received: [BusMessage] = []
+        while let message = try subscriber.next(timeoutMs: 0) { received.append(message) }
+        #expect(received.map(\.topic) == ["sample.rack-1", "sample.bench-1", "sample.rack-2", "sample.bench-2", "status.bench-1"])
+        #expect(received.map { $0.body.isEmpty } == [false, true, false, true, false])
+        #expect(try received[0].payload(as: SampleMessage.self) == Self.distance)
+        #expect(try received[4].payload(as: StatusMessage.self) == status)
+        #expect(subscriber.stats.totals.gaps == 0 && subscriber.stats.totals.malformed == 0 && subscriber.stats.totals.received == 5)
+    }
 }
