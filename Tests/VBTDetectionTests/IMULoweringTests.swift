@@ -14,19 +14,12 @@ struct IMULoweringTests {
         detector.assignment.exercise = exercise
         var random = SeededGenerator(seed: seed)
         var out: [(t: Double, output: DetectorOutput)] = []
-        var (t, from) = (0.0, 0.0)
-        for move in moves {
-            let start = t
-            while t < start + move.s {
-                let x = (t - start) / move.s
-                let a = (move.toM - from) * .pi * .pi / (2 * move.s * move.s) * cos(.pi * x)
-                let reading = detector.feedIMU(t: t, accG: (0, 0, 1 + a / standardGravity + random.normal(sd: noiseG)), angleDeg: (0, 0))
-                out += reading.map { (t, $0) }
-                t += 1.0 / 60
-            }
-            from = move.toM
+        let readings = cosineMoves(moves)
+        for (t, a) in readings {
+            out += detector.feedIMU(t: t, accG: (0, 0, 1 + a / standardGravity + random.normal(sd: noiseG)), angleDeg: (0, 0)).map { (t, $0) }
         }
-        return out + detector.finish(at: t).map { (t, $0) }
+        let end = (readings.last?.t ?? -1.0 / 60) + 1.0 / 60
+        return out + detector.finish(at: end).map { (end, $0) }
     }
 
     @Test("a first rep from the floor is a rep while the bar is still on its way down, not at the rest after it")

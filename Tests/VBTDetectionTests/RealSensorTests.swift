@@ -191,16 +191,8 @@ struct IMUGrinderTests {
     func rises(_ moves: [(toM: Double, s: Double)]) -> [IMURise] {
         var tracker = IMUTracker(settings: DetectorSettings())
         var found: [IMURise] = []
-        var (t, from) = (0.0, 0.0)
-        for move in moves {
-            let start = t
-            while t < start + move.s {
-                let x = (t - start) / move.s
-                let a = (move.toM - from) * .pi * .pi / (2 * move.s * move.s) * cos(.pi * x)
-                found += tracker.feed(t: t, accG: (0, 0, 1 + a / standardGravity), gyroDps: nil, angleDeg: (0, 0))
-                t += 1.0 / 60
-            }
-            from = move.toM
+        for (t, a) in cosineMoves(moves) {
+            found += tracker.feed(t: t, accG: (0, 0, 1 + a / standardGravity), gyroDps: nil, angleDeg: (0, 0))
         }
         return found
     }
@@ -232,18 +224,9 @@ struct IMUPausedDescentTests {
             return (Double(state >> 11) + 0.5) / Double(1 << 53)
         }
         var found: [IMURise] = []
-        var (t, from) = (0.0, 0.0)
-        let moves: [(toM: Double, s: Double)] = [(0, 4), (-0.45, 3), (-0.45, pauseS), (0, 0.5), (0, 3)]
-        for move in moves {
-            let start = t
-            while t < start + move.s {
-                let x = (t - start) / move.s
-                let a = (move.toM - from) * .pi * .pi / (2 * move.s * move.s) * cos(.pi * x)
-                let noise = noiseG * (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform())
-                found += tracker.feed(t: t, accG: (0, 0, 1 + a / standardGravity + noise), gyroDps: nil, angleDeg: (0, 0))
-                t += 1.0 / 60
-            }
-            from = move.toM
+        for (t, a) in cosineMoves([(0, 4), (-0.45, 3), (-0.45, pauseS), (0, 0.5), (0, 3)]) {
+            let noise = noiseG * (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform())
+            found += tracker.feed(t: t, accG: (0, 0, 1 + a / standardGravity + noise), gyroDps: nil, angleDeg: (0, 0))
         }
         return found
     }
