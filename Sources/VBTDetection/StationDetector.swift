@@ -800,11 +800,6 @@ struct DistanceTracker: Sendable, Codable {
         return found
     }
 
-    /// The bar's heights from `from` to `to` (Phases.swift).
-    func heights(from: Double, to: Double) -> [(t: Double, m: Double)] {
-        points.filter { $0.t >= from && $0.t <= to }.map { (t: $0.t, m: $0.m) }
-    }
-
     /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.
     func lowest(_ lowest: inout LowestHeight) -> Double? { lowest.update(points) }
 
