@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import VBTBus
 import VBTWire
 
@@ -24,23 +25,52 @@ public func packageRoot() -> URL {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that is free now and that no outgoing connection
+/// will take before a program binds it.
+///
+/// The port comes from below the kernel's ephemeral range
+/// (`ip_local_port_range`): `connect()` takes its source ports from that
+/// range, so a port handed out of it can be taken by any reconnecting socket in
+/// the moment between this check and the program's `bind`. Below it only
+/// listeners bind, and each test process walks its own sequence (started from
+/// its pid) so two runs do not hand out the same port; a port in use is skipped.
 public func freeLoopbackPort() -> Int {
+    portSequence.withLock { next in
+        let range = listenerPortRange
+        for _ in 0..<range.count {
+            let port = range.lowerBound + next % range.count
+            next += 1
+            if loopbackPortIsFree(port) { return port }
+        }
+        preconditionFailure("no free loopback port in \(range)")
+    }
+}
+
+/// Ports outside the ephemeral range: 10000 up to its start (or above its end).
+private let listenerPortRange: Range<Int> = {
+    let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+    let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+    let (low, high) = bounds.count == 2 ? (bounds[0], bounds[1]) : (32768, 60999)
+    if low - 10000 >= 4096 { return 10000..<low }
+    if 65535 - high >= 4096 { return (high + 1)..<65536 }
+    preconditionFailure("the ephemeral port range \(low)-\(high) leaves no room for test listeners")
+}()
+
+private let portSequence = Mutex<Int>(Int(getpid()) &* 613)
+
+private func loopbackPortIsFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     precondition(fd >= 0, "socket() failed")
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+    return withUnsafePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
-            bind(fd, sockaddr, length) == 0 && getsockname(fd, sockaddr, &length) == 0
+            bind(fd, sockaddr, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
         }
     }
-    precondition(bound, "could not bind a loopback port")
-    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 /// A fresh pair of bus endpoints on free loopback ports.

@@ -108,10 +108,41 @@ def binary(name: str) -> str:
     return str(path)
 
 
+def _listener_ports() -> range:
+    """Ports below (or above) the kernel's ephemeral range, which connect() never takes."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    if low - 10000 >= 4096:
+        return range(10000, low)
+    if 65535 - high >= 4096:
+        return range(high + 1, 65536)
+    raise RuntimeError(f"the ephemeral port range {low}-{high} leaves no room for test listeners")
+
+
+_LISTENER_PORTS = _listener_ports()
+_next_port = os.getpid() * 613
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now that no reconnecting socket can take before a program binds it.
+
+    A port from bind(0) is ephemeral, and any outgoing connection may take it as its source
+    port between this check and the program's bind. Ports below the ephemeral range are taken
+    only by listeners; each test process walks its own sequence from its pid and skips ports in use.
+    """
+    global _next_port
+    for _ in range(len(_LISTENER_PORTS)):
+        port = _LISTENER_PORTS[_next_port % len(_LISTENER_PORTS)]
+        _next_port += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_LISTENER_PORTS}")
 
 
 def scheduled(nice: int, rr: int) -> None:
