@@ -42,9 +42,13 @@ public struct ProducerLiveness: Sendable {
     }
 
     private var lastHeard: [String: Double] = [:]
+    /// Per producer, its latest silences (a gap between heartbeats past `heartbeatGapS`), oldest first.
+    private var silences: [String: [ClosedRange<Double>]] = [:]
     private var endpoints: [String: Endpoint] = [:]
     /// A gap between two heartbeats longer than this counts as not heard (a partition).
     public var heartbeatGapS = 3.0
+    /// Most silences kept per producer: more than any hole waits through.
+    private static let silencesKept = 64
 
     /// Creates an empty record.
     public init() {}
@@ -56,7 +60,26 @@ public struct ProducerLiveness: Sendable {
             if now - from <= heartbeatGapS { state.unansweredWhileHeard += max(0, now - from) }
             endpoints[endpoint] = state
         }
+        if let last = lastHeard[producer], now - last > heartbeatGapS {
+            silences[producer, default: []].append((last + heartbeatGapS)...now)
+            if silences[producer]!.count > Self.silencesKept { silences[producer]!.removeFirst() }
+        }
         lastHeard[producer] = now
+    }
+
+    /// Seconds from `since` to `now` during which `producer` was heard: the time less its
+    /// silences (each gap between its heartbeats beyond `heartbeatGapS`, and the one going on).
+    /// A hole's patience runs on this clock: a producer behind a partition, a flapping link or a
+    /// bus that is down may answer once it is heard again, and its silence is not its delay.
+    public func heardSeconds(_ producer: String, since: Double, now: Double) -> Double {
+        var silent = 0.0
+        for silence in silences[producer] ?? [] where silence.upperBound > since {
+            silent += silence.upperBound - max(silence.lowerBound, since)
+        }
+        if let last = lastHeard[producer], now - last > heartbeatGapS {
+            silent += now - max(last + heartbeatGapS, since)
+        }
+        return max(0, now - since - silent)
     }
 
     /// A question sent to `endpoint` at `now`.

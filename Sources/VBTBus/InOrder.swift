@@ -21,7 +21,8 @@ import VBTWire
 public final class InOrderInput {
     /// How long recovery waits.
     public struct Settings: Sendable {
-        /// How long a hole may wait for a producer that answers before it is counted lost.
+        /// How long a hole may wait for a producer that answers before it is counted lost: seconds
+        /// during which the producer is heard (its silences, past 3 s between heartbeats, pause it).
         public var giveUpS = 15.0
         /// The longest any hole waits without a reply that fills part of it, even while its
         /// producer answers other streams first (or answers it with nothing): every wait is bounded.
@@ -623,7 +624,7 @@ public final class InOrderInput {
         guard let range else { return }
         counters.lost += range.count
         let reason =
-            producers[src].map { "\($0) did not answer in time (\(settings.giveUpS) s; \(settings.maxWaitS) s once it had answered)" }
+            producers[src].map { "\($0) did not answer in time (\(settings.giveUpS) s while heard; \(settings.maxWaitS) s in all)" }
             ?? (engine.isJournalless(src) ? "its producer keeps no journal" : "no producer offers its journal")
         logLoss(src, range, reason: reason)
         drain(src)

@@ -163,8 +163,9 @@ package final class RecoveryEngine {
     /// `beatsWaited` of the bus's heartbeats (its patience in `settings`): whether it is given up
     /// now. A stream no heartbeat has offered is not waited for long (its producer may keep no
     /// journal, and is given up at once once its heartbeat says so); an offered one up to
-    /// `giveUpS`, longer while its producer answers others first (`inLine`) or answered before on
-    /// a slow link, never past `maxWaitS`. `unanswered`: its last question went unanswered;
+    /// `giveUpS` of the time its producer was heard (`ProducerLiveness.heardSeconds`), longer
+    /// while its producer answers others first (`inLine`) or answered before on a slow link,
+    /// never past `maxWaitS`. `unanswered`: its last question went unanswered;
     /// `repeats`: how many times in a row.
     package func liveGivesUp(
         _ src: String, waited: Double, beatsWaited: Int, unanswered: Bool, repeats: Int, now: Double, settings: InOrderInput.Settings
@@ -175,6 +176,8 @@ package final class RecoveryEngine {
                 || isJournalless(src)
         }
         if waited > settings.maxWaitS { return true }
+        // Its producer's silences (a partition, a flapping link, the bus down) do not count.
+        let heard = producers[src].map { liveness.heardSeconds($0, since: now - waited, now: now) } ?? waited
         // Waiting for its turn to ask (`maxQuestions`) while its producer answers the others,
         // and never left unanswered itself: it waits on.
         let inLine = !unanswered && endpoint.flatMap { lastAnswer[$0] }.map { now - $0 < settings.answerTimeoutS } == true
@@ -182,7 +185,7 @@ package final class RecoveryEngine {
         // closed (a station's journal fetched over a throttled Wi-Fi link answered after 16 s),
         // so it waits up to `maxWaitS`, asked again less and less often.
         let slowLink = repeats > 0 && endpoint.map { lastAnswer[$0] != nil } == true
-        return waited > settings.giveUpS && !inLine && !slowLink
+        return heard > settings.giveUpS && !inLine && !slowLink
     }
 
     /// The history's judgement (`HolePatience`, `ProducerLiveness`) of a hole in `src` missing since `since`.

@@ -115,7 +115,14 @@ struct RecoveryEngineTests {
         rig.engine.takeReplies { _, _ in }
         rig.engine.answered(question.endpoint, number: question.number)
         #expect(!givesUp(settings.giveUpS + 1, unanswered: false), "in line while its producer answers")
-        rig.bus.manualClock.advance(settings.answerTimeoutS + 1)
+        // Seconds pass with the producer heard every second.
+        func heard(for seconds: Int) throws {
+            for _ in 0..<seconds {
+                rig.bus.manualClock.advance(1)
+                rig.note(try rig.heartbeatMessage())
+            }
+        }
+        try heard(for: Int(settings.answerTimeoutS) + 1)
         let later = rig.bus.clock.monotonicSeconds()
         func givesUpLater(_ waited: Double, repeats: Int) -> Bool {
             rig.engine.liveGivesUp(src, waited: waited, beatsWaited: 0, unanswered: true, repeats: repeats, now: later, settings: settings)
@@ -123,6 +130,38 @@ struct RecoveryEngineTests {
         #expect(givesUpLater(settings.giveUpS + 1, repeats: 0), "not answered lately, never asked again")
         #expect(!givesUpLater(settings.giveUpS + 1, repeats: 1), "a slow link: asked again, waited for")
         #expect(givesUpLater(settings.maxWaitS + 1, repeats: 1), "never past maxWaitS")
+        // Its producer falls silent (a partition, a link down): the silence past the heartbeat gap
+        // does not count towards giveUpS, though the wall clock passes it; maxWaitS still holds.
+        rig.bus.manualClock.advance(settings.giveUpS)
+        let silent = rig.bus.clock.monotonicSeconds()
+        func givesUpSilent(_ waited: Double) -> Bool {
+            rig.engine.liveGivesUp(src, waited: waited, beatsWaited: 0, unanswered: true, repeats: 0, now: silent, settings: settings)
+        }
+        #expect(!givesUpSilent(settings.giveUpS + 1), "silent for \(settings.giveUpS) s: heard for about 4 s of the wait")
+        #expect(givesUpSilent(settings.maxWaitS + 1), "never past maxWaitS")
+        // Heard again: the wait goes on from the heard seconds it had.
+        rig.note(try rig.heartbeatMessage())
+        try heard(for: Int(settings.giveUpS) - 2)
+        let heardAgain = rig.bus.clock.monotonicSeconds()
+        let waited = heardAgain - (silent - settings.giveUpS - 1)
+        #expect(
+            rig.engine.liveGivesUp(src, waited: waited, beatsWaited: 0, unanswered: true, repeats: 0, now: heardAgain, settings: settings),
+            "heard for more than giveUpS of the wait, though silent for some of it")
+    }
+
+    @Test("a producer's heard seconds: gaps between heartbeats up to the gap limit are heard, the rest of a longer silence is not, the one going on too")
+    func heardSeconds() {
+        var liveness = ProducerLiveness()
+        liveness.heartbeatGapS = 3
+        for t in stride(from: 100.0, through: 110, by: 1) { liveness.heard("p", endpoint: nil, at: t) }
+        #expect(liveness.heardSeconds("p", since: 100, now: 110) == 10)
+        #expect(liveness.heardSeconds("p", since: 100, now: 112) == 12, "a silence up to the gap is heard")
+        #expect(liveness.heardSeconds("p", since: 100, now: 120) == 13, "past the gap it is not")
+        liveness.heard("p", endpoint: nil, at: 120)
+        liveness.heard("p", endpoint: nil, at: 121)
+        #expect(liveness.heardSeconds("p", since: 100, now: 121) == 14, "the 10 s gap: 3 heard, 7 not")
+        #expect(liveness.heardSeconds("p", since: 115, now: 121) == 1, "a hole begun inside the silence counts from its end")
+        #expect(liveness.heardSeconds("q", since: 100, now: 121) == 21, "a producer never heard: no silence is known")
     }
 
     @Test("the history's patience: an endpoint off this computer offered without a key cannot be used (real libzmq), and its hole is given up naming it")
