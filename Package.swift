@@ -353,7 +353,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTNotifyTests",
-            dependencies: ["VBTNotify", "VBTPosture", "VBTWire", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTNotify", "VBTConsole", "VBTPosture", "VBTWire", "VBTBus", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTConsoleTests",

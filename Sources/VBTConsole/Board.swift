@@ -29,6 +29,10 @@ public struct ConsoleBoard: Sendable {
     /// Messages taken in, and those that did not decode (counted, never shown).
     public private(set) var messages = 0
     public private(set) var malformed = 0
+    /// The latest notices and clears, newest last (at most `recentKept`), each with when it came.
+    public private(set) var recent: [RecentAlert] = []
+    /// Notices and clears kept in `recent`.
+    public var recentKept = 20
 
     public init() {}
 
@@ -94,6 +98,7 @@ public struct ConsoleBoard: Sendable {
             // A timer cancelled by an unassignment still names the athlete who left.
             update(station, athlete: nil) {
                 $0.rest = RestView(timer)
+                $0.restReceivedAt = now
                 $0.restAthlete = athlete ?? $0.athlete
             }
         case WorkoutMessage.type:
@@ -128,6 +133,10 @@ public struct ConsoleBoard: Sendable {
             guard var alert = decode(AlertMessage.self) else { return }
             alert.station = station
             let open = alert.state == .raised || alert.state == .repeat
+            if alert.state == .cleared || alert.state == .notice {
+                recent.append(RecentAlert(at: now, cleared: alert.state == .cleared, message: alert.message))
+                if recent.count > recentKept { recent.removeFirst(recent.count - recentKept) }
+            }
             // An alert about a program (not a station's bridge) is the whole gym's.
             if stations[station] == nil, alert.program != nil {
                 guard open || gymAlerts[alert.alertId] != nil else { return }
@@ -213,6 +222,9 @@ public struct StationState: Sendable, Equatable, Codable {
     /// Posture calibrations finished here since the console started.
     public var calibrations = 0
     public var rest: RestView?
+    /// Monotonic seconds when `rest` came, to count it down between the notifier's messages; the
+    /// server's own, not sent (a browser counts down by its own clock).
+    public internal(set) var restReceivedAt: Double?
     public var sensors: [String: SensorView] = [:]
     /// Whether the station's bridge has gone quiet (no heartbeat or status for `silentAfterS`).
     public var silent = false
@@ -549,18 +561,30 @@ public struct AlertView: Sendable, Equatable, Codable {
     public var kind: String
     public var severity: String
     public var message: String
+    /// When the condition began (the alert's `since`, Unix seconds); the server's own, not sent.
+    public var since = 0.0
 
     init(_ alert: AlertMessage) {
         alertId = alert.alertId
         kind = alert.kind.rawValue
         severity = alert.severity.rawValue
         message = alert.message
+        since = alert.since
     }
 
     enum CodingKeys: String, CodingKey {
         case kind, severity, message
         case alertId = "alert_id"
     }
+}
+
+/// A notice, or an alert's clearing, as it came.
+public struct RecentAlert: Sendable, Equatable {
+    /// Monotonic seconds when it came.
+    public var at: Double
+    /// A clearing (else a notice).
+    public var cleared: Bool
+    public var message: String
 }
 
 /// A program's answer to a command.

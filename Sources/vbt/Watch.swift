@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTCommandLine
-import VBTNotify
+import VBTConsole
 import VBTWire
 
 #if canImport(Glibc)
@@ -40,7 +40,8 @@ struct Watch: AsyncParsableCommand {
                 prefixes: MessageTypes.prefixes(
                     RepMessage.self, SetMessage.self, PostureMessage.self, TimerMessage.self, WorkoutMessage.self, StatusMessage.self, AlertMessage.self,
                     CommandMessage.self), logger: quietLogger)
-            var board = WatchBoard()
+            // The console's own board: the terminal and the browser draw the same model.
+            var board = ConsoleBoard()
             var nextDraw = 0.0
             // The bus's heartbeat comes every second: three without one and the screen says so.
             var heardBus = (count: 0, at: monotonicSeconds())
@@ -52,7 +53,7 @@ struct Watch: AsyncParsableCommand {
                 guard now >= nextDraw else { continue }
                 nextDraw = now + refresh
                 let size = terminal.size()
-                var lines = board.render(now: now, width: size.columns, height: size.lines - 1, clock: clockText())
+                var lines = board.textScreen(now: now, width: size.columns, height: size.lines - 1, clock: clockText())
                 if now - heardBus.at > busTimeoutS {
                     let banner = "BUS NOT REACHABLE at \(config.subEndpoint): nothing below is live (is vbt-bus running?)"
                     lines.insert(String(banner.prefix(size.columns)), at: 0)

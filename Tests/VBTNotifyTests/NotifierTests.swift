@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VBTBus
+import VBTConsole
 import VBTPosture
 import VBTWire
 
@@ -94,7 +95,7 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
 
     @Test func anUnassignedStationLosesItsRestPlanAndAthleteAndSaysSo() {
         var notifier = Notifier(settings: noSnapshots, now: t0)
-        var board = WatchBoard()
+        var board = ConsoleBoard()
         func show(_ outputs: [NotifierOutput]) {
             for output in outputs {
                 switch output {
@@ -116,7 +117,7 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
         #expect(acks(notifier.handle(command(CommandName.restSkip), now: t0 + 3)).first?.reason == "no rest timer at rack-01")
         // The set that ended with the unassignment still names who left: the board keeps nobody there.
         board.apply(busMessage(SetMessage(setId: "s2", event: .end, reps: 2, reason: .command), athlete: "ana"), now: 3)
-        #expect(board.rows["rack-01"]?.athlete == nil && board.rows["rack-01"]?.exercise == nil)
+        #expect(board.stations["rack-01"]?.athlete == nil && board.stations["rack-01"]?.exercise == nil)
     }
 
     @Test func everyCommandItActsOnIsAnsweredDoneOrRefusedWithTheReason() {
@@ -553,9 +554,10 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
     }
 }
 
-@Suite struct WatchBoardTests {
+/// The notifier's messages on the console's board as `vbt watch` draws it (`ConsoleBoard.textScreen`).
+@Suite struct WatchScreenTests {
     @Test func theBoardShowsStationsTimersAndAlerts() {
-        var board = WatchBoard()
+        var board = ConsoleBoard()
         var notifier = Notifier(settings: noSnapshots, now: t0)
         for output in notifier.handle(command("plan.assign", plan), now: t0) + notifier.handle(setEnd("s1"), now: t0) {
             switch output {
@@ -574,14 +576,14 @@ private func commands(_ outputs: [NotifierOutput]) -> [CommandMessage] {
             alertId: "rack-02/posture", kind: .posture, severity: .warning, state: .raised,
             message: "bo at rack-02: bad posture for 6 s; straighten up and brace", since: t0, station: "rack-02", athlete: "bo")
         board.apply(busMessage(alert, station: "rack-02", athlete: "bo"), now: 100)
-        var screen = board.render(now: 110.2, width: 100, height: 30, clock: "12:00:00").joined(separator: "\n")
+        var screen = board.textScreen(now: 110.2, width: 100, height: 30, clock: "12:00:00").joined(separator: "\n")
         #expect(screen.contains("rack-01   ana      squat 100kg     1/2   0.63    12"))
         #expect(screen.contains("2:50"), "180 s rest, 10 s later")
         #expect(screen.contains("WARN bo at rack-02: bad posture"))
         alert.state = .cleared
         alert.message = "bo at rack-02: posture correct again"
         board.apply(busMessage(alert, station: "rack-02", athlete: "bo"), now: 120)
-        screen = board.render(now: 121, width: 60, height: 30, clock: "12:00:01").joined(separator: "\n")
+        screen = board.textScreen(now: 121, width: 60, height: 30, clock: "12:00:01").joined(separator: "\n")
         #expect(screen.contains("none open"))
         #expect(screen.contains("ok   1s ago: bo at rack-02: posture correct again"))
         #expect(screen.split(separator: "\n").allSatisfy { $0.count <= 60 })
