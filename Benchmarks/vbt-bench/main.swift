@@ -204,7 +204,7 @@ func codecRates() throws -> (
             }
         }
     }
-    let trafficSkipped = try rate(trafficIterations * trafficFrames.count) {
+    let trafficSkipped = rate(trafficIterations * trafficFrames.count) {
         for _ in 0..<trafficIterations {
             for frames in trafficFrames {
                 guard let message = decodeSkippedSample(topic: frames.topic, body: frames.body, using: postureSensors) else { fatalError("not skipped") }

@@ -410,7 +410,8 @@ public final class InOrderInput {
         if message.topic == Subscriber.busHeartbeatTopic { busBeats += 1 }
         let now = clock.monotonicSeconds()
         engine.note(heartbeat: message, tracks: { wants(String(streamTopic($0))) }) { src, last, _ in
-            let known = streams.update(src) { stream in
+            // Nil when the stream is not known yet.
+            let known: Void? = streams.update(src) { stream in
                 if last >= stream.next, last > stream.tail {
                     stream.tail = last
                     if stream.missingSince == nil { stream.missingSince = now }

@@ -39,13 +39,12 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String,
-        line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let explicit { merged.merge(explicit) { _, new in new } }
+        if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
+        if let error = event.error { merged["error"] = "\(error)" }
+        let (level, message, source) = (event.level, event.message, event.source)
         var json = JSONWriter(capacity: 256)
         json.beginObject()
         json.key("ts")

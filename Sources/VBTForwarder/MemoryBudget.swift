@@ -191,7 +191,7 @@ enum KernelSocket {
                 $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
                     var ip = address.pointee.sin_addr
                     inet_ntop(AF_INET, &ip, &text, socklen_t(text.count))
-                    return "\(String(cString: text)):\(UInt16(bigEndian: address.pointee.sin_port))"
+                    return "\(cText(text)):\(UInt16(bigEndian: address.pointee.sin_port))"
                 }
             }
         case AF_INET6:
@@ -199,7 +199,7 @@ enum KernelSocket {
                 $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
                     var ip = address.pointee.sin6_addr
                     inet_ntop(AF_INET6, &ip, &text, socklen_t(text.count))
-                    return "[\(String(cString: text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
+                    return "[\(cText(text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
                 }
             }
         default:
@@ -211,4 +211,9 @@ enum KernelSocket {
     static func shutDown(_ descriptor: Int32) {
         _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
     }
+}
+
+/// The text of a NUL-terminated C string held in an array.
+private func cText(_ characters: [CChar]) -> String {
+    String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -481,7 +481,6 @@ extension TrainingStore {
     public func progress(athlete: String, exercise: String?, utcOffsetS: Int) throws(StoreError) -> ProgressReport {
         guard abs(utcOffsetS) <= 18 * 3_600 else { throw StoreError(.invalid, "utc_offset_s must be within +-18 h, not \(utcOffsetS)") }
         return try read { db in
-            let offset = Double(utcOffsetS)
             let exercises = try String.fetchAll(
                 db,
                 sql: """
