@@ -57,14 +57,26 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     // Velocity fitted over about 0.2 s whatever the rate (at least five readings).
     let interval = (last.t - first.t) / Double(window.count - 1)
     let halfWidth = max(2, Int((0.1 / interval).rounded()))
-    let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: halfWidth)
+    // Only the velocity is read, and only walking back from the concentric start to the descent
+    // (up to 15 s of readings are given for a set's first rep): each reading's is fitted when
+    // first read, the same fit over the same neighbours as `differentiate`'s.
+    let times = window.map(\.t), positions = window.map(\.m)
+    let trace = window.map { KinematicSample(t: $0.t, positionM: $0.m, velocityMps: 0, accelerationMps2: 0) }
+    var velocities = [Double](repeating: .nan, count: window.count)
+    func velocity(_ index: Int) -> Double {
+        if velocities[index].isNaN {
+            let low = max(0, index - halfWidth), high = min(window.count - 1, index + halfWidth)
+            velocities[index] = regressionSlope(times[low...high], positions[low...high])
+        }
+        return velocities[index]
+    }
     // The descent: the last qualifying run of downward movement before the concentric start.
     guard var index = trace.lastIndex(where: { $0.t <= concentricStartT }) else { return nil }
     var run: (from: Int, to: Int)?
     while index >= 0, trace[index].t > (previousTopT ?? -.infinity) {
-        guard trace[index].velocityMps < -phaseMovingMps else { index -= 1; continue }
+        guard velocity(index) < -phaseMovingMps else { index -= 1; continue }
         var start = index
-        while start > 0, trace[start - 1].velocityMps < -phaseMovingMps { start -= 1 }
+        while start > 0, velocity(start - 1) < -phaseMovingMps { start -= 1 }
         let heights = trace[start...index].map(\.positionM)
         if (heights.max() ?? 0) - (heights.min() ?? 0) >= phaseDescentShare * romM {
             run = (start, index)
@@ -78,8 +90,9 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     // The fits see only the readings between the previous rep's top and this rep's rise: a
     // rise on either side is another movement, and taken as the turn's far side it bends the
     // fit (a slow descent leaves the top by millimetres in its first tenth of a second).
+    // (The fits read times and heights only.)
     let flipped = trace.filter { $0.t >= (previousTopT ?? -.infinity) && $0.t <= concentricStartT }.map {
-        KinematicSample(t: $0.t, positionM: -$0.positionM, velocityMps: -$0.velocityMps, accelerationMps2: 0)
+        KinematicSample(t: $0.t, positionM: -$0.positionM, velocityMps: 0, accelerationMps2: 0)
     }
     // The fits' windows scale with the descent: a slow one's ends are parabolas over a
     // second or more. The velocity threshold lies 0.6 s inside a 5 s descent, so a fit

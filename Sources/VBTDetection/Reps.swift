@@ -331,12 +331,14 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     /// The fit's squared error with the turning point at `candidate`, and p0.
     func fit(_ candidate: Double) -> (error: Double, p: Double)? {
         let (moving, other) = sums.sides(at: candidate, movingAfter: movingAfter)
+        // Both variants share the moving side's elimination (`solve` is the two steps in one).
+        guard let eliminated = sums.eliminate(moving: moving) else { return nil }
         var best: (error: Double, p: Double)?
         for variant in 0..<2 {
             let flatOtherSide = variant == 1
             // The jerk term may bend the curve, not carry it: otherwise a turning
             // point pushed into the rest still fits (a d^2 + c d^3 is flat near 0).
-            guard let x = sums.solve(moving: moving, other: other, flatOtherSide: flatOtherSide),
+            guard let x = sums.solve(eliminated, moving: moving, other: other, flatOtherSide: flatOtherSide),
                 x.a * sign > 0, x.b * sign >= 0, abs(x.c) * halfWindowS <= 0.1 * abs(x.a)
             else { continue }
             if best == nil || x.error < best!.error { best = (x.error, x.p0) }
@@ -448,12 +450,28 @@ struct TurningPointSums {
     /// other and to p0, and b only to p0: a 2 x 2 block and a scalar are eliminated, leaving one
     /// equation for p0 (a Schur complement), exact like a general solve and a tenth of its work.
     func solve(moving m: Side, other o: Side, flatOtherSide: Bool) -> (p0: Double, a: Double, c: Double, b: Double, error: Double)? {
+        eliminate(moving: m).flatMap { solve($0, moving: m, other: o, flatOtherSide: flatOtherSide) }
+    }
+
+    /// The moving side's 2 x 2 block eliminated: its inverse applied to its couplings with p0
+    /// (g) and its right side (h), and what is left of p0's equation; nil when the side cannot
+    /// determine a and c. It does not depend on the other side, so both variants share it.
+    struct Eliminated {
+        var ig2: Double, ig3: Double, ih2: Double, ih3: Double, schur: Double, right: Double
+    }
+
+    /// `solve`'s first step (see `Eliminated`).
+    func eliminate(moving m: Side) -> Eliminated? {
         let det = m.d4 * m.d6 - m.d5 * m.d5
         guard det > 1e-12 * m.d4 * m.d6, det > 0 else { return nil }
-        // The moving block's inverse applied to its couplings with p0 (g) and its right side (h).
         let (ig2, ig3) = ((m.d6 * m.d2 - m.d5 * m.d3) / det, (m.d4 * m.d3 - m.d5 * m.d2) / det)
         let (ih2, ih3) = ((m.d6 * m.yd2 - m.d5 * m.yd3) / det, (m.d4 * m.yd3 - m.d5 * m.yd2) / det)
-        var schur = n - (m.d2 * ig2 + m.d3 * ig3), right = y - (m.d2 * ih2 + m.d3 * ih3)
+        return Eliminated(ig2: ig2, ig3: ig3, ih2: ih2, ih3: ih3, schur: n - (m.d2 * ig2 + m.d3 * ig3), right: y - (m.d2 * ih2 + m.d3 * ih3))
+    }
+
+    /// `solve`'s second step: the other side's b eliminated, then p0, a, c, b and the error.
+    func solve(_ e: Eliminated, moving m: Side, other o: Side, flatOtherSide: Bool) -> (p0: Double, a: Double, c: Double, b: Double, error: Double)? {
+        var schur = e.schur, right = e.right
         if !flatOtherSide {
             guard o.d4 > 0 else { return nil }
             schur -= o.d2 * o.d2 / o.d4
@@ -461,7 +479,7 @@ struct TurningPointSums {
         }
         guard schur > 1e-12 * n else { return nil }
         let p0 = right / schur
-        let a = ih2 - ig2 * p0, c = ih3 - ig3 * p0
+        let a = e.ih2 - e.ig2 * p0, c = e.ih3 - e.ig3 * p0
         let b = flatOtherSide ? 0 : (o.yd2 - o.d2 * p0) / o.d4
         // For a least-squares solution, SSE = y'y - x'(A'y).
         let error = yy - (p0 * y + a * m.yd2 + c * m.yd3 + b * (flatOtherSide ? 0 : o.yd2))

@@ -647,7 +647,7 @@ public struct StationDetector: Sendable, Codable {
         let from = max(measurement.concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
         let readings =
             rise.sensor == "distance"
-            ? (distance.trace(from: from, to: measurement.concentricStartT + 0.3)?.0 ?? []).map { (t: $0.t, m: $0.positionM) }
+            ? distance.heights(from: from, to: measurement.concentricStartT + 0.3)
             : rise.trace.map { (t: $0.t, m: $0.positionM) }
         return measurePhases(readings, concentricStartT: measurement.concentricStartT, romM: measurement.romMm / 1000, previousTopT: previousTopT)
     }
@@ -822,6 +822,16 @@ struct DistanceTracker: Sendable, Codable {
         guard window.count >= 4 else { return nil }
         if let fused = fused(readings(from: from - 0.5, to: to)) { return (fused, .velocityZeros) }
         return (differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)
+    }
+
+    /// The bar's heights from `from` to `to` as `trace` gives them, without its velocities (the
+    /// phases read heights only): fused, else the readings themselves (a differentiated trace
+    /// keeps them raw); none with too few readings.
+    func heights(from: Double, to: Double) -> [(t: Double, m: Double)] {
+        let window = readings(from: from, to: to)
+        guard window.count >= 4 else { return [] }
+        if let fused = fused(readings(from: from - 0.5, to: to)) { return fused.map { (t: $0.t, m: $0.positionM) } }
+        return window.map { (t: $0.t, m: $0.m) }
     }
 
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
