@@ -217,10 +217,17 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
     }
 
     /// The newer of the two files' checkpoints (nil when neither exists); the next written is newer still.
+    /// Read an element at a time (`loadElements`), and with both files there, only the newer's
+    /// elements are decoded: a gym's detector state is tens of MB, and each held whole once more
+    /// is as much again at the restarted process's peak.
     public func load() throws -> ConsumerCheckpoint<[Element]>? {
-        let regular = try ConsumerCheckpoint<[Element]>.load(file)
-        let command = try ConsumerCheckpoint<[Element]>.load(commandFile)
-        let newest = [regular, command].compactMap { $0 }.max { ($0.generation ?? 0) < ($1.generation ?? 0) }
+        var newestFile = file
+        if FileManager.default.fileExists(atPath: commandFile.path) {
+            let regular = try ConsumerCheckpoint<[Element]>.loadHead(file)
+            let command = try ConsumerCheckpoint<[Element]>.loadHead(commandFile)
+            if let command, regular == nil || (command.generation ?? 0) > (regular?.generation ?? 0) { newestFile = commandFile }
+        }
+        let newest = try ConsumerCheckpoint<[Element]>.loadElements(newestFile)
         lock.withLock { generation = max(generation, newest?.generation ?? 0) }
         return newest
     }

@@ -1,0 +1,162 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Reading a checkpoint whose state is an array, an element at a time. A thousand stations'
+// detector state is a file of some 60 MB; read whole (its bytes, their copy as `Data`, the
+// decoded state beside them) it took a restarted rep-detector to 143 MB at its peak, three
+// times what it holds once running (docs/performance.md, "The rep-detector's memory").
+
+extension ConsumerCheckpoint {
+    /// Reads the checkpoint in `file` as `load` does, its state an element at a time: besides
+    /// what is decoded, only one element's bytes and a 64 KiB buffer are in memory. Any file
+    /// `load` reads (whatever its keys' order and spacing) reads the same. Nil when there is none.
+    public static func loadElements<Element: Codable>(_ file: CheckpointFile) throws -> Self? where State == [Element] {
+        try read(file, decodingElements: true)
+    }
+
+    /// The checkpoint in `file` with its state left empty (its elements are read past, not
+    /// decoded): which of two files is the newer. Nil when there is none.
+    static func loadHead<Element: Codable>(_ file: CheckpointFile) throws -> Self? where State == [Element] {
+        try read(file, decodingElements: false)
+    }
+
+    private static func read<Element: Codable>(_ file: CheckpointFile, decodingElements: Bool) throws -> Self? where State == [Element] {
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw JournalError("cannot read the checkpoint \(file.path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        let decoder = Self.decoder
+        var elements: [Element] = []
+        var splitter = StateSplitter()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw JournalError("cannot read the checkpoint \(file.path): \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            try chunk.withUnsafeBufferPointer { bytes in
+                try splitter.take(UnsafeBufferPointer(rebasing: bytes[..<count]), keepingElements: decodingElements) { element in
+                    elements.append(try decoder.decode(Element.self, from: Data(element)))
+                }
+            }
+        }
+        // The object with its state emptied: `"state":[]` decodes as no elements.
+        var checkpoint = try decoder.decode(Self.self, from: Data(splitter.head))
+        checkpoint.state = elements
+        return checkpoint
+    }
+}
+
+/// Splits a checkpoint's JSON as it is read into the object without its state's elements
+/// (`head`) and the elements, each handed over whole as soon as it ends. The state is the
+/// array that is the value of the top-level key `state`; strings are skipped over (their
+/// brackets, commas and escaped quotes are not the structure's).
+struct StateSplitter {
+    /// The object so far, the state's elements left out (`"state":[]`).
+    private(set) var head: [UInt8] = []
+    private var element: [UInt8] = []
+    private var depth = 0
+    private var inString = false
+    private var escaped = false
+    /// Within the state's brackets.
+    private var inState = false
+    private var stateSeen = false
+    /// At depth 1 the next string is a key (after `{` or `,`); the key read last.
+    private var expectingKey = false
+    private var readingKey = false
+    private var key: [UInt8] = []
+    private static let stateKey = Array("state".utf8)
+
+    /// Takes the next `bytes`; `element` gets each element of the state as it ends (its bytes
+    /// kept only with `keepingElements`).
+    mutating func take(_ bytes: UnsafeBufferPointer<UInt8>, keepingElements: Bool, element ended: ([UInt8]) throws -> Void) throws {
+        for byte in bytes {
+            if inState {
+                try takeInState(byte, keeping: keepingElements, ended)
+                continue
+            }
+            head.append(byte)
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                    if readingKey { readingKey = false }
+                    continue
+                }
+                if readingKey { key.append(byte) }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+                if depth == 1, expectingKey {
+                    (readingKey, expectingKey) = (true, false)
+                    key.removeAll(keepingCapacity: true)
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                if depth == 1 { expectingKey = byte == UInt8(ascii: "{") }
+                if depth == 2, byte == UInt8(ascii: "["), key == Self.stateKey, !stateSeen { (inState, stateSeen) = (true, true) }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+            case UInt8(ascii: ",") where depth == 1:
+                expectingKey = true
+                key.removeAll(keepingCapacity: true)
+            default:
+                break
+            }
+        }
+    }
+
+    private mutating func takeInState(_ byte: UInt8, keeping: Bool, _ ended: ([UInt8]) throws -> Void) throws {
+        if inString {
+            if keeping { element.append(byte) }
+            if escaped {
+                escaped = false
+            } else if byte == UInt8(ascii: "\\") {
+                escaped = true
+            } else if byte == UInt8(ascii: "\"") {
+                inString = false
+            }
+            return
+        }
+        switch byte {
+        case UInt8(ascii: "\""):
+            inString = true
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            depth += 1
+        case UInt8(ascii: "}"), UInt8(ascii: "]"):
+            if depth == 2 {
+                // The state's own closing bracket: its last element has ended.
+                try finishElement(keeping: keeping, ended)
+                (inState, depth) = (false, 1)
+                head.append(byte)
+                return
+            }
+            depth -= 1
+        case UInt8(ascii: ",") where depth == 2:
+            return try finishElement(keeping: keeping, ended)
+        default:
+            break
+        }
+        if keeping { element.append(byte) }
+    }
+
+    private mutating func finishElement(keeping: Bool, _ ended: ([UInt8]) throws -> Void) throws {
+        defer { element.removeAll(keepingCapacity: true) }
+        guard keeping else { return }
+        // Only spacing (an empty state, `[ ]`) is no element.
+        guard element.contains(where: { ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains($0) }) else { return }
+        try ended(element)
+    }
+}
