@@ -134,11 +134,13 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     let r = settings.laserNoiseM * settings.laserNoiseM
     let qa = settings.accelerationNoiseMps2 * settings.accelerationNoiseMps2
     let qb = settings.offsetDriftMps2 * settings.offsetDriftMps2
-    var filtered: [SIMD4<Double>] = [], filteredP: [Matrix4] = []
-    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = []
-    var transitions: [Matrix4] = []
-    filtered.reserveCapacity(count); filteredP.reserveCapacity(count)
+    // The forward pass keeps, per reading, what the backward pass needs: the predicted state and
+    // covariance, the transition into the reading, and the laser update's gain and innovation
+    // (over its variance).
+    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = [], transitions: [Matrix4] = []
+    var innovations: [Double] = [], gains: [SIMD4<Double>] = []
     predicted.reserveCapacity(count); predictedP.reserveCapacity(count); transitions.reserveCapacity(count)
+    innovations.reserveCapacity(count); gains.reserveCapacity(count)
     var x = SIMD4<Double>(readings[0].positionM, 0, 0, 1)
     var p = Matrix4(diagonal: SIMD4(r, 1.0, 0.5 * 0.5, 0.1 * 0.1))
     for k in 0..<count {
@@ -158,22 +160,28 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
         // Laser update: a scalar measurement of the position.
         let column = p.column0
         let s = column[0] + r
-        x += column * ((readings[k].positionM - x[0]) / s)
+        let innovation = (readings[k].positionM - x[0]) / s
+        x += column * innovation
         p = (p - Matrix4.outer(column, column / s)).symmetrised
-        filtered.append(x)
-        filteredP.append(p)
+        innovations.append(innovation)
+        gains.append(column / s)
     }
-    // Backward pass (Rauch-Tung-Striebel).
-    var smoothed = filtered
-    for k in stride(from: count - 2, through: 0, by: -1) {
-        guard let inverse = predictedP[k + 1].inverse else { continue }
-        let c = filteredP[k] * transitions[k + 1].transposed * inverse
-        smoothed[k] = filtered[k] + c * (smoothed[k + 1] - predicted[k + 1])
+    // Backward pass in the Bryson-Frazier form (Bierman, "Factorization Methods for Discrete
+    // Sequential Estimation", 1977): the smoothed state is the predicted one plus its covariance
+    // times an adjoint carried back through the updates and transitions. The same smoother as
+    // Rauch-Tung-Striebel's, without inverting a covariance a reading. For the laser's scalar
+    // update (H = e0): adjoint = e0 innovation / s + (I - K e0^T)^T ahead.
+    var samples = [KinematicSample](repeating: KinematicSample(t: 0, positionM: 0, velocityMps: 0, accelerationMps2: 0), count: count)
+    var ahead = SIMD4<Double>()  // F(k+1)^T adjoint(k+1); none after the last reading
+    for k in stride(from: count - 1, through: 0, by: -1) {
+        var adjoint = ahead
+        adjoint[0] -= (gains[k] * ahead).sum()
+        adjoint[0] += innovations[k]
+        let state = predicted[k] + predictedP[k] * adjoint
+        samples[k] = KinematicSample(t: readings[k].t, positionM: state[0], velocityMps: state[1], accelerationMps2: state[3] * input[k] - state[2])
+        ahead = transitions[k].transposed * adjoint
     }
-    return (0..<count).map { k in
-        let state = smoothed[k]
-        return KinematicSample(t: readings[k].t, positionM: state[0], velocityMps: state[1], accelerationMps2: state[3] * input[k] - state[2])
-    }
+    return samples
 }
 
 /// Whether the accelerometer feels the bar's motion: the laser's acceleration
@@ -241,36 +249,6 @@ struct Matrix4 {
     var symmetrised: Matrix4 {
         let t = transposed
         return Matrix4((rows.0 + t.rows.0) / 2, (rows.1 + t.rows.1) / 2, (rows.2 + t.rows.2) / 2, (rows.3 + t.rows.3) / 2)
-    }
-
-    /// The inverse by Gauss-Jordan elimination with partial pivoting; nil when singular. The
-    /// smoother inverts a matrix a reading: rows in inline arrays, indexed without a switch.
-    var inverse: Matrix4? {
-        var a: InlineArray<4, SIMD4<Double>> = [rows.0, rows.1, rows.2, rows.3]
-        var result: InlineArray<4, SIMD4<Double>> = [SIMD4(1, 0, 0, 0), SIMD4(0, 1, 0, 0), SIMD4(0, 0, 1, 0), SIMD4(0, 0, 0, 1)]
-        for column in 0..<4 {
-            var pivot = column
-            for row in (column + 1)..<4 where abs(a[row][column]) > abs(a[pivot][column]) { pivot = row }
-            guard abs(a[pivot][column]) > 1e-300 else { return nil }
-            if pivot != column {
-                (a[pivot], a[column]) = (a[column], a[pivot])
-                (result[pivot], result[column]) = (result[column], result[pivot])
-            }
-            let scale = 1 / a[column][column]
-            a[column] *= scale
-            result[column] *= scale
-            for row in 0..<4 where row != column {
-                let factor = a[row][column]
-                guard factor != 0 else { continue }
-                a[row] -= factor * a[column]
-                result[row] -= factor * result[column]
-            }
-        }
-        for row in 0..<4 {
-            let lanes = result[row]
-            guard lanes[0].isFinite, lanes[1].isFinite, lanes[2].isFinite, lanes[3].isFinite else { return nil }
-        }
-        return Matrix4(result[0], result[1], result[2], result[3])
     }
 
     static func + (l: Matrix4, r: Matrix4) -> Matrix4 { Matrix4(l.rows.0 + r.rows.0, l.rows.1 + r.rows.1, l.rows.2 + r.rows.2, l.rows.3 + r.rows.3) }
