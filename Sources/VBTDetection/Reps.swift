@@ -328,11 +328,14 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     let movingAfter = minimum
     let sign = minimum ? 1.0 : -1.0
     let sums = TurningPointSums(points, around: guess)
-    /// The fit's squared error with the turning point at `candidate`, and p0.
-    func fit(_ candidate: Double) -> (error: Double, p: Double)? {
-        let (moving, other) = sums.sides(at: candidate, movingAfter: movingAfter)
-        // Both variants share the moving side's elimination (`solve` is the two steps in one).
-        guard let eliminated = sums.eliminate(moving: moving) else { return nil }
+    /// The fit's squared error with the turning point at `candidate`, and p0; and the split of
+    /// the readings there (`after`: the previous try's, from a lower candidate).
+    func fit(_ candidate: Double, after: Int?) -> (fit: (error: Double, p: Double)?, split: Int) {
+        // Both variants share the moving side's elimination (`solve` is the two steps in one),
+        // and read only three of the other side's sums.
+        let (moving, split, e) = sums.movingSide(at: candidate, movingAfter: movingAfter, after: after)
+        guard let eliminated = sums.eliminate(moving: moving) else { return (nil, split) }
+        let other = sums.otherSide(split: split, movingAfter: movingAfter, e: e, full: false)
         var best: (error: Double, p: Double)?
         for variant in 0..<2 {
             let flatOtherSide = variant == 1
@@ -343,7 +346,7 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
             else { continue }
             if best == nil || x.error < best!.error { best = (x.error, x.p0) }
         }
-        return best
+        return (best, split)
     }
     // Coarse-to-fine: 4 ms steps over the window, then 0.5 ms steps around the
     // best. A slow lift's wide window takes proportionally coarser steps (its
@@ -353,9 +356,12 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     func search(from: Double, to: Double, step: Double) {
         // Counted steps: adding a tiny step to a huge time could never advance.
         let steps = Int(min(10_000, max(0, ((to - from) / step).rounded(.down))))
+        var split: Int?
         for k in 0...steps {
             let candidate = from + Double(k) * step
-            if let result = fit(candidate), result.error < best.error { best = (candidate, result.p, result.error) }
+            let tried = fit(candidate, after: split)
+            split = tried.split
+            if let result = tried.fit, result.error < best.error { best = (candidate, result.p, result.error) }
         }
     }
     search(from: guess - halfWindowS, to: guess + halfWindowS, step: coarseS)
@@ -411,18 +417,36 @@ struct TurningPointSums {
     /// side is the readings after it (`movingAfter`) or before it; a reading at t0 itself is
     /// on the other side.
     func sides(at t0: Double, movingAfter: Bool) -> (moving: Side, other: Side) {
+        let (moving, split, e) = movingSide(at: t0, movingAfter: movingAfter)
+        return (moving, otherSide(split: split, movingAfter: movingAfter, e: e, full: true))
+    }
+
+    /// The moving side's sums with the turning point at `t0`, and where the sides split. A
+    /// search trying turning points in ascending order passes the last split as `after`: the
+    /// split only moves on, a reading or so a try, so it is walked to, not searched for.
+    func movingSide(at t0: Double, movingAfter: Bool, after: Int? = nil) -> (side: Side, split: Int, e: Double) {
         // The first reading after t0 (movingAfter) or at or after it.
         var low = 0, high = times.count
+        if let after {
+            low = after
+            while low < high, movingAfter ? times[low] <= t0 : times[low] < t0 { low += 1 }
+            high = low
+        }
         while low < high {
             let middle = (low + high) / 2
             if movingAfter ? times[middle] <= t0 : times[middle] < t0 { low = middle + 1 } else { high = middle }
         }
         let e = t0 - reference
-        let before = side(from: 0, to: low, e: e), after = side(from: low, to: times.count, e: e)
-        return movingAfter ? (after, before) : (before, after)
+        return (movingAfter ? side(from: low, to: times.count, e: e, full: true) : side(from: 0, to: low, e: e, full: true), low, e)
     }
 
-    private func side(from: Int, to: Int, e: Double) -> Side {
+    /// The other side's sums at the same split: in `full`, else only what `solve` reads of
+    /// it (d^2, d^4, y d^2; the rest 0).
+    func otherSide(split: Int, movingAfter: Bool, e: Double, full: Bool) -> Side {
+        movingAfter ? side(from: 0, to: split, e: e, full: full) : side(from: split, to: times.count, e: e, full: full)
+    }
+
+    private func side(from: Int, to: Int, e: Double, full: Bool) -> Side {
         let lower = from * Self.stride, upper = to * Self.stride
         func run(_ j: Int) -> Double { prefix[upper + j] - prefix[lower + j] }
         let (u0, u1, u2, u3, u4, u5, u6) = (run(0), run(1), run(2), run(3), run(4), run(5), run(6))
@@ -431,6 +455,12 @@ struct TurningPointSums {
         let f = -e
         var side = Side()
         side.d2 = u2 + f * (2 * u1 + f * u0)
+        guard full else {
+            let d4Inner: Double = 4 * u1 + f * u0
+            side.d4 = u4 + f * (4 * u3 + f * (6 * u2 + f * d4Inner))
+            side.yd2 = w2 + f * (2 * w1 + f * w0)
+            return side
+        }
         side.d3 = u3 + f * (3 * u2 + f * (3 * u1 + f * u0))
         let d4Inner: Double = 4 * u1 + f * u0
         side.d4 = u4 + f * (4 * u3 + f * (6 * u2 + f * d4Inner))

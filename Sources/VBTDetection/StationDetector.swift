@@ -860,11 +860,10 @@ struct DistanceTracker: Sendable, Codable {
         // The EMA lags: widen the window so the true valley and peak are inside
         // (but not back into the previous rise, which may have ended lower).
         let window = readings(from: max(candidate.valleyT - 0.5, lastPeakT), to: candidate.completedT)
-        let trace = differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2)
         var refined = candidate
-        // Locate the valley and peak on the unlagged trace.
-        if let low = trace.filter({ $0.t <= candidate.peakT }).min(by: { $0.positionM < $1.positionM }) { refined.valleyT = low.t }
-        if let high = trace.filter({ $0.t >= refined.valleyT }).max(by: { $0.positionM < $1.positionM }) { refined.peakT = high.t }
+        // Locate the valley and peak on the unlagged readings.
+        if let low = window.filter({ $0.t <= candidate.peakT }).min(by: { $0.m < $1.m }) { refined.valleyT = low.t }
+        if let high = window.filter({ $0.t >= refined.valleyT }).max(by: { $0.m < $1.m }) { refined.peakT = high.t }
         // What came before the rise: how far the bar was lowered into it.
         let valleyM = window.filter { $0.t >= refined.valleyT - 0.1 && $0.t <= refined.peakT }.map(\.m).min() ?? m
         let since = max(refined.valleyT - 8, lastPeakT)
@@ -875,7 +874,7 @@ struct DistanceTracker: Sendable, Codable {
         let span = readings(from: refined.valleyT - 1.0, to: candidate.completedT)
         if span.allSatisfy({ $0.acc != nil }), gravity?.stamp != appended { gravity = (appended, BoardGravity(points.compactMap(\.acc))) }
         if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
-        return [(refined, trace, .fittedPositions)]
+        return [(refined, differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)]
     }
 
     /// The readings from `from` to `to`, both included. Readings enter in time order
