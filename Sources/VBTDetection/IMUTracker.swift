@@ -41,6 +41,9 @@ struct NoiseFloor: Sendable, Codable, Equatable {
 struct IMURise: Sendable {
     var candidate: ConcentricCandidate
     var trace: [KinematicSample]
+    /// The rise began at the lowest the bar has been over the last 20 s (within the turning
+    /// points' hysteresis and the rise's uncertainty): from the floor, where a deadlift starts.
+    var fromLowest = false
 }
 
 /// The bar IMU: rests, movements between them, rises within them.
@@ -400,6 +403,8 @@ struct IMUTracker: Sendable, Codable {
         }
         // A rise still open at the end of the movement ends at the rest that follows.
         if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) { found.append(end) }
+        // The lowest the bar has been over the last 20 s, this movement among them.
+        let lowestM = heights.lazy.map(\.m).min() ?? position
         let rises = found.map { candidate in
             var rise = candidate
             rise.completedT = completedT
@@ -412,7 +417,8 @@ struct IMUTracker: Sendable, Codable {
             rise.descentBeforeM = max(0, before - valleyM)
             rise.riseUncertaintyM = positionNoise(over: rise.peakT - rise.valleyT)
             lastPeakT = rise.peakT
-            return IMURise(candidate: rise, trace: samples)
+            let fromLowest = valleyM - lowestM <= settings.hysteresisM + 3 * rise.riseUncertaintyM
+            return IMURise(candidate: rise, trace: samples, fromLowest: fromLowest)
         }
         // A rise that stopped without the bar coming down and went on up within the same movement
         // (no rest between) is one rise: a grinder past its sticking point, as the laser's held rise
@@ -432,7 +438,7 @@ struct IMUTracker: Sendable, Codable {
                 whole.riseM = whole.peakM - (earlier.peakM - earlier.riseM)
                 whole.descentBeforeM = earlier.descentBeforeM
                 whole.riseUncertaintyM = positionNoise(over: whole.peakT - whole.valleyT)
-                joined[joined.count - 1] = IMURise(candidate: whole, trace: samples)
+                joined[joined.count - 1] = IMURise(candidate: whole, trace: samples, fromLowest: joined[joined.count - 1].fromLowest)
             } else {
                 joined.append(rise)
             }

@@ -349,7 +349,8 @@ public struct StationDetector: Sendable, Codable {
         lastReadingT = max(lastReadingT, t)
         guard usesIMU(at: t) else { return out }
         for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
-            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"))
+            let fromTheFloor = rise.fromLowest && Self.pulledFromTheFloor.contains(exercise.name)
+            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"), fromTheFloor: fromTheFloor)
         }
         out += resolvePending(by: .imu, at: t)
         return out
@@ -396,6 +397,12 @@ public struct StationDetector: Sendable, Codable {
     /// 0.6 of it. A rise it saw lowered into by this share is a rep's: a pick-up has nothing lowered
     /// before it but its own dip (a hang clean's, about 0.1 m of a 0.4-0.5 m rise, under a quarter).
     static let imuLoweredIntoShare = 0.3
+    /// Exercises whose every rep is a pull from a dead stop on the floor (or the blocks or pins it
+    /// is set up on): a rise from the lowest the bar has been is the lift itself, so the first rep
+    /// of a set is a rep at its top, not when its lowering comes. Nothing lifted to the shoulders
+    /// passes for one: a clean from the floor moves the bar about twice a deadlift's ROM (out of
+    /// its band), and one from the hang starts at a lockout, not at the lowest.
+    static let pulledFromTheFloor: Set<String> = ["deadlift"]
     /// A rise not lowered from within this long is no rep.
     static let pendingLimitS = 20.0
 
@@ -469,8 +476,9 @@ public struct StationDetector: Sendable, Codable {
     /// Whose lifting a pattern learned here is, and whose patterns relax this station's reps.
     private var patternOwner: String { assignment.athlete ?? station }
 
-    /// Judges a rise at once when it was lowered into; otherwise waits for what follows.
-    private mutating func consider(_ rise: Pending) -> [DetectorOutput] {
+    /// Judges a rise at once when it was lowered into, or pulled from the floor in a lift that
+    /// starts there (`pulledFromTheFloor`); otherwise waits for what follows.
+    private mutating func consider(_ rise: Pending, fromTheFloor: Bool = false) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         if let waiting = pending {
             pending = nil
@@ -483,7 +491,7 @@ public struct StationDetector: Sendable, Codable {
                 out += notARep(waiting, because: "it was neither lowered into nor lowered from before the next rise")
             }
         }
-        if rise.candidate.descentBeforeM >= (rise.sensor == "imu" ? Self.imuLoweredIntoShare : Self.returnShare) * rise.candidate.riseM {
+        if fromTheFloor || rise.candidate.descentBeforeM >= (rise.sensor == "imu" ? Self.imuLoweredIntoShare : Self.returnShare) * rise.candidate.riseM {
             out += judge(rise)
         } else {
             pending = rise

@@ -25,10 +25,25 @@ struct IMULoweringTests {
     @Test("a first rep from the floor is a rep while the bar is still on its way down, not at the rest after it")
     func firstRepOnTheWayDown() {
         // 3 s on the floor, 0.55 m up in 1 s, 0.8 s at the top, down in 1.2 s (ending at 5.8 s), 3 s on the floor.
-        let out = run([(0, 3), (0.55, 1), (0.55, 0.8), (0, 1.2), (0, 3)], exercise: "deadlift")
+        let out = run([(0, 3), (0.55, 1), (0.55, 0.8), (0, 1.2), (0, 3)], exercise: "generic")
         let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t } else { nil } }
         #expect(given.count == 1, "\(out.map(\.output))")
         #expect(given.first.map { $0 < 5.8 } == true, "given at \(given) s, the descent ends at 5.8 s")
+    }
+
+    @Test(
+        "a deadlift's first pull from the floor is a rep within 0.5 s of its top at 20 mg; a rise from its lockout (a hang clean to the shoulders) still waits for a lowering, and is no rep without one"
+    )
+    func deadliftFromTheFloor() {
+        for seed: UInt64 in 1...5 {
+            // 3 s on the floor, 0.55 m up in 1 s (its top at 4 s), 1.5 s at the lockout, a clean of 0.45 m
+            // in 0.4 s to the shoulders, 3 s there.
+            let out = run([(0, 3), (0.55, 1), (0.55, 1.5), (1.0, 0.4), (1.0, 3)], exercise: "deadlift", seed: seed, noiseG: 0.02)
+            let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t } else { nil } }
+            #expect(given.count == 1 && given.allSatisfy { $0 <= 4.5 }, "seed \(seed): reps given at \(given) s, the pull's top at 4 s")
+            let reasons = out.compactMap { item -> String? in if case .rejected(let r) = item.output { r.reason } else { nil } }
+            #expect(reasons == ["not-a-rep"], "seed \(seed): \(reasons)")
+        }
     }
 
     @Test("a pick-up to the shoulders, pressed on from there, is still no rep at 20 mg: the drift of a movement in progress makes no lowering")
