@@ -940,7 +940,30 @@ extension DistanceTracker.Point: WindowElement {
     init(stored: Stored, microseconds: Int64) {
         t = WindowTime.seconds(microseconds)
         height = Float(bitPattern: Self.whole(stored.height))
-        (x, y, z) = (Float(stored.x), Float(stored.y), Float(stored.z))
+        (x, y, z) = (Self.widened(stored.x), Self.widened(stored.y), Self.widened(stored.z))
+    }
+
+    /// `Float(half)`, exactly, in a few integer operations: without the F16C instructions (not
+    /// assumed of the target) Swift converts through a library call, which unpacking a station's
+    /// 20 s window for the board's gravity made 3 % of the rep path. The half's exponent and
+    /// significand move into place and the exponent is rebased; infinities and NaN keep the
+    /// largest exponent; a subnormal half is renormalised by a subtraction, which is exact
+    /// (F. Giesen's method, "half_to_float_fast5", 2012).
+    @inline(__always) static func widened(_ half: Float16) -> Float {
+        let bits = UInt32(half.bitPattern)
+        var widened = (bits & 0x7FFF) << 13
+        let exponent = widened & 0x0F80_0000
+        widened += (127 - 15) << 23
+        var value: Float
+        if exponent == 0x0F80_0000 {
+            value = Float(bitPattern: widened + ((128 - 16) << 23))
+        } else if exponent == 0 {
+            value = Float(bitPattern: widened + (1 << 23)) - Float(bitPattern: 113 << 23)
+        } else {
+            value = Float(bitPattern: widened)
+        }
+        value = Float(bitPattern: value.bitPattern | (bits & 0x8000) << 16)
+        return value
     }
 
     private static func halves(_ value: UInt32) -> (UInt16, UInt16) { (UInt16(truncatingIfNeeded: value), UInt16(truncatingIfNeeded: value >> 16)) }
