@@ -47,6 +47,9 @@ extension ConsumerCheckpoint {
                 }
             }
         }
+        // A file whose state the splitter cannot place by its bytes alone (no top-level "state",
+        // a top-level key written with escapes, "state" twice) is read whole, as `load` reads it.
+        guard splitter.stateSeen, !splitter.needsWholeRead else { return try load(file) }
         // The object with its state emptied: `"state":[]` decodes as no elements.
         var checkpoint = try decoder.decode(Self.self, from: Data(splitter.head))
         checkpoint.state = elements
@@ -67,7 +70,14 @@ struct StateSplitter {
     private var escaped = false
     /// Within the state's brackets.
     private var inState = false
-    private var stateSeen = false
+    /// Whether the top-level "state" array was found.
+    private(set) var stateSeen = false
+    /// Whether a top-level key was written with escapes, or "state" came twice: where the state
+    /// is cannot be told from the bytes, and the file is read whole instead.
+    private(set) var needsWholeRead = false
+    /// Whether the element being read holds more than spacing, and how many have ended.
+    private var elementHasContent = false
+    private var elementsEnded = 0
     /// At depth 1 the next string is a key (after `{` or `,`); the key read last.
     private var expectingKey = false
     private var readingKey = false
@@ -93,7 +103,10 @@ struct StateSplitter {
                     if readingKey { readingKey = false }
                     continue
                 }
-                if readingKey { key.append(byte) }
+                if readingKey {
+                    key.append(byte)
+                    if byte == UInt8(ascii: "\\") { needsWholeRead = true }
+                }
                 continue
             }
             switch byte {
@@ -106,7 +119,9 @@ struct StateSplitter {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 depth += 1
                 if depth == 1 { expectingKey = byte == UInt8(ascii: "{") }
-                if depth == 2, byte == UInt8(ascii: "["), key == Self.stateKey, !stateSeen { (inState, stateSeen) = (true, true) }
+                if depth == 2, key == Self.stateKey {
+                    if stateSeen || byte != UInt8(ascii: "[") { needsWholeRead = true } else { (inState, stateSeen) = (true, true) }
+                }
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 depth -= 1
             case UInt8(ascii: ",") where depth == 1:
@@ -121,6 +136,7 @@ struct StateSplitter {
     private mutating func takeInState(_ byte: UInt8, keeping: Bool, _ ended: ([UInt8]) throws -> Void) throws {
         if inString {
             if keeping { element.append(byte) }
+            elementHasContent = true
             if escaped {
                 escaped = false
             } else if byte == UInt8(ascii: "\\") {
@@ -138,25 +154,35 @@ struct StateSplitter {
         case UInt8(ascii: "}"), UInt8(ascii: "]"):
             if depth == 2 {
                 // The state's own closing bracket: its last element has ended.
-                try finishElement(keeping: keeping, ended)
+                try finishElement(keeping: keeping, closing: true, ended)
                 (inState, depth) = (false, 1)
                 head.append(byte)
                 return
             }
             depth -= 1
         case UInt8(ascii: ",") where depth == 2:
-            return try finishElement(keeping: keeping, ended)
+            return try finishElement(keeping: keeping, closing: false, ended)
         default:
             break
         }
+        if ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains(byte) { elementHasContent = true }
         if keeping { element.append(byte) }
     }
 
-    private mutating func finishElement(keeping: Bool, _ ended: ([UInt8]) throws -> Void) throws {
-        defer { element.removeAll(keepingCapacity: true) }
-        guard keeping else { return }
-        // Only spacing (an empty state, `[ ]`) is no element.
-        guard element.contains(where: { ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains($0) }) else { return }
-        try ended(element)
+    /// An element ended at a comma, or at the state's closing bracket (`closing`). Only spacing
+    /// before the closing bracket is no element (`[ ]`, and a trailing comma, `[1,]`, which
+    /// Foundation's whole read accepts too); anywhere else (`[1,,2]`, `[,1]`) it is refused, as a
+    /// whole read refuses it.
+    private mutating func finishElement(keeping: Bool, closing: Bool, _ ended: ([UInt8]) throws -> Void) throws {
+        defer {
+            element.removeAll(keepingCapacity: true)
+            elementHasContent = false
+        }
+        guard elementHasContent else {
+            if closing { return }
+            throw JournalError("the checkpoint's state has an empty element (a damaged file): it is not read")
+        }
+        elementsEnded += 1
+        if keeping { try ended(element) }
     }
 }

@@ -76,6 +76,9 @@ struct CheckpointReadingTests {
             stateFirst,
             Array(try encoder.encode(checkpoint)),
             Array(try checkpoint.encoded()).replacing(Array(#""state":["#.utf8), with: Array(#""state" :  [ "#.utf8)),
+            // The key written with an escape: where the state is cannot be told byte by byte, so
+            // the file is read whole (not taken for a state-less one).
+            Array(try checkpoint.encoded()).replacing(Array(#""state":["#.utf8), with: Array(#""st\u0061te":["#.utf8)),
         ] {
             try file.write(bytes)
             #expect(try Self.same(try ConsumerCheckpoint<[Station]>.loadElements(file), try ConsumerCheckpoint<[Station]>.load(file)))
@@ -94,6 +97,23 @@ struct CheckpointReadingTests {
             try file.write(Array(bytes[..<cut]))
             #expect(throws: (any Error).self) { try ConsumerCheckpoint<[Station]>.load(file) }
             #expect(throws: (any Error).self) { try ConsumerCheckpoint<[Station]>.loadElements(file) }
+        }
+        // An element missing between commas, or after the last; the state given twice.
+        let stateKey = try #require(bytes.firstRange(of: Array(#""state":["#.utf8)))
+        let opened = stateKey.upperBound
+        for damaged in [
+            Array(bytes[..<opened]) + Array(",".utf8) + Array(bytes[opened...]),
+            Array(bytes[..<(bytes.count - 2)]) + Array(",]}".utf8),
+            Array(bytes[..<(bytes.count - 1)]) + Array(#","state":[]}"#.utf8),
+        ] {
+            try file.write(damaged)
+            let whole = Result { try ConsumerCheckpoint<[Station]>.load(file) }
+            let streamed = Result { try ConsumerCheckpoint<[Station]>.loadElements(file) }
+            switch (whole, streamed) {
+            case (.failure, .failure): break
+            case (.success(let a), .success(let b)): #expect(try Self.same(a, b), "read as whole reads it")
+            default: Issue.record("whole \(whole), element by element \(streamed)")
+            }
         }
     }
 
