@@ -35,8 +35,9 @@ public func packageRoot() -> URL {
 /// listeners bind, and each test process walks its own sequence (started from
 /// its pid) so two runs do not hand out the same port; a port in use is skipped.
 public func freeLoopbackPort() -> Int {
-    portSequence.withLock { next in
-        let range = listenerPortRange
+    // A kernel whose ephemeral range leaves no room (`1024 65535`): the kernel's choice, as before.
+    guard let range = listenerPortRange else { return ephemeralLoopbackPort() }
+    return portSequence.withLock { next in
         for _ in 0..<range.count {
             let port = range.lowerBound + next % range.count
             next += 1
@@ -46,17 +47,36 @@ public func freeLoopbackPort() -> Int {
     }
 }
 
-/// Ports outside the ephemeral range: 10000 up to its start (or above its end).
-private let listenerPortRange: Range<Int> = {
+/// Ports outside the ephemeral range: 10000 up to its start (or above its end); nil when
+/// neither leaves 4,096.
+private let listenerPortRange: Range<Int>? = {
     let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
     let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
     let (low, high) = bounds.count == 2 ? (bounds[0], bounds[1]) : (32768, 60999)
     if low - 10000 >= 4096 { return 10000..<low }
     if 65535 - high >= 4096 { return (high + 1)..<65536 }
-    preconditionFailure("the ephemeral port range \(low)-\(high) leaves no room for test listeners")
+    return nil
 }()
 
-private let portSequence = Mutex<Int>(Int(getpid()) &* 613)
+/// Where this process starts in the range: its pid scattered by Knuth's multiplicative hash, so
+/// processes with neighbouring pids (a test and the script it starts) start far apart.
+private let portSequence = Mutex<Int>(Int((UInt64(getpid()) &* 2_654_435_761) % 1_000_003))
+
+/// A port the kernel picks from its ephemeral range (free a moment ago; may be taken again).
+private func ephemeralLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    precondition(fd >= 0, "socket() failed")
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    precondition(bound, "could not bind a loopback port")
+    return Int(UInt16(bigEndian: address.sin_port))
+}
 
 private func loopbackPortIsFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

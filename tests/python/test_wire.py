@@ -108,8 +108,9 @@ def binary(name: str) -> str:
     return str(path)
 
 
-def _listener_ports() -> range:
-    """Ports below (or above) the kernel's ephemeral range, which connect() never takes."""
+def _listener_ports() -> range | None:
+    """Ports below (or above) the kernel's ephemeral range, which connect() never takes; None when
+    neither leaves 4,096."""
     try:
         low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):
@@ -118,11 +119,12 @@ def _listener_ports() -> range:
         return range(10000, low)
     if 65535 - high >= 4096:
         return range(high + 1, 65536)
-    raise RuntimeError(f"the ephemeral port range {low}-{high} leaves no room for test listeners")
+    return None
 
 
 _LISTENER_PORTS = _listener_ports()
-_next_port = os.getpid() * 613
+# The pid scattered (Knuth's multiplicative hash): a test and the script it starts begin far apart.
+_next_port = (os.getpid() * 2654435761) % 1000003
 
 
 def free_port() -> int:
@@ -133,6 +135,10 @@ def free_port() -> int:
     only by listeners; each test process walks its own sequence from its pid and skips ports in use.
     """
     global _next_port
+    if _LISTENER_PORTS is None:  # a kernel whose ephemeral range leaves no room: its own choice
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
     for _ in range(len(_LISTENER_PORTS)):
         port = _LISTENER_PORTS[_next_port % len(_LISTENER_PORTS)]
         _next_port += 1
