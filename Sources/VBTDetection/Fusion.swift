@@ -152,7 +152,7 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
             x = f * x
             // The reading's noise enters like an acceleration over the interval.
             let g = SIMD4<Double>(dt * dt / 2, dt, 0, 0)
-            p = f * p * f.transposed + Matrix4.outer(g, g * (qa * x[3] * x[3])) + Matrix4(diagonal: SIMD4(0, 0, qb * dt, 0))
+            p = Matrix4.propagated(p, by: f) + Matrix4.outer(g, g * (qa * x[3] * x[3])) + Matrix4(diagonal: SIMD4(0, 0, qb * dt, 0))
         }
         transitions.append(f)
         predicted.append(x)
@@ -249,6 +249,20 @@ struct Matrix4 {
     var symmetrised: Matrix4 {
         let t = transposed
         return Matrix4((rows.0 + t.rows.0) / 2, (rows.1 + t.rows.1) / 2, (rows.2 + t.rows.2) / 2, (rows.3 + t.rows.3) / 2)
+    }
+
+    /// f p f^T for a transition `f` whose last two rows are the identity's (the filter's): the
+    /// general products' sums in the same order, without those that only copy (x 1 + 0 x y is x),
+    /// so the same values at half the work.
+    static func propagated(_ p: Matrix4, by f: Matrix4) -> Matrix4 {
+        func row(_ a: SIMD4<Double>) -> SIMD4<Double> { a[0] * p.rows.0 + a[1] * p.rows.1 + a[2] * p.rows.2 + a[3] * p.rows.3 }
+        // (f p) f^T: in each row, lanes 2 and 3 stay; lanes 0 and 1 are its products with f's rows 0 and 1.
+        func times(_ a: SIMD4<Double>) -> SIMD4<Double> {
+            let (f0, f1) = (f.rows.0, f.rows.1)
+            return SIMD4(
+                a[0] * f0[0] + a[1] * f0[1] + a[2] * f0[2] + a[3] * f0[3], a[0] * f1[0] + a[1] * f1[1] + a[2] * f1[2] + a[3] * f1[3], a[2], a[3])
+        }
+        return Matrix4(times(row(f.rows.0)), times(row(f.rows.1)), times(p.rows.2), times(p.rows.3))
     }
 
     static func + (l: Matrix4, r: Matrix4) -> Matrix4 { Matrix4(l.rows.0 + r.rows.0, l.rows.1 + r.rows.1, l.rows.2 + r.rows.2, l.rows.3 + r.rows.3) }
