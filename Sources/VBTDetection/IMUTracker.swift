@@ -147,6 +147,9 @@ struct IMUTracker: Sendable, Codable {
     private var heights = ChunkedWindow<Height>()
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
+    /// When the readings last stopped for longer than `maxGapS` (nil: never): the heights
+    /// before it are carried on from a height the bar may have left during the silence.
+    private var lastGapT: Double?
     /// While the bar moves: its height now and the lowest it has been in this movement, by the
     /// velocity integral so far (drift not yet removed: see `lowest`). Nil at rest.
     private var liveHeightM: Double?
@@ -181,7 +184,10 @@ struct IMUTracker: Sendable, Codable {
             vertical = estimated
             along = estimator.lastAlong
         }
-        if t - lastT > Self.maxGapS { startOver() }
+        if t - lastT > Self.maxGapS {
+            startOver()
+            if lastT.isFinite { lastGapT = t }
+        }
         lastT = t
         let a = vertical - biasG
         recent.append(Raw(t: t, aG: a, along: along))
@@ -417,7 +423,10 @@ struct IMUTracker: Sendable, Codable {
             rise.descentBeforeM = max(0, before - valleyM)
             rise.riseUncertaintyM = positionNoise(over: rise.peakT - rise.valleyT)
             lastPeakT = rise.peakT
-            let fromLowest = valleyM - lowestM <= settings.hysteresisM + 3 * rise.riseUncertaintyM
+            // Only over heights of one unbroken stream: across a silence the bar may have been
+            // lifted (to the hang, say) while the heights carried on from the floor.
+            let unbroken = lastGapT.map { rise.valleyT - $0 > 20 } ?? true
+            let fromLowest = unbroken && valleyM - lowestM <= settings.hysteresisM + 3 * rise.riseUncertaintyM
             return IMURise(candidate: rise, trace: samples, fromLowest: fromLowest)
         }
         // A rise that stopped without the bar coming down and went on up within the same movement

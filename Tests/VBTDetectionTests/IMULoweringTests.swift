@@ -9,13 +9,16 @@ struct IMULoweringTests {
     /// Feeds a station's bar IMU (with angles) the heights `moves` pass through, each a cosine
     /// move to a height (m) over seconds, at 60 Hz with white noise of `noiseG` (seeded); returns
     /// each output with the reading time that produced it.
-    func run(_ moves: [(toM: Double, s: Double)], exercise: String, seed: UInt64 = 1, noiseG: Double = 0) -> [(t: Double, output: DetectorOutput)] {
+    /// Readings within `silent` (s) are not sent, as a sensor that drops out.
+    func run(
+        _ moves: [(toM: Double, s: Double)], exercise: String, seed: UInt64 = 1, noiseG: Double = 0, silent: ClosedRange<Double>? = nil
+    ) -> [(t: Double, output: DetectorOutput)] {
         var detector = StationDetector(station: "p01")
         detector.assignment.exercise = exercise
         var random = SeededGenerator(seed: seed)
         var out: [(t: Double, output: DetectorOutput)] = []
         let readings = cosineMoves(moves)
-        for (t, a) in readings {
+        for (t, a) in readings where silent?.contains(t) != true {
             out += detector.feedIMU(t: t, accG: (0, 0, 1 + a / standardGravity + random.normal(sd: noiseG)), angleDeg: (0, 0)).map { (t, $0) }
         }
         let end = (readings.last?.t ?? -1.0 / 60) + 1.0 / 60
@@ -43,6 +46,20 @@ struct IMULoweringTests {
             #expect(given.count == 1 && given.allSatisfy { $0 <= 4.5 }, "seed \(seed): reps given at \(given) s, the pull's top at 4 s")
             let reasons = out.compactMap { item -> String? in if case .rejected(let r) = item.output { r.reason } else { nil } }
             #expect(reasons == ["not-a-rep"], "seed \(seed): \(reasons)")
+        }
+    }
+
+    @Test(
+        "a pull to the hang the IMU did not hear (it dropped out), then a clean from there: not taken for a deadlift from the floor, as the heights before the silence are the floor's"
+    )
+    func hangCleanAfterSilence() {
+        for seed: UInt64 in 1...5 {
+            // 3 s on the floor; the sensor silent from 2.9 s to 6 s, over a pull to the hang (0.55 m,
+            // top at 4 s) and 1.5 s there; 0.5 s more at the hang, then a clean of 0.45 m in 0.4 s.
+            let out = run(
+                [(0, 3), (0.55, 1), (0.55, 2), (1.0, 0.4), (1.0, 3)], exercise: "deadlift", seed: seed, noiseG: 0.02, silent: 2.9...6.0)
+            let given = out.compactMap { item -> Double? in if case .rep = item.output { item.t } else { nil } }
+            #expect(given.isEmpty, "seed \(seed): reps given at \(given) s; the clean from the hang is none")
         }
     }
 
