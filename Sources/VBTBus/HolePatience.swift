@@ -47,7 +47,9 @@ public struct ProducerLiveness: Sendable {
     private var endpoints: [String: Endpoint] = [:]
     /// A gap between two heartbeats longer than this counts as not heard (a partition).
     public var heartbeatGapS = 3.0
-    /// Most silences kept per producer: more than any hole waits through.
+    /// Most silences kept per producer. Each is a gap past `heartbeatGapS`, so 64 span at least
+    /// 192 s, more than any hole waits by default (`maxWaitS`, 60 s); with a longer wait the oldest
+    /// are forgotten and count as heard, so a hole is given up sooner, never later.
     private static let silencesKept = 64
 
     /// Creates an empty record.
@@ -70,7 +72,9 @@ public struct ProducerLiveness: Sendable {
     /// Seconds from `since` to `now` during which `producer` was heard: the time less its
     /// silences (each gap between its heartbeats beyond `heartbeatGapS`, and the one going on).
     /// A hole's patience runs on this clock: a producer behind a partition, a flapping link or a
-    /// bus that is down may answer once it is heard again, and its silence is not its delay.
+    /// bus that is down may answer once it is heard again, and its silence is not its delay. A
+    /// producer not heard at all since this consumer started (known from its checkpoint) has no
+    /// silence known: all of the wait counts, as it did before silences were counted.
     public func heardSeconds(_ producer: String, since: Double, now: Double) -> Double {
         var silent = 0.0
         for silence in silences[producer] ?? [] where silence.upperBound > since {
