@@ -6,9 +6,10 @@ public struct RecorderSettings: Sendable, Equatable {
     public var flushIntervalS = 0.2
     /// A batch is written at once when this many messages wait. A batch's cost is mostly per
     /// stream (a row of readings and a progress row per station's sensor), so at 1,000 stations,
-    /// 2,000 streams, batches of 10,000 messages cost 11 % less a message than batches of 5,000
-    /// (`vbt-bench --only recorder`); they hold some 11 MB more.
-    public var flushAtMessages = 10_000
+    /// 2,000 streams, batches of 10,000 messages cost 7-24 % less a message than batches of 5,000
+    /// (`vbt-bench --only recorder`), but hold 5 MB more of the recorder's heap, which at 1,002
+    /// stations has to stay under 50 MB (docs/decisions/0046-recorder-batches-of-5000.md).
+    public var flushAtMessages = 5_000
     /// First retry after a failed write, s; doubles up to `maxRetryS`.
     public var firstRetryS = 0.25
     /// Longest wait between retries of a failed write, s.

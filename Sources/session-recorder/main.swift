@@ -21,7 +21,7 @@ struct SessionRecorder: AsyncParsableCommand {
 
             Idempotent: a message seen twice (same src and seq, or the same rep_id) is stored once; \
             per-stream progress is stored, so a restart knows what it has. Writes are batched (a \
-            transaction every 200 ms, or every 10,000 messages); when the disk is full, the file \
+            transaction every 200 ms, or every 5,000 messages); when the disk is full, the file \
             read-only or locked, messages are kept in memory and retried, and nothing stored is lost.
 
             Answers JSON queries on --query-endpoint (a ROUTER socket; proto/query.md): athletes, \
