@@ -94,13 +94,8 @@ struct StateSplitter {
             }
             head.append(byte)
             if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                    if readingKey { readingKey = false }
+                if endsString(byte) {
+                    readingKey = false
                     continue
                 }
                 if readingKey {
@@ -133,17 +128,25 @@ struct StateSplitter {
         }
     }
 
+    /// Within a string: takes `byte` (an escape's next byte is never its end); true when it
+    /// is the string's closing quote.
+    private mutating func endsString(_ byte: UInt8) -> Bool {
+        if escaped {
+            escaped = false
+        } else if byte == UInt8(ascii: "\\") {
+            escaped = true
+        } else if byte == UInt8(ascii: "\"") {
+            inString = false
+            return true
+        }
+        return false
+    }
+
     private mutating func takeInState(_ byte: UInt8, keeping: Bool, _ ended: ([UInt8]) throws -> Void) throws {
         if inString {
             if keeping { element.append(byte) }
             elementHasContent = true
-            if escaped {
-                escaped = false
-            } else if byte == UInt8(ascii: "\\") {
-                escaped = true
-            } else if byte == UInt8(ascii: "\"") {
-                inString = false
-            }
+            _ = endsString(byte)
             return
         }
         switch byte {
