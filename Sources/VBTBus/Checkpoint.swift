@@ -337,13 +337,25 @@ public struct CheckpointFile: Sendable {
 
     /// The checkpoint's bytes, or nil when there is none.
     public func read() throws(JournalError) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        do {
+            guard try readChunks({ bytes.append(contentsOf: $0) }) else { return nil }
+        } catch let error as JournalError {
+            throw error
+        } catch {
+            throw JournalError("cannot read the checkpoint \(path): \(error)")
+        }
+        return bytes
+    }
+
+    /// Hands `take` the file's bytes a 64 KiB chunk at a time; false when there is no file.
+    func readChunks(_ take: (UnsafeBufferPointer<UInt8>) throws -> Void) throws -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            if errno == ENOENT { return nil }
+            if errno == ENOENT { return false }
             throw JournalError("cannot read the checkpoint \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
@@ -351,8 +363,8 @@ public struct CheckpointFile: Sendable {
                 if errno == EINTR { continue }
                 throw JournalError("cannot read the checkpoint \(path): \(String(cString: strerror(errno)))")
             }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: chunk[..<count])
+            if count == 0 { return true }
+            try chunk.withUnsafeBufferPointer { try take(UnsafeBufferPointer(rebasing: $0[..<count])) }
         }
     }
 }

@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 // Reading a checkpoint whose state is an array, an element at a time. A thousand stations'
 // detector state is a file of some 60 MB; read whole (its bytes, their copy as `Data`, the
 // decoded state beside them) it took a restarted rep-detector to 143 MB at its peak, three
@@ -24,29 +20,15 @@ extension ConsumerCheckpoint {
     }
 
     private static func read<Element: Codable>(_ file: CheckpointFile, decodingElements: Bool) throws -> Self? where State == [Element] {
-        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            throw JournalError("cannot read the checkpoint \(file.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
         let decoder = Self.decoder
         var elements: [Element] = []
         var splitter = StateSplitter()
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw JournalError("cannot read the checkpoint \(file.path): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            try chunk.withUnsafeBufferPointer { bytes in
-                try splitter.take(UnsafeBufferPointer(rebasing: bytes[..<count]), keepingElements: decodingElements) { element in
-                    elements.append(try decoder.decode(Element.self, from: Data(element)))
-                }
+        let found = try file.readChunks { bytes in
+            try splitter.take(bytes, keepingElements: decodingElements) { element in
+                elements.append(try decoder.decode(Element.self, from: Data(element)))
             }
         }
+        guard found else { return nil }
         // A file whose state the splitter cannot place by its bytes alone (no top-level "state",
         // a top-level key written with escapes, "state" twice) is read whole, as `load` reads it.
         guard splitter.stateSeen, !splitter.needsWholeRead else { return try load(file) }
