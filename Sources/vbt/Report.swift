@@ -85,7 +85,7 @@ struct Report: ParsableCommand {
         process.arguments = arguments
         // Its messages go to a file, not a pipe: a helper process it leaves behind cannot hold us up.
         let log = folder.appendingPathComponent("chromium.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try? FileHandle(forWritingTo: log)
         do { try process.run() } catch {

@@ -328,7 +328,7 @@ extension RecoveryTests {
             try producer.samples(100)
             try Self.settle(recorder, producer, bus)
             #expect(try Self.rows(store) == 80, "what arrived live")
-            let ingestor = try Ingestor(store: store, logger: quietLogger)
+            let ingestor = Ingestor(store: store, logger: quietLogger)
             if heard {
                 #expect(recorder.counters.lost == 20 && recorder.counters.recovered == 0, "\(recorder.counters)")
                 #expect(try ingestor.streamHoles().isEmpty && ingestor.outstanding == 0)
