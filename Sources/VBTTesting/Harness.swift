@@ -36,12 +36,15 @@ public func packageRoot() -> URL {
 /// its pid) so two runs do not hand out the same port; a port in use is skipped.
 public func freeLoopbackPort() -> Int {
     // A kernel whose ephemeral range leaves no room (`1024 65535`): the kernel's choice, as before.
-    guard let range = listenerPortRange else { return ephemeralLoopbackPort() }
+    guard let range = listenerPortRange else {
+        guard let port = bindLoopback(0) else { preconditionFailure("could not bind a loopback port") }
+        return port
+    }
     return portSequence.withLock { next in
         for _ in 0..<range.count {
             let port = range.lowerBound + next % range.count
             next += 1
-            if loopbackPortIsFree(port) { return port }
+            if bindLoopback(port) != nil { return port }
         }
         preconditionFailure("no free loopback port in \(range)")
     }
@@ -62,23 +65,9 @@ private let listenerPortRange: Range<Int>? = {
 /// processes with neighbouring pids (a test and the script it starts) start far apart.
 private let portSequence = Mutex<Int>(Int((UInt64(getpid()) &* 2_654_435_761) % 1_000_003))
 
-/// A port the kernel picks from its ephemeral range (free a moment ago; may be taken again).
-private func ephemeralLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    precondition(fd >= 0, "socket() failed")
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    precondition(bound, "could not bind a loopback port")
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-private func loopbackPortIsFree(_ port: Int) -> Bool {
+/// Binds a socket to 127.0.0.1:`port` (0: a port the kernel picks from its ephemeral range)
+/// and closes it again: the port it had, nil when it was taken.
+private func bindLoopback(_ port: Int) -> Int? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     precondition(fd >= 0, "socket() failed")
     defer { close(fd) }
@@ -86,11 +75,11 @@ private func loopbackPortIsFree(_ port: Int) -> Bool {
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
-            bind(fd, sockaddr, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }
 
 /// A fresh pair of bus endpoints on free loopback ports.
