@@ -112,7 +112,7 @@ public final class Uplink {
             while !stop() {
                 let rows = try source.refreshRows(of: table, cutoff: now - refreshWindowS, after: after, upTo: upTo, limit: batch)
                 guard let last = rows.last?.rowid else { break }
-                try db.transaction { try db.execute(table.upsert(rows: rows.count), [gym] + rows.flatMap(\.values)) }
+                _ = try db.transaction { try db.execute(table.upsert(rows: rows.count), [gym] + rows.flatMap(\.values)) }
                 total += rows.count
                 after = last
             }
