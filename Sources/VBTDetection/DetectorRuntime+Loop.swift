@@ -59,7 +59,7 @@ extension DetectorRuntime {
         }
         try collectReplies()
         try progressTakeover()
-        try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
+        try heartbeat.tick(self)
         try replay?.serve()
         let now = clock.monotonicSeconds()
         if let checkpointWriter, let failure = checkpointWriter.takeFailure() {
@@ -86,7 +86,4 @@ extension DetectorRuntime {
         if case .handingOver = mode { return true }
         return false
     }
-
-    /// What the heartbeat says of the input: the subscriber's counters and what recovery could not fetch.
-    var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
 }

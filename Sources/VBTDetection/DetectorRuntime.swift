@@ -32,14 +32,14 @@ import Glibc
 /// detects again up to what the crashed process had published keeps its seq
 /// and is not sent twice (`Publisher.resume`), so consumers see one stream
 /// with the same reps, ids and metrics as without the crash.
-public final class DetectorRuntime {
+public final class DetectorRuntime: BusRole {
     let options: DetectorOptions
-    let logger: Logger
-    let subscriber: Subscriber
-    let publisher: Publisher
+    package let logger: Logger
+    package let subscriber: Subscriber
+    package let publisher: Publisher
     let clock: any BusClock
     let transport: any BusTransport
-    var replay: ReplayServer?
+    package var replay: ReplayServer?
     /// Each station's detector and when its input last arrived: one look-up of the station a
     /// message (two tables of it were a fifth of the runtime's hash look-ups).
     var stations: [String: Station] = [:]
@@ -139,7 +139,7 @@ public final class DetectorRuntime {
     static let maxReadingSkewS = 3_600.0
     var heartbeat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
     /// Every sample stream's messages in order, holes fetched from the bridges' journals.
-    var input: InOrderInput
+    package var input: InOrderInput
     /// The input streams recovery follows: this detector's stations' samples.
     let wants: (String) -> Bool
     /// Writes the checkpoints off the loop (nil without a journal).
@@ -282,11 +282,6 @@ public final class DetectorRuntime {
                 "no journal after the takeover: what is published cannot be fetched again",
                 metadata: ["folder": "\(plan.settings.directory)", "error": "\(error)"])
         }
-    }
-
-    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
-    func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
-        try publisher.send(payload, station: station, athlete: athlete, logger: logger)
     }
 
     /// When the housekeeping (silent stations, patterns) is next due; whether the journal was tried.

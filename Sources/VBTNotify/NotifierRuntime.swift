@@ -20,18 +20,18 @@ public protocol AlertSink: Sendable {
 /// restarted notifier fetches what was published while it was down and acts
 /// on it (a set that ended meanwhile still starts its rest and raises its
 /// alerts; an alert already open is not raised twice).
-public final class NotifierRuntime {
-    private let subscriber: Subscriber
-    private var publisher: Publisher
-    private let logger: Logger
+public final class NotifierRuntime: BusRole {
+    package let subscriber: Subscriber
+    package private(set) var publisher: Publisher
+    package let logger: Logger
     private let statePath: String?
     private let sink: (any AlertSink)?
     private let clock: any BusClock
     private let transport: any BusTransport
-    private var replay: ReplayServer?
+    package private(set) var replay: ReplayServer?
     private var notifier: Notifier
     private var heartbeat = HeartbeatSchedule(role: "notifier", name: "notifier")
-    private var input: InOrderInput
+    package private(set) var input: InOrderInput
     /// Asks the session-recorder for today's readiness, for load advice.
     private let readiness: ReadinessAsker
     /// Readiness questions waiting for an answer or their next try (for tests).
@@ -128,7 +128,7 @@ public final class NotifierRuntime {
     /// (waiting up to `timeoutMs` for it on sockets), the timers, and the
     /// state file when it changed.
     public func step(timeoutMs: Int32 = 100) throws {
-        try heartbeat.tick(publisher, inputs: subscriber.stats.inputs(recovery: input), replay: replay) { $0.webhook = sink?.counters }
+        try heartbeat.tick(self) { $0.webhook = sink?.counters }
         try replay?.serve()
         if let message = try subscriber.next(timeoutMs: timeoutMs), !message.envelope.src.hasPrefix(publisher.stamper.instance + "/") {
             if message.envelope.type == HeartbeatMessage.type { input.note(heartbeat: message) }
@@ -259,10 +259,5 @@ public final class NotifierRuntime {
                 try send(ack, station: station, athlete: athlete)
             }
         }
-    }
-
-    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
-    private func send<P: BusPayload>(_ payload: P, station: String, athlete: String?, ts: Double? = nil) throws {
-        try publisher.send(payload, station: station, athlete: athlete, ts: ts, logger: logger)
     }
 }

@@ -39,13 +39,13 @@ public struct CalibrationStore: Sendable, Codable, Equatable, JSONFileStored {
 /// with a checkpoint continues the crashed instance's streams, fetches the
 /// readings since from the bridges' journals and evaluates them again, what
 /// was already published not sent twice.
-public final class PostureRuntime {
-    let subscriber: Subscriber
-    var publisher: Publisher
+public final class PostureRuntime: BusRole {
+    package let subscriber: Subscriber
+    package internal(set) var publisher: Publisher
     let clock: any BusClock
     let transport: any BusTransport
-    var replay: ReplayServer?
-    let logger: Logger
+    package var replay: ReplayServer?
+    package let logger: Logger
     let settings: PostureSettings
     let storePath: String?
     var store = CalibrationStore()
@@ -59,7 +59,7 @@ public final class PostureRuntime {
     /// How long an unanswered question is remembered.
     static let recorderTimeoutS = 10.0
     /// Every followed station's sample stream in order, holes fetched from the bridges' journals.
-    var input: InOrderInput
+    package var input: InOrderInput
     /// The stations whose samples come here: those with a posture wearable.
     let followed = FollowedStations()
     var checkpoint: CheckpointFile?
@@ -170,14 +170,6 @@ public final class PostureRuntime {
         }
     }
 
-    /// Publishes; a message that cannot be encoded is logged and dropped (`Publisher.send`).
-    func send<P: BusPayload>(_ payload: P, station: String, athlete: String? = nil) throws {
-        try publisher.send(payload, station: station, athlete: athlete, logger: logger)
-    }
-
-    /// What the heartbeat says of the input (summed over every stream, so only when one is due).
-    var inputCounters: InputCounters { subscriber.stats.inputs(recovery: input) }
-
     /// Runs until `stop` is set; checkpoints on the way out, so an evaluator stopped as asked and
     /// started again knows every stream it had reached and counts nothing it took as missed.
     public func run(stop: StopFlag) throws {
@@ -194,7 +186,7 @@ public final class PostureRuntime {
     /// input messages queued (waiting up to `timeoutMs` on sockets for the
     /// first; at most `batch`).
     public func step(timeoutMs: Int32 = 200) throws {
-        try heartbeat.tick(publisher, inputs: inputCounters, replay: replay)
+        try heartbeat.tick(self)
         try replay?.serve()
         collectReplies()
         for message in input.poll() { try handle(message) }

@@ -13,12 +13,12 @@ import VBTWire
 /// nearly every message, on one of their own that says `bulk` (`BusPriority`), so that when the bus
 /// at its memory budget disconnects a recorder behind on samples, the reps are not lost with them;
 /// the history's connection is read first (docs/decisions/0036-recorder-ingest.md).
-public final class RecorderRuntime {
+public final class RecorderRuntime: BusRole {
     /// The history's connection.
-    private let subscriber: Subscriber
+    package let subscriber: Subscriber
     /// The raw samples' connection (nil when none are kept: `sampleRetentionDays` 0).
     private let samples: Subscriber?
-    private let publisher: Publisher
+    package let publisher: Publisher
     private let queryServer: any FrameLink
     /// On a secured installation, the keys allowed in: each query is checked against its sender's role.
     private let authorized: AuthorizedKeys?
@@ -29,7 +29,7 @@ public final class RecorderRuntime {
     private let recovery: RecorderRecovery?
     private let ingestor: Ingestor
     private var service: QueryService
-    private let logger: Logger
+    package let logger: Logger
     private let settings: RecorderSettings
     private var heartbeat = HeartbeatSchedule(role: "session-recorder", name: "session-recorder")
     private var nextFlush = 0.0
@@ -85,7 +85,7 @@ public final class RecorderRuntime {
         service.status = { [unowned self] in
             RecorderStatus(
                 database: path, schema: (try? store.appliedMigrations()) ?? [], counters: ingestor.counters,
-                inputs: self.inputs, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
+                inputs: self.inputCounters, pending: ingestor.pendingCount, lastError: self.failure?.message, rows: (try? store.rowCounts()) ?? [:])
         }
     }
 
@@ -131,7 +131,7 @@ public final class RecorderRuntime {
     /// the in-memory bus never waits), stores what arrived, answers queries,
     /// writes when a batch is due and prunes when that is due.
     public func step(maxWaitMs: Int = 100) throws {
-        try heartbeat.tick(publisher, inputs: inputs)
+        try heartbeat.tick(self)
         var busReady = true, samplesReady = samples != nil, queryReady = true
         if var polling = poller {
             if settings.gatherS > 0, drainedLast < Self.gatherBelow { usleep(UInt32(settings.gatherS * 1_000_000)) }
@@ -194,10 +194,10 @@ public final class RecorderRuntime {
         }
     }
 
-    /// What the heartbeat says about the input: the subscriber's counters, and what was lost for good.
-    private var inputs: InputCounters {
-        (samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats).inputs(recovery: ingestor)
-    }
+    /// What arrived on both connections.
+    package var arrivals: SubscriberStats { samples.map { subscriber.stats.merging($0.stats) } ?? subscriber.stats }
+    /// What was fetched again from the journals and lost for good: the ingestor's (stored holes).
+    package var input: Ingestor { ingestor }
 
     /// The counters of what was stored, for tests and the heartbeat.
     public var counters: IngestCounters { ingestor.counters }
