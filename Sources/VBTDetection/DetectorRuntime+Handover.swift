@@ -54,7 +54,7 @@ extension DetectorRuntime {
             guard try publisher.waitForSubscriber(topic: TakeoverMessage.topic(station: "detector"), timeoutS: 0.05) else { return }
             var first: [String: Int] = [:]
             for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
-            try publisher.publish(TakeoverMessage(instance: instance, stations: options.stationsGlob, firstSeq: first), station: "detector")
+            try publisher.publish(options.stations.takeoverRequest(instance: instance, firstSeq: first), station: "detector")
             logger.info("takeover requested", metadata: ["streams": "\(first.count)"])
             mode = .takingOver(buffer: buffer, requested: true, deadline: clock.monotonicSeconds() + options.takeoverTimeoutS, states: states)
             return

@@ -10,7 +10,7 @@ import VBTWire
 extension DetectorRuntime {
     /// Runs until `stop` is set or, after handing over, until done.
     public func run(stop: StopFlag) throws {
-        logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stationsGlob)", "takeover": "\(options.takeover)"])
+        logger.info("rep detector running", metadata: ["instance": "\(instance)", "stations": "\(options.stations)", "takeover": "\(options.takeover)"])
         defer {
             savePatterns()
             finishPatterns()

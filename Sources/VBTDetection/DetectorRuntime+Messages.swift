@@ -42,7 +42,7 @@ extension DetectorRuntime {
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
             guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance,
-                request.stations == options.stationsGlob
+                options.stations.isAsked(by: request)
             else { return }
             if case .active = mode {
                 logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
@@ -65,7 +65,7 @@ extension DetectorRuntime {
 
     func matches(_ station: String) -> Bool {
         // Every station (the default), decided without handing both strings to C for every message.
-        options.stationsGlob == "*" || fnmatch(options.stationsGlob, station, 0) == 0
+        options.stations.servesAll || options.stations.serves(station)
     }
 
     /// Feeds one input message to its station's detector and publishes what comes out; false

@@ -137,7 +137,7 @@ public final class DetectorRuntime: BusRole {
     var badTimes = 0
     /// How far a reading's time may be from its message's send time.
     static let maxReadingSkewS = 3_600.0
-    var heartbeat = HeartbeatSchedule(role: "rep-detector", name: "rep-detector")
+    var heartbeat: HeartbeatSchedule
     /// Every sample stream's messages in order, holes fetched from the bridges' journals.
     package var input: InOrderInput
     /// The input streams recovery follows: this detector's stations' samples.
@@ -202,8 +202,8 @@ public final class DetectorRuntime: BusRole {
         // other stations', are read only as far as their envelope (counted for their streams).
         subscriber.samples = .read([SampleMessage.distanceSensor], times: [SampleMessage.imuSensor])
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
-        if options.stationsGlob != "*" { subscriber.sampleStations = { [glob = options.stationsGlob] in fnmatch(glob, $0, 0) == 0 } }
-        heartbeat.subscribes = subscriber.subscribedPrefixes
+        if !options.stations.servesAll { subscriber.sampleStations = { [stations = options.stations] in stations.serves($0) } }
+        heartbeat = options.stations.heartbeat(subscribes: subscriber.subscribedPrefixes)
         // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -218,9 +218,9 @@ public final class DetectorRuntime: BusRole {
             }
         }
         publisher = try Publisher(transport: transport, program: "rep-detector", instance: saved?.instance)
-        let glob = options.stationsGlob
+        let selection = options.stations
         wants = { (topic: String) in
-            topic.hasPrefix(SampleMessage.topicPrefix) && fnmatch(glob, String(topic.dropFirst(SampleMessage.topicPrefix.utf8.count)), 0) == 0
+            topic.hasPrefix(SampleMessage.topicPrefix) && selection.serves(String(topic.dropFirst(SampleMessage.topicPrefix.utf8.count)))
         }
         input = InOrderInput(
             transport: transport, logger: logger, settings: options.recovery, wants: wants, positions: saved?.inputs,

@@ -333,24 +333,29 @@ public struct TakeoverMessage: BusPayload, Equatable {
     public var instance: String
     /// The stations it serves (its --stations glob): only a detector serving the same stations hands over.
     public var stations: String
+    /// Its --shard (`K/N`) when several detectors split the gym; nil (absent) for one that does
+    /// not. Only a detector with the same glob and the same shard hands over.
+    public var shard: String?
     /// The first sequence number it holds, per input stream: the old one must
     /// process at least up to the one before, so nothing falls between them.
     public var firstSeq: [String: Int]
 
     /// Creates a request.
-    public init(instance: String, stations: String, firstSeq: [String: Int]) {
-        (self.instance, self.stations, self.firstSeq) = (instance, stations, firstSeq)
+    public init(instance: String, stations: String, shard: String? = nil, firstSeq: [String: Int]) {
+        (self.instance, self.stations, self.shard, self.firstSeq) = (instance, stations, shard, firstSeq)
     }
 
     public init(fields: JSONObject) throws(PayloadError) {
         instance = try fields.string("instance")
         stations = try fields.string("stations")
+        shard = try fields.optionalString("shard")
         firstSeq = try fields.seqMap("first_seq")
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.field("instance", instance)
         writer.field("stations", stations)
+        writer.optionalField("shard", shard)
         writer.writeSeqMap("first_seq", firstSeq)
     }
 }

@@ -40,6 +40,14 @@ struct RepDetector: AsyncParsableCommand {
     @Option(help: "Stations to serve, a shell glob, so several detectors can split a large gym.")
     var stations: String = "*"
 
+    @Option(
+        help: """
+            Serve shard K of N (K/N): the stations whose name hashes to K (FNV-1a 64 of the name, \
+            modulo N, plus 1), of those --stations matches. N detectors, --shard 1/N ... N/N, split \
+            a large gym; each heartbeats as rep-detector-K and needs its own --journal and --patterns.
+            """)
+    var shard: String = "1/1"
+
     @Flag(help: "Take over from the running detector (which then exits 0).")
     var takeover = false
 
@@ -58,7 +66,7 @@ struct RepDetector: AsyncParsableCommand {
 
     func validate() throws {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be more than 0 seconds") }
-        guard !stations.isEmpty else { throw ValidationError("--stations needs a glob, e.g. '*' or 'rack-*'") }
+        do { _ = try StationSelection(glob: stations, shard: shard) } catch { throw ValidationError(error.description) }
         guard recorderTimeout > 0 else { throw ValidationError("--recorder-timeout must be more than 0 seconds") }
     }
 
@@ -68,15 +76,16 @@ struct RepDetector: AsyncParsableCommand {
     /// default 8,192 the queue held 18 MB of the detector's memory (docs/performance.md).
     static let receiveHighWaterMark: Int32 = 2_048
 
-    /// `rep-detector` for every station, else `rep-detector-` and the glob with each character
-    /// a file name should not hold as `_` (`rack-0*` -> `rep-detector-rack-0_`).
-    static func journalName(stations: String) -> String {
-        guard stations != "*" else { return "rep-detector" }
-        let safe = stations.unicodeScalars.map { scalar -> Character in
+    /// The program's name on the bus (`rep-detector`, `rep-detector-K` for shard K), then, for a
+    /// glob other than `*`, `-` and the glob with each character a file name should not hold as
+    /// `_` (`rack-0*` -> `rep-detector-rack-0_`, shard 2: `rep-detector-2-rack-0_`).
+    static func journalName(_ selection: StationSelection) -> String {
+        guard selection.glob != "*" else { return selection.programName }
+        let safe = selection.glob.unicodeScalars.map { scalar -> Character in
             scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "-._".unicodeScalars.contains(scalar)
                 ? Character(scalar) : "_"
         }
-        return "rep-detector-" + String(safe)
+        return selection.programName + "-" + String(safe)
     }
 
     func run() async throws {
@@ -84,14 +93,14 @@ struct RepDetector: AsyncParsableCommand {
         var config = bus.config
         config.subscriberHighWaterMark = Self.receiveHighWaterMark
         var options = DetectorOptions()
-        options.stationsGlob = stations
+        options.stations = try StationSelection(glob: stations, shard: shard)
         options.takeover = takeover
         options.settings.idleTimeoutS = idleTimeout
         options.patternsPath = patterns
         options.recorderTimeoutS = recorderTimeout
-        // Detectors splitting a gym by --stations each keep their own journal (one process per
-        // folder); a --takeover detector finds the one it replaces by the same name.
-        options.journal = journalOptions.plan(defaultFolder: "data/journal/" + Self.journalName(stations: stations))
+        // Detectors splitting a gym by --stations or --shard each keep their own journal (one
+        // process per folder); a --takeover detector finds the one it replaces by the same name.
+        options.journal = journalOptions.plan(defaultFolder: "data/journal/" + Self.journalName(options.stations))
         let settings = options, busConfig = config
         let stop = StopFlag()
         try await runProgram("rep-detector", logger: logger, onShutdown: { stop.set() }) { context in
