@@ -5,68 +5,54 @@ import VBTQuery
 import VBTWire
 
 // A live hand-over between two rep-detectors (`--takeover`; the protocol is told at
-// `DetectorRuntime`): the old side's finish and the new side's takeover.
+// `DetectorRuntime`, its phases are `Handover`'s): what the hand-over asks, carried out.
 
 extension DetectorRuntime {
     // MARK: Hand-over
 
-    /// The old side: once every stream has passed the new detector's first point, hand over.
-    func finishHandoverIfReady() throws {
-        guard case .handingOver(let to, let targets, let deadline) = mode else { return }
-        let ready = targets.allSatisfy { src, first in position(of: src) >= first - 1 }
-        guard ready || clock.monotonicSeconds() >= deadline else { return }
-        if !ready { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
-        // The successor asks the recorder for no handed-over station: what this one caught up
-        // on and has not applied yet (no reading since) is applied now, and goes with the state.
-        if missedWaiting > 0 {
-            for station in stations.keys.sorted() where stations[station]?.missed != nil { try applyMissed(at: station) }
-        }
-        // Encode everything first: a state that cannot go on the wire aborts the
-        // hand-over and this detector keeps running (the new one says so after its timeout).
-        var messages: [(HandoffMessage, String)] = []
-        do {
-            for (station, slot) in stations.sorted(by: { $0.key < $1.key }) {
-                let state = String(decoding: try encoder.encode(slot.detector), as: UTF8.self)
-                messages.append((HandoffMessage(from: instance, to: to, state: state, done: false, positions: [:]), station))
-            }
-            messages.append((HandoffMessage(from: instance, to: to, state: nil, done: true, positions: processed), "detector"))
-            var stamper = EnvelopeStamper(program: "check")
-            for (message, station) in messages { _ = try stamper.encode(message, station: station, ts: 1) }
-        } catch {
-            logger.error("hand-over aborted: the state cannot be sent; still running", metadata: ["to": "\(to)", "error": "\(error)"])
-            mode = .active
-            return
-        }
-        for (message, station) in messages { try publisher.publish(message, station: station) }
-        logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(stations.count)"])
-        finishCheckpoints()
-        mode = .finished
+    /// Tells the hand-over the time, whether the bus has been heard and how far each stream is,
+    /// and carries out what it asks (each step, and after each message while handing over).
+    func progressHandover() throws {
+        let heard = subscriber.stats.busHeartbeats > 0
+        guard let action = handover.tick(now: clock.monotonicSeconds(), busHeard: heard, position: position(of:)) else { return }
+        try carryOut(action)
     }
 
-    /// The new side: ask once some input is buffered; give up waiting after the timeout.
-    func progressTakeover() throws {
-        guard case .takingOver(let buffer, let requested, let deadline, let states) = mode else { return }
-        if !requested {
-            guard subscriber.stats.busHeartbeats > 0, !buffer.isEmpty || clock.monotonicSeconds() > 3 + (lastStart ?? clock.monotonicSeconds()) else {
-                if lastStart == nil { lastStart = clock.monotonicSeconds() }
-                return
-            }
+    /// Does what the hand-over asks: the sockets, the journal, the stations and the logs are the runtime's.
+    func carryOut(_ action: Handover<StationDetector>.Action) throws {
+        switch action {
+        case .requestTakeover(let first):
+            // Asked again at the next step when nobody subscribes to it yet.
             guard try publisher.waitForSubscriber(topic: TakeoverMessage.topic(station: "detector"), timeoutS: 0.05) else { return }
-            var first: [String: Int] = [:]
-            for message in buffer where first[message.envelope.src] == nil { first[message.envelope.src] = Int(message.envelope.seq) }
             try publisher.publish(options.stations.takeoverRequest(instance: instance, firstSeq: first), station: "detector")
+            handover.requestSent(now: clock.monotonicSeconds())
             logger.info("takeover requested", metadata: ["streams": "\(first.count)"])
-            mode = .takingOver(buffer: buffer, requested: true, deadline: clock.monotonicSeconds() + options.takeoverTimeoutS, states: states)
-            return
-        }
-        if clock.monotonicSeconds() >= deadline {
+        case .handOff(let to, let late):
+            if late { logger.warning("handing over before reaching every stream's point", metadata: ["to": "\(to)"]) }
+            // The successor asks the recorder for no handed-over station: what this one caught up
+            // on and has not applied yet (no reading since) is applied now, and goes with the state.
+            if missedWaiting > 0 {
+                for station in stations.keys.sorted() where stations[station]?.missed != nil { try applyMissed(at: station) }
+            }
+            if let next = handover.handOff(states: stations.mapValues(\.detector), positions: processed) { try carryOut(next) }
+        case .send(let messages, let to):
+            for (message, station) in messages { try publisher.publish(message, station: station) }
+            logger.info("handed over", metadata: ["to": "\(to)", "stations": "\(stations.count)"])
+            finishCheckpoints()
+        case .abort(let to, let error):
+            // The new one says so after its timeout.
+            logger.error("hand-over aborted: the state cannot be sent; still running", metadata: ["to": "\(to)", "error": "\(error)"])
+        case .complete(let states, let positions, let from, let buffer):
+            try completeTakeover(states: states, positions: positions, from: from, buffer: buffer)
+        case .startFresh(let buffer):
             logger.warning("no running detector answered the takeover; starting fresh")
-            try completeTakeover(states: [:], positions: [:], from: nil)
+            try completeTakeover(states: [:], positions: [:], from: nil, buffer: buffer)
         }
     }
 
-    func completeTakeover(states: [String: StationDetector], positions handed: [String: Int], from: String?) throws {
-        guard case .takingOver(let buffer, _, _, _) = mode else { return }
+    /// The new side, active now: restores the handed-over states (none when starting fresh),
+    /// goes on from the old side's positions, opens the journal and processes the buffer.
+    func completeTakeover(states: [String: StationDetector], positions handed: [String: Int], from: String?, buffer: [BusMessage]) throws {
         // The new process's settings apply from now on (a new --idle-timeout, say).
         stations = states.mapValues { detector in
             var restored = detector
@@ -78,7 +64,6 @@ extension DetectorRuntime {
         input = InOrderInput(
             transport: transport, logger: logger, settings: options.recovery, wants: wants, positions: handed.mapValues { UInt64($0) },
             producers: input.producers, endpoints: input.endpoints)
-        mode = .active
         journalTried = true
         try startJournal(lockWaitS: 5)
         // The old detector saved every pattern it learned before handing over.

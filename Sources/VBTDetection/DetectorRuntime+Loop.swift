@@ -21,10 +21,7 @@ extension DetectorRuntime {
     }
 
     /// Whether this detector has handed over and is done.
-    public var isFinished: Bool {
-        if case .finished = mode { return true }
-        return false
-    }
+    public var isFinished: Bool { handover.phase == .finished }
 
     /// Whether some input stream waits for messages being fetched from a journal.
     public var isCatchingUp: Bool { input.isRecovering }
@@ -33,10 +30,7 @@ extension DetectorRuntime {
     public var recovery: InOrderInput.Counters { input.counters }
 
     /// Whether this detector is detecting (not waiting for a hand-over, not handed over).
-    public var isActive: Bool {
-        if case .active = mode { return true }
-        return false
-    }
+    public var isActive: Bool { handover.phase == .active }
 
     /// Messages taken in one step at most: some 64 × 12 µs at 1,000 stations, so
     /// the heartbeat and recovery are never held up by more than a millisecond or so.
@@ -47,18 +41,18 @@ extension DetectorRuntime {
     /// hand-over, the heartbeat, and once a second the silent stations.
     public func step(timeoutMs: Int32 = 100) throws {
         guard !isFinished else { return }
-        if case .active = mode, options.journal != nil, replay == nil, !journalTried {
+        if isActive, options.journal != nil, replay == nil, !journalTried {
             journalTried = true
             try startJournal(lockWaitS: 0)
         }
         // What is queued is taken, up to a batch, before the rest of the step (recovery,
         // replies, heartbeat, checkpoints), whose look is per step, not per message.
         try subscriber.forEachQueued(waitingMs: timeoutMs, upTo: Self.batch) { try handle($0) }
-        if isActive || isHandingOver {
+        if handover.isProcessing {
             for message in input.poll() { try processAndHandOver(message, inOrder: true) }
         }
         try collectReplies()
-        try progressTakeover()
+        try progressHandover()
         try heartbeat.tick(self)
         try replay?.serve()
         let now = clock.monotonicSeconds()
@@ -83,7 +77,7 @@ extension DetectorRuntime {
     }
 
     var isHandingOver: Bool {
-        if case .handingOver = mode { return true }
+        if case .handingOver = handover.phase { return true }
         return false
     }
 }

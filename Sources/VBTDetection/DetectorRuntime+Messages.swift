@@ -12,19 +12,14 @@ extension DetectorRuntime {
 
     func processAndHandOver(_ message: BusMessage, inOrder: Bool = false) throws {
         try process(message, inOrder: inOrder)
-        try finishHandoverIfReady()
+        if isHandingOver { try progressHandover() }
     }
 
     func handle(_ message: BusMessage) throws {
         switch message.envelope.type {
         case SampleMessage.type, CommandMessage.type:
-            guard matches(message.envelope.station) else { return }
-            if case .takingOver(var buffer, let requested, let deadline, let states) = mode {
-                buffer.append(message)
-                mode = .takingOver(buffer: buffer, requested: requested, deadline: deadline, states: states)
-                return
-            }
-            if case .active = mode {} else if case .handingOver = mode {} else { return }
+            // Taking over, the message is buffered; handed over, dropped.
+            guard matches(message.envelope.station), handover.take(message) else { return }
             if message.envelope.type == SampleMessage.type {
                 try input.accept(message) { try processAndHandOver($0, inOrder: true) }
             } else {
@@ -41,23 +36,14 @@ extension DetectorRuntime {
         case TakeoverMessage.type:
             // Only the detector serving the same stations hands over: a gym split
             // between detectors replaces them one at a time.
-            guard let request = try? message.payload(as: TakeoverMessage.self), request.instance != instance,
-                options.stations.isAsked(by: request)
+            guard let request = try? message.payload(as: TakeoverMessage.self),
+                handover.request(request, ours: options.stations.isAsked(by: request), now: clock.monotonicSeconds())
             else { return }
-            if case .active = mode {
-                logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
-                mode = .handingOver(to: request.instance, targets: request.firstSeq, deadline: clock.monotonicSeconds() + 5)
-                try finishHandoverIfReady()
-            }
+            logger.info("takeover requested", metadata: ["by": "\(request.instance)"])
+            try progressHandover()
         case HandoffMessage.type:
-            guard let handoff = try? message.payload(as: HandoffMessage.self), handoff.to == instance,
-                case .takingOver(let buffer, let requested, let deadline, var states) = mode
-            else { return }
-            if let state = handoff.state, let detector = try? decoder.decode(StationDetector.self, from: Data(state.utf8)) {
-                states[detector.station] = detector
-            }
-            mode = .takingOver(buffer: buffer, requested: requested, deadline: deadline, states: states)
-            if handoff.done { try completeTakeover(states: states, positions: handoff.positions, from: handoff.from) }
+            guard let handoff = try? message.payload(as: HandoffMessage.self), let action = handover.handoff(handoff) else { return }
+            try carryOut(action)
         default:
             return
         }

@@ -100,7 +100,7 @@ extension DetectorRuntime {
     /// Ends the readings of stations silent for `idleTimeoutS` of wall time (their rises
     /// judged, their sets ended), and forgets input streams that ended long ago.
     func closeSilentStations() throws {
-        guard case .active = mode else { return }
+        guard isActive else { return }
         let now = clock.monotonicSeconds()
         if now >= nextStreamLook {
             nextStreamLook = now + 60

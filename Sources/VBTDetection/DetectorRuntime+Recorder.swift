@@ -60,7 +60,7 @@ extension DetectorRuntime {
     /// journals) when such a message comes, so readings sent before it keep the assignment
     /// they were lifted under.
     func caughtUp(_ stored: AssignmentRecord?, station: String) throws {
-        guard let stored, isActive || isHandingOver, let slot = stations[station], slot.detector.missedCommand(stored) != nil else { return }
+        guard let stored, handover.isProcessing, let slot = stations[station], slot.detector.missedCommand(stored) != nil else { return }
         if slot.missed == nil { missedWaiting += 1 }
         stations[station]?.missed = stored
         if slot.fedTs >= stored.ts { try applyMissed(at: station) }

@@ -20,7 +20,9 @@ import Glibc
 /// sequence number it processed per stream, and exits 0. The new process
 /// restores the states and processes its buffer from just after those
 /// positions. Detection is a pure function of the readings, so the rep stream
-/// is the same as if one process had done it all, even mid-rep.
+/// is the same as if one process had done it all, even mid-rep. The protocol's
+/// phases and timeouts are `Handover`'s, a value fed messages and time; this
+/// runtime carries out what it asks (publishing, the journal, the logs).
 ///
 /// Crash recovery (`--journal`): every station's state, with the input
 /// position reached in each stream and the output streams' seqs, is
@@ -115,11 +117,10 @@ public final class DetectorRuntime: BusRole {
     var streamsKept: Set<String> { Set(processed.keys) }
     /// The last seq processed of each input stream, as a checkpoint keeps it (for tests).
     var positionsKept: [String: Int] { processed }
-    var mode: Mode
-    /// When a takeover first had nothing to ask about (`progressTakeover`).
-    var lastStart: Double?
+    /// Where a live hand-over stands: none, taking over, handing over, or handed over.
+    var handover: Handover<StationDetector>
+    /// Encodes the patterns offered to the recorder.
     let encoder = JSONEncoder()
-    let decoder = JSONDecoder()
     var library = PatternLibrary()
     /// The session-recorder keeps every detector's patterns: a new machine or a lost file starts from them.
     let recorder: QueryClient?
@@ -168,13 +169,6 @@ public final class DetectorRuntime: BusRole {
     /// The instance name, written into every rep's `detector` field.
     public var instance: String { publisher.stamper.instance }
 
-    enum Mode {
-        case active
-        case takingOver(buffer: [BusMessage], requested: Bool, deadline: Double, states: [String: StationDetector])
-        case handingOver(to: String, targets: [String: Int], deadline: Double)
-        case finished
-    }
-
     /// Connects to the bus.
     public convenience init(context: ZMQContext, config: BusConfig, options: DetectorOptions, logger: Logger) throws(ZMQError) {
         try self.init(transport: ZMQTransport(context: context, config: config), queryEndpoint: config.queryEndpoint, options: options, logger: logger)
@@ -204,9 +198,8 @@ public final class DetectorRuntime: BusRole {
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
         if !options.stations.servesAll { subscriber.sampleStations = { [stations = options.stations] in stations.serves($0) } }
         heartbeat = options.stations.heartbeat(subscribes: subscriber.subscribedPrefixes)
-        // Detector state holds infinities ("no rep yet"); JSON has no such numbers.
+        // Infinities and NaN as strings, as the hand-over writes them: JSON has no such numbers.
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         let checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
         checkpointWriter = checkpoint.map { CheckpointWriter(file: $0) }
         var saved: ConsumerCheckpoint<[StationDetector]>?
@@ -236,7 +229,7 @@ public final class DetectorRuntime: BusRole {
                 stations[detector.station] = Station(detector: restoredDetector, arrived: now)
             }
         }
-        mode = options.takeover ? .takingOver(buffer: [], requested: false, deadline: .infinity, states: [:]) : .active
+        handover = Handover(instance: publisher.stamper.instance, takingOver: options.takeover, timeoutS: options.takeoverTimeoutS)
         encoder.outputFormatting = [.sortedKeys]
         if let path = options.patternsPath {
             do {
