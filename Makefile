@@ -36,7 +36,7 @@ test: build lint
 # and in-memory Swift suites (runtimes over VBTTesting's MemoryBus) and the
 # Python checks that start no long-lived process. The process suites and the
 # end-to-end Python tests run in `make test`.
-PROCESS_SUITES = BusProcessTests|SwapProcessTests|StationSplitTests|SilentRecorderTests|BridgeProcessTests
+PROCESS_SUITES = BusProcessTests|SwapProcessTests|StationSplitTests|ShardProcessTests|SilentRecorderTests|BridgeProcessTests
 test-fast: lint
 	$(SWIFT) build --build-tests
 	VBT_BIN_DIR=$(BIN_DIR) $(SWIFT) test --skip-build --skip '$(PROCESS_SUITES)'

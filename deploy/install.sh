@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs vbt on a gym server or a station computer (deploy/README.md):
 #
-#   deploy/install.sh server                 the bus, recorder, detector, posture evaluator, notifier, coach console
+#   deploy/install.sh server                 the bus, recorder, detector(s), posture evaluator, notifier, coach console
 #   deploy/install.sh station rack-01 ...    sensor bridges for these stations
 #
 # Options (before the role): --root DIR installs into DIR instead of / (a
@@ -52,6 +52,7 @@ chmod 0644 "$completions/bash-completion/completions/vbt" "$completions/zsh/site
 install -m 0644 "$here/systemd/vbt.target" "$root/etc/systemd/system/vbt.target"
 for unit in "${units[@]}"; do install -m 0644 "$here/systemd/$unit.service" "$root/etc/systemd/system/$unit.service"; done
 [ "$role" = station ] && install -m 0644 "$here/systemd/sensor-bridge@.service" "$root/etc/systemd/system/sensor-bridge@.service"
+[ "$role" = server ] && install -m 0644 "$here/systemd/rep-detector@.service" "$root/etc/systemd/system/rep-detector@.service"
 install -m 0644 "$here/sysusers.d/vbt.conf" "$root/etc/sysusers.d/vbt.conf"
 install -m 0644 "$here/README.md" "$root/usr/local/share/doc/vbt/deploy/README.md"
 install -d -m 0755 "$root/usr/local/share/doc/vbt/deploy/grafana"
@@ -60,6 +61,10 @@ systemd-sysusers --root="$root" "$root/etc/sysusers.d/vbt.conf"
 
 install -d -m 0755 "$root/etc/vbt"
 [ -e "$root/etc/vbt/vbt.env" ] || install -m 0644 "$here/vbt.env.example" "$root/etc/vbt/vbt.env"
+# How many rep-detectors split the gym (vbt.env's VBT_DETECTOR_SHARDS; 1 when it is not set).
+shards=$(sed -n 's/^VBT_DETECTOR_SHARDS=//p' "$root/etc/vbt/vbt.env" | tail -n 1)
+shards=${shards:-1}
+[[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "install: VBT_DETECTOR_SHARDS=$shards in /etc/vbt/vbt.env: write a whole number from 1, e.g. 2" >&2; exit 2; }
 keys=$root/etc/vbt/keys
 vbt=$root/usr/local/bin/vbt
 if [ "$role" = server ]; then
@@ -84,8 +89,17 @@ else
     chown -R "$uid:$uid" "$keys"
 fi
 if [ "$role" = server ]; then
-    install -d "$root/etc/systemd/system/vbt.target.wants"
-    for unit in "${units[@]}"; do ln -sf "/etc/systemd/system/$unit.service" "$root/etc/systemd/system/vbt.target.wants/$unit.service"; done
+    wants=$root/etc/systemd/system/vbt.target.wants
+    install -d "$wants"
+    # One detector, or VBT_DETECTOR_SHARDS of them: the other arrangement's links go.
+    rm -f "$wants/rep-detector.service" "$wants"/rep-detector@*.service
+    for unit in "${units[@]}"; do
+        if [ "$unit" = rep-detector ] && [ "$shards" -gt 1 ]; then
+            for ((k = 1; k <= shards; k++)); do ln -sf /etc/systemd/system/rep-detector@.service "$wants/rep-detector@$k.service"; done
+        else
+            ln -sf "/etc/systemd/system/$unit.service" "$wants/$unit.service"
+        fi
+    done
 fi
 install -d "$root/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/vbt.target "$root/etc/systemd/system/multi-user.target.wants/vbt.target"

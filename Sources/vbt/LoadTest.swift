@@ -28,9 +28,11 @@ struct LoadTest: AsyncParsableCommand {
             the recording holds (found by the detector offline, pro rata of the time each copy replayed; both counts \
             take the reps whose completing reading came at least half a second before the replay stopped), \
             completing reading -> rep latency at a subscriber (p50, p99, max; measured on --probes stations, whose \
-            readings it also subscribes to; a rep the subscriber missed is fetched from the rep-detector's journal, \
-            counted, not timed), what each consumer received, lost and missed (their heartbeats), \
-            each vbt process's CPU and memory (at the end, and the most it has held since it started) on this computer, and this computer's own stalls beside them: a thread \
+            readings it also subscribes to; a rep the subscriber missed is fetched from the journal of the rep-detector \
+            that published it, counted, not timed), what each consumer received, lost and missed (their heartbeats; \
+            rep-detectors splitting the gym each under its name, rep-detector-K), \
+            each vbt process's CPU and memory (at the end, and the most it has held since it started; a rep-detector \
+            run with --shard K/N as rep-detector-K) on this computer, and this computer's own stalls beside them: a thread \
             that wakes every millisecond (under SCHED_FIFO where this user may) counts how often it woke over 2 ms \
             late, and the latency is also given for the reps no such stall touched (a virtual machine's host that \
             takes its cores away shows there, not in vbt).
@@ -879,17 +881,32 @@ struct LoadRun {
         last.reduce(into: [:]) { counts, entry in counts[entry.key] = .init(last: entry.value, since: first[entry.key] ?? InputCounters()) }
     }
 
-    /// Every vbt program on this computer: its name, CPU seconds so far, memory now and the most it
-    /// has held (proc(5)).
+    /// A process's name in the report: the program's, and a rep-detector's shard when several
+    /// split the gym (`--shard 2/3`: `rep-detector-2`, as its heartbeat names it).
+    static func shardName(program: String, arguments: ArraySlice<String>) -> String {
+        guard program == "rep-detector" else { return program }
+        var value: String?
+        for (index, word) in zip(arguments.indices, arguments) {
+            if word == "--shard", index + 1 < arguments.endIndex { value = arguments[index + 1] }
+            if word.hasPrefix("--shard=") { value = String(word.dropFirst("--shard=".count)) }
+        }
+        let parts = value?.split(separator: "/") ?? []
+        guard parts.count == 2, let shard = Int(parts[0]), let shards = Int(parts[1]), shards > 1 else { return program }
+        return "rep-detector-\(shard)"
+    }
+
+    /// Every vbt program on this computer: its name (a rep-detector's with its shard), CPU seconds
+    /// so far, memory now and the most it has held (proc(5)).
     static func processes() -> [Int32: (name: String, cpuS: Double, rssMb: Double, rssMaxMb: Double)] {
         var found: [Int32: (name: String, cpuS: Double, rssMb: Double, rssMaxMb: Double)] = [:]
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = Int32(entry), let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
-                let argv0 = cmdline.split(separator: 0).first.map({ String(decoding: $0, as: UTF8.self) })
-            else { continue }
-            let name = URL(fileURLWithPath: argv0).lastPathComponent
-            guard programs.contains(name), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+            guard let pid = Int32(entry), let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let argv = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            guard let argv0 = argv.first else { continue }
+            let program = URL(fileURLWithPath: argv0).lastPathComponent
+            let name = shardName(program: program, arguments: argv.dropFirst())
+            guard programs.contains(program), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")")
             else { continue }
             let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")

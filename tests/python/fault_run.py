@@ -286,8 +286,13 @@ class Installation:
             self.wait_ready(name)
         return program
 
+    @classmethod
+    def ready(cls, name: str) -> list[str]:
+        """READY of a program, or of the program it is a shard of (`rep-detector-2`: `rep-detector`)."""
+        return cls.READY.get(name) or cls.READY[name.rsplit("-", 1)[0]]
+
     def wait_ready(self, name: str, timeout: float = 30) -> None:
-        for needle in self.READY[name]:
+        for needle in self.ready(name):
             self.node.current[name].wait_for_log(needle, timeout=timeout)
 
     def start_all(self) -> None:

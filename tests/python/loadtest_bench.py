@@ -13,6 +13,10 @@ and checks the report against an independent count: the database's reps at the
 replayed stations. The raw libzmq baseline of the same `make bench` run is vbt-bench's
 bus section, printed before this.
 
+From 500 stations the rep-detector runs as a gym that size runs it, split in two
+(`--detector-shards`, deploy/README.md "Splitting the rep-detector"): `rep-detector@1` and `@2`,
+`--shard K/2`, each its own journal and patterns file; each is reported as its own process.
+
 Each run also prints where a rep's time went (`vbt loadtest`'s stages: bridge, to the detector,
 in the detector, to the listener; p50/p99/max) and the stage that holds the tail. `--repeat N`
 runs each count N times back to back (a goal held once may be luck); `--hog` runs each count
@@ -22,6 +26,7 @@ over), as a gym's server runs backups and reports beside the rep path.
 Run from the repository root:
     VBT_BIN_DIR=$(swift build -c release --show-bin-path) python3 tests/python/loadtest_bench.py \\
         [--stations 9 1000] [--stagger 2 0] [--duration 40] [--probes 100] [--repeat 1] [--hog] [--folder DIR]
+        [--detector-shards N]
 A --folder keeps its recording between runs (making one takes about 2 minutes).
 """
 
@@ -54,6 +59,21 @@ MAKE_RUN_STATIONS = [
     fault_run.SimStation("platform", "deadlift", 140, 180, 3, "cleo", BATCHED),
 ]
 DAEMONS = ["vbt-bus", "session-recorder", "rep-detector", "posture-evaluator", "notifier"]
+# From this many stations the detectors are split in two, as deploy/README.md advises a gym that
+# size: one detector at 1,002 stations held 79-80 MB (over the 50 MB a daemon may) and completed a
+# lockstep wave's ~1,000 reps on one thread (p99 66 ms).
+SPLIT_FROM_STATIONS = 500
+
+
+def detector_shards(stations: int, asked: int | None) -> int:
+    """How many rep-detectors run at `stations`: `asked`, else 2 from SPLIT_FROM_STATIONS, else 1."""
+    return asked if asked else (2 if stations >= SPLIT_FROM_STATIONS else 1)
+
+
+def daemons(shards: int) -> list[str]:
+    """The daemons' names, each shard its own (`rep-detector-1`, `rep-detector-2`), as their heartbeats name them."""
+    detectors = ["rep-detector"] if shards == 1 else [f"rep-detector-{k}" for k in range(1, shards + 1)]
+    return [d for name in DAEMONS for d in (detectors if name == "rep-detector" else [name])]
 # The load generator, on the same two cores (`vbt loadtest` reads its CPU before stopping it).
 REPLAY = "sensor-bridge (replay)"
 
@@ -99,7 +119,7 @@ def recording(folder: Path, sims: list[fault_run.SimStation] = MAKE_RUN_STATIONS
 
 
 def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: float = 2, probes: int = 100,
-             replay_journal: bool = False) -> dict:
+             replay_journal: bool = False, shards: int = 1) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "vbt.sqlite"
     query = f"tcp://127.0.0.1:{fault_run.free_port()}"
@@ -108,17 +128,25 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
     commands = {
         "vbt-bus": ["vbt-bus", *unit_option("vbt-bus", "--memory-budget-mb")],
         "session-recorder": ["session-recorder", "--db", str(db), "--query-endpoint", query],
-        "rep-detector": ["rep-detector", "--patterns", str(folder / "patterns.json"), "--journal", str(journal / "rep-detector")],
         "posture-evaluator": ["posture-evaluator", "--calibrations", str(folder / "calibrations.json"),
                               "--journal", str(journal / "posture-evaluator")],
         "notifier": ["notifier", "--state", str(folder / "notifier.json"), "--journal", str(journal / "notifier")],
     }
+    # As the units run them: rep-detector.service, or rep-detector@K.service with --shard K/N, each
+    # its own journal and patterns file.
+    units = {name: name for name in DAEMONS}
+    if shards == 1:
+        commands["rep-detector"] = ["rep-detector", "--patterns", str(folder / "patterns.json"), "--journal", str(journal / "rep-detector")]
+    for k in range(1, shards + 1) if shards > 1 else []:
+        commands[f"rep-detector-{k}"] = ["rep-detector", "--shard", f"{k}/{shards}", "--patterns", str(folder / f"patterns-{k}.json"),
+                                         "--journal", str(journal / f"rep-detector-{k}")]
+        units[f"rep-detector-{k}"] = "rep-detector@"
     try:
         # Each started as fault_run starts it, and at work before the next (and the replay) starts.
-        for name in DAEMONS:
-            nice, rr = unit_scheduling(name)
+        for name in daemons(shards):
+            nice, rr = unit_scheduling(units[name])
             node.spawn(name, commands[name], nice, rr)
-            for needle in fault_run.Installation.READY[name]:
+            for needle in fault_run.Installation.ready(name):
                 node.current[name].wait_for_log(needle, timeout=60)
         result = subprocess.run([binary("vbt"), "loadtest", "--recording", str(rec), "--stations", str(stations),
                                  "--duration", str(duration), "--stagger", str(stagger), "--probes", str(probes), "--json", "--svg", str(folder / "loadtest.svg"),
@@ -130,6 +158,7 @@ def run_once(rec: Path, stations: int, duration: float, folder: Path, stagger: f
         report = json.loads(result.stdout)
         (folder / "report.json").write_text(result.stdout)
         report["db_reps"] = stored_reps(db, report["reps_received"])
+        report["detector_shards"] = shards
         return report
     finally:
         node.stop_all()
@@ -159,11 +188,18 @@ def show(report: dict) -> str:
         f"{report['stations']:>5}", f"{report.get('stagger_s', 0):4.1f} s", f"{report['readings_per_s'] / 1000:6.1f} k",
         f"{report['reps_received']:>5} / {report['reps_expected']:<5}", f"{lost:>4}",
         f"{latency['p50']:7.2f}", f"{latency['p99']:8.2f}", f"{latency['max']:8.1f}",
-        "  ".join(f"{name.split('-')[0][:8]} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}/{processes[name]['rss_max_mb']:.0f}MB"
-                  for name in DAEMONS if name in processes)
+        "  ".join(f"{short(name)} {processes[name]['cpu_pct']:3.0f}% {processes[name]['rss_mb']:4.0f}/{processes[name]['rss_max_mb']:.0f}MB"
+                  for name in daemons(report.get("detector_shards", 1)) if name in processes)
         + (f"  replay {processes[REPLAY]['cpu_pct']:3.0f}%" if REPLAY in processes else ""),
     ]
     return " | ".join(cells)
+
+
+def short(name: str) -> str:
+    """A daemon's name in a report line: its first word, and a detector's shard (`rep 2`)."""
+    first, _, rest = name.partition("-")
+    shard = rest.rsplit("-", 1)[-1] if first == "rep" and rest[-1:].isdigit() else ""
+    return f"{first[:8]} {shard}".strip()
 
 
 def show_stages(report: dict) -> str:
@@ -203,9 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each count at the first stagger, back to back (default 1)")
     parser.add_argument("--hog", action="store_true",
                         help="then each count once more beside a CPU-bound process at normal priority (vbt eval in a loop)")
+    parser.add_argument("--detector-shards", type=int, metavar="N",
+                        help=f"rep-detectors splitting the gym (--shard K/N; default 2 from {SPLIT_FROM_STATIONS} stations, else 1)")
     parser.add_argument("--journal", action="store_true",
                         help="journal the replay as station bridges do (vbt loadtest --journal): what a consumer misses is fetched")
     args = parser.parse_args(argv)
+    if args.detector_shards is not None and args.detector_shards < 1:
+        parser.error("--detector-shards needs 1 or more")
     with tempfile.TemporaryDirectory(prefix="vbt-loadtest-") as scratch:
         folder = args.folder or Path(scratch)
         rec = recording(folder / "rec-realtime")
@@ -220,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             hog = Hog(rec, folder / "hog") if hogged else None
             try:
                 report = run_once(rec, stations, args.duration, folder / f"run-{stations}-{stagger}-{int(time.time())}", stagger,
-                                  args.probes, args.journal)
+                                  args.probes, args.journal, detector_shards(stations, args.detector_shards))
             finally:
                 if hog:
                     hog.stop()

@@ -62,7 +62,7 @@ def test_units_are_hardened(installed):
     # systemd rates 0-10, lower is safer; "OK" is below 3.0 (the bridge needs two capabilities for BLE).
     assert all(level <= 2.0 for unit, level in exposure.items() if not unit.startswith("sensor-bridge")), exposure
     assert exposure["sensor-bridge@rack-01.service"] < 3.0, exposure
-    for name in [*SERVICES, "sensor-bridge@"]:
+    for name in [*SERVICES, "sensor-bridge@", "rep-detector@"]:
         text = (installed / "etc/systemd/system" / f"{name}.service").read_text()
         for line in ["Restart=always", "User=vbt", "ProtectSystem=strict", "PrivateTmp=yes",
                      "SystemCallFilter=@system-service", "WantedBy=vbt.target", "PartOf=vbt.target"]:
@@ -72,6 +72,42 @@ def test_units_are_hardened(installed):
         assert "DynamicUser" not in text
     wants = {p.name for p in (installed / "etc/systemd/system/vbt.target.wants").iterdir()}
     assert wants == {f"{s}.service" for s in SERVICES} | {"sensor-bridge@rack-01.service"}, wants
+
+
+def test_detector_shards(tmp_path):
+    """VBT_DETECTOR_SHARDS=2 in vbt.env: install.sh enables rep-detector@1 and @2 (each its shard, its
+    own state folder) instead of rep-detector.service; back at 1, the plain unit again."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.fail("systemd-analyze is missing: make deps installs the systemd package")
+    root = tmp_path / "root"
+    env = root / "etc/vbt/vbt.env"
+    env.parent.mkdir(parents=True)
+    example = (REPO / "deploy/vbt.env.example").read_text()
+    assert re.search(r"^VBT_DETECTOR_SHARDS=1$", example, re.M), "vbt.env.example documents the default"
+    env.write_text(example.replace("VBT_DETECTOR_SHARDS=1", "VBT_DETECTOR_SHARDS=2"))
+    install(root, "server")
+    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    system = root / "etc/systemd/system"
+    detectors = {p.name for p in (system / "vbt.target.wants").iterdir() if p.name.startswith("rep-detector")}
+    assert detectors == {"rep-detector@1.service", "rep-detector@2.service"}, detectors
+    result = subprocess.run(["systemd-analyze", "verify", f"--root={root}", "--man=no", "rep-detector@1.service", "rep-detector@2.service"],
+                            capture_output=True, text=True, timeout=120, cwd=system)
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+    text = (system / "rep-detector@.service").read_text()
+    assert "--shard %i/${VBT_DETECTOR_SHARDS}" in text and "StateDirectory=vbt/rep-detector-%i" in text
+    assert "--journal /var/lib/vbt/rep-detector-%i/journal" in text and "--patterns /var/lib/vbt/rep-detector-%i/patterns.json" in text
+    security = subprocess.run(["systemd-analyze", "security", f"--root={root}", "--offline=true", "rep-detector@1.service"],
+                              capture_output=True, text=True, timeout=120, cwd=system)
+    found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", security.stdout + security.stderr)
+    assert found and float(found.group(1)) <= 2.0, security.stdout + security.stderr
+    env.write_text(example)
+    install(root, "server")
+    detectors = {p.name for p in (system / "vbt.target.wants").iterdir() if p.name.startswith("rep-detector")}
+    assert detectors == {"rep-detector.service"}, detectors
+    env.write_text(example.replace("VBT_DETECTOR_SHARDS=1", "VBT_DETECTOR_SHARDS=two"))
+    refused = subprocess.run(["bash", str(REPO / "deploy" / "install.sh"), "--root", str(root), "--bin-dir", str(BIN_DIR), "server"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "VBT_DETECTOR_SHARDS" in refused.stderr, refused.stderr
 
 
 def test_user_and_keys(installed):
