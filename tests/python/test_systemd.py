@@ -18,7 +18,9 @@ container:
   (NRestarts 1, a new MainPID) and reps keep coming; no other unit restarted;
 - `systemctl stop vbt.target` stops every unit, none failed;
   `systemctl start vbt.target` brings them back and reps come again;
-- the container powers off cleanly.
+- the container powers off cleanly;
+- with VBT_DETECTOR_SHARDS=2 the boot runs rep-detector@1 and @2 instead, each with its shard,
+  journal and priority, and a killed shard is restarted alone.
 
 Needs root and systemd-nspawn (package systemd-container, `make deps`); it
 is skipped, saying why, where nspawn cannot boot a container here (a probe
@@ -82,15 +84,17 @@ def unavailable() -> str | None:
     return None
 
 
-def install(root: Path) -> None:
-    """A server and station STATION in `root`, as `make install DESTDIR=...` would, plus the simulation."""
+def install(root: Path, detector_shards: int = 1) -> None:
+    """A server and station STATION in `root`, as `make install DESTDIR=...` would, plus the simulation;
+    the rep-detector split in `detector_shards` units (vbt.env's VBT_DETECTOR_SHARDS)."""
     (root / "etc/vbt").mkdir(parents=True)
     # This computer's users, so the container's own system users exist next to vbt.
     for name in ["passwd", "group", "shadow", "gshadow"]:
         shutil.copy2(f"/etc/{name}", root / "etc" / name)
     # install.sh keeps an existing vbt.env: the container's bus is on its loopback.
     (root / "etc/vbt/vbt.env").write_text("VBT_PUB_ENDPOINT=tcp://127.0.0.1:7701\nVBT_SUB_ENDPOINT=tcp://127.0.0.1:7702\n"
-                                          "VBT_QUERY_ENDPOINT=tcp://127.0.0.1:7703\nVBT_LOG_LEVEL=info\n")
+                                          "VBT_QUERY_ENDPOINT=tcp://127.0.0.1:7703\nVBT_LOG_LEVEL=info\n"
+                                          f"VBT_DETECTOR_SHARDS={detector_shards}\n")
     for program in ["vbt", "sensor-bridge", *SERVER_UNITS]:
         binary(program)  # built, and not being relinked by a build running beside this test
     script = [str(REPO / "deploy/install.sh"), "--root", str(root), "--bin-dir", str(BIN_DIR)]
@@ -150,8 +154,8 @@ class Container:
     def journal(self, unit: str) -> str:
         return self.run("journalctl", "--no-pager", "-o", "cat", "-n", "30", "-u", unit, check=False)
 
-    def journals(self) -> str:
-        return "\n".join(f"--- {unit}: {self.show(unit)}\n{self.journal(unit)}" for unit in UNITS)
+    def journals(self, units: list[str] = UNITS) -> str:
+        return "\n".join(f"--- {unit}: {self.show(unit)}\n{self.journal(unit)}" for unit in units)
 
     def reps(self) -> int:
         """The reps in the recorder's store (0 before it has one), read in the container: SQLite
@@ -244,6 +248,47 @@ def test_systemd_runs_restarts_and_stops_the_units(tmp_path):
         wait_until(lambda: container.reps() > before, "reps after vbt.target started again", timeout=REPS_S, interval=0.5,
                    detail=container.journals)
 
+        assert container.poweroff() == 0, container.tail()
+    finally:
+        container.close()
+
+
+def test_systemd_runs_two_detector_shards(tmp_path):
+    """VBT_DETECTOR_SHARDS=2: the boot runs rep-detector@1 and @2 (no rep-detector.service), each with
+    `--shard K/2` from vbt.env, its own journal and real-time like the plain unit; reps reach the store
+    (rack-01 hashes to shard 1); shard 2 killed is restarted alone."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path / "root"
+    install(root, detector_shards=2)
+    shards = ["rep-detector@1.service", "rep-detector@2.service"]
+    units = [unit for unit in UNITS if unit != "rep-detector.service"] + shards
+    container = Container(root, tmp_path / "console.log")
+    try:
+        booted = container.run("systemctl", "is-system-running", "--wait", check=False).strip()
+        assert booted in {"running", "degraded"}, f"{booted}\n{container.tail()}"
+        wait_until(lambda: container.reps() > 0, "reps in the store", timeout=REPS_S, interval=0.5,
+                   detail=lambda: container.journals(units))
+        assert container.show("rep-detector.service")["ActiveState"] == "inactive"
+        state = {unit: container.show(unit) for unit in units}
+        assert all(s["SubState"] == "running" and s["NRestarts"] == "0" for s in state.values()), container.journals(units)
+        for k, unit in enumerate(shards, start=1):
+            pid = state[unit]["MainPID"]
+            argv = container.run("cat", f"/proc/{pid}/cmdline").split("\0")
+            assert argv[1:3] == ["--shard", f"{k}/2"], argv
+            assert f"/var/lib/vbt/rep-detector-{k}/journal" in argv, argv
+            assert container.policy(pid) == "SCHED_RR 10", unit
+            assert "journalling" in container.journal(unit), container.journal(unit)
+
+        container.run("systemctl", "kill", "--kill-whom=main", "-s", "KILL", shards[1])
+        old = state[shards[1]]["MainPID"]
+        wait_until(lambda: (lambda s: s["NRestarts"] == "1" and s["SubState"] == "running" and s["MainPID"] not in {"0", old})(
+            container.show(shards[1])), "systemd to restart shard 2", timeout=60, interval=0.2, detail=lambda: container.journals(units))
+        assert container.show(shards[0])["NRestarts"] == "0" and container.show(shards[0])["MainPID"] == state[shards[0]]["MainPID"]
+        before = container.reps()
+        wait_until(lambda: container.reps() > before, "reps after the restart", timeout=REPS_S, interval=0.5,
+                   detail=lambda: container.journals(units))
         assert container.poweroff() == 0, container.tail()
     finally:
         container.close()
