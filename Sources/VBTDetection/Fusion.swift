@@ -59,11 +59,19 @@ struct BoardGravity: Sendable, Equatable {
 
     init?(_ readings: [BoardAcceleration]) {
         let sum = readings.reduce(BoardAcceleration(x: 0, y: 0, z: 0)) { BoardAcceleration(x: $0.x + $1.x, y: $0.y + $1.y, z: $0.z + $1.z) }
+        var lengths = readings.map { $0.length }
+        self.init(sum: sum, lengths: &lengths)
+    }
+
+    init(up: BoardAcceleration, oneG: Double) { (self.up, self.oneG) = (up, oneG) }
+
+    /// From the readings' sum (added in their order) and their lengths (reordered here): what
+    /// `init(_:)` finds from the readings, for a caller that reads them without building them.
+    init?(sum: BoardAcceleration, lengths: inout [Double]) {
         let length = sum.length
-        guard length.isNormal else { return nil }
+        guard length.isNormal, !lengths.isEmpty else { return nil }
         up = BoardAcceleration(x: sum.x / length, y: sum.y / length, z: sum.z / length)
-        let lengths = readings.map(\.length)
-        oneG = rankedValue(lengths, rank: lengths.count / 2)
+        oneG = rankedValue(selectingIn: &lengths, rank: lengths.count / 2)
         guard oneG.isNormal else { return nil }
     }
 
@@ -76,6 +84,105 @@ struct BoardGravity: Sendable, Equatable {
     }
 }
 
+/// A window's accelerometer readings as `BoardGravity` reads them, kept as readings enter and
+/// leave it (oldest first, as a window's do): their sum, and their lengths. The board's gravity
+/// is then read without a pass over the window's 20 s of readings, by a selection among their
+/// lengths alone.
+///
+/// It is the figure `BoardGravity(_:)` finds from the same readings, bit for bit: every half-
+/// precision value (the window's, Window.swift) is a whole number of 2^-24, so the sum is kept
+/// exactly in those units whatever the order of adding and removing; and `BoardGravity` adds
+/// the readings in order in doubles, which is exact too while the sum of their magnitudes is
+/// under 2^29 (every partial sum then a whole number of 2^-24 under 2^53 of them). The median
+/// of the lengths is the same value whichever way it is found. Where either may not hold (a
+/// value beyond half precision's range, so infinite; sums that large), `exact` is nil.
+struct GravityTally: Sendable {
+    private static let unit = 16_777_216.0  // 2^24
+    private var sum: (x: Int64, y: Int64, z: Int64) = (0, 0, 0)
+    private var magnitudes: Int64 = 0
+    /// Readings with a component not a whole number of 2^-24 (infinite, or not from a window).
+    private var inexact = 0
+    /// Their lengths, oldest first, from `first` on (the inexact ones' too).
+    private var lengths: [Double] = []
+    private var first = 0
+
+    /// What `BoardGravity(_:)` finds from the readings (nil: no gravity), when the tally holds it exactly.
+    struct Exact { var gravity: BoardGravity? }
+
+    /// `BoardGravity(_:)` of the readings; nil where the tally cannot say exactly.
+    var exact: Exact? {
+        guard inexact == 0, magnitudes < 1 << 53 else { return nil }
+        let scale = 1 / Self.unit
+        let total = BoardAcceleration(x: Double(sum.x) * scale, y: Double(sum.y) * scale, z: Double(sum.z) * scale)
+        let length = total.length
+        guard length.isNormal, lengths.count > first else { return Exact(gravity: nil) }
+        let oneG = lengths.withUnsafeBufferPointer { Self.median(UnsafeBufferPointer(rebasing: $0[first...])) }
+        guard oneG.isNormal else { return Exact(gravity: nil) }
+        return Exact(gravity: BoardGravity(up: BoardAcceleration(x: total.x / length, y: total.y / length, z: total.z / length), oneG: oneG))
+    }
+
+    /// `rankedValue(values, rank: values.count / 2)` (finite values) by their ranges: one pass
+    /// for the least and the greatest, one counting them in 256 equal ranges between, and a
+    /// selection among those in the range holding the median (a few dozen of a thousand, the
+    /// board's noise spreading them). The ranges keep the values' order (a range is a monotone
+    /// function of the value), so the median's range holds it, at its rank less those below.
+    static func median(_ values: UnsafeBufferPointer<Double>) -> Double {
+        let rank = values.count / 2
+        var (least, greatest) = (values[0], values[0])
+        for value in values {
+            least = min(least, value)
+            greatest = max(greatest, value)
+        }
+        let ranges = 256
+        let scale = Double(ranges - 1) / (greatest - least)
+        guard least < greatest, scale.isFinite else { return rankedValue(Array(values), rank: rank) }
+        var counts = [Int32](repeating: 0, count: ranges)
+        counts.withUnsafeMutableBufferPointer { counts in
+            for value in values { counts[Int((value - least) * scale)] += 1 }
+        }
+        var range = 0, below = 0
+        while below + Int(counts[range]) <= rank {
+            below += Int(counts[range])
+            range += 1
+        }
+        var inRange: [Double] = []
+        inRange.reserveCapacity(Int(counts[range]))
+        for value in values where Int((value - least) * scale) == range { inRange.append(value) }
+        return rankedValue(selectingIn: &inRange, rank: rank - below)
+    }
+
+    /// A reading entering the window, the newest.
+    mutating func add(_ acc: BoardAcceleration) {
+        lengths.append((acc.x * acc.x + acc.y * acc.y + acc.z * acc.z).squareRoot())
+        change(acc, by: 1)
+    }
+
+    /// A reading leaving the window, the oldest.
+    mutating func remove(_ acc: BoardAcceleration) {
+        first += 1
+        // Dropped lengths are let go of in one move once they are half of those kept.
+        if first >= 64, first * 2 >= lengths.count {
+            lengths.removeFirst(first)
+            first = 0
+        }
+        change(acc, by: -1)
+    }
+
+    private mutating func change(_ acc: BoardAcceleration, by sign: Int64) {
+        // In units: whole, and within half precision's range (65,504 is under 2^16, so 2^40 units).
+        func units(_ value: Double) -> Int64? {
+            let scaled = value * Self.unit
+            return scaled.rounded() == scaled && abs(scaled) < 0x1p40 ? Int64(scaled) : nil
+        }
+        guard let x = units(acc.x), let y = units(acc.y), let z = units(acc.z) else {
+            inexact += Int(sign)
+            return
+        }
+        sum = (sum.x + sign * x, sum.y + sign * y, sum.z + sign * z)
+        magnitudes += sign * (abs(x) + abs(y) + abs(z))
+    }
+}
+
 /// The value at `rank` of `values` sorted (`values.sorted()[rank]`), found by Hoare's
 /// selection (Communications of the ACM 4(7), 1961, algorithm 65 "FIND") in expected linear
 /// time: sorting a station's 20 s of readings for their median was 3 % of the rep-detector's
@@ -83,8 +190,13 @@ struct BoardGravity: Sendable, Equatable {
 /// into the values below, equal to (or unordered with, as NaN is) and above the middle one;
 /// the middle part holds at least that value, so every round shrinks the range.
 func rankedValue(_ values: [Double], rank: Int) -> Double {
-    precondition(values.indices.contains(rank), "rank \(rank) outside 0..<\(values.count)")
     var a = values
+    return rankedValue(selectingIn: &a, rank: rank)
+}
+
+/// `rankedValue` in `a` itself, which it reorders: no copy of the values.
+func rankedValue(selectingIn a: inout [Double], rank: Int) -> Double {
+    precondition(a.indices.contains(rank), "rank \(rank) outside 0..<\(a.count)")
     var (low, high) = (0, a.count)
     while high - low > 1 {
         let pivot = a[low + (high - low) / 2]
@@ -128,33 +240,39 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     // average or low-pass filter before they are read), so it drives the
     // interval that ends at it.
     let input = readings.map { ($0.vertical / oneG - 1) * standardGravity }
-    guard input.allSatisfy(\.isFinite), readings.allSatisfy({ $0.positionM.isFinite && $0.t.isFinite }) else { return nil }
+    guard input.allSatisfy({ $0.isFinite }), readings.allSatisfy({ $0.positionM.isFinite && $0.t.isFinite }) else { return nil }
     guard ridesTheBar(readings, input: input, settings: settings) else { return nil }
 
     let r = settings.laserNoiseM * settings.laserNoiseM
     let qa = settings.accelerationNoiseMps2 * settings.accelerationNoiseMps2
     let qb = settings.offsetDriftMps2 * settings.offsetDriftMps2
-    // The forward pass keeps, per reading, what the backward pass needs: the predicted state and
-    // covariance, the transition into the reading, and the laser update's gain and innovation
-    // (over its variance).
-    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = [], transitions: [Matrix4] = []
-    var innovations: [Double] = [], gains: [SIMD4<Double>] = []
-    predicted.reserveCapacity(count); predictedP.reserveCapacity(count); transitions.reserveCapacity(count)
-    innovations.reserveCapacity(count); gains.reserveCapacity(count)
-    var x = SIMD4<Double>(readings[0].positionM, 0, 0, 1)
-    var p = Matrix4(diagonal: SIMD4(r, 1.0, 0.5 * 0.5, 0.1 * 0.1))
-    for k in 0..<count {
+    // The transition into reading k (the identity into the first): the forward pass builds it,
+    // the backward pass builds it again rather than keeping 16 numbers a reading.
+    func transition(_ k: Int) -> Matrix4 {
         var f = Matrix4.identity
         if k > 0 {
             let dt = max(1e-4, readings[k].t - readings[k - 1].t), u = input[k]
             f.rows.0 = SIMD4(1, dt, -dt * dt / 2, u * dt * dt / 2)
             f.rows.1 = SIMD4(0, 1, -dt, u * dt)
+        }
+        return f
+    }
+    // The forward pass keeps, per reading, what the backward pass needs: the predicted state and
+    // covariance, and the laser update's gain and innovation (over its variance).
+    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = []
+    var innovations: [Double] = [], gains: [SIMD4<Double>] = []
+    predicted.reserveCapacity(count); predictedP.reserveCapacity(count)
+    innovations.reserveCapacity(count); gains.reserveCapacity(count)
+    var x = SIMD4<Double>(readings[0].positionM, 0, 0, 1)
+    var p = Matrix4(diagonal: SIMD4(r, 1.0, 0.5 * 0.5, 0.1 * 0.1))
+    for k in 0..<count {
+        if k > 0 {
+            let f = transition(k), dt = f.rows.0[1]
             x = f * x
             // The reading's noise enters like an acceleration over the interval.
             let g = SIMD4<Double>(dt * dt / 2, dt, 0, 0)
             p = Matrix4.propagated(p, by: f) + Matrix4.outer(g, g * (qa * x[3] * x[3])) + Matrix4(diagonal: SIMD4(0, 0, qb * dt, 0))
         }
-        transitions.append(f)
         predicted.append(x)
         predictedP.append(p)
         // Laser update: a scalar measurement of the position.
@@ -179,7 +297,7 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
         adjoint[0] += innovations[k]
         let state = predicted[k] + predictedP[k] * adjoint
         samples[k] = KinematicSample(t: readings[k].t, positionM: state[0], velocityMps: state[1], accelerationMps2: state[3] * input[k] - state[2])
-        ahead = transitions[k].transposed * adjoint
+        ahead = transition(k).transposed * adjoint
     }
     return samples
 }
@@ -188,14 +306,14 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
 /// (twice differentiated, noisy but unbiased) regressed on the accelerometer's
 /// has a slope near 1, and the movement is large enough to tell.
 private func ridesTheBar(_ readings: [FusionReading], input: [Double], settings: FusionSettings) -> Bool {
-    let laser = differentiate(times: readings.map(\.t), positions: readings.map(\.positionM), halfWidth: 2)
+    let laser = differentiate(times: readings.map { $0.t }, positions: readings.map { $0.positionM }, halfWidth: 2)
     // The same smoothing on the accelerometer, so both see the same band.
     var smoothedInput = [Double](repeating: 0, count: input.count)
     for k in input.indices {
         let window = input[max(0, k - 2)...min(input.count - 1, k + 2)]
         smoothedInput[k] = window.reduce(0, +) / Double(window.count)
     }
-    let laserAcceleration = laser.map(\.accelerationMps2)
+    let laserAcceleration = laser.map { $0.accelerationMps2 }
     let n = Double(input.count)
     let meanX = smoothedInput.reduce(0, +) / n, meanY = laserAcceleration.reduce(0, +) / n
     var sxx = 0.0, sxy = 0.0

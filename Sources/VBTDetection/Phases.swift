@@ -60,7 +60,9 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     // Only the velocity is read, and only walking back from the concentric start to the descent
     // (up to 15 s of readings are given for a set's first rep): each reading's is fitted when
     // first read, the same fit over the same neighbours as `differentiate`'s.
-    let times = window.map(\.t), positions = window.map(\.m)
+    // (Closures, not key paths: a key path into a tuple is looked up at run time, reading by
+    // reading, which was a tenth of a rep's time.)
+    let times = window.map { $0.t }, positions = window.map { $0.m }
     let trace = window.map { KinematicSample(t: $0.t, positionM: $0.m, velocityMps: 0, accelerationMps2: 0) }
     var velocities = [Double](repeating: .nan, count: window.count)
     func velocity(_ index: Int) -> Double {
@@ -77,7 +79,7 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
         guard velocity(index) < -phaseMovingMps else { index -= 1; continue }
         var start = index
         while start > 0, velocity(start - 1) < -phaseMovingMps { start -= 1 }
-        let heights = trace[start...index].map(\.positionM)
+        let heights = trace[start...index].map { $0.positionM }
         if (heights.max() ?? 0) - (heights.min() ?? 0) >= phaseDescentShare * romM {
             run = (start, index)
             break
@@ -100,8 +102,8 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     let runS = trace[run.to].t - trace[run.from].t
     let halfWindowS = min(1.2, max(0.06, 0.25 * runS))
     let middle = (run.from + run.to) / 2
-    let before = trace[..<run.from].filter { $0.t >= max(previousTopT ?? -.infinity, trace[run.from].t - 1) }.map(\.positionM)
-    let after = trace[run.to...].filter { $0.t <= concentricStartT }.map(\.positionM)
+    let before = trace[..<run.from].filter { $0.t >= max(previousTopT ?? -.infinity, trace[run.from].t - 1) }.map { $0.positionM }
+    let after = trace[run.to...].filter { $0.t <= concentricStartT }.map { $0.positionM }
     // The rests' levels: the highest reading in the second before the descent's run, the
     // lowest between it and the rise (a turn without a pause is its extreme too).
     let (top, bottom) = ((before.max() ?? trace[run.from].positionM), (after.min() ?? trace[run.to].positionM))

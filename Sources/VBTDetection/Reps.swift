@@ -63,7 +63,7 @@ public func measureConcentric(
         guard moving(index) else { index += 1; continue }
         var end = index
         while end < trace.count - 1, moving(end + 1) { end += 1 }
-        let sofar = trace[min(from, firstMoving)...lastMoving].map(\.positionM)
+        let sofar = trace[min(from, firstMoving)...lastMoving].map { $0.positionM }
         let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
         let further = max(stickingM, stickingShare * (highest - lowest))
         if trace[index...end].contains(where: { $0.positionM > highest + further }) { (lastMoving, lastRunStart) = (end, index) }
@@ -74,7 +74,7 @@ public func measureConcentric(
         guard moving(index) else { index -= 1; continue }
         var start = index
         while start > 0, moving(start - 1) { start -= 1 }
-        let sofar = trace[firstMoving...max(firstMoving, min(to, trace.count - 1))].map(\.positionM)
+        let sofar = trace[firstMoving...max(firstMoving, min(to, trace.count - 1))].map { $0.positionM }
         let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
         let further = max(stickingM, stickingShare * (highest - lowest))
         if trace[start...index].contains(where: { $0.positionM < lowest - further }) { (firstMoving, firstRunEnd) = (start, index) }
@@ -388,7 +388,7 @@ struct TurningPointSums {
     init(_ points: [KinematicSample], around reference: Double) {
         let sorted = zip(points, points.dropFirst()).allSatisfy { $0.t <= $1.t } ? points : points.sorted { $0.t < $1.t }
         (self.reference, base) = (reference, sorted[0].positionM)
-        times = sorted.map(\.t)
+        times = sorted.map { $0.t }
         let stride = Self.stride
         var prefix = [Double](repeating: 0, count: (sorted.count + 1) * stride)
         var yy = 0.0

@@ -765,11 +765,15 @@ struct DistanceTracker: Sendable, Codable {
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
     private static let fusion = FusionSettings()
+    /// The window's accelerometer readings as the board's gravity reads them (`GravityTally`),
+    /// kept as readings enter and leave it. Not checkpointed: rebuilt from the window when
+    /// decoded, so a checkpoint or a hand-over carries the window alone.
+    private var tally = GravityTally()
     /// Readings taken into the window so far: the window is as it was while this stays.
     private var appended = 0
-    /// The board's gravity over the window (`BoardGravity`, all of its 20 s), as estimated for
-    /// a rise (`measured`) at `appended` == `stamp`: a rep judged as its rise ends is fused again
-    /// for its phases from the same window, and takes the same estimate. Not checkpointed.
+    /// The board's gravity over the window as found for a rise (`measured`) at `appended` ==
+    /// `stamp`: a rep judged as its rise ends is fused again for its phases from the same window,
+    /// and takes the same figure without finding it again. Not checkpointed.
     private var gravity: (stamp: Int, value: BoardGravity?)?
 
     /// A reading: time, height in metres, the accelerometer when sent. The
@@ -826,29 +830,40 @@ struct DistanceTracker: Sendable, Codable {
     /// The trace of the readings from `from` to `to`, as a rise's is made (`measured`); nil
     /// with too few readings.
     func trace(from: Double, to: Double) -> ([KinematicSample], ConcentricEndpoints)? {
-        let window = readings(from: from, to: to)
+        let window = indices(from: from, to: to)
         guard window.count >= 4 else { return nil }
-        if let fused = fused(readings(from: from - 0.5, to: to)) { return (fused, .velocityZeros) }
-        return (differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)
+        if let fused = fused(indices(from: from - 0.5, to: to)) { return (fused, .velocityZeros) }
+        return (differentiate(times: window.map { points[$0].t }, positions: window.map { points[$0].m }, halfWidth: 2), .fittedPositions)
     }
 
     /// The bar's heights from `from` to `to` as `trace` gives them, without its velocities (the
     /// phases read heights only): fused, else the readings themselves (a differentiated trace
     /// keeps them raw); none with too few readings.
     func heights(from: Double, to: Double) -> [(t: Double, m: Double)] {
-        let window = readings(from: from, to: to)
+        let window = indices(from: from, to: to)
         guard window.count >= 4 else { return [] }
-        if let fused = fused(readings(from: from - 0.5, to: to)) { return fused.map { (t: $0.t, m: $0.positionM) } }
-        return window.map { (t: $0.t, m: $0.m) }
+        if let fused = fused(indices(from: from - 0.5, to: to)) { return fused.map { (t: $0.t, m: $0.positionM) } }
+        return window.map { (t: points[$0].t, m: points[$0].m) }
     }
 
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
+        // After 20 s without a reading every one leaves the window: here at once, so none leaves
+        // it unseen by the tally (a window far from its base drops its oldest as it appends: Window.swift).
+        if let last = points.last, t - last.t > 20 {
+            points.removeAll()
+            tally = GravityTally()
+        }
         points.append(Point(t: t, m: m, acc: reading.acc))
+        if let acc = points[points.count - 1].acc { tally.add(acc) }
         appended += 1
         // Keep what a rep can span: 20 s of readings (a window drops its oldest without moving the rest: Window.swift).
-        if let first = points.first, t - first.t > 20 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
+        if let first = points.first, t - first.t > 20 {
+            let leaving = points.firstIndex { t - $0.t <= 20 } ?? 0
+            for index in 0..<leaving { if let acc = points[index].acc { tally.remove(acc) } }
+            points.removeFirst(leaving)
+        }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
@@ -869,20 +884,29 @@ struct DistanceTracker: Sendable, Codable {
         // (but not back into the previous rise, which may have ended lower).
         let window = readings(from: max(candidate.valleyT - 0.5, lastPeakT), to: candidate.completedT)
         var refined = candidate
-        // Locate the valley and peak on the unlagged readings.
-        if let low = window.filter({ $0.t <= candidate.peakT }).min(by: { $0.m < $1.m }) { refined.valleyT = low.t }
-        if let high = window.filter({ $0.t >= refined.valleyT }).max(by: { $0.m < $1.m }) { refined.peakT = high.t }
+        // Locate the valley and peak on the unlagged readings (the first lowest and highest).
+        var low: Point?, high: Point?
+        for point in window where point.t <= candidate.peakT { if low == nil || point.m < low!.m { low = point } }
+        if let low { refined.valleyT = low.t }
+        for point in window where point.t >= refined.valleyT { if high == nil || point.m > high!.m { high = point } }
+        if let high { refined.peakT = high.t }
         // What came before the rise: how far the bar was lowered into it.
-        let valleyM = window.filter { $0.t >= refined.valleyT - 0.1 && $0.t <= refined.peakT }.map(\.m).min() ?? m
+        var lowest: Double?, highest: Double?, before: Double?
+        for point in window where point.t >= refined.valleyT - 0.1 && point.t <= refined.peakT { if lowest == nil || point.m < lowest! { lowest = point.m } }
+        for point in window where point.t >= refined.valleyT { if highest == nil || point.m > highest! { highest = point.m } }
+        let valleyM = lowest ?? m
         let since = max(refined.valleyT - 8, lastPeakT)
-        let before = readings(from: since, to: refined.valleyT).map(\.m).max() ?? valleyM
-        refined.descentBeforeM = max(0, before - valleyM)
-        refined.peakM = window.filter { $0.t >= refined.valleyT }.map(\.m).max() ?? m
+        for index in indices(from: since, to: refined.valleyT) {
+            let height = points[index].m
+            if before == nil || height > before! { before = height }
+        }
+        refined.descentBeforeM = max(0, (before ?? valleyM) - valleyM)
+        refined.peakM = highest ?? m
         lastPeakT = refined.peakT
-        let span = readings(from: refined.valleyT - 1.0, to: candidate.completedT)
-        if span.allSatisfy({ $0.acc != nil }), gravity?.stamp != appended { gravity = (appended, BoardGravity(points.compactMap(\.acc))) }
+        let span = indices(from: refined.valleyT - 1.0, to: candidate.completedT)
+        if gravity?.stamp != appended, span.allSatisfy({ points[$0].acc != nil }) { gravity = (appended, windowGravity()) }
         if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
-        return [(refined, differentiate(times: window.map(\.t), positions: window.map(\.m), halfWidth: 2), .fittedPositions)]
+        return [(refined, differentiate(times: window.map { $0.t }, positions: window.map { $0.m }, halfWidth: 2), .fittedPositions)]
     }
 
     /// The readings from `from` to `to`, both included. Readings enter in time order
@@ -890,6 +914,13 @@ struct DistanceTracker: Sendable, Codable {
     /// searches: a rep reads four such runs of a 20 s window, and each reading of it is unpacked
     /// when read.
     private func readings(from: Double, to: Double) -> [Point] {
+        let range = indices(from: from, to: to)
+        return range.isEmpty ? [] : Array(points[range])
+    }
+
+    /// Where in the window the readings from `from` to `to` are (`readings`), for a reader of a
+    /// few of their fields.
+    private func indices(from: Double, to: Double) -> Range<Int> {
         func firstIndex(after bound: Double, orAt: Bool) -> Int {
             var low = 0, high = points.count
             while low < high {
@@ -900,17 +931,38 @@ struct DistanceTracker: Sendable, Codable {
             return low
         }
         let start = firstIndex(after: from, orAt: true), end = firstIndex(after: to, orAt: false)
-        return start < end ? Array(points[start..<end]) : []
+        return start < end ? start..<end : start..<start
     }
 
     /// `window`'s readings fused with the accelerometer, when every one of them carries it and
     /// it rides the bar.
-    private func fused(_ window: [Point]) -> [KinematicSample]? {
-        guard window.allSatisfy({ $0.acc != nil }) else { return nil }
-        let estimate = gravity.flatMap { $0.stamp == appended ? $0.value : nil } ?? BoardGravity(points.compactMap(\.acc))
+    private func fused(_ window: Range<Int>) -> [KinematicSample]? {
+        guard window.allSatisfy({ points[$0].acc != nil }) else { return nil }
+        let estimate = gravity.flatMap { $0.stamp == appended ? $0.value : nil } ?? windowGravity()
         guard let gravity = estimate else { return nil }
-        let readings = window.map { FusionReading(t: $0.t, positionM: $0.m, vertical: gravity.vertical($0.acc!)) }
+        let readings = window.map { index in
+            let point = points[index]
+            return FusionReading(t: point.t, positionM: point.m, vertical: gravity.vertical(point.acc!))
+        }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
+    }
+
+    /// The board's gravity over the window, `BoardGravity(points.compactMap { $0.acc })`: from the
+    /// tally where it holds it exactly, else read from the window's stored halves without
+    /// building its readings (the same sum in the same order, the same lengths).
+    private func windowGravity() -> BoardGravity? {
+        if let exact = tally.exact { return exact.gravity }
+        var lengths: [Double] = []
+        lengths.reserveCapacity(points.count)
+        var sum = BoardAcceleration(x: 0, y: 0, z: 0)
+        points.forEachStored { stored in
+            // A reading without the accelerometer holds NaN (`Point`).
+            let x = Double(Point.widened(stored.x)), y = Double(Point.widened(stored.y)), z = Double(Point.widened(stored.z))
+            guard !x.isNaN else { return }
+            sum = BoardAcceleration(x: sum.x + x, y: sum.y + y, z: sum.z + z)
+            lengths.append((x * x + y * y + z * z).squareRoot())
+        }
+        return BoardGravity(sum: sum, lengths: &lengths)
     }
 }
 
@@ -998,6 +1050,7 @@ extension DistanceTracker {
         gate = try container.decode(SpikeGate.self, forKey: .gate)
         lastPeakT = try container.decode(Double.self, forKey: .lastPeakT)
         alpha = try container.decode(Double.self, forKey: .alpha)
+        for point in points { if let acc = point.acc { tally.add(acc) } }
     }
 
     func encode(to encoder: any Encoder) throws {

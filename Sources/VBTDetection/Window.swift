@@ -95,6 +95,16 @@ struct ChunkedWindow<Element: WindowElement>: RandomAccessCollection {
         return Element(stored: stored, microseconds: base + Int64(Element.offset(of: stored)))
     }
 
+    /// Each element as the window stores it, oldest first, without building the element: for a
+    /// reader of one or two of its fields over the whole window.
+    func forEachStored(_ body: (Element.Stored) -> Void) {
+        var at = dropped
+        for _ in 0..<count {
+            body(chunks[at >> Self.shift][at & (Self.chunkSize - 1)])
+            at += 1
+        }
+    }
+
     mutating func append(_ element: Element) {
         let microseconds = element.microseconds
         if count == 0 {
