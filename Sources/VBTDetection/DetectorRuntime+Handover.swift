@@ -67,8 +67,7 @@ extension DetectorRuntime {
         journalTried = true
         try startJournal(lockWaitS: 5)
         // The old detector saved every pattern it learned before handing over.
-        if let path = options.patternsPath, let saved = try? PatternLibrary.load(path: path) { library = saved }
-        libraryChanged()
+        patterns.replace(with: options.patternsPath.flatMap { try? PatternLibrary.load(path: $0) })
         var replayed = 0
         for message in buffer {
             if message.envelope.type == SampleMessage.type {

@@ -188,9 +188,9 @@ extension DetectorRuntime {
     ) -> (
         outputs: [DetectorOutput], inputT: Double?, ack: AckMessage?, athleteBefore: String?, athleteAfter: String?
     ) {
-        if detector.patternsVersion != patternsVersion {
-            detector.patterns = sharedPatterns
-            detector.patternsVersion = patternsVersion
+        if detector.patternsVersion != patterns.version {
+            detector.patterns = patterns.shared
+            detector.patternsVersion = patterns.version
         }
         let athleteBefore = detector.assignment.athlete
         var outputs: [DetectorOutput] = []

@@ -5,25 +5,17 @@ import VBTQuery
 import VBTWire
 
 // What the detector asks the session-recorder (learned patterns, a station's assignment it may
-// have missed while down) and keeps of its answers, without ever waiting for them.
+// have missed while down) and keeps of its answers, without ever waiting for them. The patterns'
+// state is `PatternSync`'s; here are the questions, the posts and the file's writes.
 
 extension DetectorRuntime {
-    /// Makes the library's patterns the ones every station is given: each station takes them
-    /// when it is next fed (`process`), not all at once (a thousand stations end their sets
-    /// within seconds, and each set of 3 reps or more is a pattern learned: giving each to
-    /// every station would be a million updates a wave).
-    func libraryChanged() {
-        sharedPatterns = library.patterns.values.flatMap { $0 }
-        patternsVersion += 1
-    }
-
     /// Asks the recorder for the patterns it holds (once, at start, when this
     /// detector has none). The answer is taken by `collectReplies` whenever it
     /// comes: the loop never waits for it.
     func requestPatterns() {
         guard let recorder else { return }
         do {
-            patternsRequest = (try recorder.request(.patternList, ExerciseFilterArgs()), clock.monotonicSeconds() + options.recorderTimeoutS)
+            patterns.asked(id: try recorder.request(.patternList, ExerciseFilterArgs()), deadline: clock.monotonicSeconds() + options.recorderTimeoutS)
         } catch {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
         }
@@ -96,7 +88,7 @@ extension DetectorRuntime {
     /// Takes whatever the recorder has answered (never waits); forgets a
     /// question unanswered for `recorderTimeoutS`.
     func collectReplies() throws {
-        guard let recorder, patternsRequest != nil || !assignmentRequests.isEmpty else { return }
+        guard let recorder, patterns.question != nil || !assignmentRequests.isEmpty else { return }
         // Assignments are applied once the replies are read: what they make is published, and
         // a failure to publish is the loop's, not the recorder's.
         var assignments: [(station: String, stored: AssignmentRecord?)] = []
@@ -110,32 +102,24 @@ extension DetectorRuntime {
                     }
                     continue
                 }
-                guard let request = patternsRequest, reply.id == request.id else { continue }  // a pattern.put's confirmation
-                patternsRequest = nil
+                guard patterns.answers(reply.id) else { continue }  // a pattern.put's confirmation
                 do {
                     let stored = try QueryClient.decode(reply.data, of: .patternList)
-                    var added = 0
-                    for item in stored {
-                        if let pattern = try? JSONDecoder().decode(RepPattern.self, from: Data(item.json.utf8)) {
-                            library.add(pattern)
-                            added += 1
-                        }
-                    }
-                    if added > 0 { libraryChanged() }
+                    _ = patterns.answered(stored)
                     logger.info("patterns fetched from the session-recorder", metadata: ["patterns": "\(stored.count)"])
                 } catch {
+                    _ = patterns.giveUp()
                     logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"])
                 }
             }
         } catch {
-            if patternsRequest != nil { logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"]) }
+            if patterns.giveUp() { logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"]) }
             if !assignmentRequests.isEmpty { assignmentsNotAnswered(reason: "\(error)") }
-            (patternsRequest, assignmentRequests) = (nil, [:])
+            assignmentRequests = [:]
         }
         for (station, stored) in assignments { try caughtUp(stored, station: station) }
         let now = clock.monotonicSeconds()
-        if let request = patternsRequest, now > request.deadline {
-            patternsRequest = nil
+        if patterns.expire(now: now) {
             logger.info("no patterns from the session-recorder", metadata: ["reason": "no answer within \(options.recorderTimeoutS) s; detecting without them"])
         }
         let expired = assignmentRequests.filter { now > $0.value.deadline }
@@ -147,19 +131,11 @@ extension DetectorRuntime {
 
     /// Stores a learned pattern and gives every station the new library.
     func learn(_ pattern: RepPattern) {
-        library.add(pattern)
-        if let recorder, let json = try? encoder.encode(pattern) {
-            // Not waited for: the detector's loop never blocks on the recorder.
-            recorder.post(
-                .patternPut,
-                StoredPattern(
-                    exercise: pattern.exercise, name: "\(pattern.exercise)-\(Int64(pattern.recordedT * 1e6))",
-                    ts: pattern.recordedT, json: String(decoding: json, as: UTF8.self)))
-        }
-        libraryChanged()
         // Written with the next housekeeping, at most once a second (a thousand stations end
         // dozens of sets a second: the whole file each time was a tenth of the detector's work).
-        patternsUnsaved = options.patternsPath != nil
+        let offered = patterns.learn(pattern, offer: recorder != nil)
+        // Not waited for: the detector's loop never blocks on the recorder.
+        if let recorder, let offered { recorder.post(.patternPut, offered) }
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 
@@ -169,11 +145,9 @@ extension DetectorRuntime {
     func savePatterns() {
         if let failure = patternsWriter.takeFailure() {
             logger.error("patterns not saved; retrying", metadata: ["path": "\(options.patternsPath ?? "")", "error": "\(failure)"])
-            patternsUnsaved = options.patternsPath != nil
+            patterns.saveFailed()
         }
-        guard patternsUnsaved, let path = options.patternsPath else { return }
-        patternsUnsaved = false
-        let library = self.library
+        guard let path = options.patternsPath, let library = patterns.takeUnsaved() else { return }
         patternsWriter.submit { try library.save(path: path) }
     }
 

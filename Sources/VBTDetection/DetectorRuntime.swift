@@ -119,13 +119,10 @@ public final class DetectorRuntime: BusRole {
     var positionsKept: [String: Int] { processed }
     /// Where a live hand-over stands: none, taking over, handing over, or handed over.
     var handover: Handover<StationDetector>
-    /// Encodes the patterns offered to the recorder.
-    let encoder = JSONEncoder()
-    var library = PatternLibrary()
+    /// The learned patterns, kept in step with the stations, the recorder and their file.
+    var patterns: PatternSync
     /// The session-recorder keeps every detector's patterns: a new machine or a lost file starts from them.
     let recorder: QueryClient?
-    /// The question for the recorder's patterns, while unanswered: its id and when to give up.
-    var patternsRequest: (id: String, deadline: Double)?
     /// The questions for stations' assignments, while unanswered, by id: the station and when to give up.
     var assignmentRequests: [String: (station: String, deadline: Double)] = [:]
     /// Stations first seen since the last message, to be asked for their assignments.
@@ -152,13 +149,8 @@ public final class DetectorRuntime: BusRole {
     /// Answers to commands, held until a checkpoint holding the command is on disk (the
     /// generation `submitNow` gave it; nil until that checkpoint is handed over).
     var heldAcks: [(ack: AckMessage, station: String, athlete: String?, generation: UInt64?)] = []
-    /// A pattern was learned since the patterns file was last written.
-    var patternsUnsaved = false
     /// Writes the patterns file off the loop: its fsync, behind the recorder's writes, stalled the loop.
     let patternsWriter = BackgroundWriter(name: "vbt.patterns", background: false)
-    /// The library's patterns, as given to each station, and the version they are (`libraryChanged`).
-    var sharedPatterns: [RepPattern] = []
-    var patternsVersion = 0
     /// The checkpoint waits at least this many times as long as the last one took to write.
     static let checkpointShare = 20.0
     var changed = false
@@ -198,8 +190,6 @@ public final class DetectorRuntime: BusRole {
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
         if !options.stations.servesAll { subscriber.sampleStations = { [stations = options.stations] in stations.serves($0) } }
         heartbeat = options.stations.heartbeat(subscribes: subscriber.subscribedPrefixes)
-        // Infinities and NaN as strings, as the hand-over writes them: JSON has no such numbers.
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         let checkpoint = options.journal.map { CheckpointFile(path: $0.settings.directory + "/checkpoint.json") }
         checkpointWriter = checkpoint.map { CheckpointWriter(file: $0) }
         var saved: ConsumerCheckpoint<[StationDetector]>?
@@ -230,7 +220,7 @@ public final class DetectorRuntime: BusRole {
             }
         }
         handover = Handover(instance: publisher.stamper.instance, takingOver: options.takeover, timeoutS: options.takeoverTimeoutS)
-        encoder.outputFormatting = [.sortedKeys]
+        var library = PatternLibrary()
         if let path = options.patternsPath {
             do {
                 library = try PatternLibrary.load(path: path)
@@ -238,9 +228,9 @@ public final class DetectorRuntime: BusRole {
                 logger.warning("pattern library unreadable; starting without patterns", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
+        patterns = PatternSync(library: library, filed: options.patternsPath != nil)
         recorder = options.askRecorder ? try? QueryClient(transport: transport, endpoint: queryEndpoint, timeoutS: options.recorderTimeoutS) : nil
-        if library.patterns.isEmpty { requestPatterns() }
-        libraryChanged()
+        if patterns.asksRecorder { requestPatterns() }
         // A command published while this detector was down reached no one: the restored
         // stations' assignments are checked against the recorder's at once (`requestAssignment`).
         for station in stations.keys.sorted() {
