@@ -259,10 +259,11 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     }
     // The forward pass keeps, per reading, what the backward pass needs: the predicted state and
     // covariance, and the laser update's gain and innovation (over its variance).
-    var predicted: [SIMD4<Double>] = [], predictedP: [Matrix4] = []
-    var innovations: [Double] = [], gains: [SIMD4<Double>] = []
-    predicted.reserveCapacity(count); predictedP.reserveCapacity(count)
-    innovations.reserveCapacity(count); gains.reserveCapacity(count)
+    struct Step {
+        var predicted: SIMD4<Double>, predictedP: Matrix4, gain: SIMD4<Double>, innovation: Double
+    }
+    var steps: [Step] = []
+    steps.reserveCapacity(count)
     var x = SIMD4<Double>(readings[0].positionM, 0, 0, 1)
     var p = Matrix4(diagonal: SIMD4(r, 1.0, 0.5 * 0.5, 0.1 * 0.1))
     for k in 0..<count {
@@ -273,16 +274,14 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
             let g = SIMD4<Double>(dt * dt / 2, dt, 0, 0)
             p = Matrix4.propagated(p, by: f) + Matrix4.outer(g, g * (qa * x[3] * x[3])) + Matrix4(diagonal: SIMD4(0, 0, qb * dt, 0))
         }
-        predicted.append(x)
-        predictedP.append(p)
+        let predicted = x, predictedP = p
         // Laser update: a scalar measurement of the position.
         let column = p.column0
         let s = column[0] + r
         let innovation = (readings[k].positionM - x[0]) / s
         x += column * innovation
         p = (p - Matrix4.outer(column, column / s)).symmetrised
-        innovations.append(innovation)
-        gains.append(column / s)
+        steps.append(Step(predicted: predicted, predictedP: predictedP, gain: column / s, innovation: innovation))
     }
     // Backward pass in the Bryson-Frazier form (Bierman, "Factorization Methods for Discrete
     // Sequential Estimation", 1977): the smoothed state is the predicted one plus its covariance
@@ -292,10 +291,11 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     var samples = [KinematicSample](repeating: KinematicSample(t: 0, positionM: 0, velocityMps: 0, accelerationMps2: 0), count: count)
     var ahead = SIMD4<Double>()  // F(k+1)^T adjoint(k+1); none after the last reading
     for k in stride(from: count - 1, through: 0, by: -1) {
+        let step = steps[k]
         var adjoint = ahead
-        adjoint[0] -= (gains[k] * ahead).sum()
-        adjoint[0] += innovations[k]
-        let state = predicted[k] + predictedP[k] * adjoint
+        adjoint[0] -= (step.gain * ahead).sum()
+        adjoint[0] += step.innovation
+        let state = step.predicted + step.predictedP * adjoint
         samples[k] = KinematicSample(t: readings[k].t, positionM: state[0], velocityMps: state[1], accelerationMps2: state[3] * input[k] - state[2])
         ahead = transition(k).transposed * adjoint
     }
@@ -306,14 +306,13 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
 /// (twice differentiated, noisy but unbiased) regressed on the accelerometer's
 /// has a slope near 1, and the movement is large enough to tell.
 private func ridesTheBar(_ readings: [FusionReading], input: [Double], settings: FusionSettings) -> Bool {
-    let laser = differentiate(times: readings.map { $0.t }, positions: readings.map { $0.positionM }, halfWidth: 2)
+    let laserAcceleration = derivatives(times: readings.map { $0.t }, positions: readings.map { $0.positionM }, halfWidth: 2).acceleration
     // The same smoothing on the accelerometer, so both see the same band.
     var smoothedInput = [Double](repeating: 0, count: input.count)
     for k in input.indices {
         let window = input[max(0, k - 2)...min(input.count - 1, k + 2)]
         smoothedInput[k] = window.reduce(0, +) / Double(window.count)
     }
-    let laserAcceleration = laser.map { $0.accelerationMps2 }
     let n = Double(input.count)
     let meanX = smoothedInput.reduce(0, +) / n, meanY = laserAcceleration.reduce(0, +) / n
     var sxx = 0.0, sxy = 0.0

@@ -82,22 +82,26 @@ func regressionSlope(_ t: ArraySlice<Double>, _ y: ArraySlice<Double>) -> Double
 /// Velocity and acceleration of a position series by centred local regression
 /// over `halfWidth` samples each side (zero-phase: no lag, unlike an EMA).
 public func differentiate(times: [Double], positions: [Double], halfWidth: Int) -> [KinematicSample] {
+    let (velocity, acceleration) = derivatives(times: times, positions: positions, halfWidth: halfWidth)
+    // Positions stay raw: turning points are refined by fitting them (see measureConcentric).
+    return times.indices.map { index in
+        KinematicSample(t: times[index], positionM: positions[index], velocityMps: velocity[index], accelerationMps2: acceleration[index])
+    }
+}
+
+/// `differentiate`'s velocities and accelerations alone, for a caller that reads no more.
+func derivatives(times: [Double], positions: [Double], halfWidth: Int) -> (velocity: [Double], acceleration: [Double]) {
     let count = times.count
-    guard count > 0 else { return [] }
-    var velocity = [Double](repeating: 0, count: count)
+    var velocity = [Double](repeating: 0, count: count), acceleration = [Double](repeating: 0, count: count)
     for index in 0..<count {
         let low = max(0, index - halfWidth), high = min(count - 1, index + halfWidth)
         velocity[index] = regressionSlope(times[low...high], positions[low...high])
     }
-    var samples: [KinematicSample] = []
-    samples.reserveCapacity(count)
     for index in 0..<count {
         let low = max(0, index - halfWidth), high = min(count - 1, index + halfWidth)
-        let acceleration = regressionSlope(times[low...high], velocity[low...high])
-        // Positions stay raw: turning points are refined by fitting them (see measureConcentric).
-        samples.append(KinematicSample(t: times[index], positionM: positions[index], velocityMps: velocity[index], accelerationMps2: acceleration))
+        acceleration[index] = regressionSlope(times[low...high], velocity[low...high])
     }
-    return samples
+    return (velocity, acceleration)
 }
 
 /// Vertical (world z) component of a sensor-frame vector for WitMotion-style

@@ -904,7 +904,7 @@ struct DistanceTracker: Sendable, Codable {
         refined.peakM = highest ?? m
         lastPeakT = refined.peakT
         let span = indices(from: refined.valleyT - 1.0, to: candidate.completedT)
-        if gravity?.stamp != appended, span.allSatisfy({ points[$0].acc != nil }) { gravity = (appended, windowGravity()) }
+        if gravity?.stamp != appended, let first = span.first, points[first].acc != nil { gravity = (appended, windowGravity()) }
         if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
         return [(refined, differentiate(times: window.map { $0.t }, positions: window.map { $0.m }, halfWidth: 2), .fittedPositions)]
     }
@@ -937,12 +937,17 @@ struct DistanceTracker: Sendable, Codable {
     /// `window`'s readings fused with the accelerometer, when every one of them carries it and
     /// it rides the bar.
     private func fused(_ window: Range<Int>) -> [KinematicSample]? {
-        guard window.allSatisfy({ points[$0].acc != nil }) else { return nil }
+        // (A laser without the accelerometer is told by its first reading, before any gravity is found.)
+        guard let first = window.first, points[first].acc != nil else { return nil }
         let estimate = gravity.flatMap { $0.stamp == appended ? $0.value : nil } ?? windowGravity()
         guard let gravity = estimate else { return nil }
-        let readings = window.map { index in
+        // Each reading unpacked once: read, checked, taken.
+        var readings: [FusionReading] = []
+        readings.reserveCapacity(window.count)
+        for index in window {
             let point = points[index]
-            return FusionReading(t: point.t, positionM: point.m, vertical: gravity.vertical(point.acc!))
+            guard let acc = point.acc else { return nil }
+            readings.append(FusionReading(t: point.t, positionM: point.m, vertical: gravity.vertical(acc)))
         }
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
