@@ -123,6 +123,8 @@ public enum PeerRole: Sendable, Hashable, CustomStringConvertible {
             var prefixes = entry.types.map { $0 + "." }
             // A replaying bridge journals under `bridge-replay`; the stations it replays are its own.
             if program == "sensor-bridge" { prefixes.append(HeartbeatMessage.topic(station: "bridge-")) }
+            // Detectors splitting a gym (`--shard K/N`) beat as `rep-detector-K`, each its own program on the bus.
+            if program == "rep-detector" { prefixes.append(HeartbeatMessage.topic(station: "rep-detector-")) }
             return PublishRights(exact: entry.heartbeats.map { HeartbeatMessage.topic(station: $0) }, prefixes: prefixes)
         case .coach:
             return PublishRights(exact: [], prefixes: [CommandMessage.topicPrefix])

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import VBTBus
 @testable import VBTDetection
 @testable import VBTWire
 
@@ -83,5 +84,16 @@ struct StationSelectionTests {
         let old = try TakeoverMessage(fields: fields)
         #expect(old.shard == nil && old.firstSeq == ["a/sample.x": 3])
         #expect(StationSelection().isAsked(by: old) && !shard1.isAsked(by: old))
+    }
+
+    @Test("a detector's key may beat as each shard (rep-detector-K), and no other program")
+    func shardHeartbeatRights() throws {
+        let detector = PeerRole.service(program: "rep-detector").rights
+        for k in 1...3 {
+            let name = try StationSelection(glob: "*", shard: k, of: 3).programName
+            #expect(detector.allows(HeartbeatMessage.topic(station: name)), "\(name)")
+        }
+        #expect(detector.allows("heartbeat.rep-detector") && !detector.allows("heartbeat.notifier"))
+        #expect(!PeerRole.service(program: "notifier").rights.allows("heartbeat.rep-detector-1"))
     }
 }

@@ -28,6 +28,7 @@ runs /bin/true in one first).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -280,6 +281,12 @@ def test_systemd_runs_two_detector_shards(tmp_path):
             assert f"/var/lib/vbt/rep-detector-{k}/journal" in argv, argv
             assert container.policy(pid) == "SCHED_RR 10", unit
             assert "journalling" in container.journal(unit), container.journal(unit)
+        # Each beats under its own name through the secured bus (a service key may beat as its shards).
+        status = container.run("env", "VBT_SUB_ENDPOINT=tcp://127.0.0.1:7702", "VBT_PUB_ENDPOINT=tcp://127.0.0.1:7701",
+                               "VBT_CERT=/etc/vbt/keys/clients/session-recorder.key_secret", "VBT_BUS_CERT=/etc/vbt/keys/server.key",
+                               "/usr/local/bin/vbt", "status", "--seconds", "3", "--json")
+        names = {json.loads(line)["station"] for line in status.splitlines() if line.strip()}
+        assert {"rep-detector-1", "rep-detector-2"} <= names and "rep-detector" not in names, names
 
         container.run("systemctl", "kill", "--kill-whom=main", "-s", "KILL", shards[1])
         old = state[shards[1]]["MainPID"]
