@@ -63,15 +63,13 @@ struct BoardGravity: Sendable, Equatable {
         self.init(sum: sum, lengths: &lengths)
     }
 
-    init(up: BoardAcceleration, oneG: Double) { (self.up, self.oneG) = (up, oneG) }
-
     /// From the readings' sum (added in their order) and their lengths (reordered here): what
     /// `init(_:)` finds from the readings, for a caller that reads them without building them.
     init?(sum: BoardAcceleration, lengths: inout [Double]) {
         let length = sum.length
         guard length.isNormal, !lengths.isEmpty else { return nil }
         up = BoardAcceleration(x: sum.x / length, y: sum.y / length, z: sum.z / length)
-        oneG = rankedValue(selectingIn: &lengths, rank: lengths.count / 2)
+        oneG = middleValue(&lengths)
         guard oneG.isNormal else { return nil }
     }
 
@@ -84,103 +82,40 @@ struct BoardGravity: Sendable, Equatable {
     }
 }
 
-/// A window's accelerometer readings as `BoardGravity` reads them, kept as readings enter and
-/// leave it (oldest first, as a window's do): their sum, and their lengths. The board's gravity
-/// is then read without a pass over the window's 20 s of readings, by a selection among their
-/// lengths alone.
-///
-/// It is the figure `BoardGravity(_:)` finds from the same readings, bit for bit: every half-
-/// precision value (the window's, Window.swift) is a whole number of 2^-24, so the sum is kept
-/// exactly in those units whatever the order of adding and removing; and `BoardGravity` adds
-/// the readings in order in doubles, which is exact too while the sum of their magnitudes is
-/// under 2^29 (every partial sum then a whole number of 2^-24 under 2^53 of them). The median
-/// of the lengths is the same value whichever way it is found. Where either may not hold (a
-/// value beyond half precision's range, so infinite; sums that large), `exact` is nil.
-struct GravityTally: Sendable {
-    private static let unit = 16_777_216.0  // 2^24
-    private var sum: (x: Int64, y: Int64, z: Int64) = (0, 0, 0)
-    private var magnitudes: Int64 = 0
-    /// Readings with a component not a whole number of 2^-24 (infinite, or not from a window).
-    private var inexact = 0
-    /// Their lengths, oldest first, from `first` on (the inexact ones' too).
-    private var lengths: [Double] = []
-    private var first = 0
-
-    /// What `BoardGravity(_:)` finds from the readings (nil: no gravity), when the tally holds it exactly.
-    struct Exact { var gravity: BoardGravity? }
-
-    /// `BoardGravity(_:)` of the readings; nil where the tally cannot say exactly.
-    var exact: Exact? {
-        guard inexact == 0, magnitudes < 1 << 53 else { return nil }
-        let scale = 1 / Self.unit
-        let total = BoardAcceleration(x: Double(sum.x) * scale, y: Double(sum.y) * scale, z: Double(sum.z) * scale)
-        let length = total.length
-        guard length.isNormal, lengths.count > first else { return Exact(gravity: nil) }
-        let oneG = lengths.withUnsafeBufferPointer { Self.median(UnsafeBufferPointer(rebasing: $0[first...])) }
-        guard oneG.isNormal else { return Exact(gravity: nil) }
-        return Exact(gravity: BoardGravity(up: BoardAcceleration(x: total.x / length, y: total.y / length, z: total.z / length), oneG: oneG))
+/// `rankedValue(values, rank: values.count / 2)`, reordering `values`, by their ranges: one pass
+/// for the least and the greatest, one counting them in 256 equal ranges between, and a
+/// selection among those in the range holding the median (a few dozen of a station's thousand
+/// lengths, the board's noise spreading them; a selection among all thousand was a tenth of a
+/// rep's time with the accelerometer). The ranges keep the values' order (a value's range is a
+/// monotone function of it), so the median's range holds it, at its rank less those below.
+/// Values that are not all finite are left to `rankedValue`.
+func middleValue(_ values: inout [Double]) -> Double {
+    precondition(!values.isEmpty, "no values")
+    let rank = values.count / 2
+    var (least, greatest, unordered) = (values[0], values[0], false)
+    for value in values {
+        least = min(least, value)
+        greatest = max(greatest, value)
+        unordered = unordered || value.isNaN
     }
-
-    /// `rankedValue(values, rank: values.count / 2)` (finite values) by their ranges: one pass
-    /// for the least and the greatest, one counting them in 256 equal ranges between, and a
-    /// selection among those in the range holding the median (a few dozen of a thousand, the
-    /// board's noise spreading them). The ranges keep the values' order (a range is a monotone
-    /// function of the value), so the median's range holds it, at its rank less those below.
-    static func median(_ values: UnsafeBufferPointer<Double>) -> Double {
-        let rank = values.count / 2
-        var (least, greatest) = (values[0], values[0])
-        for value in values {
-            least = min(least, value)
-            greatest = max(greatest, value)
-        }
-        let ranges = 256
-        let scale = Double(ranges - 1) / (greatest - least)
-        guard least < greatest, scale.isFinite else { return rankedValue(Array(values), rank: rank) }
-        var counts = [Int32](repeating: 0, count: ranges)
-        counts.withUnsafeMutableBufferPointer { counts in
-            for value in values { counts[Int((value - least) * scale)] += 1 }
-        }
-        var range = 0, below = 0
-        while below + Int(counts[range]) <= rank {
-            below += Int(counts[range])
-            range += 1
-        }
-        var inRange: [Double] = []
-        inRange.reserveCapacity(Int(counts[range]))
-        for value in values where Int((value - least) * scale) == range { inRange.append(value) }
-        return rankedValue(selectingIn: &inRange, rank: rank - below)
+    let ranges = 256
+    let scale = Double(ranges - 1) / (greatest - least)
+    guard !unordered, least.isFinite, greatest.isFinite, least < greatest, scale.isFinite else {
+        return rankedValue(selectingIn: &values, rank: rank)
     }
-
-    /// A reading entering the window, the newest.
-    mutating func add(_ acc: BoardAcceleration) {
-        lengths.append((acc.x * acc.x + acc.y * acc.y + acc.z * acc.z).squareRoot())
-        change(acc, by: 1)
+    var counts = [Int32](repeating: 0, count: ranges)
+    counts.withUnsafeMutableBufferPointer { counts in
+        for value in values { counts[Int((value - least) * scale)] += 1 }
     }
-
-    /// A reading leaving the window, the oldest.
-    mutating func remove(_ acc: BoardAcceleration) {
-        first += 1
-        // Dropped lengths are let go of in one move once they are half of those kept.
-        if first >= 64, first * 2 >= lengths.count {
-            lengths.removeFirst(first)
-            first = 0
-        }
-        change(acc, by: -1)
+    var range = 0, below = 0
+    while below + Int(counts[range]) <= rank {
+        below += Int(counts[range])
+        range += 1
     }
-
-    private mutating func change(_ acc: BoardAcceleration, by sign: Int64) {
-        // In units: whole, and within half precision's range (65,504 is under 2^16, so 2^40 units).
-        func units(_ value: Double) -> Int64? {
-            let scaled = value * Self.unit
-            return scaled.rounded() == scaled && abs(scaled) < 0x1p40 ? Int64(scaled) : nil
-        }
-        guard let x = units(acc.x), let y = units(acc.y), let z = units(acc.z) else {
-            inexact += Int(sign)
-            return
-        }
-        sum = (sum.x + sign * x, sum.y + sign * y, sum.z + sign * z)
-        magnitudes += sign * (abs(x) + abs(y) + abs(z))
-    }
+    var inRange: [Double] = []
+    inRange.reserveCapacity(Int(counts[range]))
+    for value in values where Int((value - least) * scale) == range { inRange.append(value) }
+    return rankedValue(selectingIn: &inRange, rank: rank - below)
 }
 
 /// The value at `rank` of `values` sorted (`values.sorted()[rank]`), found by Hoare's

@@ -765,10 +765,6 @@ struct DistanceTracker: Sendable, Codable {
     /// The top of the latest rise: the descent into the next one is looked for after it.
     private var lastPeakT = -Double.infinity
     private static let fusion = FusionSettings()
-    /// The window's accelerometer readings as the board's gravity reads them (`GravityTally`),
-    /// kept as readings enter and leave it. Not checkpointed: rebuilt from the window when
-    /// decoded, so a checkpoint or a hand-over carries the window alone.
-    private var tally = GravityTally()
     /// Readings taken into the window so far: the window is as it was while this stays.
     private var appended = 0
     /// The board's gravity over the window as found for a rise (`measured`) at `appended` ==
@@ -849,21 +845,10 @@ struct DistanceTracker: Sendable, Codable {
     private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m
         if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
-        // After 20 s without a reading every one leaves the window: here at once, so none leaves
-        // it unseen by the tally (a window far from its base drops its oldest as it appends: Window.swift).
-        if let last = points.last, t - last.t > 20 {
-            points.removeAll()
-            tally = GravityTally()
-        }
         points.append(Point(t: t, m: m, acc: reading.acc))
-        if let acc = points[points.count - 1].acc { tally.add(acc) }
         appended += 1
         // Keep what a rep can span: 20 s of readings (a window drops its oldest without moving the rest: Window.swift).
-        if let first = points.first, t - first.t > 20 {
-            let leaving = points.firstIndex { t - $0.t <= 20 } ?? 0
-            for index in 0..<leaving { if let acc = points[index].acc { tally.remove(acc) } }
-            points.removeFirst(leaving)
-        }
+        if let first = points.first, t - first.t > 20 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
@@ -952,11 +937,10 @@ struct DistanceTracker: Sendable, Codable {
         return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
     }
 
-    /// The board's gravity over the window, `BoardGravity(points.compactMap { $0.acc })`: from the
-    /// tally where it holds it exactly, else read from the window's stored halves without
-    /// building its readings (the same sum in the same order, the same lengths).
+    /// The board's gravity over the window, `BoardGravity(points.compactMap { $0.acc })`, read
+    /// from the window's stored halves without building its readings (the same sum in the same
+    /// order, the same lengths).
     private func windowGravity() -> BoardGravity? {
-        if let exact = tally.exact { return exact.gravity }
         var lengths: [Double] = []
         lengths.reserveCapacity(points.count)
         var sum = BoardAcceleration(x: 0, y: 0, z: 0)
@@ -1055,7 +1039,6 @@ extension DistanceTracker {
         gate = try container.decode(SpikeGate.self, forKey: .gate)
         lastPeakT = try container.decode(Double.self, forKey: .lastPeakT)
         alpha = try container.decode(Double.self, forKey: .alpha)
-        for point in points { if let acc = point.acc { tally.add(acc) } }
     }
 
     func encode(to encoder: any Encoder) throws {
