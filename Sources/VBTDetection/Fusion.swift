@@ -88,7 +88,7 @@ struct BoardGravity: Sendable, Equatable {
 /// lengths, the board's noise spreading them; a selection among all thousand was a tenth of a
 /// rep's time with the accelerometer). The ranges keep the values' order (a value's range is a
 /// monotone function of it), so the median's range holds it, at its rank less those below.
-/// Values that are not all finite are left to `rankedValue`.
+/// Values that are not all finite, or spread past what a double holds, are left to `rankedValue`.
 func middleValue(_ values: inout [Double]) -> Double {
     precondition(!values.isEmpty, "no values")
     let rank = values.count / 2
@@ -99,8 +99,10 @@ func middleValue(_ values: inout [Double]) -> Double {
         unordered = unordered || value.isNaN
     }
     let ranges = 256
-    let scale = Double(ranges - 1) / (greatest - least)
-    guard !unordered, least.isFinite, greatest.isFinite, least < greatest, scale.isFinite else {
+    let span = greatest - least
+    let scale = Double(ranges - 1) / span
+    // (A span past the largest double, or one so small its ranges cannot be told, is left to it too.)
+    guard !unordered, span.isFinite, span > 0, scale.isFinite else {
         return rankedValue(selectingIn: &values, rank: rank)
     }
     var counts = [Int32](repeating: 0, count: ranges)

@@ -7,10 +7,12 @@ import VBTWire
 
 @Suite("The board's gravity read from a window")
 struct BoardGravityTests {
-    @Test("the median by ranges is the value at the middle rank: spread, repeated, two values, one, with a NaN or an infinity")
+    @Test("the median by ranges is the value at the middle rank: spread, repeated, two values, one, with a NaN, an infinity, a span past the doubles")
     func median() {
         var random = SeededGenerator(seed: 92)
-        var cases: [[Double]] = [[1], [2, 1], [1, 1, 1], [1, 2, 2, 2, 3], [1e-300, 2e-300, 3e-300], [1, .infinity, 2], [0.5, .nan, 1, 2]]
+        var cases: [[Double]] = [
+            [1], [2, 1], [1, 1, 1], [1, 2, 2, 2, 3], [1e-300, 2e-300, 3e-300], [1, .infinity, 2], [0.5, .nan, 1, 2], [-1e308, 1e308, 0],
+        ]
         for count in [2, 5, 100, 1_001] {
             cases.append((0..<count).map { _ in Double.random(in: 0.9...1.1, using: &random) })
             cases.append((0..<count).map { _ in Double(Int.random(in: 0..<3, using: &random)) })
