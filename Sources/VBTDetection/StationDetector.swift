@@ -350,7 +350,9 @@ public struct StationDetector: Sendable, Codable {
         guard usesIMU(at: t) else { return out }
         for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
             let fromTheFloor = rise.fromLowest && Self.pulledFromTheFloor.contains(exercise.name)
-            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"), fromTheFloor: fromTheFloor)
+            let fromTheRack = Self.takenFromTheRack.contains(exercise.name) && rise.candidate.descentBeforeM >= settings.hysteresisM
+            let atOnce = fromTheFloor || fromTheRack
+            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"), atOnce: atOnce)
         }
         out += resolvePending(by: .imu, at: t)
         return out
@@ -403,6 +405,17 @@ public struct StationDetector: Sendable, Codable {
     /// passes for one: a clean from the floor moves the bar about twice a deadlift's ROM (out of
     /// its band), and one from the hang starts at a lockout, not at the lowest.
     static let pulledFromTheFloor: Set<String> = ["deadlift"]
+    /// Exercises taken out of a rack (or handed off) at the top, every rep lowered from there and
+    /// driven back up: the squat and the bench press. At such a station the bar is not picked up
+    /// from below (to the back or the chest), and every rise but the un-rack's begins at the
+    /// bottom of a lowering; the un-rack lifts the bar off the hooks where it rested, lowered into
+    /// by nothing. So a rise the bar IMU saw lowered into by at least the turning points'
+    /// hysteresis is judged at its top (the ROM band then tells a rep from anything else), however
+    /// little of that lowering the IMU saw: a 3-1-X descent is quiet in every window and its
+    /// integral often comes to rest partway down, so a rep's rise can read as lowered into by
+    /// under `imuLoweredIntoShare` of it. (A front squat, which may be cleaned to the shoulders
+    /// first, is not among them.)
+    static let takenFromTheRack: Set<String> = ["squat", "bench"]
     /// A rise not lowered from within this long is no rep.
     static let pendingLimitS = 20.0
 
@@ -476,9 +489,10 @@ public struct StationDetector: Sendable, Codable {
     /// Whose lifting a pattern learned here is, and whose patterns relax this station's reps.
     private var patternOwner: String { assignment.athlete ?? station }
 
-    /// Judges a rise at once when it was lowered into, or pulled from the floor in a lift that
-    /// starts there (`pulledFromTheFloor`); otherwise waits for what follows.
-    private mutating func consider(_ rise: Pending, fromTheFloor: Bool = false) -> [DetectorOutput] {
+    /// Judges a rise at once when it was lowered into, or when the caller says it need not wait
+    /// (`atOnce`: a pull from the floor in a lift that starts there, `pulledFromTheFloor`, or an
+    /// IMU's rise in a lift taken from the rack, `takenFromTheRack`); otherwise waits for what follows.
+    private mutating func consider(_ rise: Pending, atOnce: Bool = false) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         if let waiting = pending {
             pending = nil
@@ -491,7 +505,7 @@ public struct StationDetector: Sendable, Codable {
                 out += notARep(waiting, because: "it was neither lowered into nor lowered from before the next rise")
             }
         }
-        if fromTheFloor || rise.candidate.descentBeforeM >= (rise.sensor == "imu" ? Self.imuLoweredIntoShare : Self.returnShare) * rise.candidate.riseM {
+        if atOnce || rise.candidate.descentBeforeM >= (rise.sensor == "imu" ? Self.imuLoweredIntoShare : Self.returnShare) * rise.candidate.riseM {
             out += judge(rise)
         } else {
             pending = rise

@@ -91,4 +91,32 @@ struct IMULoweringTests {
         let pickup = repTops([(0, 3), (-0.1, 0.3), (0.35, 0.5), (0.35, 1.5), (0.85, 1), (0.85, 0.6), (0.35, 1.2), (0.35, 3)])
         #expect(pickup.count == 1 && pickup.allSatisfy { abs($0 - 6.3) < 0.3 }, "reps with tops at \(pickup) s")
     }
+
+    @Test(
+        "squat and bench: a rise the IMU saw lowered into by only 60 mm is a rep at its top at 20 mg; one lifted from rest with nothing lowered into it (an un-rack) is none"
+    )
+    func takenFromTheRack() {
+        for exercise in ["squat", "bench"] {
+            for seed: UInt64 in 1...5 {
+                // 3 s at the top, 60 mm down in 0.5 s, 1 s still, 0.45 m up in 0.8 s (its top at 5.3 s), 3 s there.
+                let out = run([(0, 3), (-0.06, 0.5), (-0.06, 1), (0.39, 0.8), (0.39, 3)], exercise: exercise, seed: seed, noiseG: 0.02)
+                let given = out.compactMap { item -> (t: Double, top: Double)? in
+                    if case .rep(let rep) = item.output { (item.t, rep.measurement.concentricEndT) } else { nil }
+                }
+                #expect(
+                    given.count == 1 && given.allSatisfy { abs($0.top - 5.3) < 0.3 && $0.t - $0.top <= 0.7 },
+                    "\(exercise) seed \(seed): reps (given at, top) \(given); the rise's top at 5.3 s")
+                // 3 s at rest, 0.45 m up in 0.8 s, 3 s there: nothing lowered into it.
+                let fromRest = run([(0, 3), (0.45, 0.8), (0.45, 3)], exercise: exercise, seed: seed, noiseG: 0.02)
+                let reasons = fromRest.map { item -> String in
+                    switch item.output {
+                    case .rep: "rep"
+                    case .rejected(let r): r.reason
+                    default: "other"
+                    }
+                }
+                #expect(reasons == ["not-a-rep"], "\(exercise) seed \(seed): \(reasons)")
+            }
+        }
+    }
 }

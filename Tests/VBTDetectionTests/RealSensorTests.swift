@@ -105,7 +105,9 @@ struct RealSensorTests {
                 if matched != sensors.timeline.reps.count || !found.isEmpty {
                     let why = rejections(outputs).map { "\($0.reason)(\(String(format: "%.0f", $0.measurement.romMm)))" }.joined(separator: " ")
                     score.detail +=
-                        "\(c.exercise.name) \(c.load) kg seed \(seed): \(matched)/\(sensors.timeline.reps.count), \(found.count) extra; rejected: \(why)\n"
+                        "\(c.exercise.name) \(c.load) kg seed \(seed): \(matched)/\(sensors.timeline.reps.count), \(found.count) extra"
+                        + found.map { String(format: " (%.1f s, %.0f mm)", $0.measurement.concentricEndT - origin, $0.measurement.romMm) }.joined()
+                        + "; rejected: \(why)\n"
                 }
             }
         }
