@@ -2,10 +2,12 @@
 import PackageDescription
 
 // Layers, bottom to top: VBTWire (the wire: JSON codec, envelope, every
-// payload, topics and commands; no Foundation, no sockets) -> C system
-// libraries and VBTBus (sockets, publish/subscribe, counters) -> VBTQuery (the
-// recorder's query protocol and its values, no SQLite) -> the domain modules ->
-// programs. Nothing imports anything above it.
+// payload, topics and commands, a recording's lines; no Foundation, no sockets)
+// -> C system libraries and VBTBus (sockets, publish/subscribe, counters,
+// recording files) -> VBTQuery (the recorder's query protocol and its values,
+// no SQLite) -> the domain modules (VBTDetection does no I/O; the others also
+// hold their program's runtime) -> VBTDetectorRole (the rep-detector's process)
+// -> programs. Nothing imports anything above it.
 // The upcoming language features the server-side Swift packages we build on
 // (Hummingbird among them) enable: existentials spelled `any`, and a file sees
 // only the members of modules it imports itself.
@@ -116,12 +118,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Rep detection, metrics, sets, velocity loss, profiles: pure values, no I/O.
+        // Rep detection, metrics, sets, velocity loss, profiles, learned patterns, and `vbt eval`'s
+        // offline run and comparison: pure values, no I/O and no bus (`vbt` reads the recording and
+        // labels files; the rep-detector's process is VBTDetectorRole).
         .target(
             name: "VBTDetection",
+            dependencies: ["VBTWire", "VBTQuery"]
+        ),
+        // The rep-detector's role: its process (DetectorRuntime: the bus, the recorder's questions,
+        // journal, checkpoints, the pattern file), its options and station selection, and the values
+        // only it keeps (the hand-over's state machine, the patterns' sync).
+        .target(
+            name: "VBTDetectorRole",
             dependencies: [
                 "VBTWire", "VBTBus",
                 "VBTQuery",
+                "VBTDetection",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -233,6 +245,7 @@ let package = Package(
                 "VBTWire", "VBTBus",
                 "VBTCommandLine",
                 "VBTDetection",
+                "VBTDetectorRole",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -330,7 +343,8 @@ let package = Package(
         .executableTarget(
             name: "vbt-bench",
             dependencies: [
-                "VBTWire", "VBTBus", "VBTForwarder", "VBTTesting", "VBTDetection", "VBTSensors", "VBTPosture", "VBTQuery", "VBTStore", "CZeroMQ",
+                "VBTWire", "VBTBus", "VBTForwarder", "VBTTesting", "VBTDetection", "VBTDetectorRole",
+                "VBTSensors", "VBTPosture", "VBTQuery", "VBTStore", "CZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/vbt-bench"
@@ -341,7 +355,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VBTDetectionTests",
-            dependencies: ["VBTDetection", "VBTSensors", "VBTWire", "VBTBus", "VBTTesting"]
+            dependencies: ["VBTDetection", "VBTDetectorRole", "VBTSensors", "VBTWire", "VBTBus", "VBTQuery", "VBTTesting"]
         ),
         .testTarget(
             name: "VBTPostureTests",

@@ -19,6 +19,7 @@ import Foundation
 import Logging
 import VBTBus
 import VBTDetection
+import VBTDetectorRole
 import VBTForwarder
 import VBTPosture
 import VBTSensors

@@ -1,12 +1,11 @@
 import Foundation
-import VBTBus
 import VBTWire
 
 // `vbt eval`: the detector run offline over a recording and compared with
 // reference labels (proto/labels.md, proto/eval.md).
-// Reading the recording and the labels file is the only I/O; the detectors
-// are the live ones fed through the same path (Feeding.swift), and matching
-// and statistics are plain functions of numbers.
+// No I/O: `vbt` reads the recording and the labels file and hands their lines
+// and text in. The detectors are the live ones fed through the same path
+// (Feeding.swift), and matching and statistics are plain functions of numbers.
 
 // MARK: - Offline run
 
@@ -99,18 +98,6 @@ public struct OfflineRun: Sendable {
 
 /// Runs the live detectors over a recording, without bus or processes.
 public enum OfflineRunner {
-    /// Reads `path` and runs it line by line (see `run(lines:unreadable:settings:)`).
-    public static func run(path: String, settings: DetectorSettings = DetectorSettings()) throws(RecordingError) -> OfflineRun {
-        var state = State(settings: settings)
-        try RecordingReader.forEachLine(path: path) { line in
-            switch line {
-            case .success(let line): state.consume(line)
-            case .failure(let bad): state.result.unreadable.append(bad)
-            }
-        }
-        return state.finish()
-    }
-
     /// Feeds, in file order, every `sample` message to its station's detector
     /// and every `cmd` addressed to `*` or `rep-detector` through `apply`; other
     /// types are ignored. At the end each station's readings end (`finish`: a rise in
@@ -128,17 +115,18 @@ public enum OfflineRunner {
         return state.finish()
     }
 
-    /// The detectors and what they produced so far.
-    struct State {
+    /// The detectors and what they produced so far: `vbt eval` feeds it a recording line by line
+    /// as it reads it.
+    package struct State {
         let settings: DetectorSettings
-        var result = OfflineRun()
+        package var result = OfflineRun()
         var detectors: [String: StationDetector] = [:]
         /// Stations in the order they first appeared.
         var order: [String] = []
 
-        init(settings: DetectorSettings) { self.settings = settings }
+        package init(settings: DetectorSettings) { self.settings = settings }
 
-        mutating func consume(_ line: RecordedLine) {
+        package mutating func consume(_ line: RecordedLine) {
             result.messages += 1
             let message = line.message
             let station = message.envelope.station
@@ -156,7 +144,7 @@ public enum OfflineRunner {
                 let ts = message.envelope.ts
                 var skipped = 0
                 outputs = detector.feed(sample.readings) { t in
-                    let usable = abs(t - ts) <= DetectorRuntime.maxReadingSkewS
+                    let usable = abs(t - ts) <= StationDetector.maxReadingSkewS
                     if !usable { skipped += 1 }
                     return usable
                 }
@@ -207,7 +195,7 @@ public enum OfflineRunner {
             }
         }
 
-        mutating func finish() -> OfflineRun {
+        package mutating func finish() -> OfflineRun {
             for station in order {
                 guard var detector = detectors[station] else { continue }
                 // The recording has ended: a rise in progress or held is judged where it stands.
@@ -290,6 +278,9 @@ public struct LabelsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong and what to do.
     public var message: String
     public var description: String { message }
+
+    /// Creates an error (`vbt eval` makes one for a labels file it cannot read).
+    package init(line: Int?, message: String) { (self.line, self.message) = (line, message) }
 }
 
 /// Parses reference labels (proto/labels.md).
@@ -298,26 +289,6 @@ public enum ReferenceLabels {
     public static let header = "station,t_top,mean_velocity_mps,peak_velocity_mps"
     /// The header of order-only labels.
     public static let orderHeader = "station,set,rep,mean_velocity_mps,peak_velocity_mps"
-
-    /// Reads and parses time labels at `path`.
-    public static func load(path: String) throws(LabelsError) -> [ReferenceLabel] {
-        try parse(try read(path), source: path)
-    }
-
-    /// Reads `path` and parses it as the kind of labels its header names.
-    public static func loadFile(path: String) throws(LabelsError) -> LabelsFile {
-        try parseFile(try read(path), source: path)
-    }
-
-    static func read(_ path: String) throws(LabelsError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw LabelsError(line: nil, message: "cannot read labels \(path): check the path")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw LabelsError(line: nil, message: "\(path): labels must be UTF-8 text")
-        }
-        return text
-    }
 
     /// Parses either kind of labels, told apart by the header.
     public static func parseFile(_ text: String, source: String = "labels") throws(LabelsError) -> LabelsFile {

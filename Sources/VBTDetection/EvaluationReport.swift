@@ -1,5 +1,4 @@
 import Foundation
-import VBTBus
 import VBTWire
 
 // What `vbt eval` prints: a table for people, one JSON object for programs

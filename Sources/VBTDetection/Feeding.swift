@@ -1,4 +1,3 @@
-import VBTBus
 import VBTQuery
 import VBTWire
 
@@ -7,6 +6,10 @@ import VBTWire
 // evaluation measures exactly what runs in the gym.
 
 extension StationDetector {
+    /// How far a reading's time may be from its message's send time (`ts`): one further off is
+    /// skipped, live (DetectorRuntime.process) and offline alike.
+    package static let maxReadingSkewS = 3_600.0
+
     /// Feeds every reading of a `sample` message for which `usable` holds
     /// (the runtime skips readings whose time is implausible). Posture
     /// readings are not the detector's.

@@ -1,5 +1,4 @@
 import Foundation
-import VBTBus
 import VBTWire
 
 // Pattern learning (README, "rep-detector"): a finished set becomes a pattern of the
@@ -77,8 +76,9 @@ public struct RepPattern: Sendable, Codable, Equatable {
     public static let adoptionScore = 64.0
 }
 
-/// The patterns of every exercise, kept in a JSON file (`JSONFileStored`) so they survive restarts.
-public struct PatternLibrary: Sendable, Codable, Equatable, JSONFileStored {
+/// The patterns of every exercise. A value: the rep-detector keeps it in a JSON file so it
+/// survives restarts (VBTDetectorRole's `PatternLibrary: JSONFileStored`).
+public struct PatternLibrary: Sendable, Codable, Equatable {
     /// Patterns by exercise, newest last.
     public var patterns: [String: [RepPattern]] = [:]
     /// At most this many per owner and exercise, and per exercise in all (the oldest go):

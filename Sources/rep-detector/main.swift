@@ -3,6 +3,7 @@ import Logging
 import VBTBus
 import VBTCommandLine
 import VBTDetection
+import VBTDetectorRole
 import VBTWire
 
 @main

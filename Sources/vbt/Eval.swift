@@ -96,3 +96,33 @@ struct Eval: ParsableCommand {
         }
     }
 }
+
+// MARK: - The files
+
+extension OfflineRunner {
+    /// Reads the recording at `path` line by line (it may be large: no line is kept once fed)
+    /// and runs it as `run(lines:unreadable:settings:)` does.
+    static func run(path: String, settings: DetectorSettings = DetectorSettings()) throws(RecordingError) -> OfflineRun {
+        var state = State(settings: settings)
+        try RecordingReader.forEachLine(path: path) { line in
+            switch line {
+            case .success(let line): state.consume(line)
+            case .failure(let bad): state.result.unreadable.append(bad)
+            }
+        }
+        return state.finish()
+    }
+}
+
+extension ReferenceLabels {
+    /// Reads `path` and parses it as the kind of labels its header names (`parseFile`).
+    static func loadFile(path: String) throws(LabelsError) -> LabelsFile {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw LabelsError(line: nil, message: "cannot read labels \(path): check the path")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw LabelsError(line: nil, message: "\(path): labels must be UTF-8 text")
+        }
+        return try parseFile(text, source: path)
+    }
+}

@@ -5,6 +5,7 @@ import VBTTesting
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTWire
 
 /// The rep-detector dying (its object dropped mid-session, as a process

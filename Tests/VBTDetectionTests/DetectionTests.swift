@@ -4,6 +4,7 @@ import VBTBus
 import VBTWire
 
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTSensors
 
 /// A bar path from straight segments eased with half-cosines (`eased` false: straight lines),

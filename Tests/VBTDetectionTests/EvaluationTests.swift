@@ -228,7 +228,8 @@ struct OfflineRunnerTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("vbt-eval-\(UInt32.random(in: 0 ... .max)).jsonl").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let sensors = try writeRecording(config, origin: origin, to: path)
-        let run = try OfflineRunner.run(path: path)
+        let recording = try RecordingReader.read(path: path)
+        let run = OfflineRunner.run(lines: recording.lines, unreadable: recording.unreadable)
         let truth = sensors.timeline.reps
         #expect(truth.count == 10)
         #expect(run.reps.count == truth.count)
@@ -267,7 +268,7 @@ struct TruthLabelsTests {
             let writer = try TruthWriter(path: path)
             try writer.append(station: "rack-07", reps: sensors.timeline.reps, origin: origin)
         }
-        let labels = try ReferenceLabels.load(path: path)
+        let labels = try ReferenceLabels.parse(String(contentsOfFile: path, encoding: .utf8), source: path)
         #expect(labels.count == sensors.timeline.reps.count && labels.count == 18)
         for (label, rep) in zip(labels, sensors.timeline.reps) {
             #expect(label.station == "rack-07")

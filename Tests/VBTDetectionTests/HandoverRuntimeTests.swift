@@ -4,6 +4,7 @@ import VBTTesting
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTWire
 
 /// The old side of a hand-over inside the runtime, on the in-memory bus and its hand-moved clock.

@@ -3,6 +3,7 @@ import Testing
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTWire
 
 /// The hand-over alone: messages and time in, actions out; no bus, no clock, no process.

@@ -3,6 +3,7 @@ import Testing
 import VBTQuery
 
 @testable import VBTDetection
+@testable import VBTDetectorRole
 
 /// The learned-pattern library's sync alone: no recorder, no file, no clock.
 /// (DetectorRuntimeTests and SwapProcessTests run it with a recorder and a file.)

@@ -5,6 +5,7 @@ import VBTTesting
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTSensors
 @testable import VBTWire
 

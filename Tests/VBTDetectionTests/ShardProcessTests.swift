@@ -4,6 +4,7 @@ import VBTTesting
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTWire
 
 /// `rep-detector --shard K/N` over real processes: two detectors split a few stations by the

@@ -2,6 +2,7 @@ import Testing
 
 @testable import VBTBus
 @testable import VBTDetection
+@testable import VBTDetectorRole
 @testable import VBTWire
 
 /// `--stations GLOB --shard K/N`: which stations one detector serves.

@@ -9,6 +9,9 @@
   gym's store read-only for the chain, is the one other program that does.
 - Only vbt-bus links the forwarder (VBTForwarder): no consumer carries the
   bus's own loop.
+- The detection domain (VBTDetection) imports no I/O module, and only the
+  rep-detector links its role (VBTDetectorRole): `vbt` and the console use
+  the domain alone.
 
 Run from the repository root:  python3 -m pytest -q tests/python
 """
@@ -79,3 +82,26 @@ def test_the_recorder_does_link_sqlite() -> None:
     """The check above can fail: the recorder's binary does hold the symbols."""
     symbols = subprocess.run(["nm", str(BIN_DIR / "session-recorder")], capture_output=True, text=True, check=True).stdout
     assert "sqlite3_open" in symbols
+
+
+DETECTION_IMPORTS = {"Foundation", "VBTWire", "VBTQuery"}
+ROLE_MODULE = "15VBTDetectorRole"
+
+
+def test_the_detection_domain_imports_no_io_module() -> None:
+    files = sorted((SOURCES / "VBTDetection").glob("*.swift"))
+    assert files, "Sources/VBTDetection is empty"
+    imports = {f"{f.name}: {m.group(2)}" for f in files for line in f.read_text().splitlines()
+               if (m := re.match(r"\s*(@\w+\s+)?import\s+(\w+)", line)) and m.group(2) not in DETECTION_IMPORTS}
+    assert imports == set(), f"VBTDetection imports beyond {sorted(DETECTION_IMPORTS)}: {sorted(imports)}"
+
+
+@pytest.mark.parametrize("program", ["vbt", "coach-console", "sensor-bridge", "posture-evaluator", "notifier"])
+def test_only_the_rep_detector_links_its_role(program: str) -> None:
+    linked = [line for line in linked_symbols(program).splitlines() if ROLE_MODULE in line]
+    assert linked == [], f"{program} links the rep-detector's role ({len(linked)} symbols, e.g. {linked[:2]})"
+
+
+def test_the_rep_detector_does_link_its_role() -> None:
+    """The check above can fail: the rep-detector's binary does hold its role's symbols."""
+    assert ROLE_MODULE in linked_symbols("rep-detector")

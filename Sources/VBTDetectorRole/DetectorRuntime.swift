@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTDetection
 import VBTQuery
 import VBTWire
 
@@ -133,8 +134,6 @@ public final class DetectorRuntime: BusRole {
     var missedWaiting = 0
     /// Readings skipped for a time far from their message's `ts`.
     var badTimes = 0
-    /// How far a reading's time may be from its message's send time.
-    static let maxReadingSkewS = 3_600.0
     var heartbeat: HeartbeatSchedule
     /// Every sample stream's messages in order, holes fetched from the bridges' journals.
     package var input: InOrderInput

@@ -1,4 +1,5 @@
 import Foundation
+import VBTDetection
 import VBTQuery
 
 /// The rep-detector's learned-pattern library and how it is kept in step: with the stations

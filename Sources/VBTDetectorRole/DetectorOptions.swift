@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTDetection
 import VBTWire
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTDetection
 import VBTQuery
 import VBTWire
 
@@ -207,7 +208,7 @@ extension DetectorRuntime {
             let ts = message.envelope.ts
             let station = message.envelope.station
             func sane(_ t: Double) -> Bool {
-                guard abs(t - ts) <= Self.maxReadingSkewS else {
+                guard abs(t - ts) <= StationDetector.maxReadingSkewS else {
                     badTimes += 1
                     if badTimes == 1 || badTimes % 1000 == 0 {
                         logger.warning(

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import VBTBus
+import VBTDetection
 import VBTQuery
 import VBTWire
 

@@ -1,5 +1,6 @@
 import Foundation
 import VBTBus
+import VBTDetection
 import VBTWire
 
 /// What the hand-over needs of a station's state: the station it is of, and its JSON.
