@@ -228,6 +228,10 @@ public final class ZMQSocket {
     /// (stream_engine_base.cpp, `out_event`), which is a consumer falling behind
     /// as the bus drops it (`LivenessTests`). The peer's pings cannot stand in:
     /// their time-to-live runs only until the next message received.
+    /// Keepalive probes only an idle connection: while this side has data the
+    /// peer has not acknowledged (a heartbeat's pong sent as the link went),
+    /// the kernel retransmits for minutes instead. `ZMQ_TCP_MAXRT`
+    /// (`TCP_USER_TIMEOUT`) ends such a link after `timeoutMs` too.
     public func setLiveness(intervalMs: Int32, timeoutMs: Int32, pings: Bool) throws(ZMQError) {
         if pings {
             try setOption(ZMQ_HEARTBEAT_IVL, intervalMs)
@@ -238,6 +242,7 @@ public final class ZMQSocket {
             try setOption(ZMQ_TCP_KEEPALIVE_IDLE, max(1, timeoutMs / 1_000 - 3))
             try setOption(ZMQ_TCP_KEEPALIVE_INTVL, 1)
             try setOption(ZMQ_TCP_KEEPALIVE_CNT, 3)
+            try setOption(ZMQ_TCP_MAXRT, timeoutMs)
         }
         try setOption(ZMQ_CONNECT_TIMEOUT, timeoutMs)
     }
