@@ -44,9 +44,16 @@ private func residentBytes() -> Int {
 /// (as the checkpoint writer holds one while it writes). Prints the resident
 /// growth at its largest, in bytes a station. With `reps`, then the first station's reps and
 /// rejections, a JSON object a line (sorted keys): a change to how the state is kept can be
-/// checked to leave them as they were.
-func detectorMemoryChild(stations: Int, snapshots: Bool, reps printReps: Bool = false) {
-    let readings = rackReadings()
+/// checked to leave them as they were. With `loops` above 1 (`--loops L`), the session is fed L
+/// times over, one after the other, and the growth after each is written to standard error:
+/// state that grows with a station's history, not its window, shows there.
+func detectorMemoryChild(stations: Int, snapshots: Bool, reps printReps: Bool = false, loops: Int = 1) {
+    let session = rackReadings()
+    let span = (session.last?.t ?? 0) - (session.first?.t ?? 0) + 5
+    let readings = (0..<loops).flatMap { loop in
+        session.map { r in (t: r.t + Double(loop) * span, imu: r.imu, distanceMm: r.distanceMm, acc: r.acc, gyro: r.gyro, angles: r.angles) }
+    }
+    let loopEvery = session.count
     let before = residentBytes()
     var detectors = (0..<stations).map { StationDetector(station: "rack-\($0)") }
     var snapshot: [StationDetector]?
@@ -71,6 +78,9 @@ func detectorMemoryChild(stations: Int, snapshots: Bool, reps printReps: Bool = 
             }
         }
         if index % 250 == 0 { largest = max(largest, residentBytes() - before) }
+        if loops > 1, (index + 1) % loopEvery == 0 {
+            FileHandle.standardError.write(Data("loop \((index + 1) / loopEvery): \((residentBytes() - before) / stations) bytes a station\n".utf8))
+        }
     }
     largest = max(largest, residentBytes() - before)
     print("\(largest / stations) \(reps) \(snapshot?.count ?? 0)")

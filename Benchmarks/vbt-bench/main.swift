@@ -34,7 +34,7 @@ func option(_ name: String, _ fallback: Int) -> Int {
     return value
 }
 if let index = arguments.firstIndex(of: "--detector-memory-child"), index + 1 < arguments.count, let stations = Int(arguments[index + 1]) {
-    detectorMemoryChild(stations: stations, snapshots: arguments.contains("--snapshots"), reps: arguments.contains("--reps"))
+    detectorMemoryChild(stations: stations, snapshots: arguments.contains("--snapshots"), reps: arguments.contains("--reps"), loops: option("--loops", 1))
     exit(0)
 }
 if arguments.contains("--help") {

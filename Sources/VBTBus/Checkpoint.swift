@@ -45,6 +45,27 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
     /// a time when the state is an array (only one element's encoding is in
     /// memory at once).
     public func write<Element: Codable>(to file: CheckpointFile) throws where State == [Element] {
+        var index = 0
+        try write(to: file) { () -> Element? in
+            defer { index += 1 }
+            return index < state.count ? state[index] : nil
+        }
+    }
+
+    /// Writes it as `write(to:)` does, letting go of each state element once it is
+    /// encoded, and leaves the state empty. A snapshot of a state the loop goes on
+    /// changing shares the loop's storage only until the loop's next change to it
+    /// (Window.swift): held whole for a write's length, on a busy machine seconds, it
+    /// would keep a second copy of most of the state.
+    public mutating func writeReleasing<Element: Codable>(to file: CheckpointFile) throws where State == [Element] {
+        var elements = state
+        state = []
+        elements.reverse()
+        try write(to: file) { elements.popLast() }
+    }
+
+    /// Writes the head, then each element `next` gives until nil.
+    private func write<Element: Codable>(to file: CheckpointFile, next: () -> Element?) throws where State == [Element] {
         var head = self
         head.state = []
         let encoder = Self.encoder
@@ -52,12 +73,17 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
         // Keys are sorted and `state` is the last: the head ends `"state":[]}`.
         let tail = Array(#""state":[]}"#.utf8)
         guard whole.count > tail.count, Array(whole.suffix(tail.count)) == tail else {
-            return try file.write(try encoded())
+            var all = self
+            all.state = []
+            while let element = next() { all.state.append(element) }
+            return try file.write(try all.encoded())
         }
         try file.write { emit in
             try emit(Array(whole.dropLast(2)))  // through `[`
-            for (index, element) in state.enumerated() {
-                if index > 0 { try emit([UInt8(ascii: ",")]) }
+            var first = true
+            while let element = next() {
+                if !first { try emit([UInt8(ascii: ",")]) }
+                first = false
                 try emit(Array(try encoder.encode(element)))
             }
             try emit(Array("]}".utf8))
@@ -147,6 +173,13 @@ public final class BackgroundWriter: @unchecked Sendable {
             if let failed { failure = failed }
             condition.unlock()
         }
+    }
+
+    /// Whether a job is running or waiting to run.
+    public var isBusy: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return running
     }
 
     /// Waits until every job handed over has run (or has failed).
@@ -241,12 +274,20 @@ public final class CheckpointWriter<Element: Codable & Sendable>: @unchecked Sen
         return checkpoint
     }
 
+    /// Whether a regular checkpoint handed over is still being written (or waits to be).
+    /// A consumer hands over the next only when it is not: each one held is a snapshot
+    /// of the state, and the loop's changes since copy what they touch.
+    public var isWritingRegular: Bool { writer.isBusy }
+
     /// Hands `checkpoint` over to be written in the background, and returns at once.
+    /// The writer holds the only copy and lets go of each station's state once written
+    /// (`writeReleasing`); one replaced before its turn is let go whole.
     public func submit(_ checkpoint: ConsumerCheckpoint<[Element]>) {
-        let checkpoint = numbered(checkpoint)
+        let handed = Handed(numbered(checkpoint))
         writer.submit { [file, beforeRegularWrite] in
             beforeRegularWrite?()
-            try checkpoint.write(to: file)
+            guard var checkpoint = handed.take() else { return }
+            try checkpoint.writeReleasing(to: file)
         }
     }
 
@@ -404,4 +445,20 @@ func threadCPUSeconds() -> Double {
     var spec = timespec()
     guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec) == 0 else { return 0 }
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+/// A value handed to another thread once: `take` gives it and keeps nothing, so the
+/// taker holds the only copy.
+private final class Handed<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value?
+
+    init(_ value: Value) { self.value = value }
+
+    func take() -> Value? {
+        lock.withLock {
+            defer { value = nil }
+            return value
+        }
+    }
 }

@@ -35,6 +35,89 @@ struct CheckpointTests {
         }
     }
 
+    /// How many `Held` elements are alive, and how many each encoding saw alive.
+    final class Liveness: @unchecked Sendable {
+        let lock = NSLock()
+        var alive = 0
+        var seenWhileEncoding: [Int] = []
+    }
+
+    /// A state element whose storage counts itself alive in `Liveness` until let go.
+    struct Held: Codable, Sendable {
+        final class Storage: @unchecked Sendable {
+            let liveness: Liveness
+            let number: Int
+            init(_ liveness: Liveness, _ number: Int) {
+                (self.liveness, self.number) = (liveness, number)
+                liveness.lock.withLock { liveness.alive += 1 }
+            }
+            deinit { liveness.lock.withLock { liveness.alive -= 1 } }
+        }
+        let storage: Storage
+
+        init(_ liveness: Liveness, _ number: Int) { storage = Storage(liveness, number) }
+        init(from decoder: any Decoder) throws { throw JournalError("written only") }
+        func encode(to encoder: any Encoder) throws {
+            let liveness = storage.liveness
+            liveness.lock.withLock { liveness.seenWhileEncoding.append(liveness.alive) }
+            var container = encoder.singleValueContainer()
+            try container.encode(storage.number)
+        }
+    }
+
+    @Test("a checkpoint written releasing is the same bytes, and lets go of each element once it is written")
+    func writtenReleasing() throws {
+        let dir = try TemporaryDirectory()
+        let (publisher, input) = try Self.streams()
+        let liveness = Liveness()
+        let file = CheckpointFile(path: dir.path("checkpoint.json"))
+        var checkpoint = ConsumerCheckpoint(publisher: publisher, input: input, state: (0..<10).map { Held(liveness, $0) })
+        try checkpoint.write(to: file)
+        let whole = try file.read()
+        #expect(liveness.seenWhileEncoding == Array(repeating: 10, count: 10), "write(to:) keeps every element")
+        liveness.seenWhileEncoding = []
+        try checkpoint.writeReleasing(to: file)
+        #expect(try file.read() == whole, "the same bytes, elements in the same order")
+        #expect(liveness.seenWhileEncoding == Array((1...10).reversed()), "each let go once written: \(liveness.seenWhileEncoding)")
+        #expect(checkpoint.state.isEmpty && liveness.alive == 0)
+    }
+
+    @Test("the checkpoint writer is busy while a regular checkpoint is written, and holds no copy of one it replaced or wrote")
+    func writerBusyAndLettingGo() throws {
+        let dir = try TemporaryDirectory()
+        let (publisher, input) = try Self.streams()
+        let liveness = Liveness()
+        let writer = CheckpointWriter<Held>(file: CheckpointFile(path: dir.path("checkpoint.json")))
+        let held = NSCondition()
+        nonisolated(unsafe) var release = false
+        nonisolated(unsafe) var entered = false
+        writer.beforeRegularWrite = {
+            held.lock()
+            entered = true
+            held.broadcast()
+            while !release { held.wait() }
+            held.unlock()
+        }
+        #expect(!writer.isWritingRegular)
+        writer.submit(ConsumerCheckpoint(publisher: publisher, input: input, state: (0..<5).map { Held(liveness, $0) }))
+        #expect(writer.isWritingRegular, "held in its write, as a busy machine holds the background thread")
+        held.lock()
+        while !entered { held.wait() }
+        held.unlock()
+        // One handed over meanwhile waits; a newer one replaces it, which is let go at once.
+        writer.submit(ConsumerCheckpoint(publisher: publisher, input: input, state: (5..<10).map { Held(liveness, $0) }))
+        writer.submit(ConsumerCheckpoint(publisher: publisher, input: input, state: (10..<15).map { Held(liveness, $0) }))
+        #expect(liveness.lock.withLock { liveness.alive } == 10, "the replaced checkpoint's 5 elements are let go")
+        held.lock()
+        release = true
+        held.broadcast()
+        held.unlock()
+        writer.wait()
+        #expect(!writer.isWritingRegular)
+        #expect(liveness.alive == 0, "nothing written is kept")
+        #expect(try String(decoding: writer.file.read() ?? [], as: UTF8.self).hasSuffix(#""state":[10,11,12,13,14]}"#))
+    }
+
     @Test("the checkpoint writer: once it is done the file is the newest checkpoint handed over, and a failure is told once")
     func writer() throws {
         let dir = try TemporaryDirectory()
