@@ -44,6 +44,13 @@ struct IMURise: Sendable {
     /// The rise began at the lowest the bar has been over the last 20 s (within the turning
     /// points' hysteresis and the rise's uncertainty): from the floor, where a deadlift starts.
     var fromLowest = false
+    /// The rise ended at its movement's rest, not at a drop: the bar may go on up from there.
+    var endsAtRest = false
+    /// This rise taken as the rest of the one that ended at the rest before this movement: both
+    /// movements and that rest integrated as one, from the earlier rise's bottom to this one's
+    /// top (a grinder crawls through its sticking point quietly enough for a rest). Nil unless
+    /// the earlier movement ended rising and this one began within `IMUTracker.crawlS` of it.
+    var continued: (candidate: ConcentricCandidate, trace: [KinematicSample])?
 }
 
 /// The bar IMU: rests, movements between them, rises within them.
@@ -119,6 +126,11 @@ struct IMUTracker: Sendable, Codable {
     static let flatRestS = 2.0
     /// A longer silence than this loses what the bar did meanwhile: start over.
     static let maxGapS = 0.5
+    /// A movement that ended rising is kept, with the rest's readings after it, this long after
+    /// that rest was found: a grinder crawls through its sticking point at a few cm/s for a few
+    /// tenths of a second, and every window of the crawl is as quiet as a rest. A bar that moves
+    /// on within this may still be in the same rise (`IMURise.continued`).
+    static let crawlS = 1.0
 
     private let settings: DetectorSettings
     /// The last `windowS` of readings and the one before them, so that a
@@ -154,6 +166,11 @@ struct IMUTracker: Sendable, Codable {
     /// velocity integral so far (drift not yet removed: see `lowest`). Nil at rest.
     private var liveHeightM: Double?
     private var liveLowM: Double?
+    /// While within `crawlS` of the rest after a movement that ended rising: that movement's
+    /// readings and the rest's since, its height at its start, and the rise it ended in.
+    private var lastMovement: [Raw]?
+    private var lastMovementHeightM: Double?
+    private var endedRising: ConcentricCandidate?
 
     init(settings: DetectorSettings) { self.settings = settings }
 
@@ -211,8 +228,10 @@ struct IMUTracker: Sendable, Codable {
         // (Quiet before the movement began says nothing of whether it has stopped.)
         let longQuiet = quietSince.map { t - max($0, moving.first?.t ?? $0) >= Self.restAfterQuietS } ?? false
         let quiet = quietWindow && (isStill || (longQuiet && !isGliding(at: t) && hasBraked(at: t)) || hasStopped(at: t))
+        if isStill, let rise = endedRising, t - rise.completedT > Self.crawlS { forgetLastMovement() }
         if isStill {
             if quiet {
+                lastMovement?.append(Raw(t: t, aG: a, along: along))
                 // At rest the vertical acceleration is zero: learn the offset (or,
                 // without angles, gravity's size) from the window's oldest reading,
                 // which a whole quiet window has followed, never from the
@@ -375,27 +394,45 @@ struct IMUTracker: Sendable, Codable {
         flatSince = nil
         velocitySinceRest = 0
         (liveHeightM, liveLowM) = (nil, nil)
+        forgetLastMovement()
+    }
+
+    private mutating func forgetLastMovement() { (lastMovement, lastMovementHeightM, endedRising) = (nil, nil, nil) }
+
+    /// Whether the bar is at rest (by the tracker's windows) as of the last reading.
+    var isResting: Bool { isStill }
+
+    /// `raw` integrated from rest to rest: velocity with the drift removed linearly between the
+    /// two zero-velocity updates, heights carried on from `startM`.
+    private func integrated(_ raw: [Raw], from startM: Double) -> [KinematicSample] {
+        guard let first = raw.first, let last = raw.last, last.t > first.t else { return [] }
+        var velocity = [0.0]
+        for (a, b) in zip(raw, raw.dropFirst()) {
+            velocity.append(velocity.last! + (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t))
+        }
+        let drift = velocity.last!
+        let span = last.t - first.t
+        var samples: [KinematicSample] = []
+        var position = startM
+        for (index, point) in raw.enumerated() {
+            let v = velocity[index] - drift * (point.t - first.t) / span
+            if index > 0 { position += (v + samples[index - 1].velocityMps) / 2 * (point.t - raw[index - 1].t) }
+            samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
+        }
+        return samples
     }
 
     /// The movement since the last rest, integrated, its heights carried on
     /// from that rest's, and the rises in it.
     private mutating func segment(upTo restStart: Double, completedT: Double) -> [IMURise] {
         let raw = moving.filter { $0.t <= restStart }  // the quiet window itself is rest
+        let before = (lastMovement, lastMovementHeightM, endedRising)
+        forgetLastMovement()
         guard raw.count >= 5, let first = raw.first, let last = raw.last, last.t > first.t else { return [] }
-        var velocity = [0.0]
-        for (a, b) in zip(raw, raw.dropFirst()) {
-            velocity.append(velocity.last! + (a.aG + b.aG) / 2 * standardGravity * (b.t - a.t))
-        }
         // Zero-velocity update: the bar is at rest at both ends; remove the drift linearly.
-        let drift = velocity.last!
-        let span = last.t - first.t
-        var samples: [KinematicSample] = []
-        var position = heightM
-        for (index, point) in raw.enumerated() {
-            let v = velocity[index] - drift * (point.t - first.t) / span
-            if index > 0 { position += (v + samples[index - 1].velocityMps) / 2 * (point.t - raw[index - 1].t) }
-            samples.append(KinematicSample(t: point.t, positionM: position, velocityMps: v, accelerationMps2: point.aG * standardGravity))
-        }
+        let samples = integrated(raw, from: heightM)
+        let startM = heightM
+        let position = samples.last!.positionM
         heightM = position
         heights.append(contentsOf: samples.map { Height(t: $0.t, m: $0.positionM) })
         // The last 20 s (a window drops its oldest without moving the rest: Window.swift).
@@ -408,7 +445,11 @@ struct IMUTracker: Sendable, Codable {
             if let candidate = turning.feed(t: sample.t, positionM: sample.positionM) { found.append(candidate) }
         }
         // A rise still open at the end of the movement ends at the rest that follows.
-        if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) { found.append(end) }
+        var openAtRest: ConcentricCandidate?
+        if let end = turning.feed(t: last.t + settings.settleS, positionM: samples.last!.positionM) {
+            found.append(end)
+            openAtRest = end
+        }
         // The lowest the bar has been over the last 20 s, this movement among them.
         let lowestM = heights.lazy.map(\.m).min() ?? position
         let rises = found.map { candidate in
@@ -427,7 +468,7 @@ struct IMUTracker: Sendable, Codable {
             // lifted (to the hang, say) while the heights carried on from the floor.
             let unbroken = lastGapT.map { rise.valleyT - $0 > 20 } ?? true
             let fromLowest = unbroken && valleyM - lowestM <= settings.hysteresisM + 3 * rise.riseUncertaintyM
-            return IMURise(candidate: rise, trace: samples, fromLowest: fromLowest)
+            return IMURise(candidate: rise, trace: samples, fromLowest: fromLowest, endsAtRest: candidate == openAtRest)
         }
         // A rise that stopped without the bar coming down and went on up within the same movement
         // (no rest between) is one rise: a grinder past its sticking point, as the laser's held rise
@@ -447,10 +488,30 @@ struct IMUTracker: Sendable, Codable {
                 whole.riseM = whole.peakM - (earlier.peakM - earlier.riseM)
                 whole.descentBeforeM = earlier.descentBeforeM
                 whole.riseUncertaintyM = positionNoise(over: whole.peakT - whole.valleyT)
-                joined[joined.count - 1] = IMURise(candidate: whole, trace: samples, fromLowest: joined[joined.count - 1].fromLowest)
+                joined[joined.count - 1] = IMURise(
+                    candidate: whole, trace: samples, fromLowest: joined[joined.count - 1].fromLowest, endsAtRest: rise.endsAtRest)
             } else {
                 joined.append(rise)
             }
+        }
+        // The rest before this movement may have been a grinder's crawl: its first rise is also
+        // given as the rest of the rise the movement before ended in, the two movements and the
+        // rest between integrated as one (the crawl's speed then counts, not a zero-velocity
+        // update in the middle of the rise). The detector decides which is the rep (`held`).
+        if let kept = before.0, let keptM = before.1, let earlier = before.2, let keptEnd = kept.last?.t, !joined.isEmpty {
+            let whole = integrated(kept + raw.filter { $0.t > keptEnd }, from: keptM)
+            if let valley = whole.last(where: { $0.t <= earlier.valleyT }), let peak = whole.last(where: { $0.t <= joined[0].candidate.peakT }) {
+                var candidate = joined[0].candidate
+                candidate.valleyT = earlier.valleyT
+                candidate.riseM = peak.positionM - valley.positionM
+                candidate.descentBeforeM = earlier.descentBeforeM
+                candidate.riseUncertaintyM = positionNoise(over: candidate.peakT - candidate.valleyT)
+                joined[0].continued = (candidate, whole)
+            }
+        }
+        // This movement ended rising: kept a moment, in case the rest after it is a crawl.
+        if let last = joined.last, last.endsAtRest {
+            (lastMovement, lastMovementHeightM, endedRising) = (Array(moving), startM, last.candidate)
         }
         return joined
     }

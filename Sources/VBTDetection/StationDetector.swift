@@ -314,7 +314,7 @@ public struct StationDetector: Sendable, Codable {
         }
         if let waiting = held {
             held = nil
-            out += consider(waiting)
+            out += consider(waiting, atOnce: waiting.atOnce ?? false)
         }
         if let waiting = pending {
             pending = nil
@@ -348,14 +348,54 @@ public struct StationDetector: Sendable, Codable {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         guard usesIMU(at: t) else { return out }
-        for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) {
-            let fromTheFloor = rise.fromLowest && Self.pulledFromTheFloor.contains(exercise.name)
-            let fromTheRack = Self.takenFromTheRack.contains(exercise.name) && rise.candidate.descentBeforeM >= settings.hysteresisM
-            let atOnce = fromTheFloor || fromTheRack
-            out += consider(Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu"), atOnce: atOnce)
-        }
+        for rise in imu.feed(t: t, accG: accG, gyroDps: gyroDps, angleDeg: angleDeg) { out += arriveIMU(rise) }
+        out += resolveHeldIMU(at: t)
         out += resolvePending(by: .imu, at: t)
         return out
+    }
+
+    /// An IMU rise: held when it may be the first part of a grinder (as the laser's, `arrive`), and
+    /// taken as the rest of the held one when the bar went on up from it without coming down,
+    /// measured over both movements and the crawl between (`IMURise.continued`); else considered.
+    private mutating func arriveIMU(_ rise: IMURise) -> [DetectorOutput] {
+        var out: [DetectorOutput] = []
+        if let earlier = held, earlier.sensor == "imu" {
+            held = nil
+            let valleyM = rise.candidate.peakM - rise.candidate.riseM
+            if let whole = rise.continued, whole.candidate.valleyT == earlier.candidate.valleyT,
+                valleyM >= earlier.candidate.peakM - settings.hysteresisM,
+                rise.candidate.peakM >= earlier.candidate.peakM + max(stickingM, stickingShare * earlier.candidate.riseM)
+            {
+                let pending = Pending(
+                    candidate: whole.candidate, trace: whole.trace, endpoints: .fittedPositions, sensor: "imu", atOnce: earlier.atOnce)
+                return consider(pending, atOnce: earlier.atOnce ?? false)
+            }
+            out += consider(earlier, atOnce: earlier.atOnce ?? false)
+        }
+        let fromTheFloor = rise.fromLowest && Self.pulledFromTheFloor.contains(exercise.name)
+        let fromTheRack = Self.takenFromTheRack.contains(exercise.name) && rise.candidate.descentBeforeM >= settings.hysteresisM
+        let atOnce = fromTheFloor || fromTheRack
+        let pending = Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu", atOnce: atOnce)
+        // As the laser's: only a rise that would be judged at its top is held (one that waits for
+        // its lowering is no grinder's first part), and only one that ended at a rest.
+        let loweredInto = atOnce || rise.candidate.descentBeforeM >= Self.imuLoweredIntoShare * rise.candidate.riseM
+        if rise.endsAtRest, loweredInto, rise.candidate.endedInPause, rise.candidate.riseM * 1000 < Self.holdShare * expectedRomMm {
+            held = pending
+            return out
+        }
+        return out + consider(pending, atOnce: atOnce)
+    }
+
+    /// Judges the held IMU rise once the bar has come down from it, or has stayed at rest for
+    /// `holdS` after it; while the bar moves on it waits for the rise that ends that movement.
+    private mutating func resolveHeldIMU(at t: Double) -> [DetectorOutput] {
+        guard let waiting = held, waiting.sensor == "imu" else { return [] }
+        var since = LowestHeight(after: waiting.candidate.peakT)
+        let cameDown = (imu.lowest(&since) ?? .infinity) <= waiting.candidate.peakM - settings.hysteresisM
+        let waited = t - waiting.candidate.completedT
+        guard cameDown || (waited > Self.holdS && imu.isResting) || waited > Self.holdLimitS else { return [] }
+        held = nil
+        return consider(waiting, atOnce: waiting.atOnce ?? false)
     }
 
     /// Judges the pending rise by how low the bar has gone since its peak, as `sensor`'s
@@ -385,6 +425,8 @@ public struct StationDetector: Sendable, Codable {
         var trace: [KinematicSample]
         var endpoints: ConcentricEndpoints
         var sensor: String
+        /// Judged at its top, not waiting for its lowering (an IMU's rise, `feedIMU`); nil: no.
+        var atOnce: Bool?
     }
 
     /// A rep's rise and the lowering that goes with it are about the same
