@@ -222,18 +222,20 @@ struct CheckpointTests {
     }
 
     @Test(
-        "a writer started from a real-time thread (the rep path's SCHED_RR) runs its jobs under the normal scheduler; the starting thread stays real-time",
-        .enabled(if: mayUseRealtime, "SCHED_RR needs root or an RLIMIT_RTPRIO")
+        "a writer started from a real-time thread (the rep path's SCHED_RR) runs its jobs under the normal scheduler, a background one under SCHED_IDLE; the starting thread stays real-time",
+        .enabled(if: mayUseRealtime, "SCHED_RR needs root or an RLIMIT_RTPRIO"),
+        arguments: [false, true]
     )
-    func writerLeavesRealtime() throws {
+    func writerLeavesRealtime(background: Bool) throws {
         final class Seen: @unchecked Sendable {
             let done = NSCondition()
             var starter: String?
             var job: String?
+            var jobPolicy: Int32?
             var permitted = true
         }
         let seen = Seen()
-        let writer = BackgroundWriter(name: "vbt.test", background: false)
+        let writer = BackgroundWriter(name: "vbt.test", background: background)
         let thread = Thread {
             var parameters = sched_param()
             parameters.sched_priority = 1
@@ -242,6 +244,7 @@ struct CheckpointTests {
                 writer.submit {
                     seen.done.lock()
                     seen.job = RealtimeScheduling.describe(0)
+                    seen.jobPolicy = sched_getscheduler(0)
                     seen.done.unlock()
                 }
                 writer.wait()
@@ -259,6 +262,32 @@ struct CheckpointTests {
         try #require(seen.permitted, "this user may not use SCHED_RR")
         #expect(seen.starter == "rr:1")
         #expect(seen.job == "other")
+        #expect(seen.jobPolicy == (background ? 5 : SCHED_OTHER), "SCHED_IDLE is 5: \(String(describing: seen.jobPolicy))")
+    }
+
+    @Test("a background writer started from a thread of the normal scheduler runs its jobs under SCHED_IDLE too")
+    func backgroundWriterIdlesOutsideRealtime() throws {
+        final class Seen: @unchecked Sendable {
+            let done = NSCondition()
+            var policy: Int32?
+        }
+        let seen = Seen()
+        let writer = BackgroundWriter(name: "vbt.test", background: true)
+        let thread = Thread {
+            RealtimeScheduling.leave()
+            writer.submit {
+                seen.done.lock()
+                seen.policy = sched_getscheduler(0)
+                seen.done.broadcast()
+                seen.done.unlock()
+            }
+        }
+        thread.start()
+        seen.done.lock()
+        while seen.policy == nil { seen.done.wait() }
+        seen.done.unlock()
+        writer.wait()
+        #expect(seen.policy == 5, "SCHED_IDLE")
     }
 
     @Test("a checkpoint that cannot be written leaves the previous one")
