@@ -86,13 +86,24 @@ public func measureConcentric(
         // The window scales with the phase: a slow lift (2-3 s) rises only a few
         // millimetres in its first quarter second, and a 0.25 s cap put its start
         // up to 0.3 s late. 0.6 s still stays clear of the neighbouring movements.
-        func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(0.06, 0.25 * (trace[to].t - trace[from].t))) }
+        // It holds at least three reading intervals each side (0.06 s at 50 Hz, 0.15 s at 20 Hz):
+        // the fit needs readings on both sides of the turn, and a 20 Hz lidar's fast short rep
+        // (0.25 s) left 2-4 readings in 0.06 s, too few to fit, so its turn fell on a reading.
+        let spacing = readingSpacing(trace, from: from, to: to)
+        func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(0.06, 3 * spacing, 0.25 * (trace[to].t - trace[from].t))) }
+        // Only there, where the readings are too sparse for a window short of the turn's own
+        // stretch, does the window reach towards peak velocity, and the fit meets it there.
+        func sparse(_ from: Int, _ to: Int) -> Bool { 3 * spacing > max(0.06, 0.25 * (trace[to].t - trace[from].t)) }
         // The fit finds when the bar turns; where it was then is read from the readings (the
         // fit's own p0 is biased wherever a turn is no parabola: a touch-and-go's V, a ramp).
         let start = refineTurningPoint(
-            trace, near: trace[firstMoving].t, halfWindowS: window(firstMoving, max(firstMoving, firstRunEnd)), minimum: true
+            trace, near: trace[firstMoving].t, halfWindowS: window(firstMoving, max(firstMoving, firstRunEnd)), minimum: true,
+            peakT: sparse(firstMoving, max(firstMoving, firstRunEnd)) ? trace[peakIndex].t : nil
         ).t
-        let end = refineTurningPoint(trace, near: trace[lastMoving].t, halfWindowS: window(lastRunStart, lastMoving), minimum: false).t
+        let end = refineTurningPoint(
+            trace, near: trace[lastMoving].t, halfWindowS: window(lastRunStart, lastMoving), minimum: false,
+            peakT: sparse(lastRunStart, lastMoving) ? trace[peakIndex].t : nil
+        ).t
         bottom = (start, interpolatedPosition(trace, at: start))
         top = (end, interpolatedPosition(trace, at: end))
     case .velocityZeros:
@@ -139,6 +150,13 @@ public func measureConcentric(
         meanPowerW: loadKg.map { _ in powerSum / duration })
     measurement.peakPowerW = loadKg != nil && peakPower.isFinite ? peakPower : nil
     return measurement
+}
+
+/// The median interval between the readings from `from` to `to`.
+func readingSpacing(_ trace: [KinematicSample], from: Int, to: Int) -> Double {
+    guard to > from else { return 0 }
+    let gaps = (from..<to).map { trace[$0 + 1].t - trace[$0].t }.sorted()
+    return gaps[gaps.count / 2]
 }
 
 /// How much further a rise must take the bar past a dip in its velocity to be the same rep's:
@@ -318,8 +336,17 @@ public struct TurningPoints: Sendable, Codable, Equatable {
 /// It runs four times a rep, on the rep path: each try costs a few dozen
 /// operations whatever the window's length (`TurningPointSums`), so a thousand
 /// stations completing reps on one reading queue behind little work.
-public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, halfWindowS: Double, minimum: Bool) -> (t: Double, p: Double) {
-    let points = trace.filter { abs($0.t - guess) <= halfWindowS * 1.3 }
+public func refineTurningPoint(
+    _ trace: [KinematicSample], near guess: Double, halfWindowS: Double, minimum: Bool, peakT limit: Double? = nil
+) -> (t: Double, p: Double) {
+    // The bar's acceleration falls to zero at peak velocity (`peakT`, for readings too sparse for
+    // a short window): no constant acceleration (a parabola) holds past it. The moving side's
+    // readings end there, and a window that reaches it fits an acceleration falling linearly to
+    // zero there (`solveTied`); a parabola over the whole of a fast rise's first half put a
+    // 0.25 s rep's start 20 ms early and its end 30 ms late. Otherwise: a parabola, a little jerk.
+    let points = trace.filter { sample in
+        abs(sample.t - guess) <= halfWindowS * 1.3 && (limit.map { minimum ? sample.t <= $0 : sample.t >= $0 } ?? true)
+    }
     guard points.count >= 5 else {
         let nearest = trace.min { abs($0.t - guess) < abs($1.t - guess) }
         return (nearest?.t ?? guess, nearest?.positionM ?? 0)
@@ -328,12 +355,25 @@ public func refineTurningPoint(_ trace: [KinematicSample], near guess: Double, h
     let movingAfter = minimum
     let sign = minimum ? 1.0 : -1.0
     let sums = TurningPointSums(points, around: guess)
+    let reach = halfWindowS * 1.3
+    let tied = limit.map { minimum ? $0 <= guess + reach : $0 >= guess - reach } ?? false
     /// The fit's squared error with the turning point at `candidate`, and p0; and the split of
     /// the readings there (`after`: the previous try's, from a lower candidate).
     func fit(_ candidate: Double, after: Int?) -> (fit: (error: Double, p: Double)?, split: Int) {
         // Both variants share the moving side's elimination (`solve` is the two steps in one),
         // and read only three of the other side's sums.
         let (moving, split, e) = sums.movingSide(at: candidate, movingAfter: movingAfter, after: after)
+        if tied, let limit {
+            let other = sums.otherSide(split: split, movingAfter: movingAfter, e: e, full: false)
+            var best: (error: Double, p: Double)?
+            for flatOtherSide in [false, true] {
+                guard let x = sums.solveTied(moving: moving, other: other, flatOtherSide: flatOtherSide, peakAfterS: limit - candidate),
+                    x.a * sign > 0, x.b * sign >= 0
+                else { continue }
+                if best == nil || x.error < best!.error { best = (x.error, x.p0) }
+            }
+            return (best, split)
+        }
         guard let eliminated = sums.eliminate(moving: moving) else { return (nil, split) }
         let other = sums.otherSide(split: split, movingAfter: movingAfter, e: e, full: false)
         var best: (error: Double, p: Double)?
@@ -497,6 +537,27 @@ struct TurningPointSums {
         let (ig2, ig3) = ((m.d6 * m.d2 - m.d5 * m.d3) / det, (m.d4 * m.d3 - m.d5 * m.d2) / det)
         let (ih2, ih3) = ((m.d6 * m.yd2 - m.d5 * m.yd3) / det, (m.d4 * m.yd3 - m.d5 * m.yd2) / det)
         return Eliminated(ig2: ig2, ig3: ig3, ih2: ih2, ih3: ih3, schur: n - (m.d2 * ig2 + m.d3 * ig3), right: y - (m.d2 * ih2 + m.d3 * ih3))
+    }
+
+    /// The fit with the moving side's acceleration falling linearly to zero `peakAfterS` from
+    /// the turn (negative: before it): p = p0 + a (d^2 - d^3 / (3 D)) there, p0 + b d^2 on the other side.
+    func solveTied(moving m: Side, other o: Side, flatOtherSide: Bool, peakAfterS: Double) -> (p0: Double, a: Double, b: Double, error: Double)? {
+        guard peakAfterS != 0 else { return nil }
+        let k = 1 / (3 * peakAfterS)
+        let g = m.d2 - k * m.d3, gg = m.d4 - 2 * k * m.d5 + k * k * m.d6, yg = m.yd2 - k * m.yd3
+        guard gg > 0 else { return nil }
+        var schur = n - g * g / gg, right = y - g * yg / gg
+        if !flatOtherSide {
+            guard o.d4 > 0 else { return nil }
+            schur -= o.d2 * o.d2 / o.d4
+            right -= o.d2 * o.yd2 / o.d4
+        }
+        guard schur > 1e-12 * n else { return nil }
+        let p0 = right / schur
+        let a = (yg - g * p0) / gg
+        let b = flatOtherSide ? 0 : (o.yd2 - o.d2 * p0) / o.d4
+        let error = yy - (p0 * y + a * yg + b * (flatOtherSide ? 0 : o.yd2))
+        return (p0 + base, a, b, error)
     }
 
     /// `solve`'s second step: the other side's b eliminated, then p0, a, c, b and the error.
