@@ -546,30 +546,29 @@ struct TurningPointSums {
         let k = 1 / (3 * peakAfterS)
         let g = m.d2 - k * m.d3, gg = m.d4 - 2 * k * m.d5 + k * k * m.d6, yg = m.yd2 - k * m.yd3
         guard gg > 0 else { return nil }
-        var schur = n - g * g / gg, right = y - g * yg / gg
-        if !flatOtherSide {
-            guard o.d4 > 0 else { return nil }
-            schur -= o.d2 * o.d2 / o.d4
-            right -= o.d2 * o.yd2 / o.d4
-        }
-        guard schur > 1e-12 * n else { return nil }
-        let p0 = right / schur
+        guard let p0 = level(schur: n - g * g / gg, right: y - g * yg / gg, other: o, flatOtherSide: flatOtherSide) else { return nil }
         let a = (yg - g * p0) / gg
         let b = flatOtherSide ? 0 : (o.yd2 - o.d2 * p0) / o.d4
         let error = yy - (p0 * y + a * yg + b * (flatOtherSide ? 0 : o.yd2))
         return (p0 + base, a, b, error)
     }
 
-    /// `solve`'s second step: the other side's b eliminated, then p0, a, c, b and the error.
-    func solve(_ e: Eliminated, moving m: Side, other o: Side, flatOtherSide: Bool) -> (p0: Double, a: Double, c: Double, b: Double, error: Double)? {
-        var schur = e.schur, right = e.right
+    /// The turn's level p0 (from `base`) once the moving side's terms are eliminated (`schur`,
+    /// `right`): the other side's b eliminated too unless it is flat; nil when it is not determined.
+    private func level(schur: Double, right: Double, other o: Side, flatOtherSide: Bool) -> Double? {
+        var schur = schur, right = right
         if !flatOtherSide {
             guard o.d4 > 0 else { return nil }
             schur -= o.d2 * o.d2 / o.d4
             right -= o.d2 * o.yd2 / o.d4
         }
         guard schur > 1e-12 * n else { return nil }
-        let p0 = right / schur
+        return right / schur
+    }
+
+    /// `solve`'s second step: the other side's b eliminated, then p0, a, c, b and the error.
+    func solve(_ e: Eliminated, moving m: Side, other o: Side, flatOtherSide: Bool) -> (p0: Double, a: Double, c: Double, b: Double, error: Double)? {
+        guard let p0 = level(schur: e.schur, right: e.right, other: o, flatOtherSide: flatOtherSide) else { return nil }
         let a = e.ih2 - e.ig2 * p0, c = e.ih3 - e.ig3 * p0
         let b = flatOtherSide ? 0 : (o.yd2 - o.d2 * p0) / o.d4
         // For a least-squares solution, SSE = y'y - x'(A'y).
