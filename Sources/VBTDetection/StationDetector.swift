@@ -212,6 +212,10 @@ public struct StationDetector: Sendable, Codable {
     /// A rise shorter than a rep that ended in a pause: held a moment in case the bar goes on up
     /// without coming down first (a grinder past its sticking point), when the two are one rep.
     private var held: Pending?
+    /// Where (m, the bar IMU's height) a held IMU rise stopped when it was judged with the bar
+    /// still there: a rise from there went on up from a stall (`rackRiseShare`). Cleared by the
+    /// next IMU rise.
+    private var stalledTopM: Double?
     /// How low the bar has gone since the pending rise's peak, kept between readings. Not
     /// checkpointed: a restored station looks back over its points once.
     private var pendingLow: PendingLow?
@@ -251,10 +255,10 @@ public struct StationDetector: Sendable, Codable {
     /// What a checkpoint or a hand-over keeps: everything but the patterns (see `patterns`).
     private enum CodingKeys: String, CodingKey {
         case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, held, learnedRomMm, learnedRomSdMm, romMisses
-        case lastRepEndT, profilePoints, lastReadingT, lastCommand
+        case lastRepEndT, profilePoints, lastReadingT, lastCommand, stalledTopM
     }
 
-    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise and no `lastCommand`.
+    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise, no `lastCommand` and no `stalledTopM`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         station = try c.decode(String.self, forKey: .station)
@@ -274,6 +278,7 @@ public struct StationDetector: Sendable, Codable {
         lastReadingT = try c.decode(Double.self, forKey: .lastReadingT)
         // A state written before it was kept has none: any stored assignment is then newer.
         lastCommand = try c.decodeIfPresent(AppliedCommand.self, forKey: .lastCommand)
+        stalledTopM = try c.decodeIfPresent(Double.self, forKey: .stalledTopM)
     }
 
     /// Creates a detector for `station`.
@@ -359,9 +364,13 @@ public struct StationDetector: Sendable, Codable {
     /// measured over both movements and the crawl between (`IMURise.continued`); else considered.
     private mutating func arriveIMU(_ rise: IMURise) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
+        // The bar stopped partway up (a held rise) and went on up from there without coming down.
+        let valleyM = rise.candidate.peakM - rise.candidate.riseM
+        var wentOnUp = stalledTopM.map { valleyM >= $0 - settings.hysteresisM } ?? false
+        stalledTopM = nil
         if let earlier = held, earlier.sensor == "imu" {
             held = nil
-            let valleyM = rise.candidate.peakM - rise.candidate.riseM
+            wentOnUp = wentOnUp || valleyM >= earlier.candidate.peakM - settings.hysteresisM
             if let whole = rise.continued, whole.candidate.valleyT == earlier.candidate.valleyT,
                 valleyM >= earlier.candidate.peakM - settings.hysteresisM,
                 rise.candidate.peakM >= earlier.candidate.peakM + max(stickingM, stickingShare * earlier.candidate.riseM)
@@ -373,7 +382,10 @@ public struct StationDetector: Sendable, Codable {
             out += consider(earlier, atOnce: earlier.atOnce ?? false)
         }
         let fromTheFloor = rise.fromLowest && Self.pulledFromTheFloor.contains(exercise.name)
-        let fromTheRack = Self.takenFromTheRack.contains(exercise.name) && rise.candidate.descentBeforeM >= settings.hysteresisM
+        // A rise of a rep's size counts from the rack with no lowering seen, unless it went on up
+        // from where the bar stopped partway (`rackRiseShare`).
+        let repSized = !wentOnUp && rise.candidate.riseM * 1000 >= Self.rackRiseShare * expectedRomMm
+        let fromTheRack = Self.takenFromTheRack.contains(exercise.name) && (rise.candidate.descentBeforeM >= settings.hysteresisM || repSized)
         let atOnce = fromTheFloor || fromTheRack
         let pending = Pending(candidate: rise.candidate, trace: rise.trace, endpoints: .fittedPositions, sensor: "imu", atOnce: atOnce)
         // As the laser's: only a rise that would be judged at its top is held (one that waits for
@@ -395,6 +407,7 @@ public struct StationDetector: Sendable, Codable {
         let waited = t - waiting.candidate.completedT
         guard cameDown || (waited > Self.holdS && imu.isResting) || waited > Self.holdLimitS else { return [] }
         held = nil
+        stalledTopM = cameDown ? nil : waiting.candidate.peakM
         return consider(waiting, atOnce: waiting.atOnce ?? false)
     }
 
@@ -458,6 +471,14 @@ public struct StationDetector: Sendable, Codable {
     /// under `imuLoweredIntoShare` of it. (A front squat, which may be cleaned to the shoulders
     /// first, is not among them.)
     static let takenFromTheRack: Set<String> = ["squat", "bench"]
+    /// At such a station a rise of at least this share of the ROM expected is judged at its top
+    /// however little lowering the bar IMU saw before it: the rack's hooks hold the bar a few
+    /// centimetres below the lockout, so the un-rack lifts it by far less, and a bar can be under
+    /// most of a rep's range only by being lowered there (unseen: a 3-1-X descent and the pause
+    /// after it can both read as rest) or set on the pins or safeties, from which a rise is a rep.
+    /// Not a rise from where a held one stopped (`held`) with no lowering between: the bar got
+    /// there by rising, and stopped there for longer than a crawl (a stall, not a rep's bottom).
+    static let rackRiseShare = 0.7
     /// A rise not lowered from within this long is no rep.
     static let pendingLimitS = 20.0
 

@@ -93,9 +93,19 @@ struct IMULoweringTests {
     }
 
     @Test(
-        "squat and bench: a rise the IMU saw lowered into by only 60 mm is a rep at its top at 20 mg; one lifted from rest with nothing lowered into it (an un-rack) is none"
+        "squat and bench: a rise the IMU saw lowered into by only 60 mm is a rep at its top at 20 mg, as is one of a rep's size it saw lowered into by nothing (a 3-1-X descent read as rest); an un-rack (80 mm from rest) is none"
     )
     func takenFromTheRack() {
+        // Reps and rejections (a set's start and end are not counted).
+        func outcomes(_ out: [(t: Double, output: DetectorOutput)]) -> [String] {
+            out.compactMap { item -> String? in
+                switch item.output {
+                case .rep: "rep"
+                case .rejected(let r): r.reason
+                default: nil
+                }
+            }
+        }
         for exercise in ["squat", "bench"] {
             for seed: UInt64 in 1...5 {
                 // 3 s at the top, 60 mm down in 0.5 s, 1 s still, 0.45 m up in 0.8 s (its top at 5.3 s), 3 s there.
@@ -106,16 +116,19 @@ struct IMULoweringTests {
                 #expect(
                     given.count == 1 && given.allSatisfy { abs($0.top - 5.3) < 0.3 && $0.t - $0.top <= 0.7 },
                     "\(exercise) seed \(seed): reps (given at, top) \(given); the rise's top at 5.3 s")
-                // 3 s at rest, 0.45 m up in 0.8 s, 3 s there: nothing lowered into it.
-                let fromRest = run([(0, 3), (0.45, 0.8), (0.45, 3)], exercise: exercise, seed: seed, noiseG: 0.02)
-                let reasons = fromRest.map { item -> String in
-                    switch item.output {
-                    case .rep: "rep"
-                    case .rejected(let r): r.reason
-                    default: "other"
-                    }
+                // 3 s at rest, 0.45 m up in 0.8 s (its top at 3.8 s), 3 s there: over 0.7 of the ROM
+                // expected (squat 600 mm, bench 450 mm), so a rep at its top though nothing was seen lowered.
+                let whole = run([(0, 3), (0.45, 0.8), (0.45, 3)], exercise: exercise, seed: seed, noiseG: 0.02)
+                let wholeTops = whole.compactMap { item -> (t: Double, top: Double)? in
+                    if case .rep(let rep) = item.output { (item.t, rep.measurement.concentricEndT) } else { nil }
                 }
-                #expect(reasons == ["not-a-rep"], "\(exercise) seed \(seed): \(reasons)")
+                #expect(
+                    outcomes(whole) == ["rep"] && wholeTops.allSatisfy { abs($0.top - 3.8) < 0.3 && $0.t - $0.top <= 0.7 },
+                    "\(exercise) seed \(seed): \(outcomes(whole)), (given at, top) \(wholeTops)")
+                // An un-rack: 3 s in the hooks, 80 mm up in 0.5 s, 3 s at the top. Nothing lowered into it,
+                // far under a rep's size: no rep.
+                let unrack = run([(0, 3), (0.08, 0.5), (0.08, 3)], exercise: exercise, seed: seed, noiseG: 0.02)
+                #expect(outcomes(unrack) == ["not-a-rep"], "\(exercise) seed \(seed): \(outcomes(unrack))")
             }
         }
     }
