@@ -33,9 +33,15 @@ public enum ConcentricEndpoints: Sendable, Codable {
 /// Measures a concentric phase in `trace` between the samples nearest to
 /// `valleyT` and `peakT`: start and end as `endpoints` says, ROM between the
 /// bar's positions there, mean velocity = ROM / duration.
+///
+/// `measuredPositions`: the trace's positions were read by a sensor (a laser, a lidar), not
+/// integrated from an accelerometer; only then are sparse readings' turns fitted towards peak
+/// velocity (below). A bar IMU's heights come from its own readings' integral, and at 10 Hz
+/// that fit took its mean velocity further from the truth (`imu-10hz`, seeds 951-954: MAE 0.062
+/// -> 0.086 m/s).
 public func measureConcentric(
     _ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
-    endpoints: ConcentricEndpoints = .fittedPositions
+    endpoints: ConcentricEndpoints = .fittedPositions, measuredPositions: Bool = true
 ) -> RepMeasurement? {
     guard trace.count >= 4 else { return nil }
     let from = trace.lastIndex { $0.t <= valleyT } ?? 0
@@ -89,7 +95,7 @@ public func measureConcentric(
         // It holds at least three reading intervals each side (0.06 s at 50 Hz, 0.15 s at 20 Hz):
         // the fit needs readings on both sides of the turn, and a 20 Hz lidar's fast short rep
         // (0.25 s) left 2-4 readings in 0.06 s, too few to fit, so its turn fell on a reading.
-        let spacing = readingSpacing(trace, from: from, to: to)
+        let spacing = measuredPositions ? readingSpacing(trace, from: from, to: to) : 0
         func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(0.06, 3 * spacing, 0.25 * (trace[to].t - trace[from].t))) }
         // Only there, where the readings are too sparse for a window short of the turn's own
         // stretch, does the window reach towards peak velocity, and the fit meets it there.

@@ -607,7 +607,8 @@ public struct StationDetector: Sendable, Codable {
     private func measure(_ rise: Pending) -> RepMeasurement {
         let candidate = rise.candidate
         if let measured = measureConcentric(
-            rise.trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg, endpoints: rise.endpoints)
+            rise.trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg, endpoints: rise.endpoints,
+            measuredPositions: rise.sensor == "distance")
         {
             return measured
         }
