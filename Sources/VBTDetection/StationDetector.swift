@@ -758,11 +758,13 @@ public struct StationDetector: Sendable, Codable {
     /// closely, this many in a row, replace it.
     static let relearnAfter = 3
 
-    /// Records an attempt whose ROM fell outside the learned one; true when
-    /// it and the ones before it agree, so the learned ROM is replaced by
-    /// theirs and the attempt counts. A ROM the coach assigned is never replaced.
+    /// Records an attempt whose ROM fell outside the band; true when it and
+    /// the ones before it agree, so their ROM is learned in place of the learned
+    /// one or the catalogue's prior, and the attempt counts: a pin squat of a
+    /// third of the catalogue's ROM is not locked out. A ROM the coach assigned is
+    /// never replaced.
     private mutating func relearnRom(_ romMm: Double, sdMm: Double) -> Bool {
-        guard assignment.romMm == nil, learnedRomMm[romKey] != nil else { return false }
+        guard assignment.romMm == nil else { return false }
         var misses = (romMisses[romKey] ?? []) + [romMm]
         misses = Array(misses.suffix(Self.relearnAfter))
         romMisses[romKey] = misses

@@ -71,6 +71,18 @@ struct RealLiftTests {
         }
     }
 
+    @Test("a pin squat of 200 mm, a third of the catalogue's ROM, is learned from its third attempt, never locked out")
+    func shortOfThePrior() {
+        var assignment = Assignment()
+        assignment.exercise = "squat"
+        let out = runToEnd(distancePath(set(Array(repeating: 200, count: 6)), noiseMm: 1.5, seed: 11), assignment: assignment)
+        #expect(reps(out).count == 4, "\(rejections(out).map(\.detail))")
+        #expect(rejections(out).map(\.reason) == ["partial", "partial"], "the first two, each with its reason")
+        // One attempt alone is still partial: the prior is a band until attempts agree on another.
+        let once = runToEnd(distancePath(set([200]), noiseMm: 1.5, seed: 11), assignment: assignment)
+        #expect(reps(once).isEmpty && rejections(once).map(\.reason) == ["partial"])
+    }
+
     @Test("depth that shrinks over a set (0.60 -> 0.40 m, 0.54 -> 0.27 m) counts every rep")
     func shrinkingDepth() {
         var assignment = Assignment()
