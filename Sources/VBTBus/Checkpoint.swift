@@ -45,11 +45,8 @@ public struct ConsumerCheckpoint<State: Codable>: Codable {
     /// a time when the state is an array (only one element's encoding is in
     /// memory at once).
     public func write<Element: Codable>(to file: CheckpointFile) throws where State == [Element] {
-        var index = 0
-        try write(to: file) { () -> Element? in
-            defer { index += 1 }
-            return index < state.count ? state[index] : nil
-        }
+        var elements = state.makeIterator()
+        try write(to: file) { elements.next() }
     }
 
     /// Writes it as `write(to:)` does, letting go of each state element once it is

@@ -96,10 +96,11 @@ public func measureConcentric(
         // the fit needs readings on both sides of the turn, and a 20 Hz lidar's fast short rep
         // (0.25 s) left 2-4 readings in 0.06 s, too few to fit, so its turn fell on a reading.
         let spacing = measuredPositions ? readingSpacing(trace, from: from, to: to) : 0
-        func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(0.06, 3 * spacing, 0.25 * (trace[to].t - trace[from].t))) }
+        func quarter(_ from: Int, _ to: Int) -> Double { max(0.06, 0.25 * (trace[to].t - trace[from].t)) }
+        func window(_ from: Int, _ to: Int) -> Double { min(0.6, max(quarter(from, to), 3 * spacing)) }
         // Only there, where the readings are too sparse for a window short of the turn's own
         // stretch, does the window reach towards peak velocity, and the fit meets it there.
-        func sparse(_ from: Int, _ to: Int) -> Bool { 3 * spacing > max(0.06, 0.25 * (trace[to].t - trace[from].t)) }
+        func sparse(_ from: Int, _ to: Int) -> Bool { 3 * spacing > quarter(from, to) }
         // The fit finds when the bar turns; where it was then is read from the readings (the
         // fit's own p0 is biased wherever a turn is no parabola: a touch-and-go's V, a ramp).
         let start = refineTurningPoint(
