@@ -18,7 +18,7 @@
 // (`WindowElement`): a reading's time as 32-bit microseconds from the
 // window's base, not a 64-bit Unix time, which halves a height (16 bytes to
 // 8) and takes a third off a bar IMU's reading (24 to 16); a laser reading keeps
-// its accelerometer in half precision as well (14 bytes: StationDetector.swift). The figures at
+// its accelerometer in half precision as well (14 bytes: DistanceTracker.swift). The figures at
 // 1,000 and 2,000 stations: docs/decisions/0035-detector-memory-and-checkpoints.md.
 
 /// What a `ChunkedWindow` keeps of an element: a smaller form (`Stored`)
