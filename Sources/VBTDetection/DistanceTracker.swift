@@ -21,6 +21,11 @@ struct DistanceTracker: Sendable, Codable {
     /// `stamp`: a rep judged as its rise ends is fused again for its phases from the same window,
     /// and takes the same figure without finding it again. Not checkpointed.
     private var gravity: (stamp: Int, value: BoardGravity?)?
+    /// The lowest reading since the latest rise's top, and the last time the bar was near it
+    /// (`PhasesAhead.nearBottomM`): where the rise to come leaves the bottom.
+    private var bottom: (t: Double, m: Double, leftT: Double)?
+    /// The descent into the rise going on, found while it rises (`lookAhead`).
+    private var ahead: PhasesAhead?
 
     /// A reading: time, height in metres, the accelerometer when sent. The
     /// height and the accelerometer are kept in single precision (its 24-bit
@@ -50,12 +55,57 @@ struct DistanceTracker: Sendable, Codable {
 
     private let alpha: Double
 
-    mutating func feed(t: Double, distanceMm: Double, accG: (Double, Double, Double)?) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+    /// Feeds a reading; `previousTopT` is the top of the previous rep of an open set (nil
+    /// with none), after which a descent into the next rep is looked for.
+    mutating func feed(
+        t: Double, distanceMm: Double, accG: (Double, Double, Double)?, previousTopT: Double?
+    ) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         var found: [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] = []
         for reading in gate.feed(t: t, m: distanceMm / 1000, acc: accG.map { BoardAcceleration(x: $0.0, y: $0.1, z: $0.2) }) {
-            found += feedAccepted(reading)
+            found += feedAccepted(reading, previousTopT: previousTopT)
         }
         return found
+    }
+
+    /// The phases of a rep whose concentric phase starts at `concentricStartT` and rises `romM`,
+    /// from the descent found while it rose (`lookAhead`): none when no descent was (a pull from
+    /// the floor); nil when that search was made from another start or top, or would not choose
+    /// the same descent (the caller measures them).
+    func phasesAhead(concentricStartT: Double, romM: Double, previousTopT: Double?) -> RepPhases?? {
+        let minimumDropM = phaseDescentShare * romM
+        guard let ahead, abs(concentricStartT - ahead.fromT) <= PhasesAhead.sameStartS, ahead.previousTopT == previousTopT,
+            minimumDropM >= PhasesAhead.minimumDropM
+        else { return nil }
+        // A search asking less found nothing back from nearly the same start: one asking more won't.
+        guard let descent = ahead.descent else { return .some(nil) }
+        return descent.phases(concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT).map { $0 }
+    }
+
+    /// Follows the bottom the bar was lowered to and, once a rise has been clear of it for
+    /// `PhasesAhead.afterS`, finds the descent into that rise: the phases' fusion and fits are
+    /// done while the bar rises, not on the reading that completes the rep (a thousand stations
+    /// completing reps on one reading queue behind each other's), and the rise's fusion then
+    /// takes the board's gravity found here.
+    private mutating func lookAhead(t: Double, m: Double, previousTopT: Double?) {
+        guard t > lastPeakT else { return }
+        if let low = bottom, m >= low.m {
+            if m <= low.m + PhasesAhead.nearBottomM { bottom?.leftT = t }
+        } else {
+            bottom = (t, m, t)
+        }
+        guard let low = bottom, t >= low.leftT + PhasesAhead.afterS, m >= low.m + PhasesAhead.risenM, ahead?.leftT != low.leftT else { return }
+        if gravity?.stamp != appended, points.last?.acc != nil { gravity = (appended, windowGravity()) }
+        let readings = heights(from: max(low.leftT - 15, (previousTopT ?? -.infinity) - 1), to: low.leftT + 0.3)
+        // The bar left the bottom a little before it was clear of it: the turn, fitted as a
+        // rise's start is, is where the concentric phase will be measured to start.
+        let near = readings.filter { abs($0.t - low.leftT) <= 2 * PhasesAhead.afterS }
+        let startT = refineTurningPoint(
+            near.map { KinematicSample(t: $0.t, positionM: $0.m, velocityMps: 0, accelerationMps2: 0) }, near: low.leftT, halfWindowS: 0.15, minimum: true
+        ).t
+        ahead = PhasesAhead(
+            fromT: startT, leftT: low.leftT, previousTopT: previousTopT,
+            descent: findDescent(readings, concentricStartT: startT, minimumDropM: PhasesAhead.minimumDropM, previousTopT: previousTopT),
+            gravity: gravity?.value)
     }
 
     /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.
@@ -92,23 +142,30 @@ struct DistanceTracker: Sendable, Codable {
         return window.map { (t: points[$0].t, m: points[$0].m) }
     }
 
-    private mutating func feedAccepted(_ reading: SpikeGate.Reading) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+    private mutating func feedAccepted(
+        _ reading: SpikeGate.Reading, previousTopT: Double?
+    ) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         let t = reading.t, m = reading.m
-        if let last = points.last, t - last.t > 1.0 { turning.reset(); ema = nil }  // a gap: start over
+        if let last = points.last, t - last.t > 1.0 {  // a gap: start over
+            turning.reset()
+            ema = nil
+            bottom = nil
+        }
         points.append(Point(t: t, m: m, acc: reading.acc))
         appended += 1
         // Keep what a rep can span: 20 s of readings (a window drops its oldest without moving the rest: Window.swift).
         if let first = points.first, t - first.t > 20 { points.removeFirst(points.firstIndex { t - $0.t <= 20 } ?? 0) }
         let smoothed = ema.map { alpha * m + (1 - alpha) * $0 } ?? m
         ema = smoothed
+        lookAhead(t: t, m: m, previousTopT: previousTopT)
         guard let candidate = turning.feed(t: t, positionM: smoothed) else { return [] }
         return measured(candidate, lastM: m)
     }
 
     /// The rise in progress as complete: the readings have ended (a recording's end).
-    mutating func finish(at t: Double) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
+    mutating func finish(at t: Double, previousTopT: Double?) -> [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] {
         var found: [(ConcentricCandidate, [KinematicSample], ConcentricEndpoints)] = []
-        for reading in gate.finish() { found += feedAccepted(reading) }
+        for reading in gate.finish() { found += feedAccepted(reading, previousTopT: previousTopT) }
         guard let last = points.last, let candidate = turning.finish(at: max(t, last.t)) else { return found }
         return found + measured(candidate, lastM: last.m)
     }
@@ -138,8 +195,14 @@ struct DistanceTracker: Sendable, Codable {
         refined.descentBeforeM = max(0, (before ?? valleyM) - valleyM)
         refined.peakM = highest ?? m
         lastPeakT = refined.peakT
+        bottom = nil
         let span = indices(from: refined.valleyT - 1.0, to: candidate.completedT)
-        if gravity?.stamp != appended, let first = span.first, points[first].acc != nil { gravity = (appended, windowGravity()) }
+        if gravity?.stamp != appended, let first = span.first, points[first].acc != nil {
+            // The gravity found as this rise left the bottom (`lookAhead`) serves its fusion: the
+            // 20 s window it is found over has moved by a second or less since.
+            let early = ahead.flatMap { $0.fromT >= refined.valleyT - 1 && $0.fromT <= refined.peakT ? $0.gravity : nil }
+            gravity = (appended, early ?? windowGravity())
+        }
         if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
         return [(refined, differentiate(times: window.map { $0.t }, positions: window.map { $0.m }, halfWidth: 2), .fittedPositions)]
     }
@@ -203,6 +266,38 @@ struct DistanceTracker: Sendable, Codable {
         }
         return BoardGravity(sum: sum, lengths: &lengths)
     }
+}
+
+/// The descent into a rise, found while the bar rises (`DistanceTracker.lookAhead`) from where
+/// it left the bottom, as `measurePhases` would find it from a concentric phase starting there.
+/// The rep's phases are taken from it once the rise is measured, when its concentric phase
+/// starts within `sameStartS` of there and a search with its ROM would choose the same descent
+/// (`Descent.phases`); otherwise they are measured then, as without it.
+struct PhasesAhead: Sendable, Codable, Equatable {
+    /// Where the bar turned to rise, fitted as a concentric phase's start is: the start the
+    /// descent was searched back from.
+    var fromT: Double
+    /// The last reading near the bottom before the bar rose clear of it: one search for each.
+    var leftT: Double
+    /// The previous rep's top the search began after (nil: none, a set's first rep).
+    var previousTopT: Double?
+    /// The descent found (nil: none dropping `minimumDropM`).
+    var descent: Descent?
+    /// The board's gravity the heights were fused with (nil without the accelerometer).
+    var gravity: BoardGravity?
+
+    /// Within this of the bottom (metres) the bar is still there: three times a laser's noise.
+    static let nearBottomM = 0.006
+    /// The search waits this long after the bar left the bottom (seconds): `measurePhases` reads
+    /// the readings up to 0.3 s past a concentric start.
+    static let afterS = 0.3
+    /// ... and for the bar to have risen this far (metres): a rise, not a wobble.
+    static let risenM = 0.05
+    /// The least drop the search asks of a descent (metres): half a rep's ROM is asked when it
+    /// is measured, so any rep of 0.1 m or more finds the same descent or a larger one.
+    static let minimumDropM = 0.05
+    /// A rise measured to start this close to `fromT` (seconds) is the one searched for.
+    static let sameStartS = 0.15
 }
 
 /// In a window a laser reading is 14 bytes, not 24: its time 32 bits (Window.swift), its
@@ -276,7 +371,7 @@ extension DistanceTracker.Point: Decodable {
 }
 
 extension DistanceTracker {
-    private enum CodingKeys: String, CodingKey { case points, ema, turning, gate, lastPeakT, alpha }
+    private enum CodingKeys: String, CodingKey { case points, ema, turning, gate, lastPeakT, alpha, bottom, ahead }
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -289,6 +384,9 @@ extension DistanceTracker {
         gate = try container.decode(SpikeGate.self, forKey: .gate)
         lastPeakT = try container.decode(Double.self, forKey: .lastPeakT)
         alpha = try container.decode(Double.self, forKey: .alpha)
+        // A checkpoint an earlier build wrote holds neither: the next rise is searched for anew.
+        if let low = try container.decodeIfPresent([Double].self, forKey: .bottom), low.count == 3 { bottom = (low[0], low[1], low[2]) }
+        ahead = try container.decodeIfPresent(PhasesAhead.self, forKey: .ahead)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -303,5 +401,7 @@ extension DistanceTracker {
         try container.encode(gate, forKey: .gate)
         try container.encode(lastPeakT, forKey: .lastPeakT)
         try container.encode(alpha, forKey: .alpha)
+        try container.encodeIfPresent(bottom.map { [$0.t, $0.m, $0.leftT] }, forKey: .bottom)
+        try container.encodeIfPresent(ahead, forKey: .ahead)
     }
 }

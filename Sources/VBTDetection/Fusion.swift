@@ -53,7 +53,7 @@ struct BoardAcceleration: Sendable, Codable, Equatable {
 /// The board's "up" and its 1 g from its readings: the direction of their
 /// sum (a lift's accelerations average out, gravity does not) and the median
 /// of their lengths.
-struct BoardGravity: Sendable, Equatable {
+struct BoardGravity: Sendable, Codable, Equatable {
     var up: BoardAcceleration
     var oneG: Double
 

@@ -52,6 +52,46 @@ let phaseDescentShare = 0.5
 /// as the concentric phase's are, by fitting the positions around each turning point
 /// (`refineTurningPoint`, on the heights turned upside down). Nil with no such descent.
 public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT: Double, romM: Double, previousTopT: Double?) -> RepPhases? {
+    let minimumDropM = phaseDescentShare * romM
+    return findDescent(readings, concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT)?
+        .phases(concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT)
+}
+
+/// A descent into a concentric phase as `findDescent` found it: its ends and the heights there,
+/// and the drops that chose it. Found while a rise is still going on (`PhasesAhead`), it gives
+/// the rep's phases once the rise is measured, where that would find the same descent.
+struct Descent: Sendable, Codable, Equatable {
+    /// Where the bar left the top, and its height there.
+    var startT: Double, startM: Double
+    /// Where the descent came to rest, as fitted (it may lie past a touch-and-go rep's
+    /// concentric start: the phases end it there), and the bar's height there.
+    var endT: Double, endM: Double
+    /// The concentric start searched back from, and the bar's height at the descent's end
+    /// bounded by it.
+    var searchedFromT: Double, boundedEndM: Double
+    /// How far the chosen run of readings went down (metres).
+    var dropM: Double
+    /// The largest drop among the later runs passed over as too small (0 with none).
+    var skippedDropM: Double
+
+    /// The phases of a rep whose concentric phase starts at `concentricStartT`, when a search
+    /// asking `minimumDropM` would choose this descent (nil otherwise). An end fitted past the
+    /// start ends there, at the height read there when that is where the search began; else at
+    /// the fitted end's, which is the bottom of a turn the bar has barely left.
+    func phases(concentricStartT: Double, minimumDropM: Double, previousTopT: Double?) -> RepPhases? {
+        let end = min(endT, concentricStartT)
+        guard dropM >= minimumDropM, skippedDropM < minimumDropM, end > startT else { return nil }
+        let atEndM = end < endT && concentricStartT == searchedFromT ? boundedEndM : endM
+        return RepPhases(
+            eccentricStartT: startT, eccentricEndT: end, eccentricMeanMps: max(0, startM - atEndM) / (end - startT),
+            pauseBottomS: max(0, concentricStartT - end), pauseTopS: previousTopT.map { max(0, startT - $0) })
+    }
+}
+
+/// The descent into a concentric phase starting at `concentricStartT`: the last run of readings
+/// moving down that takes the bar at least `minimumDropM` down, after `previousTopT`, its ends
+/// refined (`measurePhases`). Nil with no such run.
+func findDescent(_ readings: [(t: Double, m: Double)], concentricStartT: Double, minimumDropM: Double, previousTopT: Double?) -> Descent? {
     let window = readings.filter { $0.t <= concentricStartT + 0.3 }
     guard window.count >= 8, let first = window.first, let last = window.last, last.t > first.t else { return nil }
     // Velocity fitted over about 0.2 s whatever the rate (at least five readings).
@@ -74,16 +114,19 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     }
     // The descent: the last qualifying run of downward movement before the concentric start.
     guard var index = trace.lastIndex(where: { $0.t <= concentricStartT }) else { return nil }
-    var run: (from: Int, to: Int)?
+    var run: (from: Int, to: Int, dropM: Double)?
+    var skippedDropM = 0.0
     while index >= 0, trace[index].t > (previousTopT ?? -.infinity) {
         guard velocity(index) < -phaseMovingMps else { index -= 1; continue }
         var start = index
         while start > 0, velocity(start - 1) < -phaseMovingMps { start -= 1 }
         let heights = trace[start...index].map { $0.positionM }
-        if (heights.max() ?? 0) - (heights.min() ?? 0) >= phaseDescentShare * romM {
-            run = (start, index)
+        let dropM = (heights.max() ?? 0) - (heights.min() ?? 0)
+        if dropM >= minimumDropM {
+            run = (start, index, dropM)
             break
         }
+        skippedDropM = max(skippedDropM, dropM)
         index = start - 1
     }
     guard let run else { return nil }
@@ -122,12 +165,12 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
     let endGuess = guess(
         lastT, turnFromHeights(trace, from: middle, step: 1, restM: bottom, dropM: bottom - top), within: lastT...max(lastT, concentricStartT))
     let start = refineTurningPoint(flipped, near: startGuess, halfWindowS: halfWindowS, minimum: true).t
-    let end = min(refineTurningPoint(flipped, near: endGuess, halfWindowS: halfWindowS, minimum: false).t, concentricStartT)
-    guard end > start else { return nil }
-    let drop = interpolatedPosition(trace, at: start) - interpolatedPosition(trace, at: end)
-    return RepPhases(
-        eccentricStartT: start, eccentricEndT: end, eccentricMeanMps: max(0, drop) / (end - start),
-        pauseBottomS: max(0, concentricStartT - end), pauseTopS: previousTopT.map { max(0, start - $0) })
+    let end = refineTurningPoint(flipped, near: endGuess, halfWindowS: halfWindowS, minimum: false).t
+    guard min(end, concentricStartT) > start else { return nil }
+    return Descent(
+        startT: start, startM: interpolatedPosition(trace, at: start), endT: end, endM: interpolatedPosition(trace, at: end),
+        searchedFromT: concentricStartT, boundedEndM: interpolatedPosition(trace, at: min(end, concentricStartT)), dropM: run.dropM,
+        skippedDropM: skippedDropM)
 }
 
 /// Where the bar left (or reached) its rest at `restM`, from the heights alone: walking from

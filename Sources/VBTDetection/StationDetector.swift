@@ -301,7 +301,7 @@ public struct StationDetector: Sendable, Codable {
         var out = closeIdleSet(at: t)
         lastReadingT = max(lastReadingT, t)
         lastDistanceT = t
-        for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG) {
+        for (candidate, trace, endpoints) in distance.feed(t: t, distanceMm: distanceMm, accG: accG, previousTopT: previousTopT) {
             out += arrive(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
         out += resolveHeld(at: t)
@@ -314,7 +314,7 @@ public struct StationDetector: Sendable, Codable {
     /// attempt the readings hold is then a rep or a rejection.
     public mutating func finish(at t: Double) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
-        for (candidate, trace, endpoints) in distance.finish(at: t) {
+        for (candidate, trace, endpoints) in distance.finish(at: t, previousTopT: previousTopT) {
             out += arrive(Pending(candidate: candidate, trace: trace, endpoints: endpoints, sensor: "distance"))
         }
         if let waiting = held {
@@ -729,7 +729,12 @@ public struct StationDetector: Sendable, Codable {
     /// The phases that led into the rep's concentric phase: from the laser's readings, or the
     /// IMU's movement (which holds the descent only when no rest split it from the rise).
     private func phases(of rise: Pending, _ measurement: RepMeasurement) -> RepPhases? {
-        let previousTopT = openSet != nil ? lastRepEndT : nil
+        // Most of a laser's reps have theirs from the descent found as they rose (`PhasesAhead`).
+        if rise.sensor == "distance",
+            let known = distance.phasesAhead(concentricStartT: measurement.concentricStartT, romM: measurement.romMm / 1000, previousTopT: previousTopT)
+        {
+            return known
+        }
         let from = max(measurement.concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
         let readings =
             rise.sensor == "distance"
@@ -737,6 +742,10 @@ public struct StationDetector: Sendable, Codable {
             : rise.trace.map { (t: $0.t, m: $0.positionM) }
         return measurePhases(readings, concentricStartT: measurement.concentricStartT, romM: measurement.romMm / 1000, previousTopT: previousTopT)
     }
+
+    /// The top of the previous rep of the open set, after which the descent into the next is
+    /// looked for (nil: no set open, so the next rep is a set's first).
+    private var previousTopT: Double? { openSet != nil ? lastRepEndT : nil }
 
     /// A sensor's noise widens the ROM band by at most this share of the ROM.
     static let noiseShareLimit = 0.25
