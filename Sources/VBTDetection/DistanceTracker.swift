@@ -95,7 +95,7 @@ struct DistanceTracker: Sendable, Codable {
         }
         guard let low = bottom, t >= low.leftT + PhasesAhead.afterS, m >= low.m + PhasesAhead.risenM, ahead?.leftT != low.leftT else { return }
         if gravity?.stamp != appended, points.last?.acc != nil { gravity = (appended, windowGravity()) }
-        let readings = heights(from: max(low.leftT - 15, (previousTopT ?? -.infinity) - 1), to: low.leftT + 0.3)
+        let (readings, fused) = fusedHeights(from: max(low.leftT - 15, (previousTopT ?? -.infinity) - 1), to: low.leftT + 0.3)
         // The bar left the bottom a little before it was clear of it: the turn, fitted as a
         // rise's start is, is where the concentric phase will be measured to start.
         let near = readings.filter { abs($0.t - low.leftT) <= 2 * PhasesAhead.afterS }
@@ -105,7 +105,7 @@ struct DistanceTracker: Sendable, Codable {
         ahead = PhasesAhead(
             fromT: startT, leftT: low.leftT, previousTopT: previousTopT,
             descent: findDescent(readings, concentricStartT: startT, minimumDropM: PhasesAhead.minimumDropM, previousTopT: previousTopT),
-            gravity: gravity?.value)
+            gravity: gravity?.value, ridesTheBar: fused)
     }
 
     /// The lowest the bar has been after `lowest.after` (nil: no reading since), brought up to date.
@@ -135,11 +135,14 @@ struct DistanceTracker: Sendable, Codable {
     /// The bar's heights from `from` to `to` as `trace` gives them, without its velocities (the
     /// phases read heights only): fused, else the readings themselves (a differentiated trace
     /// keeps them raw); none with too few readings.
-    func heights(from: Double, to: Double) -> [(t: Double, m: Double)] {
+    func heights(from: Double, to: Double) -> [(t: Double, m: Double)] { fusedHeights(from: from, to: to).heights }
+
+    /// `heights`, and whether they were fused (the board rode the bar over them).
+    private func fusedHeights(from: Double, to: Double) -> (heights: [(t: Double, m: Double)], fused: Bool) {
         let window = indices(from: from, to: to)
-        guard window.count >= 4 else { return [] }
-        if let fused = fused(indices(from: from - 0.5, to: to)) { return fused.map { (t: $0.t, m: $0.positionM) } }
-        return window.map { (t: points[$0].t, m: points[$0].m) }
+        guard window.count >= 4 else { return ([], false) }
+        if let fused = fused(indices(from: from - 0.5, to: to)) { return (fused.map { (t: $0.t, m: $0.positionM) }, true) }
+        return (window.map { (t: points[$0].t, m: points[$0].m) }, false)
     }
 
     private mutating func feedAccepted(
@@ -197,13 +200,12 @@ struct DistanceTracker: Sendable, Codable {
         lastPeakT = refined.peakT
         bottom = nil
         let span = indices(from: refined.valleyT - 1.0, to: candidate.completedT)
-        if gravity?.stamp != appended, let first = span.first, points[first].acc != nil {
-            // The gravity found as this rise left the bottom (`lookAhead`) serves its fusion: the
-            // 20 s window it is found over has moved by a second or less since.
-            let early = ahead.flatMap { $0.fromT >= refined.valleyT - 1 && $0.fromT <= refined.peakT ? $0.gravity : nil }
-            gravity = (appended, early ?? windowGravity())
-        }
-        if let fused = fused(span) { return [(refined, fused, .velocityZeros)] }
+        // What was found as this rise left the bottom (`lookAhead`) serves its fusion: the board's
+        // gravity (the 20 s window it is found over has moved by a second or less since), and
+        // whether the board rode the bar through the descent into it.
+        let early = ahead.flatMap { $0.fromT >= refined.valleyT - 1 && $0.fromT <= refined.peakT && $0.gravity != nil ? $0 : nil }
+        if gravity?.stamp != appended, let first = span.first, points[first].acc != nil { gravity = (appended, early?.gravity ?? windowGravity()) }
+        if let fused = fused(span, ridesTheBar: early?.ridesTheBar ?? false) { return [(refined, fused, .velocityZeros)] }
         return [(refined, differentiate(times: window.map { $0.t }, positions: window.map { $0.m }, halfWidth: 2), .fittedPositions)]
     }
 
@@ -233,8 +235,8 @@ struct DistanceTracker: Sendable, Codable {
     }
 
     /// `window`'s readings fused with the accelerometer, when every one of them carries it and
-    /// it rides the bar.
-    private func fused(_ window: Range<Int>) -> [KinematicSample]? {
+    /// it rides the bar (checked, unless `ridesTheBar` says it was just before).
+    private func fused(_ window: Range<Int>, ridesTheBar: Bool = false) -> [KinematicSample]? {
         // (A laser without the accelerometer is told by its first reading, before any gravity is found.)
         guard let first = window.first, points[first].acc != nil else { return nil }
         let estimate = gravity.flatMap { $0.stamp == appended ? $0.value : nil } ?? windowGravity()
@@ -247,7 +249,7 @@ struct DistanceTracker: Sendable, Codable {
             guard let acc = point.acc else { return nil }
             readings.append(FusionReading(t: point.t, positionM: point.m, vertical: gravity.vertical(acc)))
         }
-        return fuse(readings, oneG: gravity.oneG, settings: Self.fusion)
+        return fuse(readings, oneG: gravity.oneG, settings: Self.fusion, ridesTheBar: ridesTheBar)
     }
 
     /// The board's gravity over the window, `BoardGravity(points.compactMap { $0.acc })`, read
@@ -285,6 +287,8 @@ struct PhasesAhead: Sendable, Codable, Equatable {
     var descent: Descent?
     /// The board's gravity the heights were fused with (nil without the accelerometer).
     var gravity: BoardGravity?
+    /// Whether the board rode the bar over them (they were fused).
+    var ridesTheBar: Bool
 
     /// Within this of the bottom (metres) the bar is still there: three times a laser's noise.
     static let nearBottomM = 0.006

@@ -164,13 +164,14 @@ func rankedValue(selectingIn a: inout [Double], rank: Int) -> Double {
 
 /// Smooths `readings` (time order) into bar kinematics. `oneG` is the
 /// board's reading at rest. Returns nil unless the accelerometer moves with
-/// the bar (its acceleration explains the laser's).
+/// the bar (its acceleration explains the laser's), which a caller that has
+/// seen it ride the bar over readings just before may say (`ridesTheBar`).
 ///
 /// The state is (position, velocity, offset, gain): the bar's acceleration is
 /// gain x (reading / oneG - 1) x g - offset. An uncalibrated board's axes are
 /// offset, which also puts its 1 g off by a few per cent; the gain takes that
 /// up during the rep's large accelerations, the offset during its rests.
-func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -> [KinematicSample]? {
+func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings, ridesTheBar known: Bool = false) -> [KinematicSample]? {
     let count = readings.count
     guard count >= 10, oneG > 0 else { return nil }
     // A reading is taken as the mean over the period before it (sensors
@@ -178,7 +179,7 @@ func fuse(_ readings: [FusionReading], oneG: Double, settings: FusionSettings) -
     // interval that ends at it.
     let input = readings.map { ($0.vertical / oneG - 1) * standardGravity }
     guard input.allSatisfy({ $0.isFinite }), readings.allSatisfy({ $0.positionM.isFinite && $0.t.isFinite }) else { return nil }
-    guard ridesTheBar(readings, input: input, settings: settings) else { return nil }
+    guard known || ridesTheBar(readings, input: input, settings: settings) else { return nil }
 
     let r = settings.laserNoiseM * settings.laserNoiseM
     let qa = settings.accelerationNoiseMps2 * settings.accelerationNoiseMps2
