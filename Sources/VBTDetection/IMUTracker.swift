@@ -131,6 +131,10 @@ struct IMUTracker: Sendable, Codable {
     /// tenths of a second, and every window of the crawl is as quiet as a rest. A bar that moves
     /// on within this may still be in the same rise (`IMURise.continued`).
     static let crawlS = 1.0
+    /// A lowering can end quietly only when it was slow: braking under the quiet windows' level
+    /// (some 0.03 g) for at most 1.5 s (the second half of a 3 s lowering) takes off at most
+    /// about 0.5 m/s. A faster lowering brakes loudly, and its rest is known by its braking.
+    static let quietLoweringMps = 0.5
 
     private let settings: DetectorSettings
     /// The last `windowS` of readings and the one before them, so that a
@@ -171,6 +175,21 @@ struct IMUTracker: Sendable, Codable {
     private var lastMovement: [Raw]?
     private var lastMovementHeightM: Double?
     private var endedRising: ConcentricCandidate?
+    /// A movement whose rest the integral cannot vouch for (`unbraked`), kept with the rest's
+    /// readings (their velocity integrated on) for `crawlS`: when the bar moves again within it,
+    /// the movement goes on as if no rest came between; else it ends at that rest.
+    private var suspended: Suspended?
+    /// While a movement goes on from such a rest: when that rest was found. A movement glides
+    /// through one rest at most: if it comes to another the integral cannot vouch for, it ends there.
+    private var glidedFromT: Double?
+
+    /// A movement that came to an unbraked rest: its readings and the rest's since, where the rest
+    /// began and when it was found.
+    struct Suspended: Sendable, Codable {
+        var raw: [Raw]
+        var restStart: Double
+        var foundT: Double
+    }
 
     init(settings: DetectorSettings) { self.settings = settings }
 
@@ -229,6 +248,36 @@ struct IMUTracker: Sendable, Codable {
         let longQuiet = quietSince.map { t - max($0, moving.first?.t ?? $0) >= Self.restAfterQuietS } ?? false
         let quiet = quietWindow && (isStill || (longQuiet && !isGliding(at: t) && hasBraked(at: t)) || hasStopped(at: t))
         if isStill, let rise = endedRising, t - rise.completedT > Self.crawlS { forgetLastMovement() }
+        if isStill, let kept = suspended, t - kept.foundT > Self.crawlS {
+            // Still quiet `crawlS` on: a rest after all, and the movement ends where it began.
+            suspended = nil
+            moving = ChunkedWindow(kept.raw)
+            defer { moving.removeAll() }
+            return segment(upTo: kept.restStart, completedT: t)
+        }
+        if isStill, var kept = suspended {
+            if let previous = kept.raw.last {
+                let v = previous.v + (previous.aG + a) / 2 * standardGravity * (t - previous.t)
+                kept.raw.append(Raw(t: t, aG: a, along: along, v: v))
+            }
+            suspended = kept
+            if !quiet {
+                // The bar moves on within a moment of that rest: it was a glide, not a rest.
+                suspended = nil
+                isStill = false
+                glidedFromT = kept.foundT
+                moving = ChunkedWindow(kept.raw)
+                velocitySinceRest = kept.raw.last?.v ?? 0
+                var height = heightM, low = heightM
+                for (p, q) in zip(kept.raw, kept.raw.dropFirst()) {
+                    height += (p.v + q.v) / 2 * (q.t - p.t)
+                    low = min(low, height)
+                }
+                (liveHeightM, liveLowM) = (height, low)
+                return []
+            }
+            return []
+        }
         if isStill {
             if quiet {
                 lastMovement?.append(Raw(t: t, aG: a, along: along))
@@ -251,6 +300,7 @@ struct IMUTracker: Sendable, Codable {
                 return []
             }
             isStill = false
+            glidedFromT = nil
             moving = ChunkedWindow(recent)  // the movement began within the window
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
@@ -268,6 +318,12 @@ struct IMUTracker: Sendable, Codable {
         isStill = true
         (liveHeightM, liveLowM) = (nil, nil)
         let restStart = recent.first?.t ?? t
+        // A rest the integral cannot vouch for: the movement is kept a moment (`suspended`).
+        if unbraked(at: t) {
+            suspended = Suspended(raw: Array(moving), restStart: restStart, foundT: t)
+            moving.removeAll()
+            return []
+        }
         defer { moving.removeAll() }  // not read at rest, and made again when the bar moves: its memory is given back
         return segment(upTo: restStart, completedT: t)
     }
@@ -334,6 +390,29 @@ struct IMUTracker: Sendable, Codable {
         return residual <= max(2 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest, 0.5 * peak)
     }
 
+    /// Whether a rest just found is one the velocity integral cannot vouch for. An accelerometer
+    /// cannot tell a steady glide from rest, and a 3-1-X lowering at 0.2-0.3 m/s is quiet in every
+    /// window, so a rest found while the integral still says over `restMaxVelocityMps` may be the
+    /// bar still on its way: when the integral has not come down to half the movement's fastest
+    /// (no braking seen), or the movement is a slow lowering (never up, never faster than
+    /// `quietLoweringMps`), whose braking is as quiet as the rest of it. Only for a movement
+    /// short enough for its integral to mean something, and surely a movement (its fastest at
+    /// `slowestGlideMps` or more and beyond 3 sigma of the noise and the offset's uncertainty), not
+    /// the noise's own wandering at rest; once a movement (`glidedFromT`).
+    private func unbraked(at t: Double) -> Bool {
+        let residual = abs(velocitySinceRest)
+        guard glidedFromT == nil, residual >= Self.restMaxVelocityMps, let start = moving.first?.t, t - start < Self.longestMovementS else { return false }
+        let fastest = moving.reduce(velocitySinceRest) { abs($1.v) > abs($0) ? $1.v : $0 }
+        let peak = abs(fastest)
+        let sinceRest = t - start
+        // Still going the way it went fastest (a leftover the other way is drift, not a glide).
+        guard fastest * velocitySinceRest > 0, peak >= Self.slowestGlideMps,
+            peak > 3 * velocityNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest
+        else { return false }
+        let slowLowering = velocitySinceRest < 0 && peak < Self.quietLoweringMps && moving.allSatisfy { $0.v < Self.restMaxVelocityMps }
+        return residual > 0.5 * peak || slowLowering
+    }
+
     /// Whether the velocity integral says the bar glides on, beyond what noise (2 sigma) and
     /// half the offset's uncertainty make of it over the movement: a tempo's 3 s descent is
     /// quiet for over a second at a steady 0.2-0.3 m/s, which long quiet alone would call rest
@@ -394,13 +473,14 @@ struct IMUTracker: Sendable, Codable {
         flatSince = nil
         velocitySinceRest = 0
         (liveHeightM, liveLowM) = (nil, nil)
+        (suspended, glidedFromT) = (nil, nil)
         forgetLastMovement()
     }
 
     private mutating func forgetLastMovement() { (lastMovement, lastMovementHeightM, endedRising) = (nil, nil, nil) }
 
     /// Whether the bar is at rest (by the tracker's windows) as of the last reading.
-    var isResting: Bool { isStill }
+    var isResting: Bool { isStill && suspended == nil }
 
     /// `raw` integrated from rest to rest: velocity with the drift removed linearly between the
     /// two zero-velocity updates, heights carried on from `startM`.
