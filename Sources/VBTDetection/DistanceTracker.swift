@@ -17,9 +17,9 @@ struct DistanceTracker: Sendable, Codable {
     private static let fusion = FusionSettings()
     /// Readings taken into the window so far: the window is as it was while this stays.
     private var appended = 0
-    /// The board's gravity over the window as found for a rise (`measured`) at `appended` ==
-    /// `stamp`: a rep judged as its rise ends is fused again for its phases from the same window,
-    /// and takes the same figure without finding it again. Not checkpointed.
+    /// The board's gravity over the window as last found (`lookAhead`, `measured`) at `appended`
+    /// == `stamp`: any fusion of the same window takes the same figure without finding it again.
+    /// Not checkpointed (the same window gives the same figure).
     private var gravity: (stamp: Int, value: BoardGravity?)?
     /// The lowest reading since the latest rise's top, and the last time the bar was near it
     /// (`PhasesAhead.nearBottomM`): where the rise to come leaves the bottom.
@@ -78,7 +78,8 @@ struct DistanceTracker: Sendable, Codable {
         else { return nil }
         // A search asking less found nothing back from nearly the same start: one asking more won't.
         guard let descent = ahead.descent else { return .some(nil) }
-        return descent.phases(concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT).map { $0 }
+        guard let phases = descent.phases(concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT) else { return nil }
+        return phases
     }
 
     /// Follows the bottom the bar was lowered to and, once a rise has been clear of it for
@@ -95,7 +96,7 @@ struct DistanceTracker: Sendable, Codable {
         }
         guard let low = bottom, t >= low.leftT + PhasesAhead.afterS, m >= low.m + PhasesAhead.risenM, ahead?.leftT != low.leftT else { return }
         if gravity?.stamp != appended, points.last?.acc != nil { gravity = (appended, windowGravity()) }
-        let (readings, fused) = fusedHeights(from: max(low.leftT - 15, (previousTopT ?? -.infinity) - 1), to: low.leftT + 0.3)
+        let (readings, fused) = fusedHeights(from: phasesSpanStart(concentricStartT: low.leftT, previousTopT: previousTopT), to: low.leftT + 0.3)
         // The bar left the bottom a little before it was clear of it: the turn, fitted as a
         // rise's start is, is where the concentric phase will be measured to start.
         let near = readings.filter { abs($0.t - low.leftT) <= 2 * PhasesAhead.afterS }

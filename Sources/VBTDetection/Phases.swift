@@ -57,6 +57,13 @@ public func measurePhases(_ readings: [(t: Double, m: Double)], concentricStartT
         .phases(concentricStartT: concentricStartT, minimumDropM: minimumDropM, previousTopT: previousTopT)
 }
 
+/// Where the heights the phases of a concentric phase starting at `concentricStartT` are read from
+/// begin: 15 s before it (a set's first rep: its walk-out, its descent and a long pause), or a
+/// second before the previous rep's top. They end 0.3 s past that start.
+func phasesSpanStart(concentricStartT: Double, previousTopT: Double?) -> Double {
+    max(concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
+}
+
 /// A descent into a concentric phase as `findDescent` found it: its ends and the heights there,
 /// and the drops that chose it. Found while a rise is still going on (`PhasesAhead`), it gives
 /// the rep's phases once the rise is measured, where that would find the same descent.

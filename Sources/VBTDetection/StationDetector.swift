@@ -735,7 +735,7 @@ public struct StationDetector: Sendable, Codable {
         {
             return known
         }
-        let from = max(measurement.concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
+        let from = phasesSpanStart(concentricStartT: measurement.concentricStartT, previousTopT: previousTopT)
         let readings =
             rise.sensor == "distance"
             ? distance.heights(from: from, to: measurement.concentricStartT + 0.3)

@@ -72,7 +72,7 @@ struct PhasesAheadTests {
                     let ahead = try #require(
                         tracker.phasesAhead(concentricStartT: rep.concentricStartT, romM: romM, previousTopT: previousTopT),
                         "\(exercise.name): the rise at \(rep.concentricStartT) had no descent searched for as it rose")
-                    let from = max(rep.concentricStartT - 15, (previousTopT ?? -.infinity) - 1)
+                    let from = phasesSpanStart(concentricStartT: rep.concentricStartT, previousTopT: previousTopT)
                     let atCompletion = measurePhases(
                         tracker.heights(from: from, to: rep.concentricStartT + 0.3), concentricStartT: rep.concentricStartT, romM: romM,
                         previousTopT: previousTopT)
