@@ -41,7 +41,7 @@ public enum ConcentricEndpoints: Sendable, Codable {
 /// -> 0.086 m/s).
 public func measureConcentric(
     _ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
-    endpoints: ConcentricEndpoints = .fittedPositions, measuredPositions: Bool = true
+    endpoints: ConcentricEndpoints = .fittedPositions, measuredPositions: Bool = true, loweredByM: Double? = nil
 ) -> RepMeasurement? {
     guard trace.count >= 4 else { return nil }
     let from = trace.lastIndex { $0.t <= valleyT } ?? 0
@@ -71,6 +71,8 @@ public func measureConcentric(
         while end < trace.count - 1, moving(end + 1) { end += 1 }
         let sofar = trace[min(from, firstMoving)...lastMoving].map { $0.positionM }
         let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
+        // Back where its lowering began: the rep is finished, and what follows is the re-rack.
+        if let lowered = loweredByM, highest - lowest >= finishedShare * lowered { break }
         let further = max(stickingM, stickingShare * (highest - lowest))
         if trace[index...end].contains(where: { $0.positionM > highest + further }) { (lastMoving, lastRunStart) = (end, index) }
         index = end + 1
@@ -171,6 +173,10 @@ func readingSpacing(_ trace: [KinematicSample], from: Int, to: Int) -> Double {
 /// at the top, 60-80 mm, is no part of a 0.6 m squat; the rest of a grinder is).
 let stickingM = 0.02
 let stickingShare = 0.25
+/// A rise lowered into (`loweredByM`) that has come back up this share of its lowering is
+/// finished: a grinder sticks partway (some 0.3-0.6 of the way up), and the re-rack's lift from
+/// the top (60-80 mm, a third of an arched bench's 210-300 mm) is no part of the rep.
+let finishedShare = 0.85
 
 /// Where the velocity reaches zero next to the moving run that begins (or,
 /// `rising` false, ends) at sample `edge`, and the bar's position there.

@@ -608,7 +608,8 @@ public struct StationDetector: Sendable, Codable {
         let candidate = rise.candidate
         if let measured = measureConcentric(
             rise.trace, valleyT: candidate.valleyT, peakT: candidate.peakT, loadKg: assignment.loadKg, endpoints: rise.endpoints,
-            measuredPositions: rise.sensor == "distance")
+            measuredPositions: rise.sensor == "distance",
+            loweredByM: candidate.descentBeforeM >= Self.returnShare * candidate.riseM ? candidate.descentBeforeM : nil)
         {
             return measured
         }

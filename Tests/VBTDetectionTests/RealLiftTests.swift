@@ -83,6 +83,20 @@ struct RealLiftTests {
         #expect(reps(once).isEmpty && rejections(once).map(\.reason) == ["partial"])
     }
 
+    @Test("a short-ROM set's last rep ends at its own top: the re-rack's lift after a pause there is no part of it")
+    func shortRepThenRerack() {
+        var assignment = Assignment()
+        assignment.exercise = "bench"
+        // An arched bench of 250 mm at a 20 Hz lidar; at the last top a breath of 0.4-0.6 s, then
+        // the re-rack: 75 mm up and 35 onto the hooks.
+        for (seed, pauseS) in [(UInt64(1), 0.4), (2, 0.5), (3, 0.6), (4, 0.45)] {
+            let path = set(Array(repeating: 250, count: 5), top: 700, upS: 0.5).dropLast() + [(700, pauseS), (775, 0.7), (740, 0.4), (740, 3)]
+            let out = runToEnd(distancePath(Array(path), rateHz: 20, noiseMm: 4, seed: seed), assignment: assignment)
+            let roms = reps(out).map(\.measurement.romMm)
+            #expect(roms.count == 5 && roms.allSatisfy { abs($0 - 250) < 25 }, "seed \(seed): \(roms); \(rejections(out).map(\.detail))")
+        }
+    }
+
     @Test("depth that shrinks over a set (0.60 -> 0.40 m, 0.54 -> 0.27 m) counts every rep")
     func shrinkingDepth() {
         var assignment = Assignment()
