@@ -170,6 +170,9 @@ struct IMUTracker: Sendable, Codable {
     /// velocity integral so far (drift not yet removed: see `lowest`). Nil at rest.
     private var liveHeightM: Double?
     private var liveLowM: Double?
+    /// ... and the highest it has surely been, each height lowered by what the integral could not
+    /// be sure of when the bar was there (`highest`).
+    private var liveHighM: Double?
     /// While within `crawlS` of the rest after a movement that ended rising: that movement's
     /// readings and the rest's since, its height at its start, and the rise it ended in.
     private var lastMovement: [Raw]?
@@ -202,8 +205,23 @@ struct IMUTracker: Sendable, Codable {
         let done = lowest.update(heights)
         guard !isStill, let live = liveLowM, let start = moving.first?.t, start > lowest.after else { return done }
         let sinceRest = lastT - start
-        let sure = live + 3 * positionNoise(over: sinceRest) + offsetUncertaintyG * standardGravity * sinceRest * sinceRest / 2
+        let sure = live + heightMargin(over: sinceRest)
         return min(done ?? sure, sure)
+    }
+
+    /// The highest the bar has surely been after `t` (nil: no height known since): the movements
+    /// since, and the one in progress by its velocity integral so far, lowered by what that
+    /// integral cannot be sure of (as `lowest` raises it).
+    func highest(after t: Double) -> Double? {
+        var high = heights.reversed().prefix { $0.t > t }.map(\.m).max()
+        if !isStill, let sure = liveHighM, let start = moving.first?.t, start > t { high = max(high ?? sure, sure) }
+        return high
+    }
+
+    /// What a height integrated over `duration` from a rest cannot be sure of: 3 sigma of the
+    /// noise's random walk and the offset's uncertainty, integrated twice.
+    private func heightMargin(over duration: Double) -> Double {
+        3 * positionNoise(over: duration) + offsetUncertaintyG * standardGravity * duration * duration / 2
     }
 
     mutating func feed(
@@ -268,12 +286,12 @@ struct IMUTracker: Sendable, Codable {
                 glidedFromT = kept.foundT
                 moving = ChunkedWindow(kept.raw)
                 velocitySinceRest = kept.raw.last?.v ?? 0
-                var height = heightM, low = heightM
+                var height = heightM, low = heightM, high = heightM
                 for (p, q) in zip(kept.raw, kept.raw.dropFirst()) {
                     height += (p.v + q.v) / 2 * (q.t - p.t)
-                    low = min(low, height)
+                    (low, high) = (min(low, height), max(high, height - heightMargin(over: q.t - (kept.raw.first?.t ?? q.t))))
                 }
-                (liveHeightM, liveLowM) = (height, low)
+                (liveHeightM, liveLowM, liveHighM) = (height, low, high)
                 return []
             }
             return []
@@ -304,11 +322,12 @@ struct IMUTracker: Sendable, Codable {
             moving = ChunkedWindow(recent)  // the movement began within the window
             velocitySinceRest = 0
             for (p, q) in zip(recent, recent.dropFirst()) { velocitySinceRest += (p.aG + q.aG) / 2 * standardGravity * (q.t - p.t) }
-            (liveHeightM, liveLowM) = (heightM, heightM)
+            (liveHeightM, liveLowM, liveHighM) = (heightM, heightM, heightM)
         } else {
             if let previous = moving.last, let live = liveHeightM {
                 let height = live + (previous.v + velocitySinceRest) / 2 * (t - previous.t)
-                (liveHeightM, liveLowM) = (height, min(liveLowM ?? height, height))
+                let sure = height - heightMargin(over: t - (moving.first?.t ?? t))
+                (liveHeightM, liveLowM, liveHighM) = (height, min(liveLowM ?? height, height), max(liveHighM ?? sure, sure))
             }
             moving.append(Raw(t: t, aG: a, along: along, v: velocitySinceRest))
         }
@@ -316,7 +335,7 @@ struct IMUTracker: Sendable, Codable {
         guard quiet else { return [] }
         // Still again: the movement between two rests is complete.
         isStill = true
-        (liveHeightM, liveLowM) = (nil, nil)
+        (liveHeightM, liveLowM, liveHighM) = (nil, nil, nil)
         let restStart = recent.first?.t ?? t
         // A rest the integral cannot vouch for: the movement is kept a moment (`suspended`).
         if unbraked(at: t) {
@@ -472,7 +491,7 @@ struct IMUTracker: Sendable, Codable {
         loudSince = nil
         flatSince = nil
         velocitySinceRest = 0
-        (liveHeightM, liveLowM) = (nil, nil)
+        (liveHeightM, liveLowM, liveHighM) = (nil, nil, nil)
         (suspended, glidedFromT) = (nil, nil)
         forgetLastMovement()
     }

@@ -405,7 +405,12 @@ public struct StationDetector: Sendable, Codable {
         var since = LowestHeight(after: waiting.candidate.peakT)
         let cameDown = (imu.lowest(&since) ?? .infinity) <= waiting.candidate.peakM - settings.hysteresisM
         let waited = t - waiting.candidate.completedT
-        guard cameDown || (waited > Self.holdS && imu.isResting) || waited > Self.holdLimitS else { return [] }
+        // A grinder's crawl can read as a rest, and the rest of its rise then comes in the movement
+        // after it, which the tracker gives only once that movement ends, after the bar has come
+        // down into the next rep: the bar having gone on up first, the hold waits for that rise.
+        let further = max(stickingM, stickingShare * waiting.candidate.riseM)
+        let wentOnUp = cameDown && (imu.highest(after: waiting.candidate.peakT) ?? -.infinity) >= waiting.candidate.peakM + further
+        guard (cameDown && !wentOnUp) || (waited > Self.holdS && imu.isResting) || waited > Self.holdLimitS else { return [] }
         held = nil
         stalledTopM = cameDown ? nil : waiting.candidate.peakM
         return consider(waiting, atOnce: waiting.atOnce ?? false)

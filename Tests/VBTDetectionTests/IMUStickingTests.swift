@@ -74,6 +74,26 @@ struct IMUStickingTests {
         }
     }
 
+    @Test(
+        "a grinder whose crawl reads as a rest and whose top is followed within 0.4 s by the next rep's descent is one rep: the hold waits for the rest of its rise"
+    )
+    func crawlThenNextRep() {
+        let (grinding, topT) = grinder(crawlMps: 0.05, crawlS: 0.5)
+        // 0.4 s at the top, then a second rep (down 0.6 m and up again), and a rest.
+        var readings = grinding.filter { $0.t < topT + 0.4 }
+        let start = readings.last.map { $0.t + 1.0 / 60 } ?? 0
+        readings += cosineMoves([(-0.6, 1.1), (-0.6, 0.3), (0, 0.8), (0, 4)]).map { (start + $0.t, $0.a) }
+        for seed: UInt64 in 1...5 {
+            let out = detect(readings, seed: seed, noiseG: 0.005)
+            let found = reps(out).map(\.measurement)
+            #expect(found.count == 2, "seed \(seed): \(found.map(\.romMm)); \(rejections(out).map(\.detail))")
+            if let grinder = found.first {
+                #expect(abs(grinder.romMm - 600) < 60 && abs(grinder.concentricEndT - topT) <= 0.5, "seed \(seed): \(grinder)")
+            }
+            #expect(rejections(out).filter { $0.reason == "partial" }.isEmpty, "seed \(seed): \(rejections(out).map(\.detail))")
+        }
+    }
+
     @Test("the tracker takes the crawl for a rest: the rise after it is also given as the rest of the rise before, from that one's bottom")
     func trackerGivesTheContinuation() {
         let (readings, _) = grinder(crawlMps: 0.05, crawlS: 0.5)

@@ -310,7 +310,7 @@ struct SpikeGateTests {
 extension RealSensorTests {
     /// The simulator's modes of what real lifts show, with each sensor, where the detector holds
     /// the targets today (unseen seeds, every exercise). Not yet held, and so not here:
-    /// the IMU with a bottom pause (F1 0.975), a sticking point (0.97) or at 10 Hz (0.92), a short
+    /// the IMU with a bottom pause (F1 0.975), a sticking point (0.979) or at 10 Hz (0.92), a short
     /// ROM's mean velocity at 20 Hz (MAE 0.044) and at 50 Hz (MAE 0.025), and at 20 Hz a shrinking
     /// depth (F1 0.991 on the four seeds, 0.988 on the two run here) and a bottom pause (F1 0.991,
     /// at the bound).
