@@ -85,7 +85,10 @@ struct SpikeGate: Sendable, Codable, Equatable {
         // the held readings stay held until they have lasted `maxSpikeS`, and pass on.
         let heldMiss = m - predictHeld(at: t)
         let heldDt = t - held.last!.t
-        let backMiss = m - (predict(at: t) ?? m)
+        // Where the track before the jump would be: between where it last was and its own
+        // prediction (a bar that has stopped since, as at a rep's top, is anywhere between).
+        let before = track.last?.m ?? m, predicted = predict(at: t) ?? m
+        let backMiss = m < min(before, predicted) ? m - min(before, predicted) : m > max(before, predicted) ? m - max(before, predicted) : 0
         if abs(heldMiss) > gate(heldDt, soft: suspect), abs(heldMiss + jumpM) < abs(heldMiss), abs(backMiss) < abs(heldMiss) {
             dropped += held.count
             // The track goes on from the held readings with the jump taken off
