@@ -326,8 +326,12 @@ struct IMUTracker: Sendable, Codable {
         } else {
             if let previous = moving.last, let live = liveHeightM {
                 let height = live + (previous.v + velocitySinceRest) / 2 * (t - previous.t)
-                let sure = height - heightMargin(over: t - (moving.first?.t ?? t))
-                (liveHeightM, liveLowM, liveHighM) = (height, min(liveLowM ?? height, height), max(liveHighM ?? sure, sure))
+                (liveHeightM, liveLowM) = (height, min(liveLowM ?? height, height))
+                // (The margin is never negative: only a height above the highest so far can raise it.)
+                if height > liveHighM ?? -.infinity {
+                    let sure = height - heightMargin(over: t - (moving.first?.t ?? t))
+                    liveHighM = max(liveHighM ?? sure, sure)
+                }
             }
             moving.append(Raw(t: t, aG: a, along: along, v: velocitySinceRest))
         }
