@@ -39,6 +39,9 @@ public enum ConcentricEndpoints: Sendable, Codable {
 /// velocity (below). A bar IMU's heights come from its own readings' integral, and at 10 Hz
 /// that fit took its mean velocity further from the truth (`imu-10hz`, seeds 951-954: MAE 0.062
 /// -> 0.086 m/s).
+///
+/// `loweredByM`: how far the bar was lowered into this rise, when it was (nil: not, or not
+/// known); a rise back up `finishedShare` of it is not carried on past a dip (`stickingM`).
 public func measureConcentric(
     _ trace: [KinematicSample], valleyT: Double, peakT: Double, loadKg: Double?,
     endpoints: ConcentricEndpoints = .fittedPositions, measuredPositions: Bool = true, loweredByM: Double? = nil
