@@ -213,7 +213,7 @@ struct IMUTracker: Sendable, Codable {
     /// since, and the one in progress by its velocity integral so far, lowered by what that
     /// integral cannot be sure of (as `lowest` raises it).
     func highest(after t: Double) -> Double? {
-        var high = heights.reversed().prefix { $0.t > t }.map(\.m).max()
+        var high = heights.reversed().lazy.prefix { $0.t > t }.map(\.m).max()
         if !isStill, let sure = liveHighM, let start = moving.first?.t, start > t { high = max(high ?? sure, sure) }
         return high
     }
@@ -584,7 +584,7 @@ struct IMUTracker: Sendable, Codable {
             if let earlier = joined.last?.candidate, earlier.endedInPause,
                 earlier.descentBeforeM >= StationDetector.returnShare * earlier.riseM,
                 rise.candidate.peakM - rise.candidate.riseM >= earlier.peakM - settings.hysteresisM,
-                rise.candidate.peakM >= earlier.peakM + max(stickingM, stickingShare * earlier.riseM)
+                rise.candidate.peakM >= earlier.peakM + stickingFurtherM(after: earlier.riseM)
             {
                 var whole = rise.candidate
                 whole.valleyT = earlier.valleyT

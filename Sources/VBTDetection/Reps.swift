@@ -76,7 +76,7 @@ public func measureConcentric(
         let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
         // Back where its lowering began: the rep is finished, and what follows is the re-rack.
         if let lowered = loweredByM, highest - lowest >= finishedShare * lowered { break }
-        let further = max(stickingM, stickingShare * (highest - lowest))
+        let further = stickingFurtherM(after: highest - lowest)
         if trace[index...end].contains(where: { $0.positionM > highest + further }) { (lastMoving, lastRunStart) = (end, index) }
         index = end + 1
     }
@@ -87,7 +87,7 @@ public func measureConcentric(
         while start > 0, moving(start - 1) { start -= 1 }
         let sofar = trace[firstMoving...max(firstMoving, min(to, trace.count - 1))].map { $0.positionM }
         let (highest, lowest) = (sofar.max() ?? 0, sofar.min() ?? 0)
-        let further = max(stickingM, stickingShare * (highest - lowest))
+        let further = stickingFurtherM(after: highest - lowest)
         if trace[start...index].contains(where: { $0.positionM < lowest - further }) { (firstMoving, firstRunEnd) = (start, index) }
         index = start - 1
     }
@@ -176,6 +176,10 @@ func readingSpacing(_ trace: [KinematicSample], from: Int, to: Int) -> Double {
 /// at the top, 60-80 mm, is no part of a 0.6 m squat; the rest of a grinder is).
 let stickingM = 0.02
 let stickingShare = 0.25
+
+/// How much further than a dip's height a rise of `riseM` before it must take the bar to be the
+/// same rep's (`stickingM`, `stickingShare`).
+func stickingFurtherM(after riseM: Double) -> Double { max(stickingM, stickingShare * riseM) }
 /// A rise lowered into (`loweredByM`) that has come back up this share of its lowering is
 /// finished: a grinder sticks partway (some 0.3-0.6 of the way up), and the re-rack's lift from
 /// the top (60-80 mm, a third of an arched bench's 210-300 mm) is no part of the rep.

@@ -88,7 +88,7 @@ struct SpikeGate: Sendable, Codable, Equatable {
         // Where the track before the jump would be: between where it last was and its own
         // prediction (a bar that has stopped since, as at a rep's top, is anywhere between).
         let before = track.last?.m ?? m, predicted = predict(at: t) ?? m
-        let backMiss = m < min(before, predicted) ? m - min(before, predicted) : m > max(before, predicted) ? m - max(before, predicted) : 0
+        let backMiss = m - min(max(m, min(before, predicted)), max(before, predicted))
         if abs(heldMiss) > gate(heldDt, soft: suspect), abs(heldMiss + jumpM) < abs(heldMiss), abs(backMiss) < abs(heldMiss) {
             dropped += held.count
             // The track goes on from the held readings with the jump taken off

@@ -373,7 +373,7 @@ public struct StationDetector: Sendable, Codable {
             wentOnUp = wentOnUp || valleyM >= earlier.candidate.peakM - settings.hysteresisM
             if let whole = rise.continued, whole.candidate.valleyT == earlier.candidate.valleyT,
                 valleyM >= earlier.candidate.peakM - settings.hysteresisM,
-                rise.candidate.peakM >= earlier.candidate.peakM + max(stickingM, stickingShare * earlier.candidate.riseM)
+                rise.candidate.peakM >= earlier.candidate.peakM + stickingFurtherM(after: earlier.candidate.riseM)
             {
                 let pending = Pending(
                     candidate: whole.candidate, trace: whole.trace, endpoints: .fittedPositions, sensor: "imu", atOnce: earlier.atOnce)
@@ -408,7 +408,7 @@ public struct StationDetector: Sendable, Codable {
         // A grinder's crawl can read as a rest, and the rest of its rise then comes in the movement
         // after it, which the tracker gives only once that movement ends, after the bar has come
         // down into the next rep: the bar having gone on up first, the hold waits for that rise.
-        let further = max(stickingM, stickingShare * waiting.candidate.riseM)
+        let further = stickingFurtherM(after: waiting.candidate.riseM)
         let wentOnUp = cameDown && (imu.highest(after: waiting.candidate.peakT) ?? -.infinity) >= waiting.candidate.peakM + further
         guard (cameDown && !wentOnUp) || (waited > Self.holdS && imu.isResting) || waited > Self.holdLimitS else { return [] }
         held = nil
