@@ -138,10 +138,12 @@ public final class Subscriber {
     /// consumers that read them check them.
     public var sampleSensors: Set<String>?
     /// The stations whose samples the caller reads (nil: every one), by the name in the topic
-    /// (`sample.<station>`). Another station's sample is skipped as another sensor's is: a
-    /// rep-detector serving part of a gym (`--stations GLOB`) parses only its own stations'
-    /// readings, not every station's on the bus.
+    /// (`sample.<station>`). Another station's sample is dropped on receipt, neither read nor
+    /// counted for its stream: a rep-detector serving part of a gym (`--stations GLOB`, `--shard`)
+    /// reads and counts only its own stations' samples.
     public var sampleStations: (@Sendable (String) -> Bool)?
+    /// Samples of stations `sampleStations` turned away, unread.
+    public private(set) var otherStationsSkipped = 0
     /// Each sample stream's `src` and topic, made once, not for every message (`RecurringNames`).
     private let names = RecurringNames()
     /// How long `next` lets messages gather once the queue is empty before it
@@ -226,9 +228,15 @@ public final class Subscriber {
 
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
+        // Another station's sample goes before any of it is read (the other shard's half of the
+        // gym, at two detectors): it is no input of this consumer's, and its stream is not its to count.
+        guard servesStation(of: received) else {
+            otherStationsSkipped += 1
+            return nil
+        }
         let message: BusMessage
         do {
-            message = try decodeMessage(received, samples: samples, using: servesStation(of: received) ? sampleSensors : [], names: names)
+            message = try decodeMessage(received, samples: samples, using: sampleSensors, names: names)
         } catch {
             reject(error, topic: received.frames.first)
             return nil

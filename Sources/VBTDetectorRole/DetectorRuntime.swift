@@ -183,8 +183,9 @@ public final class DetectorRuntime: BusRole {
         // builds and finds malformed is counted as the subscriber counts it (`process`). A
         // laser's readings, each of them used, are read whole as they are received. Both in the
         // envelope's pass: located, then read again, they were two fifths of the decoding
-        // (docs/decisions/0034-wire-codec-hot-paths.md). A wearable's samples, and with --stations
-        // other stations', are read only as far as their envelope (counted for their streams).
+        // (docs/decisions/0034-wire-codec-hot-paths.md). A wearable's samples are read only as far
+        // as their envelope (counted for their streams); with --stations or --shard, other
+        // stations' are dropped unread and uncounted (`Subscriber.sampleStations`).
         subscriber.samples = .read([SampleMessage.distanceSensor], times: [SampleMessage.imuSensor])
         subscriber.sampleSensors = [SampleMessage.distanceSensor, SampleMessage.imuSensor]
         if !options.stations.servesAll { subscriber.sampleStations = { [stations = options.stations] in stations.serves($0) } }
