@@ -785,7 +785,11 @@ public struct StationDetector: Sendable, Codable {
         romMisses[romKey] = misses
         guard misses.count == Self.relearnAfter else { return false }
         let median = misses.sorted()[misses.count / 2]
-        guard misses.allSatisfy({ abs($0 - median) <= settings.romTolerance * median + 10 }) else { return false }
+        // Within the tolerance, and three of the sensor's standard deviations of a rise beyond it:
+        // a 10 Hz bar IMU's full reps spread over a third of their ROM, and a wrong learned ROM
+        // they could not agree under would lock every one of them out.
+        let agreeMm = settings.romTolerance * median + 10 + 3 * sdMm
+        guard misses.allSatisfy({ abs($0 - median) <= agreeMm }) else { return false }
         learnedRomMm[romKey] = median
         learnedRomSdMm[romKey] = sdMm
         return true
@@ -797,9 +801,15 @@ public struct StationDetector: Sendable, Codable {
         var out: [DetectorOutput] = []
         romMisses[romKey] = nil
         lastRepEndT = measurement.concentricEndT
-        // Half of each new rep: the learned ROM follows a depth that changes over a set.
-        learnedRomMm[romKey] = learnedRomMm[romKey].map { 0.5 * $0 + 0.5 * measurement.romMm } ?? measurement.romMm
-        learnedRomSdMm[romKey] = learnedRomSdMm[romKey].map { 0.5 * $0 + 0.5 * romSdMm } ?? romSdMm
+        // Half of each new rep: the learned ROM follows a depth that changes over a set. The first
+        // is learned only within the catalogue's prior: one under it came in on the sensor's
+        // uncertainty alone (a 10 Hz bar IMU's un-rack read as a 100 mm rep), and learned, it
+        // would lock the set's full reps out; the prior stands until a rep within it, or three
+        // agreeing attempts (`relearnRom`), teaches the athlete's ROM.
+        if learnedRomMm[romKey] != nil || assignment.romMm != nil || measurement.romMm >= Self.priorLowShare * exercise.romMm {
+            learnedRomMm[romKey] = learnedRomMm[romKey].map { 0.5 * $0 + 0.5 * measurement.romMm } ?? measurement.romMm
+            learnedRomSdMm[romKey] = learnedRomSdMm[romKey].map { 0.5 * $0 + 0.5 * romSdMm } ?? romSdMm
+        }
         if openSet == nil {
             let set = OpenSet(
                 setId: "\(station)-set-\(microseconds(measurement.peakSampleT))", reps: [], lastRepT: completedT, startT: measurement.concentricStartT)
