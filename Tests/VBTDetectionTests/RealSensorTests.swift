@@ -56,6 +56,28 @@ struct RealSensorTests {
         return config
     }
 
+    /// Reading times are the session's seconds moved by this.
+    static let origin = 1_763_812_345.0
+
+    /// A session's readings from `sensor` through a station's detector, its assignment the
+    /// session's exercise and load (no velocity-loss stop): every output, and the simulator.
+    static func detect(_ config: SimulationConfig, sensor: Sensor) -> (outputs: [DetectorOutput], sensors: SimulatedSensors) {
+        var sensors = SimulatedSensors(config)
+        var detector = StationDetector(station: config.station)
+        detector.assignment.exercise = config.exercise.name
+        detector.assignment.loadKg = config.loadKg
+        detector.assignment.velocityLossThresholdPct = 100
+        var outputs: [DetectorOutput] = []
+        if sensor == .imu60 {
+            for r in sensors.imuStream(wallOrigin: origin) { outputs += detector.feed(.imu([r])) }
+        } else {
+            for r in sensors.distanceStream(wallOrigin: origin) { outputs += detector.feed(.distance([r])) }
+        }
+        outputs += detector.finish(at: origin + sensors.timeline.duration)
+        outputs += detector.closeIdleSet(at: origin + sensors.timeline.duration + 60)
+        return (outputs, sensors)
+    }
+
     /// Runs every exercise with `sensor` on `seeds` and scores the reps by
     /// matching each to the true rep whose top is nearest (within 0.5 s).
     static func score(_ sensor: Sensor, seeds: [UInt64], modes: [SimulationMode] = []) -> Score {
@@ -64,20 +86,7 @@ struct RealSensorTests {
             for c in exercises {
                 var config = Self.session(sensor, c, seed: seed)
                 for mode in modes { mode.apply(to: &config) }
-                var sensors = SimulatedSensors(config)
-                var detector = StationDetector(station: config.station)
-                detector.assignment.exercise = c.exercise.name
-                detector.assignment.loadKg = c.load
-                detector.assignment.velocityLossThresholdPct = 100
-                let origin = 1_763_812_345.0
-                var outputs: [DetectorOutput] = []
-                if sensor == .imu60 {
-                    for r in sensors.imuStream(wallOrigin: origin) { outputs += detector.feed(.imu([r])) }
-                } else {
-                    for r in sensors.distanceStream(wallOrigin: origin) { outputs += detector.feed(.distance([r])) }
-                }
-                outputs += detector.finish(at: origin + sensors.timeline.duration)
-                outputs += detector.closeIdleSet(at: origin + sensors.timeline.duration + 60)
+                let (outputs, sensors) = Self.detect(config, sensor: sensor)
                 var found = reps(outputs)
                 var matched = 0
                 for truth in sensors.timeline.reps {

@@ -15,16 +15,8 @@ struct UncertainRomTests {
     static func benchAt10Hz(seed: UInt64, exercise index: Int) -> (found: Int, truth: Int, rejected: [String]) {
         var config = RealSensorTests.session(.imu60, RealSensorTests.exercises[index], seed: seed)
         SimulationMode.imu10Hz.apply(to: &config)
-        var sensors = SimulatedSensors(config)
-        var detector = StationDetector(station: config.station)
-        detector.assignment.exercise = config.exercise.name
-        detector.assignment.loadKg = config.loadKg
-        detector.assignment.velocityLossThresholdPct = 100
-        let origin = 1_763_812_345.0
-        var outputs: [DetectorOutput] = []
-        for reading in sensors.imuStream(wallOrigin: origin) { outputs += detector.feed(.imu([reading])) }
-        outputs += detector.finish(at: origin + sensors.timeline.duration)
-        outputs += detector.closeIdleSet(at: origin + sensors.timeline.duration + 60)
+        let (outputs, sensors) = RealSensorTests.detect(config, sensor: .imu60)
+        let origin = RealSensorTests.origin
         let tops = outputs.compactMap { output -> Double? in
             if case .rep(let rep) = output { return rep.measurement.concentricEndT - origin }
             return nil
