@@ -17,15 +17,9 @@ struct UncertainRomTests {
         SimulationMode.imu10Hz.apply(to: &config)
         let (outputs, sensors) = RealSensorTests.detect(config, sensor: .imu60)
         let origin = RealSensorTests.origin
-        let tops = outputs.compactMap { output -> Double? in
-            if case .rep(let rep) = output { return rep.measurement.concentricEndT - origin }
-            return nil
-        }
+        let tops = reps(outputs).map { $0.measurement.concentricEndT - origin }
         let found = sensors.timeline.reps.filter { truth in tops.contains { abs($0 - truth.concentricEndS) <= 0.5 } }.count
-        let rejected = outputs.compactMap { output -> String? in
-            if case .rejected(let rejection) = output { return "\(rejection.reason) \(Int(rejection.measurement.romMm)) mm" }
-            return nil
-        }
+        let rejected = rejections(outputs).map { "\($0.reason) \(Int($0.measurement.romMm)) mm" }
         return (found, sensors.timeline.reps.count, rejected)
     }
 
