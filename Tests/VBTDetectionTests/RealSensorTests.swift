@@ -24,6 +24,10 @@ struct RealSensorTests {
         var truePositives = 0, falsePositives = 0, falseNegatives = 0
         var errors: [Double] = []
         var pickupReps = 0
+        /// True reps over which the detector gave neither a rep nor a rejection: attempts lost
+        /// without a word (`silentDetail` names them).
+        var silent = 0
+        var silentDetail: [String] = []
         var detail = ""
         var f1: Double {
             let p = Double(truePositives) / Double(max(1, truePositives + falsePositives))
@@ -111,6 +115,20 @@ struct RealSensorTests {
                                 && $0.measurement.concentricEndT <= origin + pickup.upperBound + 0.5
                         }.count
                 }
+                // Every attempt is a rep or a rejection: something given over each true rise.
+                let given = outputs.compactMap { output -> (from: Double, to: Double)? in
+                    switch output {
+                    case .rep(let rep): (rep.measurement.concentricStartT, rep.measurement.concentricEndT)
+                    case .rejected(let rejected): (rejected.measurement.concentricStartT, rejected.measurement.concentricEndT)
+                    default: nil
+                    }
+                }
+                for truth in sensors.timeline.reps {
+                    let (from, to) = (origin + truth.concentricStartS - 0.5, origin + truth.concentricEndS + 0.5)
+                    guard !given.contains(where: { $0.from <= to && $0.to >= from }) else { continue }
+                    score.silent += 1
+                    score.silentDetail.append("\(c.exercise.name) \(c.load) kg seed \(seed) set \(truth.set) rep \(truth.index)")
+                }
                 if matched != sensors.timeline.reps.count || !found.isEmpty {
                     let why = rejections(outputs).map { "\($0.reason)(\(String(format: "%.0f", $0.measurement.romMm)))" }.joined(separator: " ")
                     score.detail +=
@@ -123,10 +141,21 @@ struct RealSensorTests {
         return score
     }
 
-    static func check(_ score: Score, maxMAE: Double, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func check(_ score: Score, sensor: Sensor, maxMAE: Double, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(score.f1 >= 0.99, "F1 \(score.f1): \(score.detail)", sourceLocation: sourceLocation)
         #expect(score.mae <= maxMAE, "mean absolute error \(score.mae) m/s", sourceLocation: sourceLocation)
         #expect(score.pickupReps == 0, sourceLocation: sourceLocation)
+        let lost = "true reps with neither a rep nor a rejection: \(score.silentDetail.joined(separator: ", "))"
+        guard sensor == .imu60 else {
+            #expect(score.silent == 0, "\(lost)", sourceLocation: sourceLocation)
+            return
+        }
+        // The bar IMU's integral drifts by up to 0.01 g through a heavy deadlift's set, whose
+        // bar rests on the floor under half a second between reps: a rest can then go unseen and
+        // a rise with it (docs/detection.md, "Attempts lost without a word").
+        withKnownIssue("bar IMU: a heavy deadlift's rise lost in a drifting integral", isIntermittent: true) {
+            #expect(score.silent == 0, "\(lost)", sourceLocation: sourceLocation)
+        }
     }
 
     // Seeds 951-954 were not used in developing the detector (901-944 were),
@@ -142,8 +171,9 @@ struct RealSensorTests {
         arguments: [(Sensor.laser50, 0.02), (Sensor.lidar20, 0.03), (Sensor.imu60, 0.05)])
     func realSensors(sensor: Sensor, maxMAE: Double) {
         let score = Self.score(sensor, seeds: Self.unseenSeeds)
-        print("real \(sensor): F1 \(score.f1) TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) MAE \(score.mae)")
-        Self.check(score, maxMAE: maxMAE)
+        let counts = "TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) silent \(score.silent)"
+        print("real \(sensor): F1 \(score.f1) \(counts) MAE \(score.mae)")
+        Self.check(score, sensor: sensor, maxMAE: maxMAE)
     }
 }
 
@@ -364,7 +394,7 @@ extension RealSensorTests {
             for sensor in sensors where environment["VBT_SENSORS"].map({ $0.split(separator: ",").contains(Substring(sensor.rawValue)) }) ?? true {
                 let score = Self.score(sensor, seeds: seeds, modes: [mode])
                 let f1 = String(format: "%.3f", score.f1), mae = String(format: "%.3f", score.mae)
-                print("table \(mode.rawValue) \(sensor) seeds \(seeds.first!)-\(seeds.last!): F1 \(f1), MAE \(mae)")
+                print("table \(mode.rawValue) \(sensor) seeds \(seeds.first!)-\(seeds.last!): F1 \(f1), MAE \(mae), lost without a word \(score.silent)")
                 print(score.detail, terminator: "")
                 #expect(score.truePositives + score.falseNegatives == 80 * seeds.count, "\(mode.rawValue) \(sensor)")
             }
@@ -377,8 +407,8 @@ extension RealSensorTests {
     func mode(_ mode: SimulationMode, sensor: Sensor) {
         // Two of the unseen seeds (160 reps a mode and sensor), so `make test` stays short.
         let score = Self.score(sensor, seeds: Array(Self.unseenSeeds.prefix(2)), modes: [mode])
-        let counts = "TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives)"
+        let counts = "TP \(score.truePositives) FP \(score.falsePositives) FN \(score.falseNegatives) silent \(score.silent)"
         print("mode \(mode.rawValue) \(sensor): F1 \(score.f1) \(counts) MAE \(score.mae)")
-        Self.check(score, maxMAE: sensor == .laser50 ? 0.02 : sensor == .lidar20 ? 0.03 : 0.05)
+        Self.check(score, sensor: sensor, maxMAE: sensor == .laser50 ? 0.02 : sensor == .lidar20 ? 0.03 : 0.05)
     }
 }
