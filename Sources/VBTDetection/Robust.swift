@@ -147,8 +147,6 @@ struct SpikeGate: Sendable, Codable, Equatable {
         return last.m + (Self.velocity(held) ?? Self.velocity(track) ?? 0) * (t - last.t)
     }
 
-    /// The position predicted at `t` from the track: its last reading moved
-    /// on by the track's velocity over the last 0.1 s.
     /// The readings held as a possible spike, passed on as real: the readings have ended, so
     /// nothing can show them to be a spike (a recording ending mid-rise keeps its rise).
     mutating func finish() -> [Reading] {
@@ -158,9 +156,19 @@ struct SpikeGate: Sendable, Codable, Equatable {
         return real
     }
 
+    /// The position predicted at `t` from the track: its last reading moved on by the track's
+    /// velocity over its last 0.1 s (`velocitySpan`).
     private func predict(at t: Double) -> Double? {
         guard let last = track.last else { return nil }
-        return last.m + (Self.velocity(track) ?? 0) * (t - last.t)
+        return last.m + (Self.velocity(track, over: Self.velocitySpan(track)) ?? 0) * (t - last.t)
+    }
+
+    /// The span the track's velocity is fitted over: 0.1 s, or 0.2 s when the readings within
+    /// 0.1 s lie closer together than 0.05 s. A 20 Hz sensor's uneven readings can leave two
+    /// readings 10 ms apart, whose noise alone makes a resting bar move at a metre a second.
+    private static func velocitySpan(_ readings: [Reading]) -> Double {
+        guard let last = readings.last, let first = readings.first(where: { last.t - $0.t <= 0.1 }) else { return 0.1 }
+        return last.t - first.t < 0.05 ? 0.2 : 0.1
     }
 
     private mutating func accept(_ reading: Reading) {
