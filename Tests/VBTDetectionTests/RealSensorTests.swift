@@ -117,16 +117,10 @@ struct RealSensorTests {
                         }.count
                 }
                 // Every attempt is a rep or a rejection: something given over each true rise.
-                let given = outputs.compactMap { output -> (from: Double, to: Double)? in
-                    switch output {
-                    case .rep(let rep): (rep.measurement.concentricStartT, rep.measurement.concentricEndT)
-                    case .rejected(let rejected): (rejected.measurement.concentricStartT, rejected.measurement.concentricEndT)
-                    default: nil
-                    }
-                }
+                let given = reps(outputs).map(\.measurement) + rejections(outputs).map(\.measurement)
                 for truth in sensors.timeline.reps {
                     let (from, to) = (origin + truth.concentricStartS - 0.5, origin + truth.concentricEndS + 0.5)
-                    guard !given.contains(where: { $0.from <= to && $0.to >= from }) else { continue }
+                    guard !given.contains(where: { $0.concentricStartT <= to && $0.concentricEndT >= from }) else { continue }
                     score.silent += 1
                     score.silentDetail.append("\(c.exercise.name) \(c.load) kg seed \(seed) set \(truth.set) rep \(truth.index)")
                 }
