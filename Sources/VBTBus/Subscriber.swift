@@ -118,6 +118,8 @@ public final class Subscriber {
     private let link: any FrameLink
     private let clock: any BusClock
     private var prefixes: [[UInt8]]
+    /// The route the samples are asked for under (`ShardRoute`), if any.
+    private let route: String?
     private let logger: Logger
     /// Each source's count received, looked at once a minute to forget finished streams (not
     /// a time written for each message: one more hash of its source a message, in every
@@ -168,12 +170,21 @@ public final class Subscriber {
 
     /// Subscribes on `transport` to each prefix ("" is everything), and to the bus's heartbeat;
     /// tells the bus its `priority` (`BusPriority`: whom the bus disconnects first at its memory budget).
-    public init(transport: any BusTransport, prefixes: [String], priority: BusPriority = .normal, logger: Logger) throws(ZMQError) {
+    /// With `route` (`~K/N/`, `ShardRoute`), the samples asked for are asked for as routed to
+    /// that shard: the bus sends only that shard's stations' samples, and this subscriber takes
+    /// the prefix off as it reads them.
+    public init(
+        transport: any BusTransport, prefixes: [String], route: String? = nil, priority: BusPriority = .normal, logger: Logger
+    ) throws(ZMQError) {
         let prefixes = prefixes.isEmpty ? [""] : prefixes
-        var subscribed = prefixes
+        var subscribed = prefixes.map { prefix in
+            guard let route, prefix.hasPrefix(SampleMessage.topicPrefix) else { return prefix }
+            return route + prefix
+        }
         if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) { subscribed.append(Self.busHeartbeatTopic) }
         if let said = priority.subscription { subscribed.append(said) }
         link = try transport.subscriberLink(prefixes: subscribed)
+        self.route = route
         clock = transport.clock
         nextEviction = clock.monotonicSeconds() + 60
         self.prefixes = prefixes.map { Array($0.utf8) }
@@ -184,7 +195,7 @@ public final class Subscriber {
     /// covered by a prefix asked for changes nothing).
     public func subscribe(_ prefix: String) throws(ZMQError) {
         guard !wanted(prefix) else { return }
-        try link.subscribe(prefix)
+        try link.subscribe(route.map { prefix.hasPrefix(SampleMessage.topicPrefix) ? $0 + prefix : prefix } ?? prefix)
         prefixes.append(Array(prefix.utf8))
     }
 
@@ -226,8 +237,21 @@ public final class Subscriber {
     /// other sockets; nil on a transport without sockets.
     public var socket: ZMQSocket? { link.socket }
 
+    /// Routed copies of samples (`ShardRoute`) this subscriber, which did not ask for them by
+    /// route, received (a prefix such as "" matches them too) and dropped unread: it receives
+    /// each of them under its own topic as well.
+    public private(set) var routedCopiesSkipped = 0
+
     /// Checks and counts one received message; returns it when it is for the caller.
     func accept(_ received: ReceivedMessage) -> BusMessage? {
+        var received = received
+        if let topic = received.frames.first, ShardRoute.isRouted(topic) {
+            guard route != nil, let unrouted = ShardRoute.unrouted(topic) else {
+                routedCopiesSkipped += 1
+                return nil
+            }
+            received.frames[0] = unrouted
+        }
         // Another station's sample goes before any of it is read (the other shard's half of the
         // gym, at two detectors): it is no input of this consumer's, and its stream is not its to count.
         guard servesStation(of: received) else {

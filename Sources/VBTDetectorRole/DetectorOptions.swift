@@ -81,17 +81,17 @@ public struct StationSelection: Sendable, Equatable, CustomStringConvertible {
         return glob == "*" || fnmatch(glob, station, 0) == 0
     }
 
-    /// The shard, from 1, that `station` falls in when `shards` detectors split the gym.
+    /// The shard, from 1, that `station` falls in when `shards` detectors split the gym: the
+    /// bus routes its samples by the same function (`ShardRoute`).
     public static func shard(of station: String, shards: Int) -> Int {
-        Int(fnv1a64(station) % UInt64(max(1, shards))) + 1
+        ShardRoute.shard(of: station.utf8, shards: shards)
     }
 
     /// FNV-1a, 64-bit, of the UTF-8 bytes (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
-    public static func fnv1a64(_ text: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return hash
-    }
+    public static func fnv1a64(_ text: String) -> UInt64 { ShardRoute.fnv1a64(text.utf8) }
+
+    /// The prefix this detector's samples are routed under (`~K/N/`), when the gym is split.
+    public var routePrefix: String? { shards > 1 ? ShardRoute.prefix(shard: shard, of: shards) : nil }
 
     /// The shard as the takeover message and the logs write it (`2/3`); nil for a detector
     /// that does not split the gym, which old takeover messages (without the field) name.

@@ -174,6 +174,8 @@ public final class DetectorRuntime: BusRole {
         subscriber = try Subscriber(
             transport: transport,
             prefixes: MessageTypes.prefixes(SampleMessage.self, CommandMessage.self, TakeoverMessage.self, HandoffMessage.self, HeartbeatMessage.self),
+            // A shard's samples come routed to it by the bus (`ShardRoute`), not every station's.
+            route: options.stations.routePrefix,
             // On the rep's path: the bus at its memory budget disconnects it last.
             priority: .realtime, logger: logger)
         // Of the bar IMU's readings only their times are read as they are received, the rest

@@ -252,12 +252,19 @@ public final class Forwarder {
     }
 
     /// Moves up to `limit` whole messages without blocking; returns what moved.
+    /// Once a split detector has asked for routed samples (`ShardRoute`), each sample is also
+    /// sent under its shard's route for every count of shards asked for; a publisher's own
+    /// routed topic is refused (only the bus routes).
     private func forward(from source: ZMQSocket, to target: ZMQSocket, limit: Int) throws(ZMQError) -> (messages: Int, bytes: Int) {
         var messages = 0
         var bytes = 0
         var msg = zmq_msg_t()
         zmq_msg_init(&msg)
         defer { zmq_msg_close(&msg) }
+        var copy = zmq_msg_t()
+        zmq_msg_init(&copy)
+        defer { zmq_msg_close(&copy) }
+        var routes: [[UInt8]] = []
         // Refused messages count towards `limit` too, so a peer flooding messages outside
         // its role cannot keep the loop from heartbeats and subscriptions.
         // Read once a pass: a revocation reaches the next pass.
@@ -274,21 +281,63 @@ public final class Forwarder {
                     if code == EAGAIN && first { return (messages, bytes) }
                     throw ZMQError(code: code, operation: "zmq_msg_recv")
                 }
-                if first, zap != nil, !mayForward(&msg, generation: generation) {
+                if first, (zap != nil && !mayForward(&msg, generation: generation)) || isRoutedTopic(&msg) {
                     try drain(source, &msg)
                     refused = true
                     break
                 }
+                if first { routes = routedTopics(&msg) }
                 first = false
                 bytes += Int(rc)
                 let more = zmq_msg_more(&msg) != 0
+                // The last frame (the body) is kept for the routed copies: a copy shares its buffer.
+                if !more, !routes.isEmpty { zmq_msg_copy(&copy, &msg) }
                 let (sent, sendCode) = retryingInterrupts { zmq_msg_send(&msg, target.handle, more ? ZMQ_SNDMORE : 0) }
                 if sent < 0 { throw ZMQError(code: sendCode, operation: "zmq_msg_send") }
                 if !more { break }
             }
             if !refused { messages += 1 }
+            if !refused, !routes.isEmpty { try sendRouted(routes, body: &copy, to: target) }
+            routes.removeAll(keepingCapacity: true)
         }
         return (messages, bytes)
+    }
+
+    /// The counts of shards some detector asked samples routed for (`ShardRoute`), ascending.
+    private var routedShardCounts: [Int] = []
+
+    /// The routed topics of a sample whose topic frame is `msg`, one per count of shards asked for.
+    private func routedTopics(_ msg: inout zmq_msg_t) -> [[UInt8]] {
+        guard !routedShardCounts.isEmpty else { return [] }
+        let topic = UnsafeRawBufferPointer(start: zmq_msg_data(&msg), count: zmq_msg_size(&msg))
+        let sample = SampleMessage.topicPrefix.utf8
+        guard topic.count > sample.count, topic.starts(with: sample) else { return [] }
+        return routedShardCounts.map { ShardRoute.routed(topic, stationFrom: sample.count, shards: $0) }
+    }
+
+    /// Whether a publisher's message has a routed topic: refused (counted and logged once), as
+    /// only the bus routes.
+    private func isRoutedTopic(_ msg: inout zmq_msg_t) -> Bool {
+        guard zmq_msg_size(&msg) > 0, zmq_msg_data(&msg).load(as: UInt8.self) == ShardRoute.marker else { return false }
+        if counters.refused == nil {
+            logger.warning("message refused: a routed topic (`~K/N/...`) is the bus's to send, not a publisher's; further ones are counted in heartbeat.bus")
+        }
+        counters.refused = (counters.refused ?? 0) + 1
+        return true
+    }
+
+    /// Sends `body` under each of `routes`, each a copy sharing its buffer.
+    private func sendRouted(_ routes: [[UInt8]], body: inout zmq_msg_t, to target: ZMQSocket) throws(ZMQError) {
+        var part = zmq_msg_t()
+        zmq_msg_init(&part)
+        defer { zmq_msg_close(&part) }
+        for route in routes {
+            try target.send(route, more: true)
+            zmq_msg_copy(&part, &body)
+            let (sent, code) = retryingInterrupts { zmq_msg_send(&part, target.handle, 0) }
+            if sent < 0 { throw ZMQError(code: code, operation: "zmq_msg_send") }
+            counters.routed = (counters.routed ?? 0) + 1
+        }
     }
 
     /// Whether the message whose first frame (its topic) is `msg` is inside
@@ -361,7 +410,20 @@ public final class Forwarder {
                     } else if kind == 0 {
                         counters.unsubscribeEvents += 1
                     }
-                    try frontend.send(frame)
+                    // A routed subscription asks the publishers for what it routes: `~1/2/sample.` is
+                    // `sample.` upstream. Its count of shards is kept for good (an unsubscription comes
+                    // only as a connection ends; a route nobody takes costs the match of its topic).
+                    let prefix = UnsafeRawBufferPointer(rebasing: frame.dropFirst())
+                    if let route = ShardRoute.parse(prefix) {
+                        if kind == 1, !routedShardCounts.contains(route.shards) {
+                            routedShardCounts = (routedShardCounts + [route.shards]).sorted()
+                            counters.routed = counters.routed ?? 0
+                            logger.info("samples routed to split detectors", metadata: ["shards": "\(route.shards)"])
+                        }
+                        try frontend.send([kind] + prefix.dropFirst(route.rest))
+                    } else {
+                        try frontend.send(frame)
+                    }
                 }
             }
             if more { try drain(backend, &msg) }

@@ -282,10 +282,13 @@ public final class PseudoTerminal: @unchecked Sendable {
 
 /// A subscriber on `config`'s bus, returned once the bus has its subscription
 /// (its first `heartbeat.bus` arrived); nil if that did not happen in `timeoutS`.
-public func connectedSubscriber(context: ZMQContext, config: BusConfig, prefixes: [String], timeoutS: Double = 20) throws -> Subscriber? {
+public func connectedSubscriber(
+    context: ZMQContext, config: BusConfig, prefixes: [String], route: String? = nil, timeoutS: Double = 20
+) throws -> Subscriber? {
     var logger = Logger(label: "test.subscriber")
     logger.logLevel = .error
-    let subscriber = try Subscriber(context: context, config: config, prefixes: prefixes, logger: logger)
+    let subscriber = try Subscriber(
+        transport: ZMQTransport(context: context, config: config), prefixes: prefixes, route: route, logger: logger)
     let connected = try waitUntil(timeoutS: timeoutS, intervalS: 0) {
         _ = try subscriber.next(timeoutMs: 50)
         return subscriber.stats.busHeartbeats > 0

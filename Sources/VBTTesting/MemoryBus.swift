@@ -149,9 +149,19 @@ public final class MemoryBus: BusTransport {
             dropped += 1
             return
         }
-        let topic = frames.first ?? []
-        for subscriber in subscribers.compactMap(\.value) where subscriber.prefixes.contains(where: { topic.starts(with: $0) }) {
-            subscriber.messages.append(frames)
+        let live = subscribers.compactMap(\.value)
+        var topics = [frames.first ?? []]
+        // As vbt-bus routes samples (`ShardRoute`): once more under the station's route for each
+        // count of shards some subscriber asked for, to whoever's prefix matches that.
+        let sample = Array(SampleMessage.topicPrefix.utf8)
+        if topics[0].count > sample.count, topics[0].starts(with: sample) {
+            let counts = Set(live.flatMap { $0.prefixes.compactMap { ShardRoute.parse($0)?.shards } })
+            topics += counts.sorted().map { ShardRoute.routed(topics[0], stationFrom: sample.count, shards: $0) }
+        }
+        for (index, topic) in topics.enumerated() {
+            for subscriber in live where subscriber.prefixes.contains(where: { topic.starts(with: $0) }) {
+                subscriber.messages.append(index == 0 ? frames : [topic] + frames.dropFirst())
+            }
         }
     }
 

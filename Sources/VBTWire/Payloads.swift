@@ -560,7 +560,8 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var bytesOut = 0
         public var subscribeEvents = 0
         public var unsubscribeEvents = 0
-        /// On a secured bus: messages dropped because their topic is outside the sender's role.
+        /// Messages dropped: on a secured bus, those whose topic is outside the sender's role; on
+        /// any bus, those a publisher sent under a routed topic (`ShardRoute`, the bus's to send).
         public var refused: Int?
         /// On a secured bus: the refused messages per sender (its certificate's name), at most 64 senders.
         public var refusedBy: [String: Int]?
@@ -572,6 +573,9 @@ public struct HeartbeatMessage: BusPayload, Equatable {
         public var disconnections: Int?
         /// Subscribers the bus disconnected at its memory budget, each the one furthest behind (`vbt-bus --memory-budget-mb`).
         public var shedSubscribers: Int?
+        /// Samples sent a second time under a route (`~K/N/<topic>`) to the detectors that split
+        /// a gym; present once one has asked for them.
+        public var routed: Int?
         /// Creates zeroed counters.
         public init() {}
     }
@@ -653,6 +657,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             counters.connections = try object.optionalInteger("connections")
             counters.disconnections = try object.optionalInteger("disconnections")
             counters.shedSubscribers = try object.optionalInteger("shed_subscribers")
+            counters.routed = try object.optionalInteger("routed")
             bus = counters
         }
         if let object = try fields.optionalObject("inputs") {
@@ -711,6 +716,7 @@ public struct HeartbeatMessage: BusPayload, Equatable {
             if let connections = bus.connections { writer.field("connections", connections) }
             if let disconnections = bus.disconnections { writer.field("disconnections", disconnections) }
             if let shed = bus.shedSubscribers { writer.field("shed_subscribers", shed) }
+            if let routed = bus.routed { writer.field("routed", routed) }
             writer.endObject()
         }
         if let inputs {

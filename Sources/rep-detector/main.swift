@@ -45,7 +45,8 @@ struct RepDetector: AsyncParsableCommand {
         help: """
             Serve shard K of N (K/N): the stations whose name hashes to K (FNV-1a 64 of the name, \
             modulo N, plus 1), of those --stations matches. N detectors, --shard 1/N ... N/N, split \
-            a large gym; each heartbeats as rep-detector-K and needs its own --journal and --patterns.
+            a large gym; each heartbeats as rep-detector-K and needs its own --journal and --patterns. \
+            The bus sends each only its shard's samples.
             """)
     var shard: String = "1/1"
 

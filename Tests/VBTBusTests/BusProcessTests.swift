@@ -189,6 +189,78 @@ struct BusProcessTests {
         #expect(bus.terminate() == 0)
     }
 
+    @Test("routed samples: each shard's subscriber gets only its stations' samples, under their own topics; the rest each sample once")
+    func routedSamples() throws {
+        let dir = try TemporaryDirectory()
+        let config = freeBusConfig()
+        let bus = try startBus(config, in: dir)
+        let context = ZMQContext()
+        let everything = try #require(try connectedSubscriber(context: context, config: config, prefixes: [""]), "bus did not answer")
+        let shards = try (1...2).map { shard in
+            try #require(
+                try connectedSubscriber(
+                    context: context, config: config, prefixes: ["sample."], route: ShardRoute.prefix(shard: shard, of: 2)),
+                "bus did not answer")
+        }
+        // A raw XPUB socket: it sees the subscriptions the bus passes on, routed ones as plain `sample.`.
+        let raw = try ZMQSocket(context, .xpub)
+        try raw.setReceiveTimeout(ms: 20_000)
+        try raw.connect(config.pubEndpoint)
+        var upstream: Set<String> = []
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0) {
+                if let frame = try raw.receive(dontWait: true, maxFrames: 1)?.frames.first, frame.first == 1 {
+                    upstream.insert(String(decoding: frame.dropFirst(), as: UTF8.self))
+                }
+                return upstream.contains("sample.")
+            })
+        #expect(!upstream.contains { $0.hasPrefix("~") }, "a route went upstream: \(upstream)")
+
+        // Names where one begins another, which no prefix subscription could split.
+        let stations = (1...24).map { "rack-\($0)" }
+        var sent = 0
+        for round in 1...5 {
+            for station in stations {
+                let body = sampleBody(seq: round, src: "route-test/sample.\(station)") { $0["station"] = "\"\(station)\"" }
+                try raw.send(frames: [Array("sample.\(station)".utf8), body])
+                sent += 1
+            }
+        }
+        // Only the bus routes: a publisher's routed topic is refused.
+        try raw.send(frames: [Array("~1/2/sample.rack-1".utf8), sampleBody(seq: 6, src: "route-test/sample.rack-1") { $0["station"] = #""rack-1""# }])
+
+        var got: [[BusMessage]] = [[], []]
+        var all: [BusMessage] = []
+        var routedOut = 0
+        var refused = 0
+        #expect(
+            try waitUntil(timeoutS: 20, intervalS: 0) {
+                for (index, shard) in shards.enumerated() {
+                    while let message = try shard.next(timeoutMs: 0) { got[index].append(message) }
+                }
+                while let message = try everything.next(timeoutMs: 10) {
+                    if message.topic.hasPrefix("sample.") { all.append(message) }
+                    if message.topic == Subscriber.busHeartbeatTopic, let counters = try message.payload(as: HeartbeatMessage.self).bus {
+                        (routedOut, refused) = (counters.routed ?? 0, counters.refused ?? 0)
+                    }
+                }
+                return got[0].count + got[1].count == sent && all.count == sent && routedOut == sent && refused == 1
+            }, "shards \(got[0].count) + \(got[1].count), everything \(all.count) of \(sent); routed \(routedOut), refused \(refused)")
+        for (index, messages) in got.enumerated() {
+            let expected = stations.filter { ShardRoute.shard(of: $0.utf8, shards: 2) == index + 1 }
+            #expect(!expected.isEmpty)
+            #expect(Set(messages.map(\.topic)) == Set(expected.map { "sample.\($0)" }))
+            #expect(messages.allSatisfy { $0.topic == "sample.\($0.envelope.station)" })
+            #expect(shards[index].stats.totals.gaps == 0 && shards[index].stats.totals.duplicates == 0)
+            #expect(shards[index].stats.totals.malformed == 0)
+        }
+        // The subscriber of everything received the routed copies too, and dropped them unread.
+        #expect(everything.routedCopiesSkipped == sent)
+        #expect(everything.stats.totals.duplicates == 0 && everything.stats.totals.malformed == 0)
+        raw.close()
+        #expect(bus.terminate() == 0)
+    }
+
     @Test("a frame over the size limit is refused by the bus as it is read: no subscriber gets it, the sender is cut off, others flow on")
     func oversizeRefusedAtTheBus() throws {
         let dir = try TemporaryDirectory()
