@@ -20,11 +20,13 @@ public enum ShardRoute {
     public static func prefix(shard: Int, of shards: Int) -> String { "~\(shard)/\(shards)/" }
 
     /// The shard, from 1, that `station` falls in when `shards` detectors split the gym.
+    @inlinable
     public static func shard(of station: some Sequence<UInt8>, shards: Int) -> Int {
         Int(fnv1a64(station) % UInt64(max(1, shards))) + 1
     }
 
     /// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+    @inlinable
     public static func fnv1a64(_ bytes: some Sequence<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
@@ -32,10 +34,12 @@ public enum ShardRoute {
     }
 
     /// Whether a topic is routed (begins with the marker).
+    @inlinable
     public static func isRouted(_ topic: some Collection<UInt8>) -> Bool { topic.first == marker }
 
     /// A routed prefix or topic read apart: its shard, its count of shards and where what it
     /// routes begins; nil when `bytes` is not `~K/N/...` with 1 <= K <= N <= `maxShards`.
+    @inlinable
     public static func parse(_ bytes: some Collection<UInt8>) -> (shard: Int, shards: Int, rest: Int)? {
         guard bytes.first == marker else { return nil }
         var numbers = [0, 0]

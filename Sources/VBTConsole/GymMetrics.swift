@@ -92,6 +92,7 @@ public final class GymMetrics: Sendable {
             if let connections = bus.connections { values["vbt_bus_connections_total"] = connections }
             if let disconnections = bus.disconnections { values["vbt_bus_disconnections_total"] = disconnections }
             if let shed = bus.shedSubscribers { values["vbt_bus_shed_subscribers_total"] = shed }
+            if let routed = bus.routed { values["vbt_bus_routed_total"] = routed }
         }
         if let webhook = heartbeat.webhook {
             values["vbt_webhook_delivered_total"] = webhook.delivered

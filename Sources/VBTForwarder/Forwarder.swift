@@ -264,7 +264,7 @@ public final class Forwarder {
         var copy = zmq_msg_t()
         zmq_msg_init(&copy)
         defer { zmq_msg_close(&copy) }
-        var routes: [[UInt8]] = []
+        var routed = false
         // Refused messages count towards `limit` too, so a peer flooding messages outside
         // its role cannot keep the loop from heartbeats and subscriptions.
         // Read once a pass: a revocation reaches the next pass.
@@ -286,33 +286,49 @@ public final class Forwarder {
                     refused = true
                     break
                 }
-                if first { routes = routedTopics(&msg) }
+                if first { routed = routeTopic(&msg) }
                 first = false
                 bytes += Int(rc)
                 let more = zmq_msg_more(&msg) != 0
                 // The last frame (the body) is kept for the routed copies: a copy shares its buffer.
-                if !more, !routes.isEmpty { zmq_msg_copy(&copy, &msg) }
+                if !more, routed { zmq_msg_copy(&copy, &msg) }
                 let (sent, sendCode) = retryingInterrupts { zmq_msg_send(&msg, target.handle, more ? ZMQ_SNDMORE : 0) }
                 if sent < 0 { throw ZMQError(code: sendCode, operation: "zmq_msg_send") }
                 if !more { break }
             }
             if !refused { messages += 1 }
-            if !refused, !routes.isEmpty { try sendRouted(routes, body: &copy, to: target) }
-            routes.removeAll(keepingCapacity: true)
+            if !refused, routed { try sendRouted(body: &copy, to: target) }
+            routed = false
         }
         return (messages, bytes)
     }
 
-    /// The counts of shards some detector asked samples routed for (`ShardRoute`), ascending.
-    private var routedShardCounts: [Int] = []
+    /// Each count of shards some detector asked samples routed for (`ShardRoute`), with the
+    /// prefix of each of its routes (`~K/N/`, K = 1...N), made once.
+    private var routeTables: [(shards: Int, prefixes: [[UInt8]])] = []
+    /// The routed topics of the sample being forwarded, one after another, and where each ends:
+    /// reused, so routing a sample allocates nothing (a topic is small enough for libzmq to keep
+    /// in the message itself).
+    private var routedTopics: [UInt8] = []
+    private var routedTopicEnds: [Int] = []
+    private static let sampleTopic = Array(SampleMessage.topicPrefix.utf8)
 
-    /// The routed topics of a sample whose topic frame is `msg`, one per count of shards asked for.
-    private func routedTopics(_ msg: inout zmq_msg_t) -> [[UInt8]] {
-        guard !routedShardCounts.isEmpty else { return [] }
+    /// Makes the routed topics of a sample whose topic frame is `msg`, one per count of shards
+    /// asked for; returns whether it made any.
+    private func routeTopic(_ msg: inout zmq_msg_t) -> Bool {
+        guard !routeTables.isEmpty else { return false }
         let topic = UnsafeRawBufferPointer(start: zmq_msg_data(&msg), count: zmq_msg_size(&msg))
-        let sample = SampleMessage.topicPrefix.utf8
-        guard topic.count > sample.count, topic.starts(with: sample) else { return [] }
-        return routedShardCounts.map { ShardRoute.routed(topic, stationFrom: sample.count, shards: $0) }
+        let sample = Self.sampleTopic
+        guard topic.count > sample.count, memcmp(topic.baseAddress!, sample, sample.count) == 0 else { return false }
+        let hash = ShardRoute.fnv1a64(UnsafeRawBufferPointer(rebasing: topic[sample.count...]))
+        routedTopics.removeAll(keepingCapacity: true)
+        routedTopicEnds.removeAll(keepingCapacity: true)
+        for table in routeTables {
+            routedTopics += table.prefixes[Int(hash % UInt64(table.shards))]
+            routedTopics += topic
+            routedTopicEnds.append(routedTopics.count)
+        }
+        return true
     }
 
     /// Whether a publisher's message has a routed topic: refused (counted and logged once), as
@@ -326,18 +342,23 @@ public final class Forwarder {
         return true
     }
 
-    /// Sends `body` under each of `routes`, each a copy sharing its buffer.
-    private func sendRouted(_ routes: [[UInt8]], body: inout zmq_msg_t, to target: ZMQSocket) throws(ZMQError) {
+    /// Sends `body` under each routed topic made (`routeTopic`), each a copy sharing its buffer.
+    private func sendRouted(body: inout zmq_msg_t, to target: ZMQSocket) throws(ZMQError) {
         var part = zmq_msg_t()
         zmq_msg_init(&part)
         defer { zmq_msg_close(&part) }
-        for route in routes {
-            try target.send(route, more: true)
+        var start = 0
+        for end in routedTopicEnds {
+            let (sentTopic, topicCode) = routedTopics.withUnsafeBytes { bytes in
+                retryingInterrupts { zmq_send(target.handle, bytes.baseAddress! + start, end - start, ZMQ_SNDMORE) }
+            }
+            if sentTopic < 0 { throw ZMQError(code: topicCode, operation: "zmq_send") }
+            start = end
             zmq_msg_copy(&part, &body)
             let (sent, code) = retryingInterrupts { zmq_msg_send(&part, target.handle, 0) }
             if sent < 0 { throw ZMQError(code: code, operation: "zmq_msg_send") }
-            counters.routed = (counters.routed ?? 0) + 1
         }
+        counters.routed = (counters.routed ?? 0) + routedTopicEnds.count
     }
 
     /// Whether the message whose first frame (its topic) is `msg` is inside
@@ -415,8 +436,9 @@ public final class Forwarder {
                     // only as a connection ends; a route nobody takes costs the match of its topic).
                     let prefix = UnsafeRawBufferPointer(rebasing: frame.dropFirst())
                     if let route = ShardRoute.parse(prefix) {
-                        if kind == 1, !routedShardCounts.contains(route.shards) {
-                            routedShardCounts = (routedShardCounts + [route.shards]).sorted()
+                        if kind == 1, !routeTables.contains(where: { $0.shards == route.shards }) {
+                            let prefixes = (1...route.shards).map { Array(ShardRoute.prefix(shard: $0, of: route.shards).utf8) }
+                            routeTables = (routeTables + [(route.shards, prefixes)]).sorted { $0.shards < $1.shards }
                             counters.routed = counters.routed ?? 0
                             logger.info("samples routed to split detectors", metadata: ["shards": "\(route.shards)"])
                         }
