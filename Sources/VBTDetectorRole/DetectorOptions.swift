@@ -57,6 +57,10 @@ public struct StationSelection: Sendable, Equatable, CustomStringConvertible {
         guard shards >= 1, shard >= 1, shard <= shards else {
             throw StationSelectionError("--shard \(shard)/\(shards): K/N needs 1 <= K <= N, e.g. --shard 1/2 and --shard 2/2 for two detectors")
         }
+        // The bus routes samples to at most that many (`ShardRoute`): a larger N would get none.
+        guard shards <= ShardRoute.maxShards else {
+            throw StationSelectionError("--shard \(shard)/\(shards): at most \(ShardRoute.maxShards) detectors split a gym, e.g. --shard 1/2")
+        }
         (self.glob, self.shard, self.shards) = (glob, shard, shards)
     }
 

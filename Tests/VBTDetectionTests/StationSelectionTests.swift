@@ -48,7 +48,7 @@ struct StationSelectionTests {
         #expect(try StationSelection(glob: "*", shard: 1, of: 1).serves("bench-01"))
     }
 
-    @Test("K/N is read, and bad input refused saying what to write", arguments: ["0/2", "3/2", "x", "1/0", "1", "1/2/3", "-1/2", "", "a/b"])
+    @Test("K/N is read, and bad input refused saying what to write", arguments: ["0/2", "3/2", "x", "1/0", "1", "1/2/3", "-1/2", "", "a/b", "1/65"])
     func refused(text: String) {
         #expect(throws: StationSelectionError.self) { try StationSelection(glob: "*", shard: text) }
         do {
