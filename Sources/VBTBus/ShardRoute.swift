@@ -42,23 +42,20 @@ public enum ShardRoute {
     @inlinable
     public static func parse(_ bytes: some Collection<UInt8>) -> (shard: Int, shards: Int, rest: Int)? {
         guard bytes.first == marker else { return nil }
-        var numbers = [0, 0]
-        var part = 0
-        var digits = 0
-        var offset = 1
+        // K, then N, each of one to three digits and ended by a slash.
+        var (shard, number, digits, offset) = (0, 0, 0, 1)
         for byte in bytes.dropFirst() {
             offset += 1
             if byte == UInt8(ascii: "/") {
                 guard digits > 0 else { return nil }
-                if part == 1 {
-                    let (shard, shards) = (numbers[0], numbers[1])
-                    guard shard >= 1, shard <= shards, shards <= maxShards else { return nil }
-                    return (shard, shards, offset)
+                if shard > 0 {
+                    guard shard <= number, number <= maxShards else { return nil }
+                    return (shard, number, offset)
                 }
-                part += 1
-                digits = 0
+                guard number >= 1 else { return nil }
+                (shard, number, digits) = (number, 0, 0)
             } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 3 {
-                numbers[part] = numbers[part] * 10 + Int(byte - UInt8(ascii: "0"))
+                number = number * 10 + Int(byte - UInt8(ascii: "0"))
                 digits += 1
             } else {
                 return nil

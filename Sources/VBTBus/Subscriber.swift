@@ -177,10 +177,7 @@ public final class Subscriber {
         transport: any BusTransport, prefixes: [String], route: String? = nil, priority: BusPriority = .normal, logger: Logger
     ) throws(ZMQError) {
         let prefixes = prefixes.isEmpty ? [""] : prefixes
-        var subscribed = prefixes.map { prefix in
-            guard let route, prefix.hasPrefix(SampleMessage.topicPrefix) else { return prefix }
-            return route + prefix
-        }
+        var subscribed = prefixes.map { Self.linkPrefix($0, route: route) }
         if !prefixes.contains(where: { Self.busHeartbeatTopic.hasPrefix($0) }) { subscribed.append(Self.busHeartbeatTopic) }
         if let said = priority.subscription { subscribed.append(said) }
         link = try transport.subscriberLink(prefixes: subscribed)
@@ -195,8 +192,14 @@ public final class Subscriber {
     /// covered by a prefix asked for changes nothing).
     public func subscribe(_ prefix: String) throws(ZMQError) {
         guard !wanted(prefix) else { return }
-        try link.subscribe(route.map { prefix.hasPrefix(SampleMessage.topicPrefix) ? $0 + prefix : prefix } ?? prefix)
+        try link.subscribe(Self.linkPrefix(prefix, route: route))
         prefixes.append(Array(prefix.utf8))
+    }
+
+    /// What the link subscribes to for `prefix`: a sample prefix under `route`, when there is one.
+    private static func linkPrefix(_ prefix: String, route: String?) -> String {
+        guard let route, prefix.hasPrefix(SampleMessage.topicPrefix) else { return prefix }
+        return route + prefix
     }
 
     /// Hands `body` the next good message (waiting up to `timeoutMs` for it, as `next` does)
