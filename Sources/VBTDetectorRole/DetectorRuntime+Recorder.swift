@@ -89,12 +89,16 @@ extension DetectorRuntime {
     /// Takes whatever the recorder has answered (never waits); forgets a
     /// question unanswered for `recorderTimeoutS`.
     func collectReplies() throws {
-        guard let recorder, patterns.question != nil || !assignmentRequests.isEmpty else { return }
+        guard let recorder, patterns.question != nil || !assignmentRequests.isEmpty || !patternOffers.isEmpty else { return }
         // Assignments are applied once the replies are read: what they make is published, and
         // a failure to publish is the loop's, not the recorder's.
         var assignments: [(station: String, stored: AssignmentRecord?)] = []
         do {
             while let reply = try recorder.nextReply() {
+                if patternOffers.removeValue(forKey: reply.id) != nil {
+                    do { _ = try QueryClient.decode(reply.data, of: .patternPut) } catch { patternsNotKept(1, reason: "\(error)") }
+                    continue
+                }
                 if let asked = assignmentRequests.removeValue(forKey: reply.id) {
                     do {
                         assignments.append((asked.station, try QueryClient.decode(reply.data, of: .assignmentGet)))
@@ -103,7 +107,7 @@ extension DetectorRuntime {
                     }
                     continue
                 }
-                guard patterns.answers(reply.id) else { continue }  // a pattern.put's confirmation
+                guard patterns.answers(reply.id) else { continue }  // an answer given up on
                 do {
                     let stored = try QueryClient.decode(reply.data, of: .patternList)
                     _ = patterns.answered(stored)
@@ -117,6 +121,8 @@ extension DetectorRuntime {
             if patterns.giveUp() { logger.info("no patterns from the session-recorder", metadata: ["reason": "\(error)"]) }
             if !assignmentRequests.isEmpty { assignmentsNotAnswered(reason: "\(error)") }
             assignmentRequests = [:]
+            if !patternOffers.isEmpty { patternsNotKept(patternOffers.count, reason: "\(error)") }
+            patternOffers = [:]
         }
         for (station, stored) in assignments { try caughtUp(stored, station: station) }
         let now = clock.monotonicSeconds()
@@ -128,6 +134,23 @@ extension DetectorRuntime {
             for id in expired.keys { assignmentRequests[id] = nil }
             assignmentsNotAnswered(reason: "no answer within \(options.recorderTimeoutS) s")
         }
+        let unconfirmed = patternOffers.filter { now > $0.value }
+        if !unconfirmed.isEmpty {
+            for id in unconfirmed.keys { patternOffers[id] = nil }
+            patternsNotKept(unconfirmed.count, reason: "no answer within \(options.recorderTimeoutS) s")
+        }
+    }
+
+    /// Says that `count` learned patterns were not confirmed as kept by the recorder (its first
+    /// such and then every hundredth: a thousand sets end within seconds). The pattern is still
+    /// used here and written to this detector's own file.
+    func patternsNotKept(_ count: Int, reason: String) {
+        let before = patternOffersLost
+        patternOffersLost += count
+        guard before == 0 || before / 100 != patternOffersLost / 100 else { return }
+        logger.warning(
+            "learned patterns not kept by the session-recorder; this detector keeps them in its own file",
+            metadata: ["count": "\(patternOffersLost)", "reason": "\(reason)"])
     }
 
     /// Stores a learned pattern and gives every station the new library.
@@ -135,8 +158,15 @@ extension DetectorRuntime {
         // Written with the next housekeeping, at most once a second (a thousand stations end
         // dozens of sets a second: the whole file each time was a tenth of the detector's work).
         let offered = patterns.learn(pattern, offer: recorder != nil)
-        // Not waited for: the detector's loop never blocks on the recorder.
-        if let recorder, let offered { recorder.post(.patternPut, offered) }
+        // Not waited for: the detector's loop never blocks on the recorder; the confirmation
+        // is read by `collectReplies` whenever it comes.
+        if let recorder, let offered {
+            do {
+                patternOffers[try recorder.request(.patternPut, offered)] = clock.monotonicSeconds() + options.recorderTimeoutS
+            } catch {
+                patternsNotKept(1, reason: "\(error)")
+            }
+        }
         logger.info("pattern learned", metadata: ["exercise": "\(pattern.exercise)", "reps": "\(pattern.reps)"])
     }
 

@@ -130,6 +130,12 @@ public final class DetectorRuntime: BusRole {
     var stationsToAsk: [String] = []
     /// An assignment question went unanswered (said once: the recorder is down or far).
     var assignmentsUnanswered = false
+    /// Learned patterns offered to the recorder and not yet confirmed, by request id: when to
+    /// stop waiting. Every confirmation is read: one left unread stays in the socket's queue,
+    /// holding its share of a receive buffer (a thousand sets ending held megabytes).
+    var patternOffers: [String: Double] = [:]
+    /// Offers the recorder refused, or that went unanswered or could not be sent (`patternsNotKept`).
+    var patternOffersLost = 0
     /// How many stations hold a `missed` assignment (none: no look-up per message).
     var missedWaiting = 0
     /// Readings skipped for a time far from their message's `ts`.

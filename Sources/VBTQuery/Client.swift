@@ -48,18 +48,10 @@ public final class QueryClient {
         throw QueryError(kind: "bad-reply", message: "the recorder's reply to \(name) had no result")
     }
 
-    /// Sends a request without waiting for the answer (a store the caller does not
-    /// need confirmed); returns false when it could not even be queued.
-    @discardableResult
-    public func post<A, R>(_ query: Query<A, R>, _ args: A) -> Bool {
-        counter += 1
-        guard let body = try? JSONEncoder().encode(QueryRequest(id: "\(prefix)-\(counter)", query: query.name.rawValue, args: args)) else { return false }
-        return (try? link.send([[], Array(body)], dontWait: true)) == true
-    }
-
-    /// Sends a request without waiting; its reply comes from `nextReply`.
-    /// Returns the request's id. For a program whose loop must never wait on
-    /// another process (the rep-detector, the posture evaluator).
+    /// Sends a request without waiting; its reply comes from `nextReply`, which the
+    /// caller reads (a reply left unread stays queued on the socket). Returns the
+    /// request's id. For a program whose loop must never wait on another process
+    /// (the rep-detector, the posture evaluator).
     public func request<A, R>(_ query: Query<A, R>, _ args: A) throws -> String {
         counter += 1
         let id = "\(prefix)-\(counter)"

@@ -61,6 +61,9 @@ public final class MemoryBus: BusTransport {
     /// Messages waiting for a subscriber (a test's check that a runtime drained its input).
     public var queued: Int { subscribers.compactMap(\.value).reduce(0) { $0 + $1.messages.count - $1.head } }
 
+    /// Replies waiting for a query client (a test's check that a program reads every answer).
+    public var repliesQueued: Int { clients.values.compactMap(\.value).reduce(0) { $0 + $1.messages.count - $1.head } }
+
     public func subscriberLink(prefixes: [String]) -> any FrameLink {
         let queue = Queue(prefixes: prefixes.map { Array($0.utf8) })
         subscribers.append(Weak(queue))
