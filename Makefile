@@ -65,8 +65,11 @@ run: build
 # Last, the chain: 50 gyms of 20 stations uplinking at once to one PostgreSQL here, beside its
 # own COPY of the same rows (tests/python/chain_bench.py, about 1.5 minutes).
 REL_BIN_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
+# What a gym runs: the static Swift standard library (decision 0018), linked by lld with packed
+# relative relocations (decision 0051: 1.3 MB less of each program resident, 1-4 MB less at peak).
+RELEASE_BUILD = $(SWIFT) build -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs
 bench: deps
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(RELEASE_BUILD)
 	$(REL_BIN_DIR)/vbt-bench
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/journal_cost.py
 	VBT_BIN_DIR=$(REL_BIN_DIR) $(PYTHON) tests/python/fault_run.py --short --kills 10 --seed 2
@@ -102,7 +105,7 @@ soak: build
 ROLE ?= server
 STATIONS ?=
 install: deps
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(RELEASE_BUILD)
 	bash deploy/install.sh --root $(or $(DESTDIR),/) --bin-dir $(REL_BIN_DIR) $(ROLE) $(STATIONS)
 
 clean:
