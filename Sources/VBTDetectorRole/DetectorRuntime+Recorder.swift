@@ -145,12 +145,12 @@ extension DetectorRuntime {
     /// such and then every hundredth: a thousand sets end within seconds). The pattern is still
     /// used here and written to this detector's own file.
     func patternsNotKept(_ count: Int, reason: String) {
-        let before = patternOffersLost
-        patternOffersLost += count
-        guard before == 0 || before / 100 != patternOffersLost / 100 else { return }
+        let before = patternsNotKeptCount
+        patternsNotKeptCount += count
+        guard before == 0 || before / 100 != patternsNotKeptCount / 100 else { return }
         logger.warning(
             "learned patterns not kept by the session-recorder; this detector keeps them in its own file",
-            metadata: ["count": "\(patternOffersLost)", "reason": "\(reason)"])
+            metadata: ["count": "\(patternsNotKeptCount)", "reason": "\(reason)"])
     }
 
     /// Stores a learned pattern and gives every station the new library.

@@ -135,7 +135,7 @@ public final class DetectorRuntime: BusRole {
     /// holding its share of a receive buffer (a thousand sets ending held megabytes).
     var patternOffers: [String: Double] = [:]
     /// Offers the recorder refused, or that went unanswered or could not be sent (`patternsNotKept`).
-    var patternOffersLost = 0
+    var patternsNotKeptCount = 0
     /// How many stations hold a `missed` assignment (none: no look-up per message).
     var missedWaiting = 0
     /// Readings skipped for a time far from their message's `ts`.

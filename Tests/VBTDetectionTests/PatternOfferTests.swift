@@ -67,7 +67,7 @@ struct PatternOfferTests {
         // An offer unanswered is given up after the recorder's timeout.
         bus.manualClock.advance(options.recorderTimeoutS + 1)
         try runtime.step(timeoutMs: 0)
-        return (offered, runtime.patternOffersLost, bus.repliesQueued, runtime.patterns.library.patterns.values.joined().count)
+        return (offered, runtime.patternsNotKeptCount, bus.repliesQueued, runtime.patterns.library.patterns.values.joined().count)
     }
 
     @Test("every confirmation is read, none left queued, and a pattern kept is not counted lost")
