@@ -109,6 +109,9 @@ public struct SimulationConfig: Sendable {
     public var speed = 1.0
     /// Repeat the whole session forever (`make run`).
     public var forever = false
+    /// Where the session's first reading is placed, Unix seconds (nil: when it starts). Sensor
+    /// time runs from there, so two runs with the same start give the same reading times.
+    public var startT: Double?
     /// Creates the defaults.
     public init() {}
 }
@@ -471,7 +474,7 @@ public struct SimulatorSource: SensorSource {
 
     public func run(into queue: EventQueue, stop: StopFlag, logger: Logger) {
         var pass = 0
-        var origin = wallClockSeconds()
+        var origin = config.startT ?? wallClockSeconds()
         let device = "sim"
         if config.distanceReadingRateHz > 0 {
             queue.push(

@@ -18,7 +18,7 @@ struct SensorBridge: AsyncParsableCommand {
               --ble posture[:NAMEPREFIX|@ADDRESS]     posture wearable over BLE (name contains Arduino)
               --serial PATH --protocol witmotion|arduino-distance [--baud N]
               --replay FILE [--speed X] [--loop] [--stations N [--stagger S]] [--t0 T]
-              --simulate [--exercise squat|bench|deadlift|press] [--load-kg KG] [--seed N] [--mode M] ...
+              --simulate [--exercise squat|bench|deadlift|press] [--load-kg KG] [--seed N] [--mode M] [--t0 T] ...
             Simulation modes (--mode M, repeatable; truth as a reference transducer sees it):
               short-rom        every rep's ROM --rom-mm (250), the lockout unchanged
               shrinking-depth  ROM shrinking over each set, --depth-mm FIRST:LAST
@@ -88,7 +88,7 @@ struct SensorBridge: AsyncParsableCommand {
     @Option(
         name: .customLong("t0"),
         help:
-            "Replay: place the recording's first reading at T (Unix seconds) instead of now; the pace is unchanged. Two replays with the same --t0 give the same reading times, so the same rep ids (keep T within the hour: the rep-detector skips readings an hour off their message's time)."
+            "Replay or simulation: place the first reading at T (Unix seconds) instead of now; the pace is unchanged. Two runs with the same --t0 give the same reading times, so the same rep ids (keep T within the hour: the rep-detector skips readings an hour off their message's time)."
     )
     var t0: Double?
 
@@ -208,7 +208,7 @@ struct SensorBridge: AsyncParsableCommand {
         }
         guard speed >= 0 else { throw ValidationError("--speed must be 0 (as fast as possible) or more") }
         if let t0 {
-            guard replay != nil else { throw ValidationError("--t0 places a replay in time: add --replay FILE") }
+            guard replay != nil || simulate else { throw ValidationError("--t0 places a replay or a simulation in time: add --replay FILE or --simulate") }
             guard t0.isFinite, t0 > 0 else { throw ValidationError("--t0 must be a time in Unix seconds, e.g. \(Int(wallClockSeconds()))") }
         }
         guard linger.isFinite, linger >= 0, linger <= 86_400 else { throw ValidationError("--linger must be between 0 and 86400 seconds") }
@@ -293,6 +293,7 @@ struct SensorBridge: AsyncParsableCommand {
             sim.postureRateHz = postureRate
             sim.speed = speed
             sim.forever = loop
+            sim.startT = t0
             if realSensors { sim.faults = .realWorld }
             // --rom-mm and --depth-mm first: the modes keep what is set.
             if let romMm { sim.modes.romMm = romMm }

@@ -142,7 +142,8 @@ struct BridgeProcessTests {
         for arguments in [
             ["--station", "x"], ["--serial", "/dev/null", "--station", "x"], ["--simulate"],
             ["--simulate", "--station", "x", "--exercise", "curl"], ["--ble", "fitbit", "--station", "x"],
-            ["--replay", "f", "--simulate", "--station", "x"], ["--simulate", "--station", "x", "--t0", "1700000000"],
+            ["--replay", "f", "--simulate", "--station", "x"], ["--simulate", "--station", "x", "--t0", "-1"],
+            ["--serial", "/dev/null", "--protocol", "witmotion", "--station", "x", "--t0", "1700000000"],
         ] {
             let wrong = try rig.bridge(arguments)
             let code = wrong.waitForExit(timeoutS: 20)

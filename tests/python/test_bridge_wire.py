@@ -4,6 +4,7 @@ to several stations."""
 
 import re
 import signal
+import time
 from pathlib import Path
 
 from test_wire import (Bus, bus, read_recording, read_stats, received_by_topic,  # noqa: F401 (fixture)
@@ -19,8 +20,10 @@ def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Pat
     recorder = bus.spawn("record-live", ["vbt", "record", "--out", str(live), "--stats", str(live_stats),
                                          "--stats-interval", "0.1", "sample.", "status."])
     recorder.wait_for_log("bus connected")
+    # Placed in time with --t0: the simulation's first readings (both sensors read at its start) are at T.
+    t0 = round(time.time()) + 0.25
     result = bus.run(["sensor-bridge", "--simulate", "--station", "sim-py", "--speed", "0", "--sets", "1",
-                      "--reps", "2", "--rest", "1", "--athlete", "ana"], timeout=60)
+                      "--reps", "2", "--rest", "1", "--athlete", "ana", "--t0", repr(t0)], timeout=60)
     published = _published(result.stderr)
     assert published.get("sample", 0) > 0 and published.get("status", 0) >= 2, result.stderr
     wanted = {"sample.sim-py": published["sample"], "status.sim-py": published["status"]}
@@ -33,6 +36,9 @@ def test_simulated_and_replayed_bridge_messages_validate(bus: Bus, tmp_path: Pat
     for record in records:
         validate_message(record["msg"])
         check_src(record["msg"], record["topic"])
+    for sensor in ["imu", "distance"]:
+        times = [s["t"] for r in records if r["msg"]["type"] == "sample" and r["msg"]["sensor"] == sensor for s in r["msg"]["samples"]]
+        assert abs(min(times) - t0) < 1e-6 and max(times) - t0 < 60, (sensor, t0, min(times), max(times))
 
     copies = 3
     fanned, fanned_stats = tmp_path / "replay.jsonl", tmp_path / "replay.stats.json"

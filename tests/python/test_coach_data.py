@@ -115,17 +115,17 @@ READINGS_END: dict[str, float] = {}
 def simulate_set(bus: Bus, recorder: Recorder, load: float, seed: int, reps: int = 3) -> None:
     """One simulated set of `reps` at `load` through the real bridge and detector, ended by command once stored.
 
-    The simulator at --speed 0 stamps its readings with sensor time from the moment it starts, so
-    they run ahead of the clock; the detector skips readings older than the last it had, so the
-    next simulation at the station starts once the clock has passed this one's last reading."""
-    wait_until(lambda: time.time() > READINGS_END.get("rack-01", 0), "the clock to pass the previous readings", timeout=120)
+    The simulator at --speed 0 stamps its readings with sensor time from its start, so they run
+    ahead of the clock; the detector skips readings older than the last it had, so each simulation
+    at the station is placed (--t0) after the previous one's last reading."""
     before = recorder.rows("reps")
-    started = time.time()
+    start = max(time.time(), READINGS_END.get("rack-01", 0))
     run = bus.run(["sensor-bridge", "--simulate", "--station", "rack-01", "--exercise", "squat", "--load-kg", str(load),
-                   "--seed", str(seed), "--sets", "1", "--reps", str(reps), "--speed", "0", "--athlete", "ana"], timeout=60)
+                   "--seed", str(seed), "--sets", "1", "--reps", str(reps), "--speed", "0", "--athlete", "ana",
+                   "--t0", repr(start)], timeout=60)
     seconds = re.search(r"reps=\d+ seconds=(\d+)", run.stderr)
     assert seconds, run.stderr
-    READINGS_END["rack-01"] = started + int(seconds.group(1)) + 2
+    READINGS_END["rack-01"] = start + int(seconds.group(1)) + 2
     wait_until(lambda: recorder.rows("reps") >= before + reps, f"the {load} kg set's reps stored", timeout=30,
                detail=bus.describe)
     open_sets = [s for s in recorder.result("history", {"athlete": "ana"}) if not s.get("ended_ts")]
