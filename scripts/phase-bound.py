@@ -35,7 +35,7 @@ def half_cosine(t, seconds, drop_m):
 
 
 def bound(model, params, times, noise_m, index):
-    """Standard deviation (s) of parameter(s) `index` from the Fisher information."""
+    """The least covariance of the parameters `index`: the inverse of the Fisher information."""
     jacobian = np.zeros((len(times), len(params)))
     for k in range(len(params)):
         step = np.zeros(len(params))
@@ -72,29 +72,28 @@ def whole_bound(seconds, drop_m, rate, noise_m, shape):
     """Both edges of the whole descent, rests of 0.5 s on either side."""
     times = np.arange(-0.5, seconds + 0.5, 1 / rate) + 0.37 / rate
 
-    def basis(t, start, end):
-        u = np.clip((t - start) / (end - start), 0.0, 1.0)
-        smooth = 3 * u**2 - 2 * u**3
-        return u, smooth
+    def progress(t, start, end):
+        return np.clip((t - start) / (end - start), 0.0, 1.0)
 
     if shape == "quintic":
-        u = np.clip(times / seconds, 0, 1)
-        columns = np.stack([np.ones_like(u), 3 * u**2 - 2 * u**3, u**2 * (1 - u) ** 2, u**3 * (1 - u) ** 2], 1)
-        linear = np.linalg.lstsq(columns, half_cosine(times, seconds, drop_m), rcond=None)[0]
+
+        def columns(u):
+            """Every quintic leaving 0 and reaching 1 at rest: a level, a drop and two shape terms."""
+            return np.stack([np.ones_like(u), 3 * u**2 - 2 * u**3, u**2 * (1 - u) ** 2, u**3 * (1 - u) ** 2], 1)
+
+        # The quintic nearest the half cosine is the one whose edges are bounded.
+        fitted = np.linalg.lstsq(columns(progress(times, 0.0, seconds)), half_cosine(times, seconds, drop_m), rcond=None)[0]
 
         def model(t, p):
-            top, drop, a, b, start, end = p
-            u, smooth = basis(t, start, end)
-            return top + drop * smooth + a * u**2 * (1 - u) ** 2 + b * u**3 * (1 - u) ** 2
+            return columns(progress(t, p[4], p[5])) @ p[:4]
 
-        params = np.array(list(linear) + [0.0, seconds])
+        params = np.array(list(fitted) + [0.0, seconds])
         edges = [4, 5]
     else:
 
         def model(t, p):
             top, drop, start, end = p
-            u = np.clip((t - start) / (end - start), 0.0, 1.0)
-            return top - drop * (1 - np.cos(np.pi * u)) / 2
+            return top - drop * (1 - np.cos(np.pi * progress(t, start, end))) / 2
 
         params = np.array([0.0, drop_m, 0.0, seconds])
         edges = [2, 3]
