@@ -225,6 +225,8 @@ public struct StationDetector: Sendable, Codable {
     private var learnedRomSdMm: [String: Double] = [:]
     /// ROMs of the attempts since the last rep that fell outside the learned ROM, per exercise.
     private var romMisses: [String: [Double]] = [:]
+    /// Whether each of those attempts had a rep's shape (`repShaped`), in the same order.
+    private var romMissShapes: [String: [Bool]] = [:]
     private var lastRepEndT = -Double.infinity
     /// Learned patterns (all exercises): the runtime's pattern library, given again when it changes.
     /// Not checkpointed: the library has a file of its own, and written into each of a thousand
@@ -255,10 +257,11 @@ public struct StationDetector: Sendable, Codable {
     /// What a checkpoint or a hand-over keeps: everything but the patterns (see `patterns`).
     private enum CodingKeys: String, CodingKey {
         case station, settings, assignment, distance, imu, lastDistanceT, openSet, pending, held, learnedRomMm, learnedRomSdMm, romMisses
-        case lastRepEndT, profilePoints, lastReadingT, lastCommand, stalledTopM
+        case romMissShapes, lastRepEndT, profilePoints, lastReadingT, lastCommand, stalledTopM
     }
 
-    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise, no `lastCommand` and no `stalledTopM`.
+    /// Reads a checkpoint or a hand-over; one an earlier build wrote holds no `held` rise, no `lastCommand`, no `stalledTopM`
+    /// and no `romMissShapes`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         station = try c.decode(String.self, forKey: .station)
@@ -273,6 +276,7 @@ public struct StationDetector: Sendable, Codable {
         learnedRomMm = try c.decode([String: Double].self, forKey: .learnedRomMm)
         learnedRomSdMm = try c.decode([String: Double].self, forKey: .learnedRomSdMm)
         romMisses = try c.decode([String: [Double]].self, forKey: .romMisses)
+        romMissShapes = try c.decodeIfPresent([String: [Bool]].self, forKey: .romMissShapes) ?? [:]
         lastRepEndT = try c.decode(Double.self, forKey: .lastRepEndT)
         profilePoints = try c.decode([String: [Double: Double]].self, forKey: .profilePoints)
         lastReadingT = try c.decode(Double.self, forKey: .lastReadingT)
@@ -710,7 +714,9 @@ public struct StationDetector: Sendable, Codable {
         if measurement.romMm < low || measurement.romMm > high {
             // Consistent attempts outside the band mean the ROM is wrong (a changed stance, a
             // coach's ROM for someone else).
-            if !relearnRom(measurement.romMm, sdMm: riseSd) {
+            let repShaped =
+                candidate.descentBeforeM >= Self.returnShare * candidate.riseM && candidate.descentBeforeM * Self.returnShare <= candidate.riseM
+            if !relearnRom(measurement.romMm, sdMm: riseSd, repShaped: repShaped) {
                 if measurement.romMm < low {
                     return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
                 }
@@ -772,24 +778,36 @@ public struct StationDetector: Sendable, Codable {
     /// Attempts outside the learned ROM that agree with each other this
     /// closely, this many in a row, replace it.
     static let relearnAfter = 3
+    /// ... or this many against the catalogue's prior alone, when each was a rep's shape: lowered
+    /// into about as far as it rose (0.6-1.67 times), which an un-rack, a re-rack or a grinder's
+    /// first part is not. A box squat's or a board press's set then loses its first rep to the
+    /// prior, not its first two.
+    static let relearnShapedAfter = 2
 
     /// Records an attempt whose ROM fell outside the band; true when it and
     /// the ones before it agree, so their ROM is learned in place of the learned
     /// one or the catalogue's prior, and the attempt counts: a pin squat of a
     /// third of the catalogue's ROM is not locked out. A ROM the coach assigned is
     /// never replaced.
-    private mutating func relearnRom(_ romMm: Double, sdMm: Double) -> Bool {
+    private mutating func relearnRom(_ romMm: Double, sdMm: Double, repShaped: Bool) -> Bool {
         guard assignment.romMm == nil else { return false }
         var misses = (romMisses[romKey] ?? []) + [romMm]
         misses = Array(misses.suffix(Self.relearnAfter))
         romMisses[romKey] = misses
-        guard misses.count == Self.relearnAfter else { return false }
-        let median = misses.sorted()[misses.count / 2]
+        // A checkpoint of an earlier build kept no shapes: its misses count as not rep-shaped.
+        let earlier = romMissShapes[romKey] ?? []
+        let shapes = Array((Array(repeating: false, count: max(0, misses.count - 1 - earlier.count)) + earlier.suffix(misses.count - 1) + [repShaped]))
+        romMissShapes[romKey] = shapes
+        let needed = learnedRomMm[romKey] == nil && shapes.suffix(Self.relearnShapedAfter).allSatisfy({ $0 }) ? Self.relearnShapedAfter : Self.relearnAfter
+        let agreeing = Array(misses.suffix(needed))
+        guard agreeing.count == needed else { return false }
+        let sorted = agreeing.sorted()
+        let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         // Within the tolerance, and three of the sensor's standard deviations of a rise beyond it:
         // a 10 Hz bar IMU's full reps spread over a third of their ROM, and a wrong learned ROM
         // they could not agree under would lock every one of them out.
         let agreeMm = settings.romTolerance * median + 10 + 3 * sdMm
-        guard misses.allSatisfy({ abs($0 - median) <= agreeMm }) else { return false }
+        guard agreeing.allSatisfy({ abs($0 - median) <= agreeMm }) else { return false }
         learnedRomMm[romKey] = median
         learnedRomSdMm[romKey] = sdMm
         return true
@@ -800,6 +818,7 @@ public struct StationDetector: Sendable, Codable {
     ) -> [DetectorOutput] {
         var out: [DetectorOutput] = []
         romMisses[romKey] = nil
+        romMissShapes[romKey] = nil
         lastRepEndT = measurement.concentricEndT
         // Half of each new rep: the learned ROM follows a depth that changes over a set. The first
         // is learned only within the catalogue's prior: one under it came in on the sensor's
