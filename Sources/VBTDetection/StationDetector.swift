@@ -714,9 +714,7 @@ public struct StationDetector: Sendable, Codable {
         if measurement.romMm < low || measurement.romMm > high {
             // Consistent attempts outside the band mean the ROM is wrong (a changed stance, a
             // coach's ROM for someone else).
-            let repShaped =
-                candidate.descentBeforeM >= Self.returnShare * candidate.riseM && candidate.descentBeforeM * Self.returnShare <= candidate.riseM
-            if !relearnRom(measurement.romMm, sdMm: riseSd, repShaped: repShaped) {
+            if !relearnRom(measurement.romMm, sdMm: riseSd, repShaped: Self.isRepShaped(candidate)) {
                 if measurement.romMm < low {
                     return reject("partial", String(format: "ROM %.0f mm below %.0f mm", measurement.romMm, low))
                 }
@@ -784,6 +782,11 @@ public struct StationDetector: Sendable, Codable {
     /// prior, not its first two.
     static let relearnShapedAfter = 2
 
+    /// Whether a rise was lowered into about as far as it went up (`relearnShapedAfter`).
+    static func isRepShaped(_ candidate: ConcentricCandidate) -> Bool {
+        candidate.descentBeforeM >= returnShare * candidate.riseM && candidate.descentBeforeM * returnShare <= candidate.riseM
+    }
+
     /// Records an attempt whose ROM fell outside the band; true when it and
     /// the ones before it agree, so their ROM is learned in place of the learned
     /// one or the catalogue's prior, and the attempt counts: a pin squat of a
@@ -795,8 +798,8 @@ public struct StationDetector: Sendable, Codable {
         misses = Array(misses.suffix(Self.relearnAfter))
         romMisses[romKey] = misses
         // A checkpoint of an earlier build kept no shapes: its misses count as not rep-shaped.
-        let earlier = romMissShapes[romKey] ?? []
-        let shapes = Array((Array(repeating: false, count: max(0, misses.count - 1 - earlier.count)) + earlier.suffix(misses.count - 1) + [repShaped]))
+        let earlier = (romMissShapes[romKey] ?? []).suffix(misses.count - 1)
+        let shapes = Array(repeating: false, count: misses.count - 1 - earlier.count) + earlier + [repShaped]
         romMissShapes[romKey] = shapes
         let needed = learnedRomMm[romKey] == nil && shapes.suffix(Self.relearnShapedAfter).allSatisfy({ $0 }) ? Self.relearnShapedAfter : Self.relearnAfter
         let agreeing = Array(misses.suffix(needed))
